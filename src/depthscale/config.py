@@ -1,0 +1,178 @@
+"""Run configuration: one frozen dataclass, named presets, validation and the run id.
+
+Field names are the paper's symbols (SPEC §1). A run's config is stored with its results and
+hashed into its id, so everything that changes the numbers lives here; how a run is executed
+(device, threads, progress bars) does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, fields
+
+MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
+TASKS = ("easy", "difficult")
+SCHEDULES = ("cosine", "constant")
+PRESETS = ("smoke", "cpu", "paper")
+# models whose layers form a parallel ensemble, f_l = g_l p_l . y (SPEC §3.1): packable across depths
+ENSEMBLE_MODELS = ("nonlinear", "layer_values")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming the field and the value."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    # --- data (SPEC §2) ---
+    d: int = 32  # input dimension
+    P: int = 128  # context length (number of context pairs)
+    a: float = 0.0  # input-spectrum exponent, lambda_k = k^-a
+    b: float = 0.0  # teacher-spectrum exponent, omega_k = k^-b
+    task: str = "difficult"  # easy (exact-match copy) | difficult (top-k average by cosine)
+    k: int = 2  # number of selected tokens (difficult task)
+    noise: float = 0.0  # label noise std
+    # --- model (SPEC §3) ---
+    model: str = "nonlinear"  # one of MODELS
+    N: int = 32  # hidden width (N >= d)
+    L: int = 1  # depth (number of attention layers)
+    init_qk: float = 0.02  # std of W_q, W_k entries (small: attention starts near uniform)
+    # --- training (SPEC §4) ---
+    lr: float = 3e-3  # Adam learning rate at L = 1
+    lr_depth_exp: float = 0.0  # lr(L) = lr * L^lr_depth_exp (depth-aware learning rate)
+    batch: int = 256  # fresh contexts per step
+    max_steps: int = 3000  # step cap
+    warmup: int = 100  # linear warmup steps
+    schedule: str = "cosine"  # lr schedule after warmup, over max_steps
+    eval_every: int = 100  # steps between monitor evaluations
+    monitor_contexts: int = 1024  # fixed contexts for the convergence monitor
+    patience: int = 10  # monitor evaluations without relative improvement > rel_tol => converged
+    rel_tol: float = 1e-3  # relative improvement that counts as progress
+    checkpoint_every: int = 500  # steps between checkpoints
+    grad_clip: float = 1.0  # global grad-norm clip per model (0 = off)
+    # --- evaluation (SPEC §5) ---
+    eval_contexts: int = 10240  # fresh evaluation contexts
+    eval_seed: int = 1_000_003  # seed of the evaluation set (shared by all runs of one data config)
+    # --- identity ---
+    seed: int = 0  # model init and training-data stream
+    preset: str = "cpu"  # informational: which preset the fields came from
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    # convenience views
+    @property
+    def run_id(self) -> str:
+        return run_id(self)
+
+    def replace(self, **changes) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, dct: dict) -> "RunConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(dct) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field {unknown[0]!r}")
+        return cls(**dct)
+
+
+def _require(cond: bool, name: str, value, rule: str) -> None:
+    if not cond:
+        raise ConfigError(f"{name} must be {rule}, got {value!r}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def validate(cfg: RunConfig) -> None:
+    """Check every field; raise ConfigError naming the first bad one."""
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if f.type in ("int", int):
+            _require(_is_int(v), f.name, v, "an integer")
+        elif f.type in ("float", float):
+            _require(_is_real(v), f.name, v, "a finite number")
+    for name in ("d", "P", "N", "L", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
+                 "patience", "checkpoint_every", "eval_contexts"):
+        _require(getattr(cfg, name) >= 1, name, getattr(cfg, name), ">= 1")
+    for name in ("a", "b", "noise", "init_qk", "warmup", "rel_tol", "grad_clip"):
+        _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0 and finite")
+    _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
+    _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
+    _require(cfg.k <= cfg.P, "k", cfg.k, f"<= P = {cfg.P}")
+    _require(cfg.model in MODELS, "model", cfg.model, f"one of {', '.join(MODELS)}")
+    _require(cfg.task in TASKS, "task", cfg.task, f"one of {', '.join(TASKS)}")
+    _require(cfg.schedule in SCHEDULES, "schedule", cfg.schedule, f"one of {', '.join(SCHEDULES)}")
+    _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
+    _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
+
+
+def run_id(cfg: RunConfig) -> str:
+    """Hash of the full configuration (the `preset` label excluded: it changes no number)."""
+    dct = cfg.to_dict()
+    dct.pop("preset")
+    blob = json.dumps(dct, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --- presets (SPEC §1). Each is a set of field overrides on the dataclass defaults. ---
+_PRESET_FIELDS: dict[str, dict] = {
+    "smoke": dict(d=8, P=16, N=8, batch=64, max_steps=60, warmup=5, eval_every=20,
+                  monitor_contexts=256, patience=3, checkpoint_every=20, eval_contexts=512,
+                  lr=1e-2),
+    "cpu": dict(d=32, P=128, N=32),
+    "paper": dict(d=128, P=1024, N=128, batch=512, max_steps=20000, eval_every=250,
+                  monitor_contexts=2048, patience=12, checkpoint_every=1000),
+}
+PRESET_DEPTHS: dict[str, tuple[int, ...]] = {
+    "smoke": (1, 2, 4),
+    "cpu": (1, 2, 4, 8, 16, 32, 64),
+    "paper": (1, 2, 4, 8, 16, 32, 64, 128, 256),
+}
+
+
+def preset_fields(preset: str) -> dict:
+    if preset not in _PRESET_FIELDS:
+        raise ConfigError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    return dict(_PRESET_FIELDS[preset], preset=preset)
+
+
+def make_config(preset: str = "cpu", **overrides) -> RunConfig:
+    """A preset's config with any field overridden; unknown fields are a ConfigError."""
+    base = preset_fields(preset)
+    known = {f.name for f in fields(RunConfig)}
+    for name in overrides:
+        if name not in known:
+            raise ConfigError(f"unknown config field {name!r}")
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return RunConfig(**base)
+
+
+def field_docs() -> dict[str, str]:
+    """One-line help per field, read from the comments above (used by the CLI)."""
+    import inspect
+
+    src = inspect.getsource(RunConfig)
+    docs = {}
+    for line in src.splitlines():
+        line = line.strip()
+        if ":" in line and "#" in line and not line.startswith("#"):
+            name = line.split(":")[0].strip()
+            docs[name] = line.split("#", 1)[1].strip()
+    return docs
+
+
+__all__ = ["RunConfig", "ConfigError", "make_config", "preset_fields", "run_id", "validate",
+           "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "field_docs"]
