@@ -1,0 +1,79 @@
+"""Contexts and tasks against independent computations (SPEC §2)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from depthscale.contexts import haar_orthogonal, make_generator, sample_contexts, spectrum
+
+
+@pytest.mark.parametrize("a,b", [(0.0, 0.0), (1.0, 0.5)])
+def test_input_and_teacher_covariance(a, b):
+    d, P, B = 6, 8, 20000
+    ctx = sample_contexts(B, d, P, a, b, "difficult", 2, make_generator(0), dtype=torch.float64)
+    lam, om = spectrum(d, a, torch.float64), spectrum(d, b, torch.float64)
+    Sig = ctx.O_Bxdxd @ torch.diag(lam) @ ctx.O_Bxdxd.transpose(1, 2)
+    Om = ctx.O_Bxdxd @ torch.diag(om) @ ctx.O_Bxdxd.transpose(1, 2)
+    # in each context's own frame the inputs have covariance Sigma: whiten by it and compare with I
+    # pooled over contexts; every entry of x x^T has SE from its sample std.
+    xx = torch.einsum("bpi,bpj->bpij", ctx.X_BxPxd, ctx.X_BxPxd)
+    dev = (xx - Sig.unsqueeze(1)).reshape(-1, d, d)
+    mean, se = dev.mean(0), dev.std(0) / math.sqrt(dev.shape[0])
+    assert (mean.abs() < 4 * se).all()
+    bb = torch.einsum("bi,bj->bij", ctx.beta_Bxd, ctx.beta_Bxd) - Om
+    assert (bb.mean(0).abs() < 4 * bb.std(0) / math.sqrt(B)).all()
+    # in the eigenbasis the variances are lambda_k and omega_k
+    v = torch.einsum("bij,bpi->bpj", ctx.O_Bxdxd, ctx.X_BxPxd).reshape(-1, d)
+    assert torch.allclose(v.pow(2).mean(0), lam, rtol=0.02)
+    w = torch.einsum("bij,bi->bj", ctx.O_Bxdxd, ctx.beta_Bxd)
+    se_w = w.pow(2).std(0) / math.sqrt(B)
+    assert ((w.pow(2).mean(0) - om).abs() < 4 * se_w).all()
+
+
+def test_rotations_orthogonal_and_distinct():
+    O = haar_orthogonal(50, 7, make_generator(1), dtype=torch.float64)
+    eye = torch.eye(7, dtype=torch.float64)
+    assert torch.allclose(O @ O.transpose(1, 2), eye.expand(50, 7, 7), atol=1e-12)
+    diffs = (O[1:] - O[:-1]).abs().amax((1, 2))
+    assert (diffs > 0.1).all()
+    # Haar: E[O_11^2] = 1/d; entries of the first row have mean 0
+    O = haar_orthogonal(20000, 4, make_generator(2), dtype=torch.float64)
+    x = O[:, 0, 0].pow(2)
+    assert abs(x.mean().item() - 0.25) < 4 * x.std().item() / math.sqrt(len(x))
+
+
+def test_reproducible_from_seed():
+    c1 = sample_contexts(4, 5, 9, 0.5, 0.5, "difficult", 2, make_generator(7))
+    c2 = sample_contexts(4, 5, 9, 0.5, 0.5, "difficult", 2, make_generator(7))
+    c3 = sample_contexts(4, 5, 9, 0.5, 0.5, "difficult", 2, make_generator(8))
+    assert torch.equal(c1.X_BxPxd, c2.X_BxPxd) and torch.equal(c1.ystar_B, c2.ystar_B)
+    assert not torch.equal(c1.X_BxPxd, c3.X_BxPxd)
+
+
+def test_labels_are_teacher_projections():
+    c = sample_contexts(8, 5, 9, 0.0, 1.0, "difficult", 3, make_generator(3), dtype=torch.float64)
+    assert torch.allclose(c.y_BxP, torch.einsum("bpd,bd->bp", c.X_BxPxd, c.beta_Bxd))
+    assert torch.allclose(c.ystar_B, torch.einsum("bd,bd->b", c.t_Bxd, c.beta_Bxd))
+
+
+def test_topk_and_target_equal_brute_force():
+    k = 3
+    c = sample_contexts(30, 6, 20, 0.5, 0.0, "difficult", k, make_generator(4), dtype=torch.float64)
+    X, xq, y = c.X_BxPxd.numpy(), c.xq_Bxd.numpy(), c.y_BxP.numpy()
+    for bi in range(c.B):
+        cos = [float(X[bi, i] @ xq[bi] / (np.linalg.norm(X[bi, i]) * np.linalg.norm(xq[bi])))
+               for i in range(X.shape[1])]
+        order = sorted(range(len(cos)), key=lambda i: -cos[i])[:k]
+        assert list(c.sel_Bxk[bi].numpy()) == order
+        assert c.ystar_B[bi].item() == pytest.approx(np.mean([y[bi, i] for i in order]), rel=1e-12)
+
+
+def test_easy_target_is_matched_label():
+    c = sample_contexts(40, 5, 12, 1.0, 0.0, "easy", 1, make_generator(5))
+    j = c.sel_Bxk[:, 0]
+    rows = torch.arange(c.B)
+    assert torch.equal(c.xq_Bxd, c.X_BxPxd[rows, j])
+    assert torch.equal(c.ystar_B, c.y_BxP[rows, j])
+    assert len(set(j.tolist())) > 5  # j is uniform, not fixed

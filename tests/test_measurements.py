@@ -1,0 +1,84 @@
+"""Measurements (SPEC §5) against independent computations."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from depthscale.config import make_config
+from depthscale.contexts import make_generator, sample_contexts
+from depthscale.measurements import decomposition, measure, rho_fit, selection_loss, eval_contexts
+from depthscale.models import AttentionPack, build_pack
+
+KINDS = ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"]
+
+
+def test_decomposition_identity_on_sample_means():
+    g = torch.Generator().manual_seed(0)
+    for L in (2, 3, 17):
+        f = torch.randn(500, L, generator=g, dtype=torch.float64) + torch.randn(500, 1, generator=g, dtype=torch.float64)
+        ys = torch.randn(500, generator=g, dtype=torch.float64)
+        r = decomposition(f, ys)
+        assert r["R"] == pytest.approx(r["C"] + (r["A"] - r["C"]) / L, rel=1e-12)
+        # brute-force double loop for C
+        e = (f - ys[:, None]).numpy()
+        C = np.mean([np.mean(e[:, i] * e[:, j]) for i in range(L) for j in range(L) if i != j])
+        assert r["C"] == pytest.approx(C, rel=1e-10)
+        assert r["R_se"] == pytest.approx(np.std((e.mean(1)) ** 2, ddof=1) / math.sqrt(500), rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_identity_and_modes_for_every_model(kind):
+    cfg = make_config("smoke", model=kind, L=3, a=0.5, b=0.5, init_qk=0.3)
+    pack = build_pack([cfg])
+    chunks = eval_contexts(cfg, 600, 3, chunk=300)
+    r = measure(pack, 0, chunks, cfg.task)
+    assert r["R"] == pytest.approx(r["C"] + (r["A"] - r["C"]) / 3, rel=1e-9)
+    if kind != "single_stream":
+        # sum of mode losses = the beta-averaged loss; the sampled R agrees within its SE
+        assert abs(r["mode_R_sum"] - r["R"]) < 4 * r["R_se"] + 1e-3 * r["R"]
+
+
+def test_mode_sum_equals_beta_averaged_loss_exactly():
+    cfg = make_config("smoke", model="nonlinear", L=2, a=1.0, b=0.5, init_qk=0.3)
+    pack = build_pack([cfg]).double()
+    ctx = sample_contexts(200, cfg.d, cfg.P, 1.0, 0.5, "difficult", 2, make_generator(1), dtype=torch.float64)
+    r = measure(pack, 0, [ctx], "difficult")
+    with torch.no_grad():
+        out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
+        g = pack.Wo[0] @ pack.Wv[0] @ pack.Wy[0]
+        u = g * torch.einsum("blp,bpd->bd", out.p_BxLxP, ctx.X_BxPxd) / 2
+        diff = u - ctx.t_Bxd
+        Om = ctx.O_Bxdxd @ torch.diag(ctx.omega_d) @ ctx.O_Bxdxd.transpose(1, 2)
+        exact = torch.einsum("bi,bij,bj->b", diff, Om, diff).mean().item()
+    assert r["mode_R_sum"] == pytest.approx(exact, rel=1e-10)
+
+
+def test_selection_loss_brute_force():
+    g = torch.Generator().manual_seed(2)
+    p = torch.softmax(torch.randn(5, 3, 9, generator=g), -1)
+    sel = torch.stack([torch.randperm(9, generator=g)[:2] for _ in range(5)])
+    E = selection_loss(p, sel)
+    for b in range(5):
+        pbar = p[b].mean(0).numpy()
+        pstar = np.zeros(9)
+        pstar[sel[b].numpy()] = 0.5
+        assert E[b].item() == pytest.approx(float(((pbar - pstar) ** 2).sum()), rel=1e-5)
+
+
+def test_rho_fit_recovers_construction():
+    P = 10
+    for rho in (0.0, 0.3, 0.9999):
+        A = rho * np.eye(P) + (1 - rho) * np.full((P, P), 1 / P)
+        r = rho_fit(A)
+        assert r["rho"] == pytest.approx(rho, abs=1e-12)
+        assert r["rho_r2"] == pytest.approx(1.0) or rho == 0.0
+
+
+def test_top1_mass_and_context_updates_fields():
+    cfg = make_config("smoke", model="context_updates", task="easy", k=1, L=2)
+    pack = build_pack([cfg])
+    r = measure(pack, 0, eval_contexts(cfg, 128, 5), "easy")
+    assert 0 < r["top1_mass"] < 1 and r["m"] == 0.0 and "rho" in r
+    assert np.allclose(np.array(r["A1_mean"]).sum(1), 1.0, atol=1e-5)

@@ -1,0 +1,186 @@
+"""The model family against literal token-by-token implementations (SPEC §3, paper eqs. 9-10)."""
+
+import pytest
+import torch
+
+from depthscale.contexts import make_generator, sample_contexts
+from depthscale.models import AttentionPack
+
+d, N, P = 4, 6, 7
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def ctx_for(seed=0, B=3, task="difficult", k=2, a=0.5, b=0.25):
+    return sample_contexts(B, d, P, a, b, task, k, make_generator(seed), dtype=torch.float64)
+
+
+def pack64(kind, depths, seeds=None, init_qk=0.5):
+    pk = AttentionPack(kind, d, N, depths, seeds or list(range(len(depths))), init_qk).double()
+    if kind == "context_updates":
+        with torch.no_grad():
+            pk.m.fill_(-0.7)
+    return pk
+
+
+def rms(h):  # per token (column) RMS norm of an N x T matrix
+    return h / torch.sqrt(h.pow(2).mean(0, keepdim=True) + 1e-6)
+
+
+def masked_softmax_rows(S, allowed):
+    """Row softmax over allowed positions only; rows with nothing allowed are zero."""
+    S = S.masked_fill(~allowed, float("-inf"))
+    out = torch.softmax(S, dim=-1)
+    return torch.nan_to_num(out, nan=0.0)
+
+
+def literal(kind, pk, mi, X, y, xq, ctx_mask_value=None):
+    """Layer by layer with full (P+1)x(P+1) matrices, one context at a time."""
+    L = pk.depths[mi]
+    Wx, Wy, Wo = pk.Wx[mi], pk.Wy[mi].unsqueeze(1), pk.Wo[mi].unsqueeze(0)
+    Wq, Wk = pk.model_slice("Wq", mi), pk.model_slice("Wk", mi)
+    Xf = torch.cat([X, xq.unsqueeze(0)], 0).T  # d x (P+1)
+    yin = torch.cat([y, torch.zeros(1)])  # (P+1)
+    T = P + 1
+    test_row = torch.zeros(T, T, dtype=torch.bool)
+    test_row[P, :P] = True  # M(0): only the test row, over the context, never itself
+    Hx = Wx @ Xf
+    if kind == "single_stream":
+        H = Hx + Wy @ yin.unsqueeze(0)
+        for l in range(L):
+            Hn = rms(H)
+            Q, K, V = Wq[l] @ Hn, Wk[l] @ Hn, pk.Wv[mi] @ H
+            A = masked_softmax_rows(Q.T @ K, test_row)
+            H = H + V @ A.T / L
+        return (Wo @ H[:, P]).item()
+    Hy = Wy @ yin.unsqueeze(0)  # N x (P+1)
+    if kind == "linear":
+        M = torch.zeros(T, T)
+        M[:P, :P] = -1.0
+        M[P, :P] = 1.0
+        for l in range(L):
+            Q, K, V = Wq[l] @ Hx, Wk[l] @ Hx, pk.Wv[mi] @ Hy
+            A = M * (Q.T @ K) / (P * N)
+            Hy = Hy + V @ A.T / L
+        return (Wo @ Hy[:, P]).item()
+    Hn = rms(Hx)
+    ctx_block = torch.zeros(T, T, dtype=torch.bool)
+    ctx_block[:P, :P] = True
+    for l in range(L):
+        Wv = pk.model_slice("Wv", mi)[l] if kind == "layer_values" else pk.Wv[mi]
+        Q, K, V = Wq[l] @ Hn, Wk[l] @ Hn, Wv @ Hy
+        S = Q.T @ K
+        A = masked_softmax_rows(S, test_row)
+        if kind == "context_updates":
+            A = A + pk.m[mi] * masked_softmax_rows(S, ctx_block)
+        Hy = Hy + V @ A.T / L
+        if kind != "context_updates":  # M(0): context states never change
+            assert torch.allclose(Hy[:, :P], Wy @ yin[:P].unsqueeze(0))
+    return (Wo @ Hy[:, P]).item()
+
+
+@pytest.mark.parametrize("kind", ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"])
+@pytest.mark.parametrize("L", [1, 3])
+def test_matches_literal_layer_by_layer(kind, L):
+    ctx = ctx_for(L)
+    pk = pack64(kind, [L], [11])
+    with torch.no_grad():
+        out = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
+    for bi in range(ctx.B):
+        ref = literal(kind, pk, 0, ctx.X_BxPxd[bi], ctx.y_BxP[bi], ctx.xq_Bxd[bi])
+        assert out.y_hat_B[bi].item() == pytest.approx(ref, rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"])
+def test_prediction_is_mean_of_parallel_form(kind):
+    ctx = ctx_for(1, B=5)
+    pk = pack64(kind, [4])
+    with torch.no_grad():
+        out = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
+    assert out.f_BxL.shape == (5, 4)
+    assert torch.allclose(out.y_hat_B, out.f_BxL.mean(1), rtol=1e-12, atol=1e-12)
+    if out.p_BxLxP is not None:
+        assert out.p_BxLxP.shape == (5, 4, P)
+        assert torch.allclose(out.p_BxLxP.sum(-1), torch.ones(5, 4))
+
+
+def test_nonlinear_f_is_gain_times_attention_readout():
+    ctx = ctx_for(2)
+    pk = pack64("nonlinear", [3])
+    with torch.no_grad():
+        out = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
+        g = pk.Wo[0] @ pk.Wv[0] @ pk.Wy[0]
+    assert torch.allclose(out.f_BxL, g * torch.einsum("blp,bp->bl", out.p_BxLxP, ctx.y_BxP))
+
+
+def test_linear_token_form_equals_covariance_form():
+    """F_0 = W_y beta^T, F_l = F_{l-1} - (1/L) W_v F_{l-1} S B_l, y_hat = W_o (F_0 - F_L) x_test."""
+    L = 4
+    ctx = ctx_for(3, B=6, a=1.0, b=0.5)
+    pk = pack64("linear", [L], init_qk=0.7)
+    with torch.no_grad():
+        out = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
+    Wx, Wv, Wo, Wy = pk.Wx[0], pk.Wv[0], pk.Wo[0], pk.Wy[0]
+    for bi in range(ctx.B):
+        U = ctx.X_BxPxd[bi].T
+        S = U @ U.T / P
+        F0 = torch.outer(Wy, ctx.beta_Bxd[bi])
+        F = F0
+        for l in range(L):
+            Bl = Wx.T @ pk.Wk[l].T @ pk.Wq[l] @ Wx / N
+            F = F - Wv @ F @ S @ Bl / L
+        ref = Wo @ (F0 - F) @ ctx.xq_Bxd[bi]
+        assert out.y_hat_B[bi].item() == pytest.approx(ref.item(), rel=1e-9, abs=1e-12)
+
+
+def test_linear_model_never_sees_beta():
+    """The forward pass takes (X, y, x_test) only: wiping beta from the batch changes nothing."""
+    ctx = ctx_for(4)
+    pk = pack64("linear", [2])
+    out1 = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].y_hat_B
+    ctx.beta_Bxd.mul_(0)  # the model's inputs do not include beta
+    out2 = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].y_hat_B
+    assert torch.equal(out1, out2)
+
+
+def test_masked_positions_do_not_change_attention():
+    """Changing the test token's own input (its score column is masked) leaves p unchanged
+    except through its role as the query; changing a context token's label leaves p unchanged."""
+    ctx = ctx_for(5)
+    pk = pack64("nonlinear", [2])
+    with torch.no_grad():
+        p1 = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].p_BxLxP
+        p2 = pk(ctx.X_BxPxd, ctx.y_BxP * 3.0, ctx.xq_Bxd)[0].p_BxLxP
+    assert torch.equal(p1, p2)  # labels never reach the scores (no leak)
+    assert p1.shape[-1] == P  # the test token is not among the attended positions
+
+
+def test_pack_equals_separate_models():
+    ctx = ctx_for(6, B=4)
+    depths, seeds = [1, 2, 4, 3], [0, 1, 2, 0]
+    big = pack64("nonlinear", depths, seeds)
+    with torch.no_grad():
+        outs = big(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)
+        for mi, (L, s) in enumerate(zip(depths, seeds)):
+            one = pack64("nonlinear", [L], [s])
+            ref = one(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
+            assert torch.allclose(outs[mi].f_BxL, ref.f_BxL, rtol=1e-12, atol=1e-14)
+
+
+def test_cascaded_pack_needs_one_depth():
+    with pytest.raises(ValueError, match="one depth"):
+        AttentionPack("linear", d, N, [1, 2], [0, 1])
+
+
+def test_near_uniform_attention_at_init():
+    ctx = ctx_for(7, B=16)
+    pk = AttentionPack("nonlinear", d, N, [4], [0], init_qk=0.02).double()
+    with torch.no_grad():
+        p = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].p_BxLxP
+    assert (p - 1.0 / P).abs().max() < 0.02 / P * 10
