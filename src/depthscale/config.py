@@ -149,14 +149,33 @@ def preset_fields(preset: str) -> dict:
     return dict(_PRESET_FIELDS[preset], preset=preset)
 
 
+# Training recipe per (preset, model, task): the part of the configuration that is tuned, not
+# given by the paper (SPEC §3.4). Keys are matched most-specific first; see docs/recipe.md.
+_RECIPES: dict[tuple[str, str, str], dict] = {}
+
+
+def recipe_fields(preset: str, model: str, task: str) -> dict:
+    out: dict = {}
+    for key in ((preset, "*", "*"), (preset, model, "*"), (preset, "*", task), (preset, model, task)):
+        out.update(_RECIPES.get(key, {}))
+    return out
+
+
 def make_config(preset: str = "cpu", **overrides) -> RunConfig:
-    """A preset's config with any field overridden; unknown fields are a ConfigError."""
-    base = preset_fields(preset)
+    """A preset's config, with the tuned recipe for its model and task, then any field
+    overridden; unknown fields are a ConfigError."""
     known = {f.name for f in fields(RunConfig)}
     for name in overrides:
         if name not in known:
             raise ConfigError(f"unknown config field {name!r}")
-    base.update({k: v for k, v in overrides.items() if v is not None})
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    base = preset_fields(preset)
+    model = overrides.get("model", RunConfig.model)
+    task = overrides.get("task", RunConfig.task)
+    base.update(recipe_fields(preset, model, task))
+    base.update(overrides)
+    if task == "easy":  # k has no meaning on the easy task: one value, so run ids do not split on it
+        base["k"] = 1
     return RunConfig(**base)
 
 

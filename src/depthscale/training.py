@@ -1,0 +1,304 @@
+"""Online training of a pack of models (SPEC §4), with per-model optimiser state, learning rate,
+stopping and checkpoints.
+
+A pack is a list of RunConfigs with one `pack_key`; a single run is a pack of one. Every model
+sees fresh contexts each step, drawn from a stream that depends only on (seed, step), so models
+that share a seed share their data whatever their depth and a resumed run needs no RNG state.
+The optimiser is Adam applied row-wise: each parameter row belongs to one model, so a model in a
+pack is updated exactly as it would be alone, and a stopped model's rows are frozen.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from depthscale.config import ENSEMBLE_MODELS, RunConfig
+from depthscale.contexts import make_generator, sample_for, step_seed
+from depthscale.measurements import decomposition, eval_contexts, measure, top1_mass
+from depthscale.models import AttentionPack, build_pack
+
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+MONITOR_SEED_OFFSET = 1
+
+
+def pack_key(cfg: RunConfig) -> tuple:
+    """Runs with equal keys can be trained as one pack: everything but the seed (and, for the
+    parallel-ensemble models, the depth) must agree."""
+    dct = cfg.to_dict()
+    dct.pop("seed")
+    dct.pop("preset")
+    if cfg.model in ENSEMBLE_MODELS:
+        dct.pop("L")
+    return tuple(sorted(dct.items()))
+
+
+def lr_factor(cfg: RunConfig, step: int) -> float:
+    """Linear warmup, then cosine decay to 0 at max_steps (or constant)."""
+    if cfg.warmup and step < cfg.warmup:
+        return (step + 1) / cfg.warmup
+    if cfg.schedule == "constant":
+        return 1.0
+    span = max(1, cfg.max_steps - cfg.warmup)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - cfg.warmup) / span)))
+
+
+def converged(history: list[float], patience: int, rel_tol: float) -> bool:
+    """No relative improvement > rel_tol of the best monitor loss over the last `patience` evals."""
+    if len(history) <= patience:
+        return False
+    before = min(history[:-patience])
+    recent = min(history[-patience:])
+    return recent > before * (1 - rel_tol)
+
+
+class RowAdam:
+    """Adam over pack parameters with a learning rate per model and a mask of active models."""
+
+    def __init__(self, pack: AttentionPack):
+        self.pack = pack
+        self.params = dict(pack.named_parameters())
+        self.m = {n: torch.zeros_like(p) for n, p in self.params.items()}
+        self.v = {n: torch.zeros_like(p) for n, p in self.params.items()}
+        self.t = torch.zeros(pack.M, dtype=torch.float64)  # steps taken per model
+        self.owner = {n: pack.row_owner(n) for n in self.params}
+
+    @torch.no_grad()
+    def step(self, lr_M: torch.Tensor, active_M: torch.Tensor, clip: float) -> None:
+        dev = next(iter(self.params.values())).device
+        lr_M, active_M = lr_M.to(dev), active_M.to(dev)
+        if clip > 0:  # per-model global grad-norm clipping
+            sq = torch.zeros(self.pack.M, device=dev)
+            for n, p in self.params.items():
+                if p.grad is not None:  # every parameter has a leading row axis (models or layers)
+                    sq.index_add_(0, self.owner[n], p.grad.pow(2).reshape(p.shape[0], -1).sum(1))
+            scale_M = torch.clamp(clip / (sq.sqrt() + 1e-12), max=1.0)
+        else:
+            scale_M = torch.ones(self.pack.M, device=dev)
+        self.t += active_M.cpu().double()
+        t = self.t.clamp(min=1).to(dev)
+        bc1 = 1 - ADAM_BETAS[0] ** t
+        bc2 = 1 - ADAM_BETAS[1] ** t
+        for n, p in self.params.items():
+            if p.grad is None:
+                continue
+            own = self.owner[n]
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            g = p.grad * scale_M[own].view(shape).to(p.dtype)
+            act = active_M[own].view(shape)
+            m_new = ADAM_BETAS[0] * self.m[n] + (1 - ADAM_BETAS[0]) * g
+            v_new = ADAM_BETAS[1] * self.v[n] + (1 - ADAM_BETAS[1]) * g * g
+            self.m[n] = torch.where(act, m_new, self.m[n])
+            self.v[n] = torch.where(act, v_new, self.v[n])
+            upd = (lr_M[own] / bc1[own]).view(shape) * self.m[n] / ((self.v[n] / bc2[own].view(shape)).sqrt() + ADAM_EPS)
+            p.sub_(torch.where(act, upd.to(p.dtype), torch.zeros_like(p)))
+            p.grad = None
+
+    def state_of(self, m: int) -> dict:
+        return {"m": {n: self.pack_slice(self.m[n], n, m).clone() for n in self.params},
+                "v": {n: self.pack_slice(self.v[n], n, m).clone() for n in self.params},
+                "t": float(self.t[m])}
+
+    def load_state(self, m: int, st: dict) -> None:
+        for n in self.params:
+            self.pack_slice(self.m[n], n, m).copy_(st["m"][n])
+            self.pack_slice(self.v[n], n, m).copy_(st["v"][n])
+        self.t[m] = st["t"]
+
+    def pack_slice(self, t: torch.Tensor, name: str, m: int) -> torch.Tensor:
+        if name in self.pack.layer_params:
+            return t[self.pack.offsets[m]:self.pack.offsets[m + 1]]
+        return t[m]
+
+
+@dataclass
+class RunState:
+    """Per-model bookkeeping during training (goes into checkpoints)."""
+
+    history: list = field(default_factory=list)  # monitor losses
+    curves: dict = field(default_factory=lambda: {"step": [], "loss": [], "A": [], "C": [], "top1_mass": [], "lr": []})
+    stopped_because: str | None = None
+    steps: int = 0
+    seconds: float = 0.0
+
+
+@torch.no_grad()
+def _monitor(pack: AttentionPack, models: list[int], chunks) -> dict:
+    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts."""
+    f_acc = {m: [] for m in models}
+    t1 = {m: [] for m in models}
+    ys = []
+    for ctx in chunks:
+        outs = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=models)
+        ys.append(ctx.ystar_B)
+        for m, o in zip(models, outs):
+            f_acc[m].append(o.f_BxL)
+            if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
+                t1[m].append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+    ystar = torch.cat(ys)
+    res = {}
+    for m in models:
+        dec = decomposition(torch.cat(f_acc[m]), ystar)
+        dec["top1_mass"] = torch.cat(t1[m]).double().mean().item() if t1[m] else float("nan")
+        res[m] = dec
+    return res
+
+
+def _versions(device: str) -> dict:
+    from depthscale import __version__
+
+    return {"depthscale": __version__, "torch": torch.__version__, "python": platform.python_version(),
+            "platform": platform.platform(), "device": str(device)}
+
+
+def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress: bool | None = None,
+               resume: dict | None = None, on_finish=None) -> list[dict]:
+    """Train the pack; returns each run's metrics. `resume` maps run index -> checkpoint dict
+    (all at one step). `on_finish(i, metrics, curves)` is called as soon as a run stops."""
+    if len({pack_key(c) for c in cfgs}) != 1:
+        raise ValueError("configs of one pack must share a pack_key")
+    c0 = cfgs[0]
+    M = len(cfgs)
+    pack = build_pack(cfgs).to(device)
+    opt = RowAdam(pack)
+    states = [RunState() for _ in cfgs]
+    start = 0
+    if resume:
+        steps = {ck["step"] for ck in resume.values()}
+        if len(steps) != 1 or len(resume) != M:
+            raise ValueError("a resumed pack needs one checkpoint per run, all at one step")
+        start = steps.pop()
+        for i, ck in resume.items():
+            pack.load_model_state(i, {n: t.to(device) for n, t in ck["params"].items()})
+            opt.load_state(i, {"m": {n: t.to(device) for n, t in ck["adam"]["m"].items()},
+                               "v": {n: t.to(device) for n, t in ck["adam"]["v"].items()},
+                               "t": ck["adam"]["t"]})
+            states[i] = RunState(**ck["state"])
+    monitor = eval_contexts(c0, c0.monitor_contexts, c0.eval_seed + MONITOR_SEED_OFFSET, device)
+    lr0_M = torch.tensor([c.lr * c.L ** c.lr_depth_exp for c in cfgs], dtype=torch.float32)
+    active = [s.stopped_because is None for s in states]
+    results: list[dict | None] = [None] * M
+    seeds = sorted({c.seed for c in cfgs})
+
+    def finish(i: int, reason: str, step: int) -> None:
+        st = states[i]
+        st.stopped_because, st.steps = reason, step
+        active[i] = False
+        chunks = eval_contexts(c0, c0.eval_contexts, c0.eval_seed, device)
+        met = measure(pack, i, chunks, c0.task) if reason != "nan" else {}
+        met.update(run_id=cfgs[i].run_id, steps=step, stopped_because=reason,
+                   train_seconds=st.seconds, final_monitor_loss=st.history[-1] if st.history else float("nan"),
+                   lr_used=float(lr0_M[i]), **_versions(device))
+        if reason == "nan":
+            met.update(R=float("nan"), R_se=float("nan"), A=float("nan"), C=float("nan"))
+        results[i] = met
+        if store is not None:
+            store.finish(cfgs[i].run_id, met, st.curves)
+        if on_finish is not None:
+            on_finish(i, met, st.curves)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=c0.max_steps, initial=start, disable=None if progress is None else not progress,
+               desc=f"{c0.model} x{M}", leave=False)
+    t_last = time.perf_counter()
+    step = start
+    try:
+        for step in range(start, c0.max_steps):
+            idx = [i for i in range(M) if active[i]]
+            if not idx:
+                break
+            batches = {s: sample_for(c0, c0.batch, make_generator(step_seed(s, step), device), device)
+                       for s in seeds if any(cfgs[i].seed == s for i in idx)}
+            outs = pack(None, None, None, models=idx,
+                        X_of=lambda i: (batches[cfgs[i].seed].X_BxPxd, batches[cfgs[i].seed].y_BxP,
+                                        batches[cfgs[i].seed].xq_Bxd))
+            losses = torch.stack([(o.y_hat_B - batches[cfgs[i].seed].ystar_B).pow(2).mean()
+                                  for i, o in zip(idx, outs)])
+            finite = torch.isfinite(losses)
+            losses.masked_fill(~finite, 0.0).sum().backward()
+            active_M = torch.zeros(M, dtype=torch.bool)
+            for j, i in enumerate(idx):
+                active_M[i] = bool(finite[j])
+            opt.step(lr0_M * lr_factor(c0, step), active_M, c0.grad_clip)
+            now = time.perf_counter()
+            for i in idx:
+                states[i].seconds += (now - t_last) / len(idx)
+            t_last = now
+            for j, i in enumerate(idx):
+                if not bool(finite[j]):
+                    finish(i, "nan", step + 1)
+            done_step = step + 1
+            if done_step % c0.eval_every == 0 or done_step == c0.max_steps:
+                idx = [i for i in range(M) if active[i]]
+                mon = _monitor(pack, idx, monitor) if idx else {}
+                for i in idx:
+                    st, r = states[i], mon[i]
+                    if not math.isfinite(r["R"]):
+                        finish(i, "nan", done_step)
+                        continue
+                    st.history.append(r["R"])
+                    for key, val in (("step", done_step), ("loss", r["R"]), ("A", r["A"]), ("C", r["C"]),
+                                     ("top1_mass", r["top1_mass"]), ("lr", float(lr0_M[i] * lr_factor(c0, step)))):
+                        st.curves[key].append(val)
+                    if converged(st.history, c0.patience, c0.rel_tol):
+                        finish(i, "converged", done_step)
+            if store is not None and done_step % c0.checkpoint_every == 0 and done_step < c0.max_steps:
+                for i in range(M):
+                    if active[i]:
+                        states[i].steps = done_step
+                        store.save_checkpoint(cfgs[i].run_id, {
+                            "step": done_step, "params": {n: t.cpu() for n, t in pack.state_of(i).items()},
+                            "adam": {"m": {n: t.cpu() for n, t in opt.state_of(i)["m"].items()},
+                                     "v": {n: t.cpu() for n, t in opt.state_of(i)["v"].items()},
+                                     "t": opt.state_of(i)["t"]},
+                            "state": states[i].__dict__, "config": cfgs[i].to_dict()})
+            bar.update(1)
+        for i in range(M):
+            if active[i]:
+                finish(i, "max_steps", c0.max_steps)
+    finally:
+        bar.close()
+    return results  # type: ignore[return-value]
+
+
+def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: bool | None = None) -> None:
+    """Sweep worker: train the configs (one pack_key), resuming from checkpoints in the store and
+    writing each result there. Runs whose checkpoints are at different steps train as sub-packs."""
+    todo = [c for c in configs if not store.is_done(c.run_id)]
+    for c in todo:
+        store.write_config(c)
+    by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
+    for c in todo:
+        ck = store.load_checkpoint(c.run_id)
+        if ck is not None and ck.get("config") != c.to_dict():
+            ck = None
+        by_step.setdefault(ck["step"] if ck else 0, []).append((c, ck))
+    for step in sorted(by_step):
+        group = by_step[step]
+        cfgs = [c for c, _ in group]
+        resume = {i: ck for i, (_, ck) in enumerate(group)} if step > 0 else None
+        try:
+            train_pack(cfgs, device, store, progress, resume)
+        except Exception as exc:  # recorded per run; the sweep goes on
+            for c in cfgs:
+                if not store.is_done(c.run_id):
+                    store.fail(c.run_id, f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | None = None) -> dict:
+    """Train (or resume, or load) a single run and return its metrics."""
+    if store is None:
+        return train_pack([cfg], device, None, progress)[0]
+    if not store.is_done(cfg.run_id):
+        run_pack([cfg], store, device, progress)
+    return store.load_metrics(cfg.run_id)
+
+
+__all__ = ["train_pack", "run_pack", "train_one", "pack_key", "lr_factor", "converged", "RowAdam"]
