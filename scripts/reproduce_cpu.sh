@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up, then reproduce every figure and table at the cpu preset and write the report.
+# Resumable: run it again after an interruption and it continues where it stopped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. .venv/bin/activate
+STORE=${STORE:-runs/cpu}
+OUT=${OUT:-report/cpu}
+depthscale reproduce all --preset cpu --store "$STORE" --out "$OUT" --executor process
+depthscale report --store "$STORE" --out "$OUT" --preset cpu
+echo "open $OUT/report.html (or read $OUT/report.md)"

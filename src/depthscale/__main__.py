@@ -1,0 +1,5 @@
+import sys
+
+from depthscale.cli import main
+
+sys.exit(main())

@@ -1,0 +1,16 @@
+"""Which exceptions are the user's input, reported as one line with exit code 2 by the CLI.
+Set DEPTHSCALE_DEBUG=1 to get the traceback instead."""
+
+from __future__ import annotations
+
+import os
+
+from depthscale.config import ConfigError
+
+
+def is_user_error(exc: BaseException) -> bool:
+    if os.environ.get("DEPTHSCALE_DEBUG"):
+        return False
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return isinstance(exc, (ConfigError, ValueError, FileNotFoundError, PermissionError, NotADirectoryError)) \
+        or "StoreError" in names

@@ -1,0 +1,44 @@
+"""Configuration: validation with one-line errors, presets, run ids."""
+
+import pytest
+
+from depthscale.config import PRESET_DEPTHS, ConfigError, RunConfig, make_config
+
+
+@pytest.mark.parametrize("field,value,fragment", [
+    ("a", -0.5, "a must be"), ("b", float("inf"), "b must be"), ("b", float("nan"), "b must be"),
+    ("d", 0, "d must be >= 1"), ("P", 0, "P must be >= 1"), ("N", 4, "N must be >= d"),
+    ("L", 0, "L must be >= 1"), ("k", 0, "k must be >= 1"), ("k", 999, "k must be <= P"),
+    ("model", "transformer", "model must be one of"), ("task", "medium", "task must be one of"),
+    ("lr", 0.0, "lr must be > 0"), ("L", 2.5, "L must be an integer"),
+])
+def test_bad_values_name_field_and_value(field, value, fragment):
+    with pytest.raises(ConfigError) as exc:
+        make_config("cpu", **{field: value})
+    msg = str(exc.value)
+    assert fragment in msg and "\n" not in msg
+    assert repr(value) in msg or str(value) in msg
+
+
+def test_unknown_field():
+    with pytest.raises(ConfigError, match="unknown config field 'depth_of_field'"):
+        make_config("cpu", depth_of_field=3)
+
+
+def test_presets_match_spec_table():
+    for name, (d, P, N) in {"paper": (128, 1024, 128), "cpu": (32, 128, 32), "smoke": (8, 16, 8)}.items():
+        c = make_config(name)
+        assert (c.d, c.P, c.N) == (d, P, N)
+    assert PRESET_DEPTHS["paper"][-1] == 256 and PRESET_DEPTHS["cpu"][-1] == 64 and PRESET_DEPTHS["smoke"] == (1, 2, 4)
+
+
+def test_run_id_is_a_hash_of_the_config():
+    a = make_config("smoke", L=2)
+    assert a.run_id == make_config("smoke", L=2).run_id
+    assert a.run_id != make_config("smoke", L=4).run_id
+    assert a.run_id != make_config("smoke", L=2, seed=1).run_id
+    assert RunConfig.from_dict(a.to_dict()) == a
+
+
+def test_easy_task_normalises_k():
+    assert make_config("smoke", task="easy", k=2).k == 1
