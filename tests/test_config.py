@@ -42,3 +42,8 @@ def test_run_id_is_a_hash_of_the_config():
 
 def test_easy_task_normalises_k():
     assert make_config("smoke", task="easy", k=2).k == 1
+
+
+def test_int_and_float_spell_one_config():
+    assert RunConfig(a=0).run_id == RunConfig(a=0.0).run_id
+    assert isinstance(RunConfig(lr=1).lr, float)

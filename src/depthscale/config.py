@@ -52,7 +52,8 @@ class RunConfig:
     patience: int = 10  # monitor evaluations without relative improvement > rel_tol => converged
     rel_tol: float = 1e-3  # relative improvement that counts as progress
     checkpoint_every: int = 500  # steps between checkpoints
-    grad_clip: float = 1.0  # global grad-norm clip per model (0 = off)
+    grad_clip: float = 0.0  # per-model grad-norm clip (0 = off; Adam is scale-free, and a clip
+    # dominated by one large gradient starves the small W_q, W_k gradients below Adam's eps)
     # --- evaluation (SPEC §5) ---
     eval_contexts: int = 10240  # fresh evaluation contexts
     eval_seed: int = 1_000_003  # seed of the evaluation set (shared by all runs of one data config)
@@ -61,6 +62,11 @@ class RunConfig:
     preset: str = "cpu"  # informational: which preset the fields came from
 
     def __post_init__(self) -> None:
+        # a = 0 and a = 0.0 are one configuration: store floats as floats so the run id agrees
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type in ("float", float) and isinstance(v, int) and not isinstance(v, bool):
+                object.__setattr__(self, f.name, float(v))
         validate(self)
 
     # convenience views

@@ -1,0 +1,425 @@
+"""Linear-attention theory: depth exponents, reference curves, the loss floor (SPEC §6.2, §6.3).
+
+Paper appendix A. Conventions fixed here (SPEC is silent on them):
+
+- Reference curves use the population loss R(r) = sum_k lam_k omega_k r(lam_k)^2 (eq. 30).
+  The constrained curve optimises the step x = gamma/L of r(lam) = (1 - x lam)^L (eq. 33) over
+  [0, 2/lam_max]: R is convex in x there (a sum of even powers of affine functions) and any x
+  outside has |1 - x lam_max| > 1, so the bounded search finds the global minimum.
+- The free curve is 1 / sum_{n<=L} phi_n(0)^2 (eq. 37) with phi_n orthonormal for the discrete
+  measure sum_k lam_k omega_k delta_{lam_k}, from Lanczos with full reorthogonalisation; phi_n(0)
+  is accumulated in log space, so it cannot overflow. With m numerically distinct nodes only
+  phi_0..phi_{m-1} exist; for L >= m a degree-L polynomial with r(0) = 1 vanishes on every node
+  and the minimum is exactly 0, which is returned.
+- The floor R_irr = T - h^T G^+ h (eq. 51, 53) is evaluated in an orthonormal basis of the span
+  {Sigma q, ..., Sigma^L' q} (orthonormal under G, eq. 50), which gives the same number as the
+  monomial pseudo-inverse without ever forming powers of Sigma or an ill-conditioned Hankel
+  matrix. G is exact (eq. 50); T and h are Monte Carlo means over (context, query) pairs with
+  the rotation fixed to identity. L' defaults to ``L_PRIME`` = 8: at d = 128, P = 1024 every
+  Table 3 row has converged by L' = 3-4 (later powers move R_irr by < 1e-4, far below the SE);
+  for a = 0 the span is one-dimensional and L' is irrelevant. The estimator is bias-corrected
+  (the plug-in |h_hat|^2 overshoots by tr Cov(h_hat)); its SE is the delta method with a
+  covariance from independent contexts (queries that share a context are averaged first).
+- gamma_{P,k} (eq. 45) is exact up to quadrature over the order-statistic densities.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import torch
+from scipy.integrate import trapezoid
+from scipy.optimize import minimize_scalar
+from scipy.special import gammaln, log_ndtr
+from tqdm import tqdm
+
+__all__ = [
+    "spectra",
+    "zeta",
+    "two_zeta",
+    "exponents",
+    "constrained_curve",
+    "free_curve",
+    "curve",
+    "linear_floor",
+    "floor",
+    "gamma_topk",
+    "predictable_component",
+    "fig8_sample",
+    "L_PRIME",
+]
+
+L_PRIME = 8  # default number of powers Sigma^1..Sigma^L' in the floor (module docstring)
+
+
+# ---------------------------------------------------------------- validation helpers
+
+
+def _check_int(name: str, value, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+def _check_exponent(name: str, value) -> float:
+    if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_spectrum(lam, omega) -> tuple[np.ndarray, np.ndarray]:
+    lam = np.asarray(lam, dtype=np.float64)
+    omega = np.asarray(omega, dtype=np.float64)
+    if lam.ndim != 1 or lam.size == 0:
+        raise ValueError(f"lam must be a non-empty 1-D array, got shape {lam.shape}")
+    if omega.shape != lam.shape:
+        raise ValueError(f"omega must have the shape of lam {lam.shape}, got {omega.shape}")
+    for name, arr in (("lam", lam), ("omega", omega)):
+        bad = ~np.isfinite(arr) | (arr <= 0)
+        if np.any(bad):
+            raise ValueError(f"{name} must be finite and > 0, got {float(arr[bad][0])!r}")
+    return lam, omega
+
+
+def _check_depths(depths) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(depths))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"depths must be a non-empty 1-D sequence, got shape {arr.shape}")
+    for L in arr.tolist():
+        if isinstance(L, bool) or not float(L).is_integer() or L < 1:
+            raise ValueError(f"depths must be integers >= 1, got {L!r}")
+    return arr.astype(np.int64)
+
+
+# ---------------------------------------------------------------- spectra and exponents
+
+
+def spectra(d: int, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """lam_k = k^-a, omega_k = k^-b for k = 1..d, float64, no normalisation (eq. 2)."""
+    d = _check_int("d", d, 1)
+    a = _check_exponent("a", a)
+    b = _check_exponent("b", b)
+    k = np.arange(1, d + 1, dtype=np.float64)
+    return k ** (-a), k ** (-b)
+
+
+def zeta(a: float, b: float) -> float:
+    """Constrained depth exponent zeta = (a + b - 1)/a, a > 0 (eq. 31, 34)."""
+    if not isinstance(a, (int, float, np.integer, np.floating)) or not math.isfinite(a) or a <= 0:
+        raise ValueError(f"a must be finite and > 0, got {a!r}")
+    b = _check_exponent("b", b)
+    return (float(a) + b - 1.0) / float(a)
+
+
+def two_zeta(a: float, b: float) -> float:
+    """Free-polynomial depth exponent 2 zeta (eq. 39, 40)."""
+    return 2.0 * zeta(a, b)
+
+
+def exponents(a: float, b: float) -> dict:
+    """dict(zeta=, two_zeta=) for the CLI."""
+    z = zeta(a, b)
+    return dict(zeta=z, two_zeta=2.0 * z)
+
+
+# ---------------------------------------------------------------- reference curves (eq. 30-40)
+
+
+def constrained_curve(lam, omega, depths) -> np.ndarray:
+    """min over gamma of sum_k lam_k omega_k (1 - gamma lam_k / L)^(2L), per L (eq. 33, 34)."""
+    lam, omega = _check_spectrum(lam, omega)
+    depths = _check_depths(depths)
+    w = lam * omega
+    scale = w.sum()
+    wn = w / scale  # normalised weights keep the objective O(1)
+    x_max = 2.0 / lam.max()  # outside [0, x_max] the top mode grows: |1 - x lam_max| > 1
+    grid = np.linspace(0.0, x_max, 257)
+    out = np.empty(depths.size)
+    for i, L in enumerate(depths.tolist()):
+        def objective(x: float) -> float:
+            return float(wn @ np.power(1.0 - x * lam, 2 * L))
+
+        # R(x) is convex on [0, x_max]: a coarse grid brackets the minimum, Brent refines it
+        values = wn @ np.power(1.0 - np.outer(lam, grid), 2 * L)
+        j = int(np.argmin(values))
+        lo, hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+        res = minimize_scalar(objective, bounds=(lo, hi), method="bounded",
+                              options=dict(xatol=1e-15 * x_max, maxiter=500))
+        out[i] = scale * min(float(res.fun), float(values[j]))
+    return out
+
+
+def _lanczos(nodes: np.ndarray, weights: np.ndarray, n_max: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lanczos on diag(nodes) from sqrt(weights), full reorthogonalisation.
+
+    Returns recurrence coefficients alpha (n,), beta (n,) with
+    beta[j] phi_{j+1}(x) = (x - alpha[j]) phi_j(x) - beta[j-1] phi_{j-1}(x), and V (m, n) with
+    V[k, j] = sqrt(weights_k) phi_j(nodes_k) (orthonormal columns). n <= n_max stops early when
+    the measure has fewer numerically distinct nodes.
+    """
+    m = nodes.size
+    n_max = min(n_max, m)
+    V = np.zeros((m, n_max))
+    alpha = np.zeros(n_max)
+    beta = np.zeros(n_max)
+    v = np.sqrt(weights)
+    v = v / np.linalg.norm(v)
+    tol = 100.0 * np.finfo(np.float64).eps * np.abs(nodes).max() * math.sqrt(m)
+    n = 0
+    for j in range(n_max):
+        V[:, j] = v
+        n = j + 1
+        z = nodes * v
+        alpha[j] = v @ z
+        z = z - alpha[j] * v - (beta[j - 1] * V[:, j - 1] if j > 0 else 0.0)
+        for _ in range(2):  # full reorthogonalisation, twice is enough
+            z = z - V[:, : j + 1] @ (V[:, : j + 1].T @ z)
+        beta[j] = np.linalg.norm(z)
+        if beta[j] <= tol:
+            beta[j] = 0.0
+            break
+        v = z / beta[j]
+    return alpha[:n], beta[:n], V[:, :n]
+
+
+def free_curve(lam, omega, depths) -> np.ndarray:
+    """min over deg <= L polynomials with r(0) = 1 of sum_k lam_k omega_k r(lam_k)^2 (eq. 35-37).
+
+    Equals 1 / sum_{n=0}^{L} phi_n(0)^2; 0 when L >= the number of distinct nodes.
+    """
+    lam, omega = _check_spectrum(lam, omega)
+    depths = _check_depths(depths)
+    w = lam * omega
+    alpha, beta, _ = _lanczos(lam, w, int(depths.max()) + 1)
+    n_avail = alpha.size  # phi_0 .. phi_{n_avail-1}
+    # log|phi_n(0)| through the ratios rho_n = phi_n(0)/phi_{n-1}(0) (never 0: 0 < min node)
+    log_phi0 = np.empty(n_avail)
+    log_phi0[0] = -0.5 * math.log(w.sum())
+    rho = 0.0
+    for n in range(1, n_avail):
+        prev = beta[n - 2] / rho if n > 1 else 0.0
+        rho = (-alpha[n - 1] - prev) / beta[n - 1]
+        log_phi0[n] = log_phi0[n - 1] + math.log(abs(rho))
+    log_cum = np.logaddexp.accumulate(2.0 * log_phi0)  # log sum_{n<=N} phi_n(0)^2
+    out = np.zeros(depths.size)
+    for i, L in enumerate(depths.tolist()):
+        if L < n_avail:
+            out[i] = math.exp(-log_cum[L])
+    return out
+
+
+def curve(a: float, b: float, d: int, depths) -> dict:
+    """JSON-ready reference curves: dict(depths=, constrained=, free=) as lists."""
+    lam, omega = spectra(d, a, b)
+    depths = _check_depths(depths)
+    return dict(
+        depths=depths.tolist(),
+        constrained=constrained_curve(lam, omega, depths).tolist(),
+        free=free_curve(lam, omega, depths).tolist(),
+    )
+
+
+# ---------------------------------------------------------------- linear floor (eq. 41-54)
+
+
+def _floor_basis(lam: np.ndarray, omega: np.ndarray, L_prime: int) -> np.ndarray:
+    """B (d, n) such that per-sample h~_j = sum_k q_k t_k B[k, j] in a G-orthonormal basis.
+
+    G_rs = tr(Omega Sigma^{r+s+1}) = sum_k (omega_k lam_k^3) lam_k^{r-1} lam_k^{s-1} (eq. 50),
+    so with psi_j orthonormal under mu_k = omega_k lam_k^3 the features Sigma psi_j(Sigma) q have
+    Gram matrix I. Their inner product with Omega t is sum_k omega_k lam_k psi_j(lam_k) q_k t_k,
+    and with V[k, j] = sqrt(mu_k) psi_j(lam_k) the coefficient is V[k, j] sqrt(omega_k / lam_k).
+    n = min(L', number of distinct eigenvalues): G^+ drops the rest.
+    """
+    mu = omega * lam**3
+    _, _, V = _lanczos(lam, mu / mu.max(), L_prime)
+    return V * np.sqrt(omega / lam)[:, None]
+
+
+class _Moments:
+    """Streaming mean and covariance of per-context vectors (Chan et al. pairwise update)."""
+
+    def __init__(self, dim: int):
+        self.n = 0
+        self.mean = np.zeros(dim)
+        self.m2 = np.zeros((dim, dim))
+
+    def add(self, z: np.ndarray) -> None:
+        nb = z.shape[0]
+        mb = z.mean(axis=0)
+        cz = z - mb
+        m2b = cz.T @ cz
+        delta = mb - self.mean
+        n = self.n + nb
+        self.m2 += m2b + np.outer(delta, delta) * (self.n * nb / n)
+        self.mean += delta * (nb / n)
+        self.n = n
+
+
+def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PRIME,
+                 samples: int = 200_000, seed: int = 0, batch: int | None = None, device: str = "cpu",
+                 progress: bool = True, queries_per_context: int | None = None,
+                 return_all: bool = False):
+    """Monte Carlo R_irr = T - h^T G^+ h of the linear model on the top-k task (eq. 51-54).
+
+    Rotation fixed to identity (every term is rotation invariant). ``samples`` (context, query)
+    pairs, rounded up to whole contexts: ``queries_per_context`` fresh queries (default
+    min(128, P)) share each context x_1..x_P; ``batch`` contexts per step on ``device`` (default:
+    about 2^21 context entries, batch * P * d, per step).
+    G is exact (eq. 50); T, h are sample means. The plug-in h^T G^+ h is corrected for
+    its O(L'/n) bias (minus tr Cov(h_hat)). The SE is the delta method, gradient (1, -2 h), with a
+    covariance of the means from per-context averages (contexts are independent; queries sharing
+    a context need not be). Returns (R_irr, se); with ``return_all`` also arrays of R_irr and se
+    for L' = 1..n (n = min(L', number of distinct eigenvalues)).
+    """
+    lam, omega = spectra(d, a, b)
+    k = _check_int("k", k, 1)
+    P = _check_int("P", P, 1)
+    if k > P:
+        raise ValueError(f"k must be <= P = {P}, got {k}")
+    L_prime = _check_int("L_prime", L_prime, 1)
+    samples = _check_int("samples", samples, 2)
+    seed = _check_int("seed", seed, 0)
+    batch = max(1, 2**21 // (P * d)) if batch is None else _check_int("batch", batch, 1)
+    # contexts are shared by m queries: the RNG cost of x_1..x_P is amortised, while the selected
+    # pairs barely overlap when m << P; the SE below accounts for whatever correlation remains
+    if queries_per_context is None:
+        m = min(128, P)
+    else:
+        m = _check_int("queries_per_context", queries_per_context, 1)
+    n_ctx = max(2, -(-samples // m))
+
+    B = _floor_basis(lam, omega, L_prime)  # (d, n)
+    n_basis = B.shape[1]
+    dev = torch.device(device)
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    f64 = dict(dtype=torch.float64, device=dev)
+    sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
+    omega_t = torch.as_tensor(omega, **f64)
+    B_t = torch.as_tensor(B, **f64)
+    moments = _Moments(1 + n_basis)
+    done = 0
+    with tqdm(total=n_ctx * m, disable=None if progress else True, file=sys.stderr,
+              desc=f"floor a={a} b={b} k={k}", unit="q", unit_scale=True) as bar:
+        while done < n_ctx:
+            nb = min(batch, n_ctx - done)
+            x = torch.randn(nb, P, d, generator=gen, **f64) * sqrt_lam  # (nb, P, d)
+            q = torch.randn(nb, m, d, generator=gen, **f64) * sqrt_lam  # (nb, m, d)
+            x_unit = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+            scores = q @ x_unit.transpose(1, 2)  # (nb, m, P), cosine up to the factor 1/|q|
+            top = torch.topk(scores, k, dim=-1).indices  # (nb, m, k)
+            sel = torch.gather(x.unsqueeze(1).expand(nb, m, P, d), 2,
+                               top.unsqueeze(-1).expand(nb, m, k, d))  # (nb, m, k, d)
+            t = sel.mean(dim=2)  # (nb, m, d), eq. 41
+            T_i = (t * t * omega_t).sum(-1)  # t^T Omega t
+            h_i = (q * t) @ B_t  # (nb, m, n): h~ in the G-orthonormal basis
+            z = torch.cat([T_i.unsqueeze(-1), h_i], dim=-1).mean(dim=1)  # per-context means
+            moments.add(z.cpu().numpy())
+            done += nb
+            bar.update(nb * m)
+
+    mean = moments.mean
+    cov_mean = moments.m2 / (moments.n - 1) / moments.n  # covariance of the mean vector
+    T_hat, h_hat = mean[0], mean[1:]
+    R_all = np.empty(n_basis)
+    se_all = np.empty(n_basis)
+    for j in range(1, n_basis + 1):
+        h = h_hat[:j]
+        bias = np.trace(cov_mean[1 : j + 1, 1 : j + 1])  # E|h_hat|^2 = |h|^2 + tr Cov(h_hat)
+        R_all[j - 1] = T_hat - (h @ h - bias)
+        g = np.concatenate([[1.0], -2.0 * h])
+        se_all[j - 1] = math.sqrt(max(float(g @ cov_mean[: j + 1, : j + 1] @ g), 0.0))
+    R_irr, se = float(R_all[-1]), float(se_all[-1])
+    if return_all:
+        return R_irr, se, R_all, se_all
+    return R_irr, se
+
+
+def floor(a: float, b: float, k: int, d: int, P: int, samples: int = 200_000, seed: int = 0) -> dict:
+    """JSON-ready floor: dict(R_irr=, se=) from linear_floor with default L'."""
+    R_irr, se = linear_floor(a, b, k, d, P, samples=samples, seed=seed)
+    return dict(R_irr=R_irr, se=se)
+
+
+# ---------------------------------------------------------------- predictable component (eq. 44-46)
+
+
+def gamma_topk(P: int, k: int) -> float:
+    """gamma_{P,k}: expected mean of the k largest of P standard normals.
+
+    Exact up to quadrature: sum over j <= k of E[Z_(j)] with the order-statistic density
+    P!/((j-1)!(P-j)!) phi(z) Phi(z)^(P-j) (1-Phi(z))^(j-1), integrated in log space on a fine
+    grid (trapezoid; the integrand is smooth and decays like a Gaussian).
+    """
+    P = _check_int("P", P, 1)
+    k = _check_int("k", k, 1)
+    if k > P:
+        raise ValueError(f"k must be <= P = {P}, got {k}")
+    z = np.linspace(-12.0, 12.0, 48001)
+    log_phi = -0.5 * z**2 - 0.5 * math.log(2 * math.pi)
+    log_cdf, log_sf = log_ndtr(z), log_ndtr(-z)
+    total = 0.0
+    for j in range(1, k + 1):
+        log_c = gammaln(P + 1) - gammaln(j) - gammaln(P - j + 1)
+        dens = np.exp(log_c + log_phi + (P - j) * log_cdf + (j - 1) * log_sf)
+        total += trapezoid(z * dens, z)
+    return float(total / k)
+
+
+def predictable_component(q, Sigma, P: int, k: int) -> np.ndarray:
+    """t_bar ~ c Sigma q, c = gamma_{P,k} / sqrt(tr Sigma^2) (eq. 45, 46).
+
+    ``Sigma`` is a (d, d) covariance or a (d,) vector of its eigenvalues (diagonal Sigma);
+    ``q`` has shape (d,) or (n, d).
+    """
+    S = np.asarray(Sigma, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    if S.ndim == 1:
+        d = S.size
+        tr_S2 = float(S @ S)
+        Sq = q * S
+    elif S.ndim == 2 and S.shape[0] == S.shape[1]:
+        d = S.shape[0]
+        tr_S2 = float(np.sum(S * S.T))
+        Sq = q @ S.T
+    else:
+        raise ValueError(f"Sigma must be (d,) or (d, d), got shape {S.shape}")
+    if q.shape[-1] != d or q.ndim > 2:
+        raise ValueError(f"q must have shape ({d},) or (n, {d}), got {q.shape}")
+    if not np.all(np.isfinite(S)) or tr_S2 <= 0:
+        raise ValueError(f"Sigma must be finite and nonzero, got tr(Sigma^2) = {tr_S2!r}")
+    return gamma_topk(P, k) / math.sqrt(tr_S2) * Sq
+
+
+def fig8_sample(d: int, P: int, k: int, a: float, b: float, seed: int) -> dict:
+    """One top-k context for Figure 8: q, selected x's, t, t_bar = c Sigma q, residual t - t_bar.
+
+    Rotation fixed to identity. Also returns an orthonormal 2-D basis (rows: q/|q| and the part
+    of t orthogonal to q) and every vector projected onto it (keys ending in ``_2d``).
+    """
+    lam, omega = spectra(d, a, b)
+    k = _check_int("k", k, 1)
+    P = _check_int("P", P, 1)
+    if k > P:
+        raise ValueError(f"k must be <= P = {P}, got {k}")
+    seed = _check_int("seed", seed, 0)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((P, d)) * np.sqrt(lam)
+    q = rng.standard_normal(d) * np.sqrt(lam)
+    s = (x @ q) / (np.linalg.norm(x, axis=1) * np.linalg.norm(q))  # eq. 6
+    selected = np.argsort(-s, kind="stable")[:k]
+    x_sel = x[selected]
+    t = x_sel.mean(axis=0)
+    t_bar = predictable_component(q, lam, P, k)
+    residual = t - t_bar
+    e1 = q / np.linalg.norm(q)
+    perp = t - (t @ e1) * e1
+    e2 = perp / np.linalg.norm(perp) if np.linalg.norm(perp) > 0 else np.roll(e1, 1)
+    basis = np.stack([e1, e2])  # (2, d)
+    out = dict(lam=lam, omega=omega, q=q, x_selected=x_sel, selected=selected, scores=s, t=t,
+               t_bar=t_bar, residual=residual, basis=basis)
+    for key in ("q", "x_selected", "t", "t_bar", "residual"):
+        out[key + "_2d"] = out[key] @ basis.T
+    return out

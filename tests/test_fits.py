@@ -1,0 +1,164 @@
+"""Tests for depthscale.fits: power-law fits in log space (SPEC §6.1)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from depthscale.fits import FitResult, bootstrap_alpha, fit_dict, fit_gap, fit_power_law
+
+DEPTHS = 2.0 ** np.arange(9)  # 1, 2, ..., 256
+DENSE_DEPTHS = 2.0 ** np.arange(0, 8.25, 0.5)  # 17 depths, 14 residual dof with a floor
+
+
+def noisy(R, sigma, rng):
+    """Multiplicative log-normal noise: log R + N(0, sigma^2)."""
+    return R * np.exp(sigma * rng.standard_normal(np.shape(R)))
+
+
+@pytest.mark.parametrize("L0, c, alpha", [(2.0, 5.0, 1.0), (0.3, 2.0, 0.5), (0.05, 1.0, 2.0)])
+def test_recovers_parameters(L0, c, alpha):
+    rng = np.random.default_rng(1)
+    R = noisy(L0 + c * DENSE_DEPTHS**-alpha, 0.01, rng)
+    f = fit_power_law(DENSE_DEPTHS, R)
+    assert isinstance(f, FitResult) and f.success and f.floor
+    assert abs(f.alpha - alpha) < 4 * f.alpha_se
+    assert abs(f.L0 - L0) < 4 * f.L0_se
+    assert abs(f.c - c) < 4 * f.c_se
+    assert 0.99 < f.r2 <= 1.0
+    assert f.n == DENSE_DEPTHS.size and f.dof == DENSE_DEPTHS.size - 3
+    np.testing.assert_allclose(f.predict(DENSE_DEPTHS), L0 + c * DENSE_DEPTHS**-alpha, rtol=0.03)
+
+
+def test_noise_free_exact():
+    f = fit_power_law(DEPTHS, 1.5 + 4.0 * DEPTHS**-0.8)
+    np.testing.assert_allclose([f.L0, f.c, f.alpha], [1.5, 4.0, 0.8], rtol=1e-7)
+    assert f.alpha_se < 1e-6
+
+
+def test_se_calibration():
+    # over 200 noisy trials the truth lies within 2 Gauss-Newton SE in >= 90% of them
+    # (expected ~93.5% for a t distribution with 14 dof); and the SE is not grossly inflated
+    rng = np.random.default_rng(20240611)
+    L0, c, alpha = 1.0, 3.0, 1.0
+    truth = L0 + c * DENSE_DEPTHS**-alpha
+    z = []
+    for _ in range(200):
+        f = fit_power_law(DENSE_DEPTHS, noisy(truth, 0.02, rng), n_starts=1)
+        z.append((f.alpha - alpha) / f.alpha_se)
+    z = np.abs(np.array(z))
+    assert np.mean(z < 2) >= 0.90
+    assert np.mean(z < 1) <= 0.80  # a 5x inflated SE would put ~100% within 1 SE
+
+
+def test_no_floor_matches_polyfit():
+    rng = np.random.default_rng(2)
+    R = noisy(3.0 * DEPTHS**-1.3, 0.05, rng)
+    f = fit_power_law(DEPTHS, R, floor=False)
+    slope, intercept = np.polyfit(np.log(DEPTHS), np.log(R), 1)
+    np.testing.assert_allclose(f.alpha, -slope, rtol=1e-8)
+    np.testing.assert_allclose(f.c, math.exp(intercept), rtol=1e-8)
+    lr = stats.linregress(np.log(DEPTHS), np.log(R))
+    np.testing.assert_allclose(f.alpha_se, lr.stderr, rtol=1e-6)
+    np.testing.assert_allclose(f.r2, lr.rvalue**2, rtol=1e-8)
+    assert f.L0 == 0.0 and math.isnan(f.L0_se) and not f.floor
+
+
+def test_weights():
+    rng = np.random.default_rng(3)
+    R = noisy(0.5 + 2.0 * DEPTHS**-1.0, 0.02, rng)
+    plain = fit_power_law(DEPTHS, R)
+    scaled = fit_power_law(DEPTHS, R, weights=np.full(DEPTHS.size, 7.0))
+    np.testing.assert_allclose([scaled.alpha, scaled.alpha_se, scaled.r2],
+                               [plain.alpha, plain.alpha_se, plain.r2], rtol=1e-6)
+    # a weight on one point equals repeating that point (same estimate)
+    w = np.ones(DEPTHS.size)
+    w[0] = 3.0
+    L_rep = np.concatenate([DEPTHS, DEPTHS[:1], DEPTHS[:1]])
+    R_rep = np.concatenate([R, R[:1], R[:1]])
+    np.testing.assert_allclose(fit_power_law(DEPTHS, R, weights=w).alpha,
+                               fit_power_law(L_rep, R_rep).alpha, rtol=1e-6)
+
+
+def test_floor_on_its_bound_equals_no_floor_fit():
+    rng = np.random.default_rng(0)
+    R = noisy(3.0 * DEPTHS**-1.0, 0.05, rng)  # a pure power law: the best L0 is the bound 0
+    f, g = fit_power_law(DEPTHS, R), fit_power_law(DEPTHS, R, floor=False)
+    assert f.L0 == 0.0 and math.isnan(f.L0_se) and f.dof == DEPTHS.size - 2
+    np.testing.assert_allclose([f.alpha, f.alpha_se, f.c], [g.alpha, g.alpha_se, g.c], rtol=1e-7)
+
+
+def test_too_few_points_gives_nan_se():
+    f = fit_power_law(DEPTHS[:3], 1.0 + DEPTHS[:3] ** -1.0)  # n = p = 3
+    assert f.dof <= 0 and math.isnan(f.alpha_se) and math.isfinite(f.alpha)
+    g = fit_power_law(DEPTHS[:2], [2.0, 1.0], floor=False)  # exact line through 2 points
+    assert math.isnan(g.alpha_se) and g.r2 == pytest.approx(1.0)
+    np.testing.assert_allclose(g.alpha, 1.0, rtol=1e-8)
+
+
+def test_gap_fit():
+    rng = np.random.default_rng(4)
+    L0, c, alpha = 2.0, 1.5, 0.98
+    gap = noisy(c * DENSE_DEPTHS**-alpha, 0.01, rng)
+    f = fit_gap(DENSE_DEPTHS, L0 - gap, L0)
+    assert f.L0 == L0 and f.n_dropped == 0 and f.note == ""
+    assert abs(f.alpha - alpha) < 4 * f.alpha_se
+    # the same as fitting the gap with L0 = 0
+    g = fit_power_law(DENSE_DEPTHS, L0 - (L0 - gap), floor=False)
+    np.testing.assert_allclose([f.alpha, f.c, f.alpha_se], [g.alpha, g.c, g.alpha_se], rtol=1e-8)
+
+
+def test_gap_fit_drops_nonpositive():
+    C = 2.0 - DEPTHS**-1.0
+    C[-2:] = [2.0, 2.1]  # L0 - C_L = 0 and < 0
+    f = fit_gap(DEPTHS, C, 2.0)
+    assert f.n_dropped == 2 and f.n == DEPTHS.size - 2
+    assert "dropped 2" in f.note
+    np.testing.assert_allclose(f.alpha, 1.0, rtol=1e-8)
+    with pytest.raises(ValueError, match="L0 - C_L > 0"):
+        fit_gap(DEPTHS, np.full(DEPTHS.size, 3.0), 2.0)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="same length"):
+        fit_power_law(DEPTHS, np.ones(DEPTHS.size - 1))
+    with pytest.raises(ValueError, match="R must be finite and > 0, got -1.0"):
+        fit_power_law(DEPTHS[:3], [1.0, -1.0, 0.5])
+    with pytest.raises(ValueError, match="R must be finite and > 0"):
+        fit_power_law(DEPTHS[:3], [1.0, 0.0, 0.5])
+    with pytest.raises(ValueError, match="R must be finite"):
+        fit_power_law(DEPTHS[:3], [1.0, np.nan, 0.5])
+    with pytest.raises(ValueError, match="L must be finite and > 0"):
+        fit_power_law([0.0, 1.0, 2.0], [1.0, 0.5, 0.3])
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_power_law([1.0], [1.0])
+    with pytest.raises(ValueError, match="weights"):
+        fit_power_law(DEPTHS, np.ones(DEPTHS.size), weights=np.ones(3))
+    with pytest.raises(ValueError, match="same length"):
+        fit_gap(DEPTHS, np.ones(3), 2.0)
+    with pytest.raises(ValueError, match="L0 must be a finite number"):
+        fit_gap(DEPTHS, np.ones(DEPTHS.size), math.inf)
+
+
+def test_bootstrap_alpha():
+    rng = np.random.default_rng(5)
+    truth = 1.0 + 2.0 * DEPTHS**-1.0
+    R_by_seed = noisy(np.broadcast_to(truth, (8, DEPTHS.size)), 0.05, rng)
+    b1 = bootstrap_alpha(DEPTHS, R_by_seed, n_boot=50, rng=np.random.default_rng(0), n_starts=2)
+    b2 = bootstrap_alpha(DEPTHS, R_by_seed, n_boot=50, rng=np.random.default_rng(0), n_starts=2)
+    assert b1.lo == b2.lo and b1.hi == b2.hi  # reproducible under a fixed generator
+    assert b1.lo < b1.alpha < b1.hi and b1.lo < 1.0 < b1.hi
+    assert b1.alphas.shape == (50,) and b1.level == 0.95
+    with pytest.raises(ValueError, match="rng must be a numpy.random.Generator"):
+        bootstrap_alpha(DEPTHS, R_by_seed, n_boot=10, rng=0)
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        bootstrap_alpha(DEPTHS, R_by_seed[:1], n_boot=10, rng=np.random.default_rng(0))
+
+
+def test_fit_dict():
+    out = fit_dict(DEPTHS.tolist(), (1.0 + 2.0 * DEPTHS**-1.0).tolist())
+    assert set(out) == {"L0", "c", "alpha", "alpha_se", "r2"}
+    assert all(isinstance(v, float) for v in out.values())
+    np.testing.assert_allclose([out["L0"], out["c"], out["alpha"]], [1.0, 2.0, 1.0], rtol=1e-7)
+    assert fit_dict(DEPTHS, 2.0 * DEPTHS**-1.0, floor=False)["L0"] == 0.0

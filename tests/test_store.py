@@ -1,0 +1,445 @@
+"""The run store: layout, atomic writes, results, checkpoints, leases, status, collect."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from depthscale.config import make_config, run_id
+from depthscale.store import Store, StoreError, write_json_atomic
+
+import fake_worker
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(tmp_path / "store")
+
+
+def _finish(store: Store, cfg, **metrics):
+    rid = run_id(cfg)
+    store.write_config(cfg)
+    base = {"R_L": fake_worker.expected_R(cfg), "stopped_because": "converged", "per_layer": [1.0, 2.0]}
+    store.finish(rid, {**base, **metrics}, {"step": [0, 10], "monitor_loss": [2.0, 1.0]})
+    return rid
+
+
+def _snapshot(root: Path) -> dict:
+    """Every file under root with its bytes and mtime."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --- creation and writability ---
+
+def test_creates_layout(tmp_path):
+    s = Store(tmp_path / "a" / "b")
+    assert (s.root / "runs").is_dir() and (s.root / "sweeps").is_dir()
+    assert list(s.root.rglob(".probe*")) == []
+
+
+def test_unwritable_store_under_a_regular_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match=r"^store .*file/store is not writable: Not a directory$"):
+        Store(blocker / "store")
+
+
+def test_unwritable_store_by_permissions(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("running as root: chmod 0o500 does not block root's writes "
+                    "(the regular-file test covers the error path)")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(StoreError, match="is not writable: Permission denied"):
+            Store(locked / "store")
+        with pytest.raises(StoreError, match="is not writable"):
+            Store(locked)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_readonly_store_needs_existing_root_and_refuses_writes(tmp_path, store):
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "nowhere", readonly=True)
+    ro = Store(store.root, readonly=True)
+    assert ro.collect().empty
+    with pytest.raises(StoreError, match="read-only"):
+        ro.claim("abc", "me")
+
+
+# --- atomic writes ---
+
+def test_reader_never_sees_partial_json(tmp_path):
+    path = tmp_path / "metrics.json"
+    big = [{"x": list(range(2000)), "i": i} for i in range(4)]
+    write_json_atomic(path, {"v": 0, "rows": big})
+    stop, seen, errors = threading.Event(), set(), []
+
+    def read():
+        while not stop.is_set():
+            try:
+                seen.add(json.loads(path.read_text())["v"])
+            except Exception as e:  # a partial file would land here
+                errors.append(e)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for v in range(1, 30):
+        write_json_atomic(path, {"v": v, "rows": big})
+    stop.set()
+    reader.join()
+    assert errors == []
+    assert json.loads(path.read_text())["v"] == 29 and len(seen) > 1
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temp files left
+
+
+def test_failed_write_keeps_old_content_and_leaves_no_temp(tmp_path, monkeypatch):
+    path = tmp_path / "x.json"
+    write_json_atomic(path, {"v": 1})
+
+    def broken_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("depthscale.store.os.fsync", broken_fsync)
+    with pytest.raises(OSError):
+        write_json_atomic(path, {"v": 2})
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_json_handles_numpy_torch_and_nan(tmp_path):
+    import numpy as np
+    import torch
+
+    path = tmp_path / "m.json"
+    write_json_atomic(path, {"a": np.float32(1.5), "b": np.arange(3), "c": torch.tensor([1.0, 2.0]),
+                             "d": float("nan"), "e": np.int64(7)})
+    back = json.loads(path.read_text())
+    assert back["a"] == 1.5 and back["b"] == [0, 1, 2] and back["c"] == [1.0, 2.0] and back["e"] == 7
+    assert math.isnan(back["d"])
+
+
+# --- run lifecycle ---
+
+def test_finish_lifecycle(store):
+    cfg = make_config("smoke", L=2)
+    rid = run_id(cfg)
+    store.write_config(cfg, device="cpu")
+    doc = json.loads((store.run_dir(rid) / "config.json").read_text())
+    assert doc["run_id"] == rid and doc["device"] == "cpu"
+    assert set(doc["versions"]) >= {"depthscale", "torch", "python", "platform"}
+    assert store.load_config(rid) == cfg
+    assert store.load_checkpoint(rid) is None
+    store.save_checkpoint(rid, {"step": 5, "state": [1, 2]})
+    assert store.load_checkpoint(rid) == {"step": 5, "state": [1, 2]}
+    assert not store.is_done(rid) and store.run_state(rid) == "pending"
+    with pytest.raises(StoreError, match="is not finished"):
+        store.load_metrics(rid)
+
+    assert store.finish(rid, {"R_L": 1.5, "stopped_because": "converged"}, {"step": [0, 1]})
+    assert store.is_done(rid) and store.run_state(rid) == "done"
+    assert not (store.run_dir(rid) / "checkpoint.pt").exists()
+    assert store.load_metrics(rid) == {"R_L": 1.5, "stopped_because": "converged"}
+    assert store.load_curves(rid) == {"step": [0, 1]}
+    assert not [p for p in store.run_dir(rid).iterdir() if p.name.startswith(".")]
+
+    # a finished run's files are never rewritten
+    before = _snapshot(store.run_dir(rid))
+    with pytest.warns(UserWarning, match="already done"):
+        assert not store.finish(rid, {"R_L": 9.0}, {})
+    store.fail(rid, "late failure")
+    store.write_config(cfg, device="cuda")
+    with pytest.raises(StoreError, match="never rewritten"):
+        store.save_checkpoint(rid, {"step": 6})
+    assert not store.claim(rid, "me")
+    assert _snapshot(store.run_dir(rid)) == before
+
+
+def test_write_config_is_idempotent(store):
+    cfg = make_config("smoke")
+    store.write_config(cfg)
+    path = store.run_dir(run_id(cfg)) / "config.json"
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    time.sleep(0.01)
+    store.write_config(cfg)
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_fail_then_retry_finishes(store):
+    cfg = make_config("smoke", seed=3)
+    rid = run_id(cfg)
+    store.fail(rid, "RuntimeError: boom\nTraceback ...")
+    assert store.is_failed(rid) and store.run_state(rid) == "failed"
+    assert store.failure(rid).startswith("RuntimeError: boom")
+    _finish(store, cfg)
+    assert store.is_done(rid) and not store.is_failed(rid) and store.failure(rid) is None
+
+
+def test_nan_run_is_finished_not_failed(store):
+    cfg = make_config("smoke", lr=2.0)
+    rid = _finish(store, cfg, R_L=float("nan"), stopped_because="nan")
+    assert store.is_done(rid) and math.isnan(store.load_metrics(rid)["R_L"])
+    row = store.collect().iloc[0]
+    assert row["stopped_because"] == "nan" and math.isnan(row["R_L"])
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_unreadable_checkpoint_warns_and_gives_none(store, damage):
+    rid = run_id(make_config("smoke"))
+    store.save_checkpoint(rid, {"step": 3, "w": list(range(1000))})
+    path = store.run_dir(rid) / "checkpoint.pt"
+    blob = path.read_bytes()
+    path.write_bytes({"garbage": b"not a checkpoint", "truncated": blob[: len(blob) // 2],
+                      "empty": b""}[damage])
+    with pytest.warns(UserWarning, match="ignoring unreadable checkpoint"):
+        assert store.load_checkpoint(rid) is None
+    store.save_checkpoint(rid, {"step": 4})  # the next save replaces it
+    assert store.load_checkpoint(rid) == {"step": 4}
+
+
+def test_bad_run_id_is_refused(store):
+    with pytest.raises(StoreError, match="bad run id"):
+        store.run_dir("../escape")
+
+
+# --- leases ---
+
+def test_claim_release_and_live_lease_in_same_host(store, tmp_path):
+    rid = run_id(make_config("smoke"))
+    other = Store(store.root)  # another holder; this process's pid is alive
+    assert store.claim(rid, "first")
+    assert store.run_state(rid) == "running"
+    lease = store.lease_info(rid)
+    assert lease["host"] == socket.gethostname() and lease["pid"] == os.getpid() and lease["owner"] == "first"
+    assert not other.claim(rid, "second")
+    other.release(rid)  # not its lease: left alone
+    assert store.lease_info(rid) is not None
+    assert store.heartbeat(rid) and not other.heartbeat(rid)
+    store.release(rid)
+    assert store.lease_info(rid) is None and store.run_state(rid) == "pending"
+    assert other.claim(rid, "second")
+    other.release(rid)
+
+
+def test_stale_lease_of_dead_process_is_taken_over(store):
+    rid = run_id(make_config("smoke"))
+    code = ("import sys; from depthscale.store import Store; "
+            "assert Store(sys.argv[1]).claim(sys.argv[2], 'doomed')")  # exits without release
+    subprocess.run([sys.executable, "-c", code, str(store.root), rid], check=True)
+    lease = json.loads((store.run_dir(rid) / "lease").read_text())
+    assert lease["owner"] == "doomed" and lease["pid"] != os.getpid()
+    assert store.run_state(rid) == "pending"  # a dead holder's lease does not count as running
+    assert store.claim(rid, "heir")
+    assert store.lease_info(rid)["owner"] == "heir"
+    assert not list(store.run_dir(rid).glob("lease.stale.*"))
+    store.release(rid)
+
+
+def test_claim_removes_temp_files_a_killed_writer_left(store):
+    rid = run_id(make_config("smoke"))
+    d = store.run_dir(rid)
+    (d / ".metrics.json.abc123.tmp").write_text('{"R_L": 1')
+    (d / ".lease.fresh.tmp").write_text("{}")  # a contender's, mid-claim: left alone
+    assert store.claim(rid, "me")
+    assert sorted(p.name for p in d.iterdir()) == [".lease.fresh.tmp", "lease"]
+    store.release(rid)
+
+
+def test_same_hostname_after_a_reboot_is_another_machine(tmp_path):
+    store = Store(tmp_path / "s", lease_timeout=5.0)
+    rid = run_id(make_config("smoke"))
+    lease = {"owner": "before-reboot", "host": socket.gethostname(), "boot": "another-boot",
+             "pid": os.getpid(), "start": None, "time": time.time(), "token": "t"}
+    write_json_atomic(store.run_dir(rid) / "lease", lease)
+    assert not store.claim(rid, "me")  # judged by its heartbeat, which is fresh
+    lease["time"] -= 60
+    write_json_atomic(store.run_dir(rid) / "lease", lease)
+    os.utime(store.run_dir(rid) / "lease", (time.time() - 60, time.time() - 60))
+    assert store.claim(rid, "me")
+    store.release(rid)
+
+
+def test_reused_pid_does_not_keep_a_lease(store):
+    rid = run_id(make_config("smoke"))
+    lease = {"owner": "ghost", "host": socket.gethostname(), "pid": os.getpid(), "start": -1,
+             "time": time.time(), "token": "t"}
+    write_json_atomic(store.run_dir(rid) / "lease", lease)  # our pid, but another start time
+    assert store.claim(rid, "me")
+    store.release(rid)
+
+
+def _foreign_lease(store, rid, age):
+    path = store.run_dir(rid) / "lease"
+    write_json_atomic(path, {"owner": "far", "host": "some-other-node", "pid": 1,
+                             "start": None, "time": time.time() - age, "token": "far-token"})
+    os.utime(path, (time.time() - age, time.time() - age))
+
+
+def test_lease_on_another_host_expires_after_timeout(tmp_path):
+    store = Store(tmp_path / "s", lease_timeout=5.0)
+    rid = run_id(make_config("smoke"))
+    _foreign_lease(store, rid, age=1.0)
+    assert not store.claim(rid, "me") and store.run_state(rid) == "running"
+    _foreign_lease(store, rid, age=60.0)
+    assert store.run_state(rid) == "pending"
+    assert store.claim(rid, "me")
+    store.release(rid)
+
+
+def test_breaking_a_stale_lease_has_one_winner(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    rid = run_id(make_config("smoke"))
+    read_lease, rng = Store._read_lease, random.Random(0)
+
+    def slow_read_lease(self, path):  # a slow shared filesystem: widen every race window
+        out = read_lease(self, path)
+        time.sleep(rng.uniform(0, 0.003))
+        return out
+
+    monkeypatch.setattr(Store, "_read_lease", slow_read_lease)
+    for _ in range(10):
+        _foreign_lease(Store(root, lease_timeout=5.0), rid, age=60.0)
+        stores = [Store(root, lease_timeout=5.0) for _ in range(8)]
+        barrier, wins = threading.Barrier(len(stores)), []
+
+        def contend(s):
+            barrier.wait()
+            if s.claim(rid, "contender"):
+                wins.append(s)
+
+        threads = [threading.Thread(target=contend, args=(s,)) for s in stores]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1
+        assert wins[0].heartbeat(rid)
+        assert not any(s.heartbeat(rid) for s in stores if s is not wins[0])
+        wins[0].release(rid)
+        assert sorted(p.name for p in (root / "runs" / rid).iterdir()) == []
+
+
+def test_heartbeat_keeps_lease_fresh_and_lost_lease_discards_result(tmp_path):
+    store = Store(tmp_path / "s", lease_timeout=5.0)
+    cfg = make_config("smoke")
+    rid = run_id(cfg)
+    assert store.claim(rid, "slow")
+    path = store.run_dir(rid) / "lease"
+    os.utime(path, (time.time() - 60, time.time() - 60))
+    assert store.heartbeat(rid)
+    assert time.time() - path.stat().st_mtime < 5
+    # another host breaks the lease (here: we fake one that saw it stale) and takes the run
+    path.unlink()
+    _foreign_lease(store, rid, age=0.0)
+    assert not store.heartbeat(rid)
+    with pytest.warns(UserWarning, match="lost the lease"):
+        assert not store.finish(rid, {"R_L": 1.0}, {})
+    assert not store.is_done(rid)
+    store.release(rid)  # leaves the other holder's lease alone
+    assert store.lease_info(rid)["owner"] == "far"
+
+
+def test_done_run_is_never_claimed(store):
+    cfg = make_config("smoke")
+    rid = _finish(store, cfg)
+    assert not store.claim(rid, "late")
+    assert not (store.run_dir(rid) / "lease").exists()
+
+
+# --- manifests and status ---
+
+def test_status_counts_per_sweep(tmp_path):
+    store = Store(tmp_path / "s", lease_timeout=5.0)
+    cfgs = fake_worker.configs(6)
+    rids = [run_id(c) for c in cfgs]
+    store.write_manifest("all", rids)
+    store.write_manifest("pair", rids[:2])
+    _finish(store, cfgs[0])
+    _finish(store, cfgs[1])
+    assert store.claim(rids[2], "me")
+    _foreign_lease(store, rids[3], age=60.0)  # stale: counts as pending
+    store.fail(rids[4], "boom")
+    st = store.status()
+    assert list(st.index) == ["all", "pair"]
+    assert st.loc["all"].to_dict() == {"total": 6, "done": 2, "running": 1, "failed": 1, "pending": 2}
+    assert st.loc["pair"].to_dict() == {"total": 2, "done": 2, "running": 0, "failed": 0, "pending": 0}
+    store.release(rids[2])
+    with pytest.raises(StoreError, match="no sweep 'nope'"):
+        store.status("nope")
+    with pytest.raises(StoreError, match="bad sweep name"):
+        store.write_manifest("../x", rids)
+
+
+# --- collect ---
+
+def _filled_store(tmp_path) -> tuple[Store, list]:
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(5)
+    for c in cfgs[:4]:
+        _finish(store, c, L=c.L * 10)  # a metric that collides with a config field
+    store.write_config(cfgs[4])  # unfinished: not collected
+    return store, cfgs
+
+
+def test_collect_one_tidy_row_per_finished_run(tmp_path):
+    store, cfgs = _filled_store(tmp_path)
+    before = _snapshot(store.root)
+    df = store.collect()
+    assert _snapshot(store.root) == before  # collect never modifies the store
+    assert len(df) == 4 and df["run_id"].is_unique and list(df["run_id"]) == sorted(df["run_id"])
+    assert list(df.columns[:3]) == ["run_id", "d", "P"]
+    for _, row in df.iterrows():
+        cfg = store.load_config(row["run_id"])
+        assert row["L"] == cfg.L and row["metric_L"] == 10 * cfg.L
+        assert row["R_L"] == fake_worker.expected_R(cfg)
+        assert json.loads(row["per_layer"]) == [1.0, 2.0]
+    assert "per_layer" not in store.collect(arrays="drop").columns
+    store.write_manifest("two", list(df["run_id"][:2]))
+    assert list(store.collect(sweep="two")["run_id"]) == list(df["run_id"][:2])
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_collect_to_round_trips(tmp_path, suffix):
+    store, _ = _filled_store(tmp_path)
+    out = tmp_path / "out" / f"results{suffix}"
+    df = store.collect_to(out)
+    back = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
+    pd.testing.assert_frame_equal(back, df, check_dtype=(suffix == ".parquet"))
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
+
+
+def test_collect_to_refuses_other_suffixes(tmp_path, store):
+    with pytest.raises(StoreError, match=r"use a \.parquet or \.csv suffix"):
+        store.collect_to(tmp_path / "results.xlsx")
+
+
+@pytest.mark.parametrize("damage", ["metrics_garbage", "metrics_missing", "config_garbage"])
+def test_corrupted_run_directory_raises_naming_it(tmp_path, damage):
+    store, cfgs = _filled_store(tmp_path)
+    rid = run_id(cfgs[1])
+    d = store.run_dir(rid)
+    if damage == "metrics_garbage":
+        (d / "metrics.json").write_text('{"R_L": 1.')
+    elif damage == "metrics_missing":
+        (d / "metrics.json").unlink()
+    else:
+        (d / "config.json").write_text("\x00\x00")
+    before = _snapshot(store.root)
+    name = "metrics.json" if damage.startswith("metrics") else "config.json"
+    with pytest.raises(StoreError, match=rf"^corrupted run directory {d}: {name} is "):
+        store.collect()
+    assert _snapshot(store.root) == before

@@ -1,0 +1,336 @@
+"""Sweeps: grids, shards, plans, and execution that is resumable and runs every config once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from depthscale.config import PRESET_DEPTHS, ConfigError, make_config, run_id
+from depthscale.store import Store
+from depthscale.sweeps import (available_cores, execute_pack, expand_grid, load_grid, parse_shard,
+                               plan, run_sweep)
+
+import fake_worker
+from fake_worker import events
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def logdir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "log"
+    d.mkdir()
+    monkeypatch.setenv("FAKE_WORKER_LOG", str(d))
+    return d
+
+
+def _sweep(cfgs, store, **kw):
+    kw = {"worker": fake_worker.run_pack, "pack_key": fake_worker.pack_key, "progress": False, **kw}
+    return run_sweep(cfgs, store, **kw)
+
+
+def _done_snapshot(store: Store) -> dict:
+    """Bytes and mtimes of every file of every done run."""
+    out = {}
+    for rid in store.run_ids():
+        if store.is_done(rid):
+            for p in sorted(store.run_dir(rid).iterdir()):
+                out[f"{rid}/{p.name}"] = (p.read_bytes(), p.stat().st_mtime_ns)
+    return out
+
+
+def _script(store_root: Path, logdir: Path, *args: str, sleep: float = 0.0) -> subprocess.Popen:
+    env = {**os.environ, "FAKE_WORKER_LOG": str(logdir), "FAKE_WORKER_SLEEP": str(sleep),
+           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(TESTS / "fake_worker.py"), str(store_root), *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finished_once(store: Store, logdir: Path, cfgs) -> None:
+    for c in cfgs:
+        rid = run_id(c)
+        assert store.is_done(rid), rid
+        assert [e for e, _ in events(logdir, rid)].count("finish") == 1, (rid, events(logdir, rid))
+
+
+# --- grids ---
+
+def test_expand_grid_product_alias_and_order():
+    grid = {"model": ["linear", "nonlinear"], "a": [0, 0.5], "depths": [1, 2, 4], "seed": 3}
+    cfgs = expand_grid(grid, preset="smoke")
+    assert len(cfgs) == 12
+    assert [(c.model, c.a, c.L) for c in cfgs[:4]] == [("linear", 0.0, 1), ("linear", 0.0, 2),
+                                                       ("linear", 0.0, 4), ("linear", 0.5, 1)]
+    assert all(c.seed == 3 and c.preset == "smoke" and c.d == 8 for c in cfgs)
+    # an integer for a float field is the same run as the float: no duplicate run ids
+    assert cfgs[0].run_id == make_config("smoke", model="linear", a=0.0, L=1, seed=3).run_id
+
+
+def test_expand_grid_union_dedupe_preset_depths_and_preset_key():
+    grid = [{"L": "preset", "seed": [0, 1]}, {"L": [1, 2], "seed": 0}]
+    cfgs = expand_grid(grid, preset="smoke")
+    assert len(cfgs) == 2 * len(PRESET_DEPTHS["smoke"])  # the second table adds nothing new
+    assert len({c.run_id for c in cfgs}) == len(cfgs)
+    both = expand_grid({"preset": ["smoke", "cpu"], "L": 2})
+    assert [(c.preset, c.d) for c in both] == [("smoke", 8), ("cpu", 32)]
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"a": 0, "depth": [1, 2]}, "unknown grid key 'depth'"),
+    ({"L": [1], "depths": [2]}, "either 'depths' or 'L'"),
+    ({"seed": []}, "grid key 'seed' has an empty list"),
+    ({"L": [0, 1]}, "L must be >= 1, got 0"),
+    ([], "grid is empty"),
+])
+def test_expand_grid_errors(grid, message):
+    with pytest.raises(ConfigError, match=message):
+        expand_grid(grid, preset="smoke")
+
+
+def test_load_grid_json_and_toml(tmp_path):
+    (tmp_path / "g.json").write_text(json.dumps({"model": ["linear", "nonlinear"], "L": [1, 2]}))
+    (tmp_path / "g.toml").write_text('model = ["linear", "nonlinear"]\nL = [1, 2]\n')
+    (tmp_path / "u.toml").write_text('[[grid]]\nseed = [0, 1]\n\n[[grid]]\nseed = 5\nL = 2\n')
+    a = expand_grid(load_grid(tmp_path / "g.json"), "smoke")
+    b = expand_grid(load_grid(tmp_path / "g.toml"), "smoke")
+    assert [c.run_id for c in a] == [c.run_id for c in b] and len(a) == 4
+    assert [(c.seed, c.L) for c in expand_grid(load_grid(tmp_path / "u.toml"), "smoke")] == \
+        [(0, 1), (1, 1), (5, 2)]
+    (tmp_path / "bad.toml").write_text("model = [\n")
+    with pytest.raises(ConfigError, match=r"bad\.toml is not valid TOML"):
+        load_grid(tmp_path / "bad.toml")
+    with pytest.raises(ConfigError, match="must end in .json or .toml"):
+        load_grid(tmp_path / "g.yaml")
+
+
+# --- shards and plans ---
+
+@pytest.mark.parametrize("text, expected", [("0/1", (0, 1)), ("1/2", (1, 2)), ("9/10", (9, 10)),
+                                            ((0, 3), (0, 3)), (None, None)])
+def test_parse_shard_good(text, expected):
+    assert parse_shard(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2/2", "3/2", "-1/2", "0/0", "1", "a/b", "0/2/3", " 0/2", "0 / 2",
+                                  "1.0/2", "", (2, 2), (0, -1), (True, 2), "0/2\n"])
+def test_parse_shard_bad(text):
+    with pytest.raises(ConfigError, match="shard must"):
+        parse_shard(text)
+
+
+def test_shards_partition_the_runs_whatever_is_done(tmp_path):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(23)
+    all_ids = {c.run_id for c in cfgs}
+    for n in (1, 2, 3, 5):
+        shares = [{c.run_id for p in plan(cfgs, store, (i, n), pack_key=fake_worker.pack_key) for c in p}
+                  for i in range(n)]
+        assert set().union(*shares) == all_ids and sum(map(len, shares)) == len(all_ids)
+    # a shard planning after some runs are done still never takes another shard's run
+    before = {c.run_id for p in plan(cfgs, store, (1, 3), pack_key=fake_worker.pack_key) for c in p}
+    _sweep(cfgs[:7], store, shard=None)
+    after = {c.run_id for p in plan(cfgs, store, (1, 3), pack_key=fake_worker.pack_key) for c in p}
+    assert after <= before and before - after == before & {c.run_id for c in cfgs[:7]}
+
+
+def test_plan_dedupes_drops_done_and_packs_evenly(tmp_path):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(10) + fake_worker.configs(10, model="linear")
+    _sweep(cfgs[:3], store)
+    packs = plan(cfgs + cfgs[:5], store, max_pack=4, pack_key=fake_worker.pack_key)
+    assert packs == plan(list(reversed(cfgs)), store, max_pack=4, pack_key=fake_worker.pack_key)
+    sizes = [len(p) for p in packs]
+    assert sorted(sizes) == [3, 3, 3, 4, 4] and sum(sizes) == 17  # 7 nonlinear runs left, 10 linear
+    for p in packs:
+        assert len({fake_worker.pack_key(c) for c in p}) == 1
+        assert not any(store.is_done(c.run_id) for c in p)
+    with pytest.raises(ConfigError, match="max_pack"):
+        plan(cfgs, store, max_pack=0, pack_key=fake_worker.pack_key)
+
+
+# --- execution ---
+
+def test_inline_sweep_then_rerun_changes_nothing(tmp_path, logdir):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(6)
+    counts = _sweep(cfgs, store, max_pack=4, name="six")
+    assert counts == {"planned": 6, "packs": 2, "ran": 6, "skipped_done": 0, "skipped_claimed": 0,
+                      "failed": 0, "skipped_failed": 0}
+    _finished_once(store, logdir, cfgs)
+    assert store.held() == [] and not list(store.root.rglob("lease*"))
+    before = _done_snapshot(store)
+    again = _sweep(cfgs, store, name="six")
+    assert again["planned"] == 0 and again["skipped_done"] == 6
+    assert _done_snapshot(store) == before
+    assert store.status().loc["six"].to_dict() == {"total": 6, "done": 6, "running": 0, "failed": 0,
+                                                   "pending": 0}
+    df = store.collect(sweep="six")
+    assert sorted(df["R_L"]) == sorted(fake_worker.expected_R(c) for c in cfgs)
+
+
+def test_failures_are_recorded_and_retried(tmp_path, logdir):
+    store = Store(tmp_path / "s")
+    good = fake_worker.configs(3)
+    failing = make_config("smoke", noise=0.5)  # the worker records store.fail and goes on
+    crashing = make_config("smoke", noise=0.25)  # the worker raises
+    nan = make_config("smoke", lr=2.0)  # a NaN run is finished, not failed
+    counts = _sweep(good + [failing, crashing, nan], store, max_pack=64)
+    assert counts["failed"] >= 2 and counts["ran"] + counts["failed"] == 6
+    assert store.failure(failing.run_id).startswith("ValueError: fake failure")
+    assert store.failure(crashing.run_id).startswith("RuntimeError: fake crash")
+    assert store.is_done(nan.run_id) and store.load_metrics(nan.run_id)["stopped_because"] == "nan"
+    assert store.held() == [] and not list(store.root.rglob("lease"))
+    kept = _sweep(good + [failing, crashing, nan], store, retry_failed=False)
+    assert kept["planned"] == 0 and kept["skipped_failed"] == counts["failed"]
+    # a retry without the crashing config finishes the runs that its crash took down with it
+    retried = _sweep(good + [failing, nan], store)
+    assert retried["planned"] == counts["failed"] - 1
+    assert retried["ran"] == retried["planned"] - 1 and retried["failed"] == 1  # `failing` again
+    assert all(store.is_done(c.run_id) for c in good)
+    # a retry that fails again records its own reason over the earlier one
+    (store.run_dir(crashing.run_id) / "FAILED").write_text("old reason\n")
+    assert _sweep([crashing], store)["failed"] == 1
+    assert store.failure(crashing.run_id).startswith("RuntimeError: fake crash")
+
+
+def test_worker_leaving_a_run_unfinished_is_recorded(tmp_path):
+    store = Store(tmp_path / "s")
+    cfg = make_config("smoke")
+    counts = execute_pack([cfg], store, worker=_lazy_worker)
+    assert counts["failed"] == 1 and "without finishing" in store.failure(cfg.run_id)
+    assert store.lease_info(cfg.run_id) is None
+
+
+def _lazy_worker(configs, store, device="cpu", progress=None):
+    pass
+
+
+def test_heartbeat_runs_while_the_worker_works(tmp_path, monkeypatch):
+    store = Store(tmp_path / "s", lease_timeout=0.5)  # heartbeat every 0.1 s
+    cfg = make_config("smoke")
+    monkeypatch.setenv("FAKE_WORKER_SLEEP", "1.2")
+    beats = []
+    original = Store.heartbeat
+
+    def counting(self, rid):
+        beats.append(rid)
+        return original(self, rid)
+
+    monkeypatch.setattr(Store, "heartbeat", counting)
+    assert execute_pack([cfg], store, worker=fake_worker.run_pack)["ran"] == 1
+    assert len(beats) >= 5
+
+
+def test_skips_runs_held_by_someone_else(tmp_path, logdir):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(4)
+    holder = Store(store.root)
+    assert holder.claim(cfgs[1].run_id, "other")
+    counts = _sweep(cfgs, store)
+    assert counts["ran"] == 3 and counts["skipped_claimed"] == 1
+    assert not store.is_done(cfgs[1].run_id) and events(logdir, cfgs[1].run_id) == []
+    holder.release(cfgs[1].run_id)
+
+
+def test_sweep_killed_halfway_resumes_and_finishes_each_run_once(tmp_path, logdir):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(10)
+    proc = _script(store.root, logdir, "--n", "10", "--max-pack", "3", sleep=0.15)
+    deadline = time.monotonic() + 20
+    while sum(store.is_done(c.run_id) for c in cfgs) < 4:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = {c.run_id for c in cfgs if store.is_done(c.run_id)}
+    assert 4 <= len(done_before) < 10
+    snapshot = _done_snapshot(store)
+    assert list(store.root.rglob("lease"))  # the killed process left its lease behind
+    counts = _sweep(cfgs, store, max_pack=3, name="fake")
+    assert counts["skipped_done"] == len(done_before) and counts["ran"] == 10 - len(done_before)
+    assert all(store.is_done(c.run_id) for c in cfgs)
+    me = os.getpid()
+    for c in cfgs:  # finished runs were not started again, the others finished once, here
+        mine = [e for e, pid in events(logdir, c.run_id) if pid == me]
+        assert mine == ([] if c.run_id in done_before else ["start", "finish"]), c.run_id
+        assert store.load_metrics(c.run_id)["pid"] == (proc.pid if c.run_id in done_before else me)
+    assert {k: v for k, v in _done_snapshot(store).items() if k.split("/")[0] in done_before} == snapshot
+    # a lease is left only where the kill fell between writing DONE and releasing (harmless)
+    assert {p.parent.name for p in store.root.rglob("lease*")} <= done_before
+    assert not list(store.root.rglob(".*.tmp"))
+
+
+@pytest.mark.parametrize("mode", ["same sweep", "shards"])
+def test_two_processes_run_each_config_once(tmp_path, logdir, mode):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(12)
+    extra = [[], []] if mode == "same sweep" else [["--shard", "0/2"], ["--shard", "1/2"]]
+    procs = [_script(store.root, logdir, "--n", "12", "--max-pack", "2", *extra[i], sleep=0.05)
+             for i in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    _finished_once(store, logdir, cfgs)
+    for c in cfgs:
+        assert [e for e, _ in events(logdir, c.run_id)] == ["start", "finish"]
+    pids = {c.run_id: events(logdir, c.run_id)[0][1] for c in cfgs}
+    assert set(pids.values()) == {p.pid for p in procs}  # both did work
+    if mode == "shards":
+        ordered = sorted(pids)
+        for i, p in enumerate(procs):
+            assert {rid for rid, pid in pids.items() if pid == p.pid} == set(ordered[i::2])
+
+
+def test_process_executor_splits_threads(tmp_path, logdir):
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(6)
+    counts = _sweep(cfgs, store, executor="process", workers=2, max_pack=3)
+    assert counts["ran"] == 6 and counts["packs"] == 2 and counts["failed"] == 0
+    _finished_once(store, logdir, cfgs)
+    df = store.collect()
+    threads = max(1, available_cores() // 2)
+    assert set(df["omp_threads"]) == {str(threads)}  # set before torch would be imported
+    assert df["pid"].nunique() == 2 and os.getpid() not in set(df["pid"])
+
+
+class _FakeTorch:
+    """Stands in for torch in sys.modules (importing the real one takes seconds)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def get_num_threads(self) -> int:
+        return self.n
+
+    def set_num_threads(self, n: int) -> None:
+        self.n = n
+
+
+def test_worker_process_sets_torch_threads(tmp_path, monkeypatch):
+    from depthscale import sweeps
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)  # all restored after the test
+    monkeypatch.setattr(sweeps, "_THREADS", None)
+    torch = _FakeTorch(8)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    sweeps._init_process_worker(1)
+    assert torch.n == 1 and os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
+    torch.n = 8  # as if torch were imported after the initializer, with its own default
+    assert execute_pack(fake_worker.configs(1), Store(tmp_path / "s"), fake_worker.run_pack)["ran"] == 1
+    assert torch.n == 1
+
+
+def test_bad_executor_and_missing_submitit(tmp_path, monkeypatch):
+    store = Store(tmp_path / "s")
+    with pytest.raises(ConfigError, match="executor must be one of inline, process, slurm"):
+        _sweep(fake_worker.configs(1), store, executor="threads")
+    monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit now fails
+    with pytest.raises(RuntimeError, match=r"pip install 'depthscale\[slurm\]'"):
+        _sweep(fake_worker.configs(1), store, executor="slurm")

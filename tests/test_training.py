@@ -1,0 +1,130 @@
+"""Training: determinism, checkpoint resume, NaN handling, pack parity, convergence rule."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from depthscale.config import make_config
+from depthscale.store import Store
+from depthscale.training import converged, lr_factor, run_pack, train_pack
+
+
+def small(**kw):
+    base = dict(max_steps=40, eval_every=10, checkpoint_every=10, eval_contexts=256, monitor_contexts=128,
+                batch=32, patience=100)
+    base.update(kw)
+    return make_config("smoke", **base)
+
+
+def test_same_seed_same_numbers():
+    c = small(L=2)
+    r1, r2 = train_pack([c], progress=False)[0], train_pack([c], progress=False)[0]
+    assert r1["R"] == r2["R"] and r1["A"] == r2["A"]
+    r3 = train_pack([small(L=2, seed=1)], progress=False)[0]
+    assert r3["R"] != r1["R"]
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("model", ["nonlinear", "linear"])
+def test_resume_from_checkpoint_equals_uninterrupted(tmp_path, model):
+    cfgs = [small(model=model, L=L) for L in ((1, 3) if model == "nonlinear" else (2, 2))]
+    if model == "linear":
+        cfgs = [cfgs[0], small(model=model, L=2, seed=5)]
+    ref = Store(tmp_path / "ref")
+    run_pack(cfgs, ref)
+    store = Store(tmp_path / "killed")
+    orig = store.save_checkpoint
+    calls = []
+
+    def save_then_die(rid, obj):
+        orig(rid, obj)
+        calls.append(obj["step"])
+        if obj["step"] == 20 and len(calls) == len(cfgs) * 2:
+            raise Interrupt  # killed right after the step-20 checkpoints
+    store.save_checkpoint = save_then_die
+    with pytest.raises(Interrupt):
+        run_pack(cfgs, store)
+    assert not any(store.is_done(c.run_id) for c in cfgs)
+    store2 = Store(tmp_path / "killed")
+    run_pack(cfgs, store2)
+    for c in cfgs:
+        a, b = ref.load_metrics(c.run_id), store2.load_metrics(c.run_id)
+        assert a["R"] == pytest.approx(b["R"], rel=1e-6)
+        assert a["steps"] == b["steps"] == 40
+        assert ref.load_curves(c.run_id)["loss"] == pytest.approx(store2.load_curves(c.run_id)["loss"], rel=1e-6)
+
+
+def test_nan_stops_that_run_only():
+    good, bad = small(L=1, lr=1e-2), small(L=1, lr=1e-2, seed=1)
+    pack_cfgs = [good, bad]
+
+    res = train_pack(pack_cfgs, progress=False)
+    assert all(r["stopped_because"] == "max_steps" for r in res)
+    # poison one model: a non-finite parameter makes its loss NaN at the first step
+    from depthscale import training
+
+    orig = training.build_pack
+
+    def poisoned(cfgs):
+        pk = orig(cfgs)
+        with torch.no_grad():
+            pk.Wy[1].fill_(float("nan"))
+        return pk
+    training.build_pack = poisoned
+    try:
+        res2 = train_pack(pack_cfgs, progress=False)
+    finally:
+        training.build_pack = orig
+    assert res2[1]["stopped_because"] == "nan" and res2[1]["steps"] == 1 and math.isnan(res2[1]["R"])
+    assert res2[0]["stopped_because"] == "max_steps"
+    assert res2[0]["R"] == pytest.approx(res[0]["R"], rel=1e-6)  # the healthy model is untouched
+
+
+def test_pack_equals_separate_training():
+    cfgs = [small(L=L, seed=s) for L, s in ((1, 0), (2, 0), (4, 1))]
+    packed = train_pack(cfgs, progress=False)
+    for c, r in zip(cfgs, packed):
+        alone = train_pack([c], progress=False)[0]
+        assert r["R"] == pytest.approx(alone["R"], rel=1e-5)
+
+
+def test_convergence_rule_and_schedule():
+    assert not converged([5, 4, 3], patience=3, rel_tol=1e-3)
+    assert converged([5, 4, 4, 4, 4], patience=3, rel_tol=1e-3)
+    assert not converged([5, 4, 4, 4, 3.9], patience=3, rel_tol=1e-3)
+    c = small(warmup=10, max_steps=110)
+    assert lr_factor(c, 0) == pytest.approx(0.1) and lr_factor(c, 10) == pytest.approx(1.0)
+    assert lr_factor(c, 110) == pytest.approx(0.0, abs=1e-12)
+    r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200)], progress=False)[0]
+    assert r["stopped_because"] == "converged" and r["steps"] < 200
+
+
+def test_cli_train_json(tmp_path):
+    cmd = [sys.executable, "-m", "depthscale", "train", "--model", "nonlinear", "--task", "difficult", "--k", "2",
+           "--a", "0", "--b", "0", "--depth", "2", "--preset", "smoke", "--max_steps", "20", "--seed", "3",
+           "--store", str(tmp_path / "s"), "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("run_id", "loss", "loss_se", "A", "C", "steps", "stopped_because"):
+        assert key in rec
+    assert rec["loss"] == pytest.approx(rec["C"] + (rec["A"] - rec["C"]) / 2, rel=1e-9)
+    again = subprocess.run(cmd, capture_output=True, text=True, check=True)  # loaded, not retrained
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == rec
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--a", "-1"], "a must be"), (["--k", "99"], "k must be <= P"), (["--model", "mlp"], "model must be one of"),
+])
+def test_cli_bad_input_exit_2(tmp_path, args, fragment):
+    out = subprocess.run([sys.executable, "-m", "depthscale", "train", "--preset", "smoke", "--store",
+                          str(tmp_path / "s"), *args], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
