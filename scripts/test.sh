@@ -2,6 +2,6 @@
 # Set up and run the test suite (smoke preset; a few minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+EXTRAS=test,slurm bash scripts/setup.sh
 . .venv/bin/activate
 python -m pytest -q "$@"
