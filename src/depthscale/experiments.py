@@ -1,0 +1,667 @@
+"""Every experiment of SPEC §7 as one entry of one registry, and reading its results back.
+
+The registry is data: an `Experiment` names its runs as `RunGroup`s (model, task, k, spectra,
+which depths) and the theory it needs as `TheoryNeed`s. `Experiment.configs(preset)` expands the
+groups into RunConfigs through `make_config`, so a run's id (a hash of its config) is the same
+whichever experiment asks for it: fig13 is two depths of fig6, the tables are the figures' runs,
+and `all_configs` trains each shared run once.
+
+Choices where SPEC is silent:
+- seeds: 3 (0, 1, 2) at the cpu and paper presets, 1 (0) at smoke (`PRESET_SEEDS`).
+- k = 16 is not part of the smoke preset (SPEC §1 table: smoke k = 2), so k = 16 groups expand
+  to nothing there and their claims report "missing runs".
+- fig7 uses (a, b) = (1, 0), a fig6 spectrum with a > 0, and also the linear model at (1, 0)
+  (fig5's run) for the spread comparison of claim 7; fig8 draws (1, 0) too.
+- table3 trains its spectra at depths 1, 2 and Lmax only ("plateau" depths): enough for the
+  plateau R_Lmax and the plateau-by-L=2 check; the (0, 0) k = 2 row shares fig5's runs.
+- fig3c shows modes 1, 2, 4, 8 of the fig3 spectrum (1, 2).
+- The linear floor R_irr is a Monte Carlo at the preset's d, P with `FLOOR_SAMPLES[preset]`
+  (context, query) samples, theory seed 0: 100k at cpu (15 floors, ~30 s on 2 cores, SE ~1% of
+  R_irr), 200k at paper (SE ~0.02 at (0,0), like the paper's; ~40 s per floor on a CPU).
+- The measured plateau of table3 / claim 4 is the seed-mean R at Lmax.
+- Runs are matched to the registry by cell (model, task, k, a, b, L) and seed within the preset;
+  where a cell has runs of several recipes, the current recipe's are used (see `Results`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from depthscale.config import PRESET_DEPTHS, PRESETS, RunConfig, make_config
+
+Spectrum = tuple[float, float]  # (a, b)
+
+PRESET_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "cpu": (0, 1, 2), "paper": (0, 1, 2)}
+PRESET_KS: dict[str, tuple[int, ...]] = {"smoke": (2,), "cpu": (2, 16), "paper": (2, 16)}
+FLOOR_SAMPLES: dict[str, int] = {"smoke": 4_000, "cpu": 100_000, "paper": 200_000}
+THEORY_SEED = 0  # seed of every theory Monte Carlo
+DEPTH_SETS = ("all", "ends", "plateau")  # all preset depths | (1, Lmax) | (1, 2, Lmax)
+
+
+def _sp(*pairs) -> tuple[Spectrum, ...]:
+    return tuple((float(a), float(b)) for a, b in pairs)
+
+
+# --- the spectra of SPEC §7 ---
+FIG3_SPECTRA = _sp((2, 0.5), (2, 1), (2, 1.5), (2, 2), (0.5, 2), (1, 2), (1.5, 2))  # = table2's
+FIG4_SPECTRA = _sp((0, 0), (0.25, 0), (0.5, 0), (1, 0), (0, 0.25), (0, 0.5), (0, 1))
+FIG56_SPECTRA = _sp((0, 0), (0, 0.25), (0, 0.5), (0, 1), (0.25, 0), (0.5, 0), (1, 0))  # table1's order
+FIG7_SPECTRUM = (1.0, 0.0)
+FIG8_SPECTRUM = (1.0, 0.0)
+FIG3C_SPECTRUM = (1.0, 2.0)
+FIG3C_MODES = (1, 2, 4, 8)
+FIG7_MODES = (1, 2, 4, 8)
+FIG14_K2 = _sp((0.25, 0.25), (0.25, 0.5), (0.5, 0.5))
+FIG14_K16 = _sp((0, 0.25), (0, 0.5), (0.25, 0.25), (0.25, 0.5))
+TABLE3_K2 = _sp((0, 0), (0.25, 0.25), (0.5, 0.5), (1, 0.25), (1, 1))
+TABLE3_K16 = _sp((0.5, 0.5), (1, 0), (1, 0.25), (1.25, 0))
+ORIGIN = _sp((0, 0))
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Runs of one model on one task: every spectrum x depth x seed."""
+
+    model: str
+    task: str  # easy | difficult
+    k: int  # selected tokens (difficult task); 1 on the easy task
+    spectra: tuple[Spectrum, ...]
+    depths: str = "all"  # one of DEPTH_SETS
+
+    def depths_for(self, preset: str) -> tuple[int, ...]:
+        return depth_set(preset, self.depths)
+
+    def in_preset(self, preset: str) -> bool:
+        return self.task == "easy" or self.k in PRESET_KS[preset]
+
+
+@dataclass(frozen=True)
+class TheoryNeed:
+    """A theory computation an experiment draws or tabulates (SPEC §6.2, §6.3)."""
+
+    kind: str  # curves (constrained/free reference curves) | floor (R_irr) | fig8 (one sample)
+    a: float
+    b: float
+    k: int = 2
+
+    def key(self, preset: str) -> str:
+        """Cache key: everything the number depends on at this preset."""
+        d, P = preset_shape(preset)
+        if self.kind == "floor":
+            return f"floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:n={FLOOR_SAMPLES[preset]}:seed={THEORY_SEED}"
+        if self.kind == "fig8":
+            return f"fig8:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:seed={THEORY_SEED}"
+        return f"curves:a={self.a}:b={self.b}:d={d}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One figure or table of the paper (SPEC §7)."""
+
+    id: str
+    title: str
+    models: tuple[str, ...]
+    task: str  # easy | difficult | both | theory
+    ks: tuple[int, ...]
+    spectra_text: str  # the spectra as SPEC §7 states them
+    shows: str  # what the figure or table shows
+    groups: tuple[RunGroup, ...] = ()
+    theory: tuple[TheoryNeed, ...] = ()
+    reuses: tuple[str, ...] = ()  # experiments whose runs these are (documentation)
+
+    @property
+    def kind(self) -> str:
+        return "table" if self.id.startswith("table") else "figure"
+
+    @property
+    def spectra(self) -> tuple[Spectrum, ...]:
+        out: list[Spectrum] = []
+        for g in self.groups:
+            out += [s for s in g.spectra if s not in out]
+        return tuple(out)
+
+    def groups_for(self, preset: str) -> tuple[RunGroup, ...]:
+        check_preset(preset)
+        return tuple(g for g in self.groups if g.in_preset(preset))
+
+    def configs(self, preset: str, seeds: int | Sequence[int] | None = None,
+                **overrides) -> list[RunConfig]:
+        """The runs of this experiment at `preset`: group x spectrum x depth x seed, in that
+        order. `seeds`: a count, a list of seeds, or None for PRESET_SEEDS[preset].
+        `overrides` are further RunConfig fields passed to make_config."""
+        out: list[RunConfig] = []
+        for g in self.groups_for(preset):
+            for a, b in g.spectra:
+                for L in g.depths_for(preset):
+                    for s in resolve_seeds(preset, seeds):
+                        out.append(make_config(preset, **{**overrides, "model": g.model,
+                                                          "task": g.task, "k": g.k, "a": a,
+                                                          "b": b, "L": L, "seed": s}))
+        return out
+
+    def theory_for(self, preset: str) -> tuple[TheoryNeed, ...]:
+        check_preset(preset)
+        return tuple(t for t in self.theory if t.kind != "floor" or t.k in PRESET_KS[preset])
+
+
+# The paper's numbers (SPEC §8), for side-by-side reporting; identical to shared/paper_values.json
+# (a test checks it). Kept in the package so a report needs nothing outside it.
+PAPER: dict = {
+    "source": "Peng, Liu, Liu, Gore. Emergent Inverse-Depth Scaling From Nonlinearity In Attention. arXiv 2610.11063",
+    "table1_L0_difficult_k2": {
+        "spectra": [[0, 0], [0, 0.25], [0, 0.5], [0, 1], [0.25, 0], [0.5, 0], [1, 0]],
+        "nonlinear": [2.007, 1.268, 0.836, 0.424, 1.255, 0.798, 0.341],
+        "linear": [59.853, 23.055, 9.766, 2.504, 22.962, 9.501, 2.12],
+    },
+    "table2_linear_easy": [
+        {"a": 2, "b": 0.5, "zeta": 0.75, "alpha": 1.121, "two_zeta": 1.5},
+        {"a": 2, "b": 1, "zeta": 1.0, "alpha": 1.485, "two_zeta": 2.0},
+        {"a": 2, "b": 1.5, "zeta": 1.25, "alpha": 1.684, "two_zeta": 2.5},
+        {"a": 2, "b": 2, "zeta": 1.5, "alpha": 1.987, "two_zeta": 3.0},
+        {"a": 0.5, "b": 2, "zeta": 3.0, "alpha": 3.31, "two_zeta": 6.0},
+        {"a": 1, "b": 2, "zeta": 2.0, "alpha": 2.552, "two_zeta": 4.0},
+        {"a": 1.5, "b": 2, "zeta": 1.667, "alpha": 2.163, "two_zeta": 3.333},
+    ],
+    "table3_linear_floor": [
+        {"k": 2, "a": 0, "b": 0, "theory": 59.3714, "theory_se": 0.0213, "measured": 59.8502},
+        {"k": 2, "a": 0.25, "b": 0.25, "theory": 9.7004, "theory_se": 0.0049, "measured": 9.7387},
+        {"k": 2, "a": 0.5, "b": 0.5, "theory": 2.2715, "theory_se": 0.0061, "measured": 2.3274},
+        {"k": 2, "a": 1, "b": 0.25, "theory": 1.2246, "theory_se": 0.0106, "measured": 1.2259},
+        {"k": 2, "a": 1, "b": 1, "theory": 0.4975, "theory_se": 0.0102, "measured": 0.5036},
+        {"k": 16, "a": 0.5, "b": 0.5, "theory": 0.3218, "theory_se": 0.0042, "measured": 0.3083},
+        {"k": 16, "a": 1, "b": 0, "theory": 0.4481, "theory_se": 0.0086, "measured": 0.4452},
+        {"k": 16, "a": 1, "b": 0.25, "theory": 0.3186, "theory_se": 0.0085, "measured": 0.3222},
+        {"k": 16, "a": 1.25, "b": 0, "theory": 0.3595, "theory_se": 0.009, "measured": 0.3659},
+    ],
+    "table4_nonlinear_fits": [
+        {"k": 2, "a": 0.25, "b": 0.25, "L0": 0.818068, "alpha": 0.97, "alpha_se": 0.01, "r2": 0.9998},
+        {"k": 2, "a": 0.25, "b": 0.5, "L0": 0.559694, "alpha": 0.93, "alpha_se": 0.06, "r2": 0.9984},
+        {"k": 2, "a": 0.5, "b": 0.5, "L0": 0.382188, "alpha": 0.97, "alpha_se": 0.01, "r2": 0.9999},
+        {"k": 16, "a": 0, "b": 0.25, "L0": 0.173237, "alpha": 0.79, "alpha_se": 0.02, "r2": 0.9999},
+        {"k": 16, "a": 0, "b": 0.5, "L0": 0.114436, "alpha": 0.88, "alpha_se": 0.03, "r2": 0.9998},
+        {"k": 16, "a": 0.25, "b": 0.25, "L0": 0.115248, "alpha": 0.81, "alpha_se": 0.02, "r2": 0.9998},
+        {"k": 16, "a": 0.25, "b": 0.5, "L0": 0.079785, "alpha": 0.81, "alpha_se": 0.04, "r2": 0.9994},
+    ],
+    "table5_gap_fits": [
+        {"a": 0, "b": 0, "alpha": 0.98, "alpha_se": 0.007, "r2": 0.99981},
+        {"a": 0, "b": 0.25, "alpha": 0.983, "alpha_se": 0.038, "r2": 0.99396},
+        {"a": 0, "b": 0.5, "alpha": 0.977, "alpha_se": 0.014, "r2": 0.99923},
+        {"a": 0, "b": 1, "alpha": 0.982, "alpha_se": 0.011, "r2": 0.99946},
+        {"a": 0.25, "b": 0, "alpha": 0.99, "alpha_se": 0.015, "r2": 0.99904},
+        {"a": 0.5, "b": 0, "alpha": 0.986, "alpha_se": 0.005, "r2": 0.99988},
+        {"a": 1, "b": 0, "alpha": 0.994, "alpha_se": 0.005, "r2": 0.99992},
+    ],
+    "context_updates": {"m_top16": -2.3, "rho_top2": 0.9999, "rho_top2_r2_min": 0.9999, "rho_top16": 0.0989, "rho_top16_r2": 0.99996},
+}
+
+
+def check_preset(preset: str) -> None:
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+
+
+def depth_set(preset: str, which: str) -> tuple[int, ...]:
+    check_preset(preset)
+    depths = PRESET_DEPTHS[preset]
+    if which == "all":
+        return tuple(depths)
+    if which == "ends":
+        return (depths[0], depths[-1])
+    if which == "plateau":
+        return tuple(sorted({depths[0], 2, depths[-1]} & set(depths)))
+    raise ValueError(f"depths must be one of {', '.join(DEPTH_SETS)}, got {which!r}")
+
+
+def resolve_seeds(preset: str, seeds: int | Sequence[int] | None) -> tuple[int, ...]:
+    if seeds is None:
+        return PRESET_SEEDS[preset]
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {seeds}")
+        return tuple(range(seeds))
+    out = tuple(int(s) for s in seeds)
+    if not out or any(s < 0 for s in out):
+        raise ValueError(f"seeds must be a count >= 1 or a non-empty list of seeds >= 0, got {seeds!r}")
+    return out
+
+
+def preset_shape(preset: str) -> tuple[int, int]:
+    """(d, P) of a preset, as make_config sets them."""
+    cfg = make_config(preset)
+    return cfg.d, cfg.P
+
+
+def _floors(k: int, spectra) -> tuple[TheoryNeed, ...]:
+    return tuple(TheoryNeed("floor", a, b, k) for a, b in spectra)
+
+
+# --- the registry (SPEC §7) ---
+_G3 = RunGroup("linear", "easy", 1, FIG3_SPECTRA)
+_G4 = RunGroup("nonlinear", "easy", 1, FIG4_SPECTRA)
+_G5 = RunGroup("linear", "difficult", 2, FIG56_SPECTRA)
+_G6 = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA)
+_G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "difficult", 16, FIG14_K16))
+_G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
+         RunGroup("context_updates", "difficult", 16, ORIGIN))
+
+_ENTRIES = (
+    Experiment("fig1", "Overview: loss vs depth for both models on both tasks",
+               ("linear", "nonlinear"), "both", (2,), "those of figs 3-6",
+               "2x2 overview, loss vs L, log-log", (_G3, _G4, _G5, _G6),
+               reuses=("fig3", "fig4", "fig5", "fig6")),
+    Experiment("fig3", "Linear attention, easy task: power laws in depth",
+               ("linear",), "easy", (), "a=2: b in {0.5,1,1.5,2}; b=2: a in {0.5,1,1.5,2}",
+               "loss vs L with power-law fits and the zeta / 2 zeta reference curves; "
+               "(c) normalised mode-wise loss for a few modes, floor 2%", (_G3,),
+               tuple(TheoryNeed("curves", a, b) for a, b in FIG3_SPECTRA)),
+    Experiment("fig4", "Nonlinear attention, easy task: one layer suffices",
+               ("nonlinear",), "easy", (), "b=0: a in {0,0.25,0.5,1}; a=0: b in {0,0.25,0.5,1}",
+               "loss vs L; (c) top-1 attention mass vs training step at (1,0)", (_G4,)),
+    Experiment("fig5", "Linear attention, difficult task: plateau within 1-2 layers",
+               ("linear",), "difficult", (2,), "a=0: b in {0,0.25,0.5,1}; b=0: a in {0.25,0.5,1}",
+               "loss vs L with the theory floor R_irr", (_G5,), _floors(2, FIG56_SPECTRA)),
+    Experiment("fig6", "Nonlinear attention, difficult task: inverse-depth scaling",
+               ("nonlinear",), "difficult", (2,), "as fig5",
+               "loss vs L with fits (alpha ~ 1); (c, d) C_L and A_L - C_L at b = 0", (_G6,)),
+    Experiment("fig7", "Mode-wise loss of nonlinear attention: modes learn in parallel",
+               ("nonlinear", "linear"), "difficult", (2,), "(1,0)",
+               "(a) raw mode-wise loss vs L; (b) normalised reducible loss collapses; "
+               "(c) the same normalisation for the linear model",
+               (RunGroup("nonlinear", "difficult", 2, (FIG7_SPECTRUM,)),
+                RunGroup("linear", "difficult", 2, (FIG7_SPECTRUM,))), reuses=("fig5", "fig6")),
+    Experiment("fig8", "Geometry of the top-k target (theory)", (), "theory", (2,), "(1,0), one sample",
+               "query q, selected x's, target t, predictable part t_bar = c Sigma q, residual",
+               theory=(TheoryNeed("fig8", *FIG8_SPECTRUM, 2),)),
+    Experiment("fig9", "Variant: single stream", ("single_stream",), "difficult", (2,), "(0,0)",
+               "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN),)),
+    Experiment("fig10", "Variant: per-layer values", ("layer_values",), "difficult", (2,), "(0,0)",
+               "loss, C_L, A_L - C_L vs L", (RunGroup("layer_values", "difficult", 2, ORIGIN),)),
+    Experiment("fig11", "Variant: context updates", ("context_updates",), "difficult", (2, 16),
+               "(0,0)", "loss vs L; learned m vs L", _G_CU),
+    Experiment("fig12", "Context updates: layer-1 context attention", ("context_updates",),
+               "difficult", (2, 16), "(0,0)", "mean A_1 heat maps; rho_k and R^2", _G_CU,
+               reuses=("fig11",)),
+    Experiment("fig13", "Selection loss: one layer vs the deepest", ("nonlinear",), "difficult",
+               (2,), "(0,0)", "Q_L(q) and Delta Q(q) = Q_1(q) - Q_Lmax(q)",
+               (RunGroup("nonlinear", "difficult", 2, ORIGIN, "ends"),), reuses=("fig6",)),
+    Experiment("fig14", "Nonlinear attention on more spectra and k = 16", ("nonlinear",),
+               "difficult", (2, 16),
+               "k=2: (0.25,0.25),(0.25,0.5),(0.5,0.5); k=16: (0,0.25),(0,0.5),(0.25,0.25),(0.25,0.5)",
+               "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", _G14),
+    Experiment("table1", "L0 on the difficult task: nonlinear vs linear", ("nonlinear", "linear"),
+               "difficult", (2,), "fig5/6 spectra", "L0 nonlinear vs linear", (_G6, _G5),
+               reuses=("fig5", "fig6")),
+    Experiment("table2", "Linear, easy task: zeta <= alpha <= 2 zeta", ("linear",), "easy", (),
+               "fig3 spectra", "zeta, measured alpha, 2 zeta", (_G3,), reuses=("fig3",)),
+    Experiment("table3", "Linear floor: theory R_irr vs measured plateau", ("linear",), "difficult",
+               (2, 16), "k=2: (0,0),(0.25,0.25),(0.5,0.5),(1,0.25),(1,1); "
+               "k=16: (0.5,0.5),(1,0),(1,0.25),(1.25,0)",
+               "R_irr +- SE vs measured plateau, % difference",
+               (RunGroup("linear", "difficult", 2, TABLE3_K2, "plateau"),
+                RunGroup("linear", "difficult", 16, TABLE3_K16, "plateau")),
+               _floors(2, TABLE3_K2) + _floors(16, TABLE3_K16), reuses=("fig5",)),
+    Experiment("table4", "Nonlinear fits on the fig14 spectra", ("nonlinear",), "difficult", (2, 16),
+               "fig14", "L0, alpha +- SE, R^2", _G14, reuses=("fig14",)),
+    Experiment("table5", "Fit of L0 - C_L", ("nonlinear",), "difficult", (2,), "fig6 spectra",
+               "alpha +- SE, R^2 of L0 - C_L = c L^-alpha", (_G6,), reuses=("fig6",)),
+)
+
+REGISTRY: dict[str, Experiment] = {e.id: e for e in _ENTRIES}
+IDS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def experiment_ids() -> list[str]:
+    """Every SPEC §7 id, in registry order."""
+    return list(IDS)
+
+
+def resolve_ids(ids: str | Iterable[str] | None) -> tuple[str, ...]:
+    """'all' / None -> every id in registry order; else the given ids, checked, in registry order."""
+    if ids is None or ids == "all":
+        return IDS
+    if isinstance(ids, str):
+        ids = [i.strip() for i in ids.split(",")]
+    ids = list(ids)
+    if "all" in ids:
+        return IDS
+    unknown = [i for i in ids if i not in REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown experiment {unknown[0]!r}; known: all, {', '.join(IDS)}")
+    return tuple(i for i in IDS if i in ids)
+
+
+def all_configs(ids: str | Iterable[str] | None, preset: str,
+                seeds: int | Sequence[int] | None = None, **overrides) -> list[RunConfig]:
+    """The configs of the experiments `ids` at `preset`, each run once (first appearance order)."""
+    seen: dict[str, RunConfig] = {}
+    for i in resolve_ids(ids):
+        for cfg in REGISTRY[i].configs(preset, seeds, **overrides):
+            seen.setdefault(cfg.run_id, cfg)
+    return list(seen.values())
+
+
+def theory_needs(ids: str | Iterable[str] | None, preset: str) -> list[TheoryNeed]:
+    out: list[TheoryNeed] = []
+    for i in resolve_ids(ids):
+        out += [t for t in REGISTRY[i].theory_for(preset) if t not in out]
+    return out
+
+
+def summary(presets: Sequence[str] = PRESETS) -> list[dict]:
+    """Runs per experiment per preset (default seeds), for docs and the CLI."""
+    rows = []
+    for e in _ENTRIES:
+        row = {"id": e.id, "title": e.title}
+        for p in presets:
+            row[p] = len(e.configs(p))
+        rows.append(row)
+    rows.append({"id": "all (unique)", "title": "",
+                 **{p: len(all_configs("all", p)) for p in presets}})
+    return rows
+
+
+# --- theory (computed on demand, cached as JSON) ---
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    return obj
+
+
+def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: bool = False) -> dict:
+    from depthscale import theory
+
+    d, P = preset_shape(preset)
+    if need.kind == "floor":
+        R_irr, se = theory.linear_floor(need.a, need.b, need.k, d, P, samples=FLOOR_SAMPLES[preset],
+                                        seed=THEORY_SEED, device=device, progress=progress)
+        return {"R_irr": R_irr, "se": se, "samples": FLOOR_SAMPLES[preset], "d": d, "P": P}
+    if need.kind == "fig8":
+        return _jsonable(theory.fig8_sample(d, P, need.k, need.a, need.b, THEORY_SEED))
+    if need.kind == "curves":
+        depths = np.unique(np.round(np.geomspace(1, PRESET_DEPTHS[preset][-1], 40)).astype(int))
+        lam, omega = theory.spectra(d, need.a, need.b)
+        out = {"depths": depths.tolist(),
+               "constrained": theory.constrained_curve(lam, omega, depths).tolist(),
+               "free": theory.free_curve(lam, omega, depths).tolist(),
+               "zeta": theory.zeta(need.a, need.b)}
+        return out
+    raise ValueError(f"unknown theory kind {need.kind!r}")
+
+
+class Theory:
+    """Theory results of one preset, computed once and cached in a JSON file (if given)."""
+
+    def __init__(self, preset: str, cache: str | Path | None = None, device: str = "cpu",
+                 progress: bool = False):
+        check_preset(preset)
+        self.preset, self.device, self.progress = preset, device, progress
+        self.cache = Path(cache) if cache is not None else None
+        self._data: dict = {}
+        if self.cache is not None and self.cache.exists():
+            try:
+                self._data = json.loads(self.cache.read_text())
+            except (OSError, ValueError):
+                self._data = {}
+
+    def get(self, need: TheoryNeed) -> dict:
+        key = need.key(self.preset)
+        if key not in self._data:
+            self._data[key] = compute_need(need, self.preset, self.device, self.progress)
+            self._save()
+        return self._data[key]
+
+    def floor(self, a: float, b: float, k: int) -> dict:
+        return self.get(TheoryNeed("floor", float(a), float(b), int(k)))
+
+    def curves(self, a: float, b: float) -> dict:
+        return self.get(TheoryNeed("curves", float(a), float(b)))
+
+    def fig8(self) -> dict:
+        return self.get(TheoryNeed("fig8", *FIG8_SPECTRUM, 2))
+
+    def ensure(self, needs: Iterable[TheoryNeed]) -> None:
+        for n in needs:
+            self.get(n)
+
+    def _save(self) -> None:
+        if self.cache is None:
+            return
+        from depthscale.store import write_json_atomic
+
+        self.cache.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.cache, self._data)
+
+
+# --- reading results back ---
+
+_FLOAT_FIELDS = ("a", "b", "noise", "init_qk", "lr", "lr_depth_exp", "rel_tol", "grad_clip")
+_INT_FIELDS = ("d", "P", "k", "N", "L", "batch", "max_steps", "warmup", "eval_every",
+               "monitor_contexts", "patience", "checkpoint_every", "eval_contexts", "eval_seed", "seed")
+_CELL = ("model", "task", "k", "a", "b", "L")
+SCALARS = ("R", "R_se", "A", "C", "gap", "var_ystar", "R_rel", "top1_mass", "selection_mean",
+           "m", "rho", "rho_r2", "mode_R_sum")
+ARRAYS = ("mode_R", "selection_percentiles", "A1_mean")
+
+
+def _normalise(dct: dict) -> dict:
+    """Config values with the types of RunConfig (JSON and pandas may turn 0.0 into 0 or 1 into 1.0)."""
+    out = dict(dct)
+    for f in _FLOAT_FIELDS:
+        if f in out:
+            out[f] = float(out[f])
+    for f in _INT_FIELDS:
+        if f in out and out[f] == out[f]:
+            out[f] = int(out[f])
+    return out
+
+
+def _recipe_key(row: dict) -> str:
+    """Hash of a run's config without its cell (model, task, k, a, b, L) and seed."""
+    dct = {k: v for k, v in _normalise(row).items() if k not in _CELL + ("seed", "preset")}
+    return hashlib.sha256(json.dumps(dct, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Series:
+    """One (model, task, k, a, b) over depth: seed means and SEs over seeds per metric."""
+
+    depths: np.ndarray  # depths with at least one finite run
+    mean: dict  # metric -> array over depths
+    se: dict  # metric -> SE over seeds (nan with one seed)
+    n: np.ndarray  # finite runs per depth
+    run_ids: list  # per depth, the run ids used
+    missing: tuple = ()  # expected depths with no finite run
+    arrays: dict = field(default_factory=dict)  # metric -> list over depths of (mean array, se array)
+
+    def __bool__(self) -> bool:
+        return len(self.depths) > 0
+
+    def get(self, metric: str) -> np.ndarray:
+        return self.mean.get(metric, np.full(len(self.depths), np.nan))
+
+
+class Results:
+    """The finished runs of one preset, as the registry names them (from `Store.collect`).
+
+    A cell (model, task, k, a, b, L) may hold several seeds. Where the store holds runs of a cell
+    with different recipes (other training settings), the runs whose config equals the registry's
+    current one are used; failing that, the recipe most common in the store. `non_default` counts
+    the cells that used a non-current recipe.
+    """
+
+    def __init__(self, df, preset: str, store=None, overrides: dict | None = None):
+        import pandas as pd
+
+        check_preset(preset)
+        self.preset, self.store, self.overrides = preset, store, dict(overrides or {})
+        df = df if df is not None else pd.DataFrame()
+        if len(df) and "preset" in df.columns:
+            df = df[df["preset"] == preset]
+        self.df = df.reset_index(drop=True)
+        self.non_default: set = set()
+        self._index: dict[tuple, list[dict]] = {}
+        records = self.df.to_dict("records") if len(self.df) else []
+        counts: dict[str, int] = {}
+        for row in records:
+            row.update(_normalise({k: row[k] for k in _config_fields() if k in row}))
+            row["_recipe"] = _recipe_key({k: row[k] for k in _config_fields() if k in row})
+            counts[row["_recipe"]] = counts.get(row["_recipe"], 0) + 1
+            key = self._cell_key(row["model"], row["task"], row["k"], row["a"], row["b"], row["L"])
+            self._index.setdefault(key, []).append(row)
+        self._recipe_rank = counts
+        self._curves: dict = {}
+
+    @classmethod
+    def from_store(cls, store, preset: str, overrides: dict | None = None) -> "Results":
+        return cls(store.collect(), preset, store, overrides)
+
+    @staticmethod
+    def _cell_key(model, task, k, a, b, L) -> tuple:
+        return (model, task, 1 if task == "easy" else int(k), float(a), float(b), int(L))
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+    def runs(self, model: str, task: str, k: int, a: float, b: float, L: int) -> list[dict]:
+        """The finished runs of one cell (one per seed), config fields and metrics as a dict."""
+        rows = self._index.get(self._cell_key(model, task, k, a, b, L), [])
+        if not rows:
+            return []
+        want = make_config(self.preset, **{**self.overrides, "model": model, "task": task, "k": k,
+                                           "a": float(a), "b": float(b), "L": int(L), "seed": 0})
+        want_recipe = _recipe_key(want.to_dict())
+        exact = [r for r in rows if r["_recipe"] == want_recipe]
+        if exact:
+            chosen = exact
+        else:
+            best = max(sorted({r["_recipe"] for r in rows}), key=lambda r: self._recipe_rank[r])
+            chosen = [r for r in rows if r["_recipe"] == best]
+            self.non_default.add(self._cell_key(model, task, k, a, b, L))
+        by_seed: dict[int, dict] = {}
+        for r in sorted(chosen, key=lambda r: r["run_id"]):
+            by_seed.setdefault(r["seed"], r)
+        return [by_seed[s] for s in sorted(by_seed)]
+
+    def series(self, model: str, task: str, k: int, a: float, b: float,
+               depths: Sequence[int] | str = "all") -> Series:
+        """Seed means and SEs over seeds of every scalar metric (and arrays) along depth.
+        A run with non-finite R (diverged) is left out; a depth with none is `missing`."""
+        if isinstance(depths, str):
+            depths = depth_set(self.preset, depths)
+        Ls, n, ids, missing = [], [], [], []
+        vals: dict[str, list] = {m: [] for m in SCALARS}
+        arrs: dict[str, list] = {m: [] for m in ARRAYS}
+        for L in depths:
+            rows = [r for r in self.runs(model, task, k, a, b, L) if _finite(r.get("R"))]
+            if not rows:
+                missing.append(int(L))
+                continue
+            Ls.append(int(L))
+            n.append(len(rows))
+            ids.append([r["run_id"] for r in rows])
+            for m in SCALARS:
+                if m == "gap":
+                    x = [_num(r.get("A")) - _num(r.get("C")) for r in rows]
+                else:
+                    x = [_num(r.get(m)) for r in rows]
+                vals[m].append(_mean_se(np.array(x, dtype=float)))
+            for m in ARRAYS:
+                got = [_array(r.get(m)) for r in rows]
+                got = [g for g in got if g is not None]
+                if got and len({g.shape for g in got}) == 1:
+                    st = np.stack(got)
+                    se = st.std(0, ddof=1) / math.sqrt(len(got)) if len(got) > 1 else np.full(st.shape[1:], np.nan)
+                    arrs[m].append((st.mean(0), se))
+                else:
+                    arrs[m].append(None)
+        mean = {m: np.array([v[0] for v in vals[m]]) for m in SCALARS}
+        se = {m: np.array([v[1] for v in vals[m]]) for m in SCALARS}
+        return Series(np.array(Ls, dtype=int), mean, se, np.array(n, dtype=int), ids,
+                      tuple(missing), {m: arrs[m] for m in ARRAYS})
+
+    def curves(self, run_id: str) -> dict | None:
+        """Training curves of a run from the store (None without a store or if unreadable)."""
+        if self.store is None:
+            return None
+        if run_id not in self._curves:
+            try:
+                self._curves[run_id] = self.store.load_curves(run_id)
+            except Exception:  # noqa: BLE001 - a missing curves file is a missing panel
+                self._curves[run_id] = None
+        return self._curves[run_id]
+
+    def used_rows(self, ids: Iterable[str] | None = None) -> list[dict]:
+        """Every run the experiments `ids` use (deduplicated)."""
+        seen: dict[str, dict] = {}
+        for i in resolve_ids(ids):
+            for g in REGISTRY[i].groups_for(self.preset):
+                for a, b in g.spectra:
+                    for L in g.depths_for(self.preset):
+                        for r in self.runs(g.model, g.task, g.k, a, b, L):
+                            seen.setdefault(r["run_id"], r)
+        return list(seen.values())
+
+
+_CONFIG_FIELDS: tuple[str, ...] | None = None
+
+
+def _config_fields() -> tuple[str, ...]:
+    global _CONFIG_FIELDS
+    if _CONFIG_FIELDS is None:
+        from dataclasses import fields
+
+        _CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig))
+    return _CONFIG_FIELDS
+
+
+def _num(x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v
+
+
+def _finite(x) -> bool:
+    return math.isfinite(_num(x))
+
+
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan"), float("nan")
+    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
+    return float(x.mean()), se
+
+
+def _array(x) -> np.ndarray | None:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    if isinstance(x, str):
+        try:
+            x = json.loads(x)
+        except ValueError:
+            return None
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["Experiment", "RunGroup", "TheoryNeed", "REGISTRY", "IDS", "PRESET_SEEDS", "PRESET_KS",
+           "FLOOR_SAMPLES", "PAPER", "resolve_ids", "all_configs", "theory_needs", "summary", "Theory",
+           "Results", "Series", "depth_set", "resolve_seeds", "experiment_ids", "preset_shape"]

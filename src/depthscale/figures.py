@@ -1,0 +1,789 @@
+"""Every figure and table of the paper rebuilt from stored results (SPEC §7, §8), never retraining.
+
+Input: `experiments.Results` (the store's finished runs of one preset) and `experiments.Theory`.
+Points are means over seeds, error bars the SE over seeds (none with one seed). Power-law fits
+(fits.py) are made to the seed means. A panel whose runs are missing says so in the panel.
+Figures use matplotlib's object API with the Agg canvas (no pyplot, no global backend switch)
+and are written as PNG and PDF; tables as CSV and Markdown, with the paper's values beside ours.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from depthscale.experiments import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA,
+                                    FIG7_MODES, FIG7_SPECTRUM, FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA,
+                                    ORIGIN, PAPER, PRESET_KS, REGISTRY, TABLE3_K2, TABLE3_K16,
+                                    Results, Series, Theory, depth_set)
+from depthscale.fits import FitResult, fit_gap, fit_power_law
+
+MODE_FLOOR = 0.02  # normalised mode-wise loss that counts as learned (Fig. 3c)
+
+
+# ================================================================ analysis (shared with claims)
+
+def fit_series(s: Series, floor: bool, metric: str = "R") -> FitResult | None:
+    """Power-law fit of a series' seed means against depth; None when it cannot be fitted."""
+    if not s:
+        return None
+    L, y = s.depths.astype(float), s.get(metric)
+    ok = np.isfinite(y) & (y > 0)
+    if ok.sum() < (3 if floor else 2):
+        return None
+    try:
+        return fit_power_law(L[ok], y[ok], floor=floor)
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+
+
+def loss_fit(res: Results, model: str, task: str, k: int, a: float, b: float,
+             floor: bool | None = None) -> tuple[Series, FitResult | None]:
+    """The loss series over the preset's depths and its fit (L0 = 0 on the easy task)."""
+    s = res.series(model, task, k, a, b, "all")
+    return s, fit_series(s, task != "easy" if floor is None else floor)
+
+
+def gap_fit(res: Results, a: float, b: float, k: int = 2) -> tuple[FitResult | None, FitResult | None, Series]:
+    """Table 5: L0 from the nonlinear loss fit, then L0 - C_L = c L^-alpha (L >= 2)."""
+    s, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+    if f is None:
+        return None, None, s
+    C = s.get("C")
+    ok = np.isfinite(C) & (s.depths > 1)
+    if ok.sum() < 2:
+        return f, None, s
+    try:
+        return f, fit_gap(s.depths[ok].astype(float), C[ok], f.L0), s
+    except ValueError:
+        return f, None, s
+
+
+def mode_curves(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
+    """Seed-mean R_k over the series' depths for each mode k (1-based) present."""
+    out = {}
+    arrs = s.arrays.get("mode_R", [])
+    if not arrs or any(x is None for x in arrs):
+        return out
+    M = np.stack([x[0] for x in arrs])  # depths x d
+    for m in modes:
+        if 1 <= m <= M.shape[1]:
+            out[m] = M[:, m - 1]
+    return out
+
+
+def normalised_modes(s: Series, modes: Sequence[int], d: int, a: float, b: float) -> dict[int, np.ndarray]:
+    """R_k / (omega_k lambda_k) (Fig. 3c)."""
+    k = np.arange(1, d + 1, dtype=float)
+    lw = k ** (-a) * k ** (-b)
+    return {m: v / lw[m - 1] for m, v in mode_curves(s, modes).items()}
+
+
+def mode_crossings(s: Series, modes: Sequence[int], d: int, a: float, b: float,
+                   threshold: float = MODE_FLOOR) -> dict[int, float]:
+    """Smallest depth at which each mode's normalised loss is below `threshold` (inf if never)."""
+    out = {}
+    for m, v in normalised_modes(s, modes, d, a, b).items():
+        below = np.flatnonzero(v < threshold)
+        out[m] = float(s.depths[below[0]]) if below.size else math.inf
+    return out
+
+
+def reducible_modes(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
+    """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b)."""
+    out = {}
+    if not s or s.depths[0] != 1:
+        return out
+    for m, v in mode_curves(s, modes).items():
+        ok = np.isfinite(v) & (v > 0)
+        if ok.sum() < 3:
+            continue
+        try:
+            f = fit_power_law(s.depths[ok].astype(float), v[ok], floor=True)
+        except ValueError:
+            continue
+        den = v[0] - f.L0
+        if den > 0:
+            out[m] = (v - f.L0) / den
+    return out
+
+
+def rel_change_last_two(s: Series, metric: str) -> float:
+    """|X(Lmax) - X(Lmax/2)| / |X(Lmax/2)| over the last two depths present (nan if < 2)."""
+    y = s.get(metric)
+    ok = np.flatnonzero(np.isfinite(y))
+    if ok.size < 2:
+        return math.nan
+    prev, last = y[ok[-2]], y[ok[-1]]
+    return abs(last - prev) / abs(prev) if prev != 0 else math.inf
+
+
+# ================================================================ figure helpers
+
+def _new_figure(ncols: int, nrows: int = 1, width: float = 4.0, height: float = 3.3):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, [ax for row in axes for ax in row]
+
+
+def _colors(n: int):
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    return [cmap(x) for x in (np.linspace(0.0, 0.85, n) if n > 1 else [0.0])]
+
+
+def _label(a: float, b: float, k: int | None = None) -> str:
+    s = f"({a:g},{b:g})"
+    return s if k is None else f"k={k} {s}"
+
+
+def _missing(ax, text: str = "missing runs", blank: bool = False) -> None:
+    if blank:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
+            color="0.4")
+
+
+def _panel_title(ax, letter: str, text: str) -> None:
+    ax.set_title(f"({letter}) {text}", fontsize=9, loc="left")
+
+
+def _errorbar(ax, x, y, se, **kw):
+    se = np.where(np.isfinite(se), se, 0.0) if se is not None else None
+    return ax.errorbar(x, y, yerr=se if se is not None and np.any(se > 0) else None,
+                       capsize=2, ms=4, lw=1.1, **kw)
+
+
+def _logx(ax) -> None:
+    """Depth axis: log base 2, plain integer labels (no mathtext: it dominates render time)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator([2.0 ** i for i in range(0, 13)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("depth L")
+
+
+def _logy(ax) -> None:
+    """Log y axis with plain labels (call after plotting: the tick density follows the range)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    subs = (1.0, 2.0, 5.0) if decades < 1.5 else (1.0, 3.0) if decades < 3 else (1.0,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _loglog(ax, xlabel: str = "depth L", ylabel: str = "loss R_L") -> None:
+    _logx(ax)
+    _logy(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
+def _finish_legend(ax, n: int) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6.5, ncol=1 if n <= 5 else 2, frameon=False)
+
+
+def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[int, tuple]],
+               fit: bool | None = None, metric: str = "R", hlines: Callable | None = None,
+               fit_floor: bool | None = None, ylabel: str = "loss R_L") -> dict:
+    """Seed-mean `metric` vs depth for (k, (a, b)) pairs, with fit lines (fit=True) and optional
+    horizontal theory lines `hlines(k, a, b) -> (value, se) | None`. Returns the fits."""
+    colors = _colors(len(groups))
+    fits, missing, drawn = {}, [], 0
+    Lmax = depth_set(res.preset, "all")[-1]
+    for (k, (a, b)), col in zip(groups, colors):
+        s = res.series(model, task, k, a, b, "all")
+        lab = _label(a, b, k if len({g[0] for g in groups}) > 1 else None)
+        if hlines is not None:
+            h = hlines(k, a, b)
+            if h is not None and np.isfinite(h[0]) and h[0] > 0:
+                ax.axhline(h[0], color=col, ls="--", lw=0.8, alpha=0.8)
+        y = s.get(metric)
+        ok = np.isfinite(y) & (y > 0) if s else np.zeros(0, bool)
+        if not s or not ok.any():
+            missing.append(lab)
+            continue
+        drawn += 1
+        _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=lab,
+                  ls="-" if not fit else "none")
+        if fit:
+            f = fit_series(s, task != "easy" if fit_floor is None else fit_floor, metric)
+            if f is not None:
+                fits[(k, a, b)] = f
+                Lg = np.geomspace(1, Lmax, 100)
+                ax.plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
+    _loglog(ax, ylabel=ylabel)
+    if drawn == 0:
+        _missing(ax, "missing runs")
+    elif missing:
+        ax.text(0.02, 0.02, "missing: " + ", ".join(missing), transform=ax.transAxes, fontsize=6,
+                color="0.4")
+    _finish_legend(ax, len(groups))
+    return fits
+
+
+def _decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str,
+                  L0_lines: dict | None = None) -> None:
+    """C_L or A_L - C_L (metric 'C' or 'gap') vs depth, L >= 2."""
+    colors = _colors(len(groups))
+    drawn = 0
+    for (k, (a, b)), col in zip(groups, colors):
+        s = res.series(model, "difficult", k, a, b, "all")
+        if not s:
+            continue
+        y = s.get(metric)
+        ok = np.isfinite(y) & (s.depths > 1)
+        if metric == "gap":
+            ok &= y > 0
+        if not ok.any():
+            continue
+        drawn += 1
+        _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col,
+                  label=_label(a, b, k if len({g[0] for g in groups}) > 1 else None))
+        if L0_lines and (k, a, b) in L0_lines:
+            ax.axhline(L0_lines[(k, a, b)], color=col, ls=":", lw=0.8)
+    _logx(ax)
+    if metric == "gap":
+        _logy(ax)
+    ax.set_ylabel(ylabel)
+    if not drawn:
+        _missing(ax)
+    _finish_legend(ax, len(groups))
+
+
+def _pairs(k: int, spectra) -> list[tuple[int, tuple]]:
+    return [(k, s) for s in spectra]
+
+
+def _has_k(res: Results, k: int) -> bool:
+    return k in PRESET_KS[res.preset]
+
+
+# ================================================================ figures
+
+def fig1(res: Results, th: Theory):
+    fig, ax = _new_figure(2, 2)
+    loss_panel(ax[0], res, "linear", "easy", _pairs(1, FIG3_SPECTRA))
+    _panel_title(ax[0], "a", "linear, easy")
+    loss_panel(ax[1], res, "nonlinear", "easy", _pairs(1, FIG4_SPECTRA))
+    _panel_title(ax[1], "b", "nonlinear, easy")
+    loss_panel(ax[2], res, "linear", "difficult", _pairs(2, FIG56_SPECTRA))
+    _panel_title(ax[2], "c", "linear, difficult (k=2)")
+    loss_panel(ax[3], res, "nonlinear", "difficult", _pairs(2, FIG56_SPECTRA))
+    _panel_title(ax[3], "d", "nonlinear, difficult (k=2)")
+    return fig
+
+
+def fig3(res: Results, th: Theory):
+    fig, ax = _new_figure(3)
+    for i, (sel, name) in enumerate(((lambda s: s[0] == 2.0, "a=2, b varies"),
+                                     (lambda s: s[1] == 2.0, "b=2, a varies"))):
+        spectra = [s for s in FIG3_SPECTRA if sel(s)]
+        colors = _colors(len(spectra))
+        for (a, b), col in zip(spectra, colors):  # theory reference curves, same colour
+            c = th.curves(a, b)
+            Ls = np.asarray(c["depths"], float)
+            for key, ls in (("constrained", ":"), ("free", "-.")):
+                y = np.asarray(c[key], float)
+                ok = y > 1e-12
+                ax[i].plot(Ls[ok], y[ok], ls=ls, color=col, lw=0.8, alpha=0.7)
+        loss_panel(ax[i], res, "linear", "easy", _pairs(1, spectra), fit=True)
+        data = [res.series("linear", "easy", 1, a, b, "all").get("R") for a, b in spectra]
+        data = np.concatenate([x for x in data if len(x)] or [np.zeros(0)])
+        data = data[np.isfinite(data) & (data > 0)]
+        if data.size:  # theory curves may fall far below the data: keep the data readable
+            ax[i].set_ylim(bottom=max(ax[i].get_ylim()[0], data.min() / 30))
+            _logy(ax[i])
+        _panel_title(ax[i], "ab"[i], f"linear, easy, {name}")
+    for axis in ax[:2]:  # legend entries for the theory curves
+        axis.plot([], [], ls=":", color="0.4", label="constrained ~ L^-zeta")
+        axis.plot([], [], ls="-.", color="0.4", label="free ~ L^-2zeta")
+        _finish_legend(axis, 7)
+    a, b = FIG3C_SPECTRUM
+    s = res.series("linear", "easy", 1, a, b, "all")
+    d = _preset_d(res)
+    norm = normalised_modes(s, FIG3C_MODES, d, a, b)
+    for (m, v), col in zip(norm.items(), _colors(len(norm))):
+        ok = np.isfinite(v) & (v > 0)
+        ax[2].plot(s.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
+    ax[2].axhline(MODE_FLOOR, color="k", ls="--", lw=0.8, label="2% floor")
+    _loglog(ax[2], ylabel="R_k / (omega_k lambda_k)")
+    if not norm:
+        _missing(ax[2])
+    _finish_legend(ax[2], len(norm) + 1)
+    _panel_title(ax[2], "c", f"normalised mode-wise loss {_label(a, b)}")
+    return fig
+
+
+def fig4(res: Results, th: Theory):
+    fig, ax = _new_figure(3)
+    loss_panel(ax[0], res, "nonlinear", "easy", _pairs(1, [s for s in FIG4_SPECTRA if s[1] == 0]))
+    _panel_title(ax[0], "a", "nonlinear, easy, b=0")
+    loss_panel(ax[1], res, "nonlinear", "easy", _pairs(1, [s for s in FIG4_SPECTRA if s[0] == 0]))
+    _panel_title(ax[1], "b", "nonlinear, easy, a=0")
+    drawn = 0
+    depths = depth_set(res.preset, "all")
+    for L, col in zip(depths, _colors(len(depths))):
+        runs = res.runs("nonlinear", "easy", 1, 1.0, 0.0, L)
+        cur = res.curves(runs[0]["run_id"]) if runs else None
+        if not cur or not cur.get("step"):
+            continue
+        y = np.asarray(cur["top1_mass"], float)
+        ax[2].plot(cur["step"], y, color=col, lw=1.1, label=f"L={L}")
+        drawn += 1
+    ax[2].set_xlabel("training step")
+    ax[2].set_ylabel("top-1 attention mass")
+    ax[2].set_ylim(-0.02, 1.02)
+    if not drawn:
+        _missing(ax[2], "missing runs or curves")
+    _finish_legend(ax[2], drawn)
+    _panel_title(ax[2], "c", "top-1 mass during training at (1,0), seed 0")
+    return fig
+
+
+def fig5(res: Results, th: Theory):
+    fig, ax = _new_figure(2)
+    floor = lambda k, a, b: (th.floor(a, b, k)["R_irr"], th.floor(a, b, k)["se"])  # noqa: E731
+    loss_panel(ax[0], res, "linear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]),
+               hlines=floor)
+    _panel_title(ax[0], "a", "linear, difficult, a=0 (dashed: R_irr)")
+    loss_panel(ax[1], res, "linear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0]),
+               hlines=floor)
+    _panel_title(ax[1], "b", "linear, difficult, b=0 (dashed: R_irr)")
+    return fig
+
+
+def fig6(res: Results, th: Theory):
+    fig, ax = _new_figure(2, 2)
+    loss_panel(ax[0], res, "nonlinear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]), fit=True)
+    _panel_title(ax[0], "a", "nonlinear, difficult, a=0: L0 + c L^-alpha")
+    b0 = _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0])
+    fits = loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True)
+    _panel_title(ax[1], "b", "nonlinear, difficult, b=0")
+    _decomp_panel(ax[2], res, "nonlinear", b0, "C", "C_L", {k: f.L0 for k, f in fits.items()})
+    _panel_title(ax[2], "c", "C_L at b=0 (dotted: fitted L0)")
+    _decomp_panel(ax[3], res, "nonlinear", b0, "gap", "A_L - C_L")
+    _panel_title(ax[3], "d", "A_L - C_L at b=0")
+    return fig
+
+
+def fig7(res: Results, th: Theory):
+    fig, ax = _new_figure(3)
+    a, b = FIG7_SPECTRUM
+    s_nl = res.series("nonlinear", "difficult", 2, a, b, "all")
+    s_li = res.series("linear", "difficult", 2, a, b, "all")
+    raw = mode_curves(s_nl, FIG7_MODES)
+    for (m, v), col in zip(raw.items(), _colors(len(raw))):
+        ok = np.isfinite(v) & (v > 0)
+        ax[0].plot(s_nl.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
+    _loglog(ax[0], ylabel="R_k")
+    _panel_title(ax[0], "a", f"nonlinear: mode-wise loss {_label(a, b)}")
+    for i, (s, name) in enumerate(((s_nl, "nonlinear"), (s_li, "linear")), start=1):
+        red = reducible_modes(s, FIG7_MODES)
+        for (m, v), col in zip(red.items(), _colors(len(red))):
+            ax[i].plot(s.depths, v, "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
+        _logx(ax[i])
+        ax[i].set_ylabel("(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf)")
+        ax[i].axhline(0, color="0.6", lw=0.6)
+        if not red:
+            _missing(ax[i], "missing runs (or too few depths to fit R_k,inf)")
+        _finish_legend(ax[i], len(red))
+        _panel_title(ax[i], "bc"[i - 1], f"{name}: normalised reducible loss")
+    if not raw:
+        _missing(ax[0])
+    _finish_legend(ax[0], len(raw))
+    return fig
+
+
+def fig8(res: Results, th: Theory):
+    fig, ax = _new_figure(2, width=4.2, height=4.0)
+    g = th.fig8()
+    q, xs, t, tb = (np.asarray(g[k], float) for k in ("q_2d", "x_selected_2d", "t_2d", "t_bar_2d"))
+
+    def arrow(p0, p1, color, label, lw=1.4):
+        ax[0].annotate("", xy=p1, xytext=p0, arrowprops=dict(arrowstyle="->", color=color, lw=lw))
+        ax[0].plot([], [], color=color, label=label)
+
+    qn = q / max(np.linalg.norm(q), 1e-12) * max(np.linalg.norm(t), 1e-12) * 1.5
+    arrow((0, 0), qn, "k", "query q (scaled)")
+    ax[0].scatter(xs[:, 0], xs[:, 1], color="tab:blue", s=25, label="selected x_i", zorder=3)
+    arrow((0, 0), t, "tab:red", "target t")
+    arrow((0, 0), tb, "tab:green", "t_bar = c Sigma q")
+    arrow(tb, t, "tab:orange", "residual t - t_bar", lw=1.0)
+    pts = np.vstack([xs, t, tb, qn, [0, 0]])
+    lim = 1.15 * np.abs(pts).max()
+    ax[0].set_xlim(-lim, lim)
+    ax[0].set_ylim(-lim, lim)
+    ax[0].set_aspect("equal")
+    ax[0].set_xlabel("along q")
+    ax[0].set_ylabel("along t, orthogonal to q")
+    ax[0].legend(fontsize=6.5, frameon=False, loc="lower left")
+    _panel_title(ax[0], "a", f"one top-2 context at {_label(*FIG8_SPECTRUM)}, 2-D projection")
+    t_full, tb_full = np.asarray(g["t"], float), np.asarray(g["t_bar"], float)
+    ax[1].scatter(tb_full, t_full, s=12, color="tab:purple")
+    lo, hi = min(tb_full.min(), t_full.min()), max(tb_full.max(), t_full.max())
+    ax[1].plot([lo, hi], [lo, hi], color="0.5", lw=0.8, ls="--")
+    ax[1].set_xlabel("t_bar_k (predictable part)")
+    ax[1].set_ylabel("t_k")
+    _panel_title(ax[1], "b", "coordinates in the eigenbasis of Sigma")
+    return fig
+
+
+def _variant_figure(res: Results, model: str, name: str):
+    fig, ax = _new_figure(2)
+    loss_panel(ax[0], res, model, "difficult", _pairs(2, ORIGIN), fit=True)
+    _panel_title(ax[0], "a", f"{name}: loss, (0,0), k=2")
+    s = res.series(model, "difficult", 2, 0.0, 0.0, "all")
+    drawn = 0
+    for metric, col, lab in (("C", "tab:blue", "C_L"), ("gap", "tab:orange", "A_L - C_L")):
+        y = s.get(metric) if s else np.zeros(0)
+        ok = np.isfinite(y) & (s.depths > 1) & (y > 0) if s else np.zeros(0, bool)
+        if ok.any():
+            _errorbar(ax[1], s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=lab)
+            drawn += 1
+    _loglog(ax[1], ylabel="C_L, A_L - C_L")
+    if not drawn:
+        _missing(ax[1])
+    _finish_legend(ax[1], 2)
+    _panel_title(ax[1], "b", f"{name}: decomposition")
+    return fig
+
+
+def fig9(res: Results, th: Theory):
+    return _variant_figure(res, "single_stream", "single stream")
+
+
+def fig10(res: Results, th: Theory):
+    return _variant_figure(res, "layer_values", "per-layer values")
+
+
+def fig11(res: Results, th: Theory):
+    fig, ax = _new_figure(2)
+    ks = [k for k in (2, 16)]
+    loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in ks], fit=True)
+    _panel_title(ax[0], "a", "context updates: loss, (0,0)")
+    drawn = 0
+    for k, col in zip(ks, _colors(2)):
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0, "all")
+        y = s.get("m") if s else np.zeros(0)
+        ok = np.isfinite(y) if s else np.zeros(0, bool)
+        if ok.any():
+            _errorbar(ax[1], s.depths[ok], y[ok], s.se["m"][ok], marker="o", color=col, label=f"k={k}")
+            drawn += 1
+    ax[1].axhline(PAPER["context_updates"]["m_top16"], color="0.5", ls="--", lw=0.8,
+                  label="paper, k=16: m = -2.3")
+    _logx(ax[1])
+    ax[1].set_ylabel("learned m")
+    if not drawn:
+        _missing(ax[1])
+    _finish_legend(ax[1], 3)
+    _panel_title(ax[1], "b", "learned context-update strength m")
+    return fig
+
+
+def fig12(res: Results, th: Theory):
+    fig, ax = _new_figure(3, width=3.8, height=3.5)
+    for i, k in enumerate((2, 16)):
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0, "all")
+        arrs = s.arrays.get("A1_mean", []) if s else []
+        j = max((j for j, x in enumerate(arrs) if x is not None), default=None)
+        if j is None:
+            _missing(ax[i], "missing runs" + ("" if _has_k(res, k) else f" (k={k} not in this preset)"),
+                     blank=True)
+            _panel_title(ax[i], "ab"[i], f"mean A_1, k={k}")
+            continue
+        A = arrs[j][0]
+        im = ax[i].imshow(A, cmap="magma", interpolation="nearest")
+        fig.colorbar(im, ax=ax[i], shrink=0.8)
+        rho, r2 = s.get("rho")[j], s.get("rho_r2")[j]
+        _panel_title(ax[i], "ab"[i], f"mean A_1, k={k}, L={s.depths[j]}: rho={rho:.3g}, R2={r2:.4g}")
+        ax[i].set_xlabel("context token")
+        ax[i].set_ylabel("context token")
+    drawn = 0
+    for k, col in zip((2, 16), _colors(2)):
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0, "all")
+        y = s.get("rho") if s else np.zeros(0)
+        ok = np.isfinite(y) if s else np.zeros(0, bool)
+        if ok.any():
+            _errorbar(ax[2], s.depths[ok], y[ok], s.se["rho"][ok], marker="o", color=col, label=f"rho_{k}")
+            drawn += 1
+    for k, key in ((2, "rho_top2"), (16, "rho_top16")):
+        ax[2].axhline(PAPER["context_updates"][key], color="0.5", ls="--", lw=0.7)
+    _logx(ax[2])
+    ax[2].set_ylabel("rho (A_1 ~ rho I + (1-rho) 11^T/P)")
+    if not drawn:
+        _missing(ax[2])
+    _finish_legend(ax[2], 2)
+    _panel_title(ax[2], "c", "rho vs depth (dashed: paper)")
+    return fig
+
+
+def selection_quantiles(res: Results) -> dict | None:
+    """Q_1(q), Q_Lmax(q), Delta Q(q) with SEs over seeds (fig13, claim 10); None if missing."""
+    from depthscale.measurements import PERCENTILES
+
+    L1, Lmax = depth_set(res.preset, "ends")
+    rows1 = res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L1)
+    rowsM = res.runs("nonlinear", "difficult", 2, 0.0, 0.0, Lmax)
+    from depthscale.experiments import _array
+
+    def stack(rows):
+        got = [_array(r.get("selection_percentiles")) for r in rows]
+        got = [g for g in got if g is not None]
+        return np.stack(got) if got else None
+
+    Q1, QM = stack(rows1), stack(rowsM)
+    if Q1 is None or QM is None:
+        return None
+    seeds1 = [r["seed"] for r in rows1 if _array(r.get("selection_percentiles")) is not None]
+    seedsM = [r["seed"] for r in rowsM if _array(r.get("selection_percentiles")) is not None]
+    common = sorted(set(seeds1) & set(seedsM))
+    if common:  # Delta Q per seed, paired
+        dQ = np.stack([Q1[seeds1.index(s)] - QM[seedsM.index(s)] for s in common])
+    else:
+        dQ = (Q1.mean(0) - QM.mean(0))[None]
+
+    def se(x):
+        return x.std(0, ddof=1) / math.sqrt(len(x)) if len(x) > 1 else np.full(x.shape[1], np.nan)
+
+    return {"q": np.asarray(PERCENTILES, float), "L1": L1, "Lmax": Lmax,
+            "Q1": Q1.mean(0), "Q1_se": se(Q1), "QL": QM.mean(0), "QL_se": se(QM),
+            "dQ": dQ.mean(0), "dQ_se": se(dQ), "n": len(common) or 1}
+
+
+def fig13(res: Results, th: Theory):
+    fig, ax = _new_figure(2)
+    sq = selection_quantiles(res)
+    if sq is None:
+        for i in range(2):
+            _missing(ax[i])
+    else:
+        _errorbar(ax[0], sq["q"], sq["Q1"], sq["Q1_se"], marker="o", color="tab:blue", label=f"L={sq['L1']}")
+        _errorbar(ax[0], sq["q"], sq["QL"], sq["QL_se"], marker="s", color="tab:red", label=f"L={sq['Lmax']}")
+        _logy(ax[0])
+        _finish_legend(ax[0], 2)
+        _errorbar(ax[1], sq["q"], sq["dQ"], sq["dQ_se"], marker="o", color="tab:purple")
+        ax[1].axhline(0, color="0.5", lw=0.8)
+    ax[0].set_xlabel("percentile q")
+    ax[0].set_ylabel("Q_L(q) of E_L = |p_bar - p*|^2")
+    _panel_title(ax[0], "a", "selection-loss percentiles, (0,0), k=2")
+    ax[1].set_xlabel("percentile q")
+    ax[1].set_ylabel("Delta Q(q) = Q_1(q) - Q_Lmax(q)")
+    _panel_title(ax[1], "b", "gain from depth per percentile")
+    return fig
+
+
+def fig14(res: Results, th: Theory):
+    fig, ax = _new_figure(2, 2)
+    k2 = _pairs(2, FIG14_K2)
+    loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True)
+    _panel_title(ax[0], "a", "nonlinear, k=2")
+    loss_panel(ax[1], res, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True)
+    _panel_title(ax[1], "b", "nonlinear, k=16" + ("" if _has_k(res, 16) else " (not in this preset)"))
+    _decomp_panel(ax[2], res, "nonlinear", k2, "C", "C_L")
+    _panel_title(ax[2], "c", "C_L, k=2")
+    _decomp_panel(ax[3], res, "nonlinear", k2, "gap", "A_L - C_L")
+    _panel_title(ax[3], "d", "A_L - C_L, k=2")
+    return fig
+
+
+FIGURES: dict[str, Callable] = {"fig1": fig1, "fig3": fig3, "fig4": fig4, "fig5": fig5, "fig6": fig6,
+                                "fig7": fig7, "fig8": fig8, "fig9": fig9, "fig10": fig10,
+                                "fig11": fig11, "fig12": fig12, "fig13": fig13, "fig14": fig14}
+
+
+def _preset_d(res: Results) -> int:
+    from depthscale.experiments import preset_shape
+
+    return preset_shape(res.preset)[0]
+
+
+# ================================================================ tables
+
+def _f(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def table1(res: Results, th: Theory):
+    import pandas as pd
+
+    P = PAPER["table1_L0_difficult_k2"]
+    rows = []
+    for (a, b), pnl, pli in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
+        s_nl, f_nl = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+        _, f_li = loss_fit(res, "linear", "difficult", 2, a, b)
+        L0n, L0l = (f.L0 if f else math.nan for f in (f_nl, f_li))
+        var = s_nl.get("var_ystar")
+        rows.append({"a": a, "b": b, "L0_nonlinear": L0n, "L0_linear": L0l,
+                     "ratio_linear_over_nonlinear": L0l / L0n if L0n > 0 else math.nan,
+                     "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
+                     "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
+                     "paper_ratio": pli / pnl})
+    return pd.DataFrame(rows)
+
+
+def table2(res: Results, th: Theory):
+    import pandas as pd
+    from depthscale.theory import zeta
+
+    paper = {(float(r["a"]), float(r["b"])): r for r in PAPER["table2_linear_easy"]}
+    rows = []
+    for a, b in FIG3_SPECTRA:
+        _, f = loss_fit(res, "linear", "easy", 1, a, b)
+        z = zeta(a, b)
+        rows.append({"a": a, "b": b, "zeta": z, "alpha": f.alpha if f else math.nan,
+                     "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan,
+                     "two_zeta": 2 * z, "paper_alpha": paper[(a, b)]["alpha"]})
+    return pd.DataFrame(rows)
+
+
+def plateau(res: Results, model: str, k: int, a: float, b: float) -> tuple[float, float, int]:
+    """Measured plateau of the linear model: seed-mean R at the deepest depth, its SE, and Lmax."""
+    Lmax = depth_set(res.preset, "all")[-1]
+    s = res.series(model, "difficult", k, a, b, (Lmax,))
+    if not s:
+        return math.nan, math.nan, Lmax
+    return float(s.get("R")[0]), float(s.se["R"][0]), Lmax
+
+
+def table3(res: Results, th: Theory):
+    import pandas as pd
+
+    paper = {(r["k"], float(r["a"]), float(r["b"])): r for r in PAPER["table3_linear_floor"]}
+    rows = []
+    for k, spectra in ((2, TABLE3_K2), (16, TABLE3_K16)):
+        for a, b in spectra:
+            p = paper[(k, a, b)]
+            if k in PRESET_KS[res.preset]:
+                fl = th.floor(a, b, k)
+                R_irr, se = fl["R_irr"], fl["se"]
+            else:
+                R_irr = se = math.nan
+            m, m_se, _ = plateau(res, "linear", k, a, b)
+            rows.append({"k": k, "a": a, "b": b, "R_irr": R_irr, "R_irr_se": se,
+                         "plateau": m, "plateau_se": m_se,
+                         "diff_pct": 100 * (m - R_irr) / R_irr if R_irr and np.isfinite(R_irr) else math.nan,
+                         "paper_R_irr": p["theory"], "paper_R_irr_se": p["theory_se"],
+                         "paper_measured": p["measured"],
+                         "paper_diff_pct": 100 * (p["measured"] - p["theory"]) / p["theory"]})
+    return pd.DataFrame(rows)
+
+
+def table4(res: Results, th: Theory):
+    import pandas as pd
+
+    rows = []
+    for p in PAPER["table4_nonlinear_fits"]:
+        k, a, b = p["k"], float(p["a"]), float(p["b"])
+        _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+        rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if f else math.nan,
+                     "alpha": f.alpha if f else math.nan, "alpha_se": f.alpha_se if f else math.nan,
+                     "r2": f.r2 if f else math.nan, "paper_L0": p["L0"], "paper_alpha": p["alpha"],
+                     "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
+    return pd.DataFrame(rows)
+
+
+def table5(res: Results, th: Theory):
+    import pandas as pd
+
+    rows = []
+    for p in PAPER["table5_gap_fits"]:
+        a, b = float(p["a"]), float(p["b"])
+        f, g, _ = gap_fit(res, a, b)
+        rows.append({"a": a, "b": b, "L0": f.L0 if f else math.nan,
+                     "alpha": g.alpha if g else math.nan, "alpha_se": g.alpha_se if g else math.nan,
+                     "r2": g.r2 if g else math.nan, "points_dropped": g.n_dropped if g else math.nan,
+                     "paper_alpha": p["alpha"], "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
+    return pd.DataFrame(rows)
+
+
+TABLES: dict[str, Callable] = {"table1": table1, "table2": table2, "table3": table3,
+                               "table4": table4, "table5": table5}
+
+
+# ================================================================ writing
+
+def fmt(x, digits: int = 4) -> str:
+    """A number for a table cell: 4 significant digits, '—' for nan/None."""
+    if x is None:
+        return "—"
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if not math.isfinite(v):
+        return "—" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if v == int(v) and abs(v) < 1e6:
+        return f"{v:g}"
+    return f"{v:.{digits}g}"
+
+
+def markdown_table(df) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(fmt(row[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
+    """Build figure `fig_id` and write <out_dir>/<fig_id>.png and .pdf."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig = FIGURES[fig_id](res, th)
+    e = REGISTRY[fig_id]
+    fig.suptitle(f"{fig_id}: {e.title}  [preset {res.preset}]", fontsize=10)
+    paths = [out_dir / f"{fig_id}.png", out_dir / f"{fig_id}.pdf"]
+    fig.savefig(paths[0], dpi=110)
+    fig.set_layout_engine("none")  # keep the constrained layout computed for the PNG
+    fig.savefig(paths[1])
+    return paths
+
+
+def write_table(table_id: str, res: Results, th: Theory, out_dir: str | Path):
+    """Build table `table_id` and write <out_dir>/<table_id>.csv and .md. Returns (frame, paths)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = TABLES[table_id](res, th)
+    paths = [out_dir / f"{table_id}.csv", out_dir / f"{table_id}.md"]
+    df.to_csv(paths[0], index=False)
+    e = REGISTRY[table_id]
+    paths[1].write_text(f"### {table_id}: {e.title} [preset {res.preset}]\n\n" + markdown_table(df))
+    return df, paths
+
+
+def write(exp_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
+    """Write a figure or a table; returns the files written."""
+    if exp_id in FIGURES:
+        return write_figure(exp_id, res, th, out_dir)
+    if exp_id in TABLES:
+        return write_table(exp_id, res, th, out_dir)[1]
+    raise ValueError(f"unknown figure or table {exp_id!r}")
+
+
+__all__ = ["FIGURES", "TABLES", "write", "write_figure", "write_table", "markdown_table", "fmt",
+           "fit_series", "loss_fit", "gap_fit", "mode_curves", "normalised_modes", "mode_crossings",
+           "reducible_modes", "rel_change_last_two", "selection_quantiles", "plateau", "MODE_FLOOR"]

@@ -1,0 +1,375 @@
+"""Reproduce the paper's experiments and write the report (SPEC §7-§9).
+
+`reproduce(ids, preset, store_dir, out_dir)` trains whatever runs of the experiments are missing
+from the store (through sweeps.run_sweep: resumable, shardable, any executor), then writes every
+figure, table and the claims. `report(store_dir, out_dir)` rebuilds all of that from the store
+alone and writes `report.md` and a self-contained `report.html` (images inlined as data URIs).
+
+Layout of out_dir::
+
+    <preset>/fig3.png, fig3.pdf, ...     figures
+    <preset>/table1.csv, table1.md, ...  tables, ours beside the paper's
+    <preset>/claims.json                 SPEC §9 checks of that preset
+    <preset>/theory.json                 cached theory (linear floors, reference curves, fig8)
+    claims.json                          the checks of every preset in this report
+    report.md, report.html
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import logging
+import platform
+import time
+import traceback
+import warnings
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from depthscale.config import PRESETS
+from depthscale.experiments import (FLOOR_SAMPLES, PAPER, REGISTRY, Results, Theory, all_configs,
+                                    resolve_ids, resolve_seeds, theory_needs)
+
+log = logging.getLogger(__name__)
+
+
+def sweep_name(ids: Sequence[str], preset: str) -> str:
+    """Manifest name of a reproduce sweep (store.status() reports it)."""
+    ids = tuple(ids)
+    tag = "all" if ids == tuple(REGISTRY) else "_".join(ids)
+    if len(tag) > 80:
+        tag = f"{len(ids)}ids"
+    return f"reproduce-{preset}-{tag}"
+
+
+def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: str | Path = "store",
+              out_dir: str | Path = "report", *, executor: str = "inline", device: str = "cpu",
+              run: bool = True, seeds: int | Sequence[int] | None = None,
+              shard: tuple[int, int] | str | None = None, workers: int | None = None,
+              max_pack: int = 64, slurm: dict | None = None, progress: bool | None = None,
+              build: bool | None = None, overrides: dict | None = None) -> dict:
+    """Run the missing runs of experiments `ids` at `preset`, then write their figures, tables,
+    claims and the report.
+
+    ids: 'all', an id, a comma-separated string or a list (SPEC §7 ids: fig1, fig3..fig14,
+    table1..table5). seeds: a count or a list (default experiments.PRESET_SEEDS[preset]).
+    executor/shard/workers/max_pack/slurm/device: passed to sweeps.run_sweep. run=False only
+    builds from what is stored. build: write the artifacts (default: yes, except for a shard or
+    a SLURM submission that does not wait, whose runs are not finished when this returns).
+    overrides: further RunConfig fields for every run (e.g. {"max_steps": 500}).
+    Returns {"configs", "sweep" (run_sweep's counts or None), "out_dir", "claims", ...}.
+    """
+    ids = resolve_ids(ids)
+    overrides = dict(overrides or {})
+    configs = all_configs(ids, preset, seeds, **overrides)
+    from depthscale.store import Store
+
+    store = Store(store_dir)
+    counts = None
+    if run and configs:
+        from depthscale.sweeps import run_sweep
+
+        counts = run_sweep(configs, store, executor=executor, shard=shard, workers=workers,
+                           device=device, max_pack=max_pack, progress=progress,
+                           name=sweep_name(ids, preset), slurm=slurm)
+    if build is None:
+        build = shard is None and not (executor == "slurm" and not (slurm or {}).get("wait"))
+    out = {"ids": list(ids), "preset": preset, "seeds": list(resolve_seeds(preset, seeds)),
+           "configs": len(configs), "sweep": counts, "out_dir": str(Path(out_dir))}
+    if build:
+        out.update(report(store_dir, out_dir, preset=preset, ids=ids, overrides=overrides,
+                          device=device, progress=progress))
+    return out
+
+
+def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None,
+           ids: str | Iterable[str] = "all", *, overrides: dict | None = None,
+           device: str = "cpu", progress: bool | None = None) -> dict:
+    """Rebuild figures, tables and claims from the store and write report.md and report.html.
+
+    preset None: every preset with finished runs in the store (paper, cpu, smoke order).
+    Never trains and never writes to the store. Theory (linear floors, reference curves) is
+    computed on `device` the first time and cached in <out_dir>/<preset>/theory.json.
+    Returns {"report_md", "report_html", "claims_json", "presets", "passed", "failed", "errors"}.
+    """
+    from depthscale.store import Store
+
+    ids = resolve_ids(ids)
+    store = Store(store_dir, readonly=True)
+    df = store.collect()
+    if preset is None:
+        found = set(df["preset"]) if len(df) and "preset" in df.columns else set()
+        presets = [p for p in PRESETS[::-1] if p in found]
+        if not presets:
+            raise ValueError(f"store {store.root} has no finished runs of a known preset; pass preset=")
+    else:
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+        presets = [preset]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections, all_claims, errors = [], [], []
+    for p in presets:
+        sec = build_preset(p, df, store, out_dir, ids, overrides, device, progress)
+        sections.append(sec)
+        all_claims += sec["claims"]
+        errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
+    from depthscale.store import write_json_atomic
+
+    claims_path = out_dir / "claims.json"
+    write_json_atomic(claims_path, all_claims)
+    header = _header()
+    md = render_markdown(header, sections)
+    (out_dir / "report.md").write_text(md)
+    (out_dir / "report.html").write_text(render_html(header, sections, out_dir))
+    return {"report_md": str(out_dir / "report.md"), "report_html": str(out_dir / "report.html"),
+            "claims_json": str(claims_path), "presets": presets,
+            "passed": sum(c["pass"] for c in all_claims),
+            "failed": sum(not c["pass"] for c in all_claims), "errors": errors}
+
+
+def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
+                 overrides: dict | None = None, device: str = "cpu",
+                 progress: bool | None = None) -> dict:
+    """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/."""
+    from depthscale import claims
+    from depthscale.store import write_json_atomic
+
+    pdir = out_dir / preset
+    pdir.mkdir(parents=True, exist_ok=True)
+    res = Results(df, preset, store, overrides)
+    th = Theory(preset, cache=pdir / "theory.json", device=device, progress=bool(progress))
+    artifacts, tables, errs = {}, {}, {}
+    t0 = time.perf_counter()
+    for i in ids:
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)  # partial data: nan, not noise
+                paths = _write_one(i, res, th, pdir, tables)
+            artifacts[i] = [str(pp.relative_to(out_dir)) for pp in paths]
+        except Exception as e:  # noqa: BLE001 - one broken artifact must not sink the report
+            errs[i] = f"{type(e).__name__}: {e}"
+            log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
+    cl = claims.check_all(res, th, ids)
+    write_json_atomic(pdir / "claims.json", cl)
+    prov = provenance(res, ids, time.perf_counter() - t0)
+    return {"preset": preset, "ids": list(ids), "artifacts": artifacts, "tables": tables,
+            "claims": cl, "errors": errs, "provenance": prov}
+
+
+def _write_one(exp_id: str, res: Results, th: Theory, pdir: Path, tables: dict) -> list[Path]:
+    from depthscale import figures
+
+    if exp_id in figures.TABLES:
+        frame, paths = figures.write_table(exp_id, res, th, pdir)
+        tables[exp_id] = frame
+        return paths
+    return figures.write_figure(exp_id, res, th, pdir)
+
+
+# ---------------------------------------------------------------- provenance
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("depthscale", "torch", "numpy", "scipy", "pandas", "matplotlib"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _header() -> dict:
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": _versions(),
+            "paper": PAPER["source"]}
+
+
+def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("nan")) -> dict:
+    rows = res.used_rows(ids)
+    secs = [float(r.get("train_seconds")) for r in rows if _isnum(r.get("train_seconds"))]
+    expected = len(all_configs(ids, res.preset))
+    return {
+        "preset": res.preset,
+        "runs_used": len(rows),
+        "runs_expected_default_seeds": expected,
+        "runs_in_store_for_preset": len(res),
+        "seeds": sorted({int(r["seed"]) for r in rows}),
+        "train_seconds_total": sum(secs),
+        "stopped_because": dict(Counter(str(r.get("stopped_because")) for r in rows)),
+        "devices": dict(Counter(str(r.get("device")) for r in rows)),
+        "run_versions": dict(Counter(f"depthscale {r.get('depthscale')}, torch {r.get('torch')}" for r in rows)),
+        "cells_with_non_current_recipe": len(res.non_default),
+        "floor_samples": FLOOR_SAMPLES[res.preset],
+        "theory_needs": len(theory_needs(ids, res.preset)),
+        "build_seconds": build_seconds,
+    }
+
+
+def _isnum(x) -> bool:
+    try:
+        return float(x) == float(x)
+    except (TypeError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------- rendering
+
+def _fmt_seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def _prov_lines(prov: dict) -> list[str]:
+    return [
+        f"runs used: {prov['runs_used']} (registry expects {prov['runs_expected_default_seeds']} with "
+        f"the default seeds; {prov['runs_in_store_for_preset']} finished runs of this preset in the store)",
+        f"seeds: {', '.join(map(str, prov['seeds'])) or '—'}",
+        f"total train time: {_fmt_seconds(prov['train_seconds_total'])}",
+        "stopped because: " + (", ".join(f"{k} {v}" for k, v in prov["stopped_because"].items()) or "—"),
+        "devices: " + (", ".join(f"{k} ({v})" for k, v in prov["devices"].items()) or "—"),
+        "run versions: " + (", ".join(f"{k} ({v})" for k, v in prov["run_versions"].items()) or "—"),
+        f"cells that used a recipe other than the current one: {prov['cells_with_non_current_recipe']}",
+        f"linear-floor Monte Carlo samples: {prov['floor_samples']}",
+    ]
+
+
+def _versions_line(header: dict) -> str:
+    v = header["versions"]
+    return ", ".join(f"{k} {v[k]}" for k in ("depthscale", "torch", "numpy", "scipy", "pandas",
+                                            "matplotlib", "python") if v.get(k)) + f"; {v['platform']}"
+
+
+def render_markdown(header: dict, sections: list[dict]) -> str:
+    from depthscale.figures import markdown_table
+
+    out = ["# depthscale report", "",
+           f"Reproduction of *{header['paper']}*.", "",
+           f"- generated: {header['date']}",
+           f"- software: {_versions_line(header)}",
+           f"- presets: {', '.join(s['preset'] for s in sections)}", ""]
+    for sec in sections:
+        p = sec["preset"]
+        out += [f"## Preset `{p}`", ""]
+        out += [f"- {line}" for line in _prov_lines(sec["provenance"])] + [""]
+        n_pass = sum(c["pass"] for c in sec["claims"])
+        out += [f"### Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass", "",
+                "| # | claim | expected | result | measured |", "|---|---|---|---|---|"]
+        for c in sec["claims"]:
+            out.append(f"| {c['id']} | {_md_cell(c['claim'])} | {_md_cell(c['expected'])} | "
+                       f"**{'PASS' if c['pass'] else 'FAIL'}** | {_md_cell(c['detail'])} |")
+        out.append("")
+        if sec["errors"]:
+            out += ["### Errors while building", ""] + [f"- {k}: {v}" for k, v in sec["errors"].items()] + [""]
+        for i in sec["ids"]:
+            e = REGISTRY[i]
+            out += [f"### {i}: {e.title}", "", f"*{e.shows}* — models: {', '.join(e.models) or 'theory'}; "
+                    f"task: {e.task}; spectra: {e.spectra_text}", ""]
+            if i in sec["errors"]:
+                out += [f"(not built: {sec['errors'][i]})", ""]
+            elif i in sec["tables"]:
+                out += ["Columns `paper_*` are the paper's values (SPEC §8); the others are ours.", "",
+                        markdown_table(sec["tables"][i]), ""]
+            else:
+                png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
+                pdf = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".pdf")), None)
+                if png:
+                    out += [f"![{i}]({png})", "", f"[PDF]({pdf})" if pdf else "", ""]
+    return "\n".join(out) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1200px;
+margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
+h1,h2,h3{line-height:1.2} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;
+padding:.25em .5em;vertical-align:top} th{background:#f3f3f3} td.num{text-align:right;
+font-variant-numeric:tabular-nums} td.paper,th.paper{background:#f7f3e8}
+.pass{color:#fff;background:#2e7d32;font-weight:bold;padding:0 .4em;border-radius:3px}
+.fail{color:#fff;background:#c62828;font-weight:bold;padding:0 .4em;border-radius:3px}
+img{max-width:100%;height:auto;border:1px solid #eee} .small{color:#555;font-size:.85em}
+.detail{font-size:.8em;color:#333}
+"""
+
+
+def _html_table(df) -> str:
+    from depthscale.figures import fmt
+
+    cols = list(df.columns)
+    head = "".join(f'<th class="{"paper" if c.startswith("paper") else ""}">{html.escape(c)}</th>'
+                   for c in cols)
+    body = []
+    for _, row in df.iterrows():
+        cells = "".join(f'<td class="num{" paper" if c.startswith("paper") else ""}">'
+                        f"{html.escape(fmt(row[c]))}</td>" for c in cols)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _img_data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
+    esc = html.escape
+    parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<title>depthscale report</title>", f"<style>{_CSS}</style></head><body>",
+             "<h1>depthscale report</h1>",
+             f"<p>Reproduction of <em>{esc(header['paper'])}</em>.</p>",
+             "<ul class=\"small\">",
+             f"<li>generated: {esc(header['date'])}</li>",
+             f"<li>software: {esc(_versions_line(header))}</li>",
+             f"<li>presets: {esc(', '.join(s['preset'] for s in sections))}</li></ul>"]
+    for sec in sections:
+        p = sec["preset"]
+        parts.append(f"<h2 id=\"{esc(p)}\">Preset <code>{esc(p)}</code></h2><ul class=\"small\">")
+        parts += [f"<li>{esc(line)}</li>" for line in _prov_lines(sec["provenance"])]
+        parts.append("</ul>")
+        n_pass = sum(c["pass"] for c in sec["claims"])
+        parts.append(f"<h3>Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass</h3>")
+        parts.append("<table><thead><tr><th>#</th><th>claim</th><th>expected</th><th>result</th>"
+                     "<th>measured</th></tr></thead><tbody>")
+        for c in sec["claims"]:
+            badge = '<span class="pass">PASS</span>' if c["pass"] else '<span class="fail">FAIL</span>'
+            parts.append(f"<tr><td>{esc(c['id'])}</td><td>{esc(c['claim'])}</td>"
+                         f"<td>{esc(c['expected'])}</td><td>{badge}</td>"
+                         f"<td class=\"detail\">{esc(c['detail'])}</td></tr>")
+        parts.append("</tbody></table>")
+        if sec["errors"]:
+            parts.append("<h3>Errors while building</h3><ul>" + "".join(
+                f"<li>{esc(k)}: {esc(v)}</li>" for k, v in sec["errors"].items()) + "</ul>")
+        for i in sec["ids"]:
+            e = REGISTRY[i]
+            parts.append(f"<h3 id=\"{esc(p)}-{esc(i)}\">{esc(i)}: {esc(e.title)}</h3>")
+            parts.append(f"<p class=\"small\"><em>{esc(e.shows)}</em> — models: "
+                         f"{esc(', '.join(e.models) or 'theory')}; task: {esc(e.task)}; "
+                         f"spectra: {esc(e.spectra_text)}</p>")
+            if i in sec["errors"]:
+                parts.append(f"<p>(not built: {esc(sec['errors'][i])})</p>")
+            elif i in sec["tables"]:
+                parts.append("<p class=\"small\">Shaded <code>paper_*</code> columns are the paper's "
+                             "values (SPEC §8); the others are ours.</p>")
+                parts.append(_html_table(sec["tables"][i]))
+            else:
+                png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
+                if png:
+                    parts.append(f"<img alt=\"{esc(i)}\" src=\"{_img_data_uri(out_dir / png)}\">")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+__all__ = ["reproduce", "report", "build_preset", "provenance", "render_markdown", "render_html",
+           "sweep_name"]

@@ -1,0 +1,156 @@
+"""The experiment registry (SPEC §7): coverage, deterministic expansion, shared run ids, and
+reading results back by cell."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from depthscale.config import PRESET_DEPTHS, make_config
+from depthscale.experiments import (IDS, PAPER, PRESET_SEEDS, REGISTRY, Results, all_configs,
+                                    resolve_ids, summary, theory_needs)
+
+SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
+
+
+def ids_of(exp_id, preset="smoke", **kw):
+    return {c.run_id for c in REGISTRY[exp_id].configs(preset, **kw)}
+
+
+def test_registry_covers_every_spec_id():
+    assert sorted(IDS) == sorted(SPEC_IDS)
+    for e in REGISTRY.values():
+        assert e.title and e.shows and e.spectra_text
+        assert e.kind == ("table" if e.id.startswith("table") else "figure")
+        assert e.groups or e.theory, e.id
+
+
+def test_fig8_is_theory_only():
+    assert REGISTRY["fig8"].configs("cpu") == []
+    assert [t.kind for t in REGISTRY["fig8"].theory_for("cpu")] == ["fig8"]
+
+
+@pytest.mark.parametrize("preset", ["smoke", "cpu", "paper"])
+def test_configs_expand_deterministically_through_make_config(preset):
+    for e in REGISTRY.values():
+        a = e.configs(preset)
+        b = e.configs(preset)
+        assert [c.run_id for c in a] == [c.run_id for c in b]
+        assert len({c.run_id for c in a}) == len(a)  # no duplicate inside one experiment
+        for c in a[:5]:
+            again = make_config(preset, model=c.model, task=c.task, k=c.k, a=c.a, b=c.b, L=c.L, seed=c.seed)
+            assert again == c
+            assert c.L in PRESET_DEPTHS[preset]
+            assert {c.seed for c in a} <= set(PRESET_SEEDS[preset])
+
+
+def test_run_ids_are_shared_across_experiments():
+    for preset in ("smoke", "cpu"):
+        fig = {i: ids_of(i, preset) for i in IDS}
+        assert fig["fig13"] < fig["fig6"]
+        assert fig["table5"] == fig["fig6"]
+        assert fig["table2"] == fig["fig3"]
+        assert fig["table4"] == fig["fig14"]
+        assert fig["fig12"] == fig["fig11"]
+        assert fig["table1"] == fig["fig5"] | fig["fig6"]
+        assert fig["fig1"] == fig["fig3"] | fig["fig4"] | fig["fig5"] | fig["fig6"]
+        assert fig["fig7"] < fig["fig5"] | fig["fig6"]
+        assert fig["table3"] & fig["fig5"]  # the (0,0) k=2 row
+
+
+def test_all_configs_deduplicates_in_first_seen_order():
+    cfgs = all_configs("all", "smoke")
+    rids = [c.run_id for c in cfgs]
+    assert len(rids) == len(set(rids))
+    assert set(rids) == set().union(*(ids_of(i) for i in IDS))
+    assert sum(len(REGISTRY[i].configs("smoke")) for i in IDS) > len(rids)
+    assert [c.run_id for c in all_configs(["table5", "fig6"], "smoke")] == [c.run_id for c in REGISTRY["fig6"].configs("smoke")]
+
+
+def test_seeds_and_k16_by_preset():
+    assert {c.seed for c in REGISTRY["fig6"].configs("smoke")} == {0}
+    assert {c.seed for c in REGISTRY["fig6"].configs("cpu")} == {0, 1, 2}
+    assert {c.seed for c in REGISTRY["fig6"].configs("cpu", seeds=2)} == {0, 1}
+    assert {c.seed for c in REGISTRY["fig6"].configs("cpu", seeds=[3, 5])} == {3, 5}
+    assert {c.k for c in all_configs("all", "smoke")} <= {1, 2}  # SPEC §1: smoke has k = 2 only
+    assert 16 in {c.k for c in all_configs("all", "cpu")}
+    assert {c.k for c in REGISTRY["fig3"].configs("cpu")} == {1}  # easy task: k is fixed
+    assert {c.L for c in REGISTRY["fig13"].configs("cpu")} == {1, PRESET_DEPTHS["cpu"][-1]}
+    assert {c.L for c in REGISTRY["table3"].configs("cpu")} == {1, 2, PRESET_DEPTHS["cpu"][-1]}
+
+
+def test_overrides_reach_every_config():
+    cfgs = REGISTRY["fig13"].configs("smoke", max_steps=7)
+    assert cfgs and all(c.max_steps == 7 for c in cfgs)
+
+
+def test_theory_needs():
+    floors = [t for t in theory_needs("all", "cpu") if t.kind == "floor"]
+    assert len(floors) == 15  # 7 fig5 + 9 table3, (0,0) k=2 shared
+    assert len([t for t in theory_needs("all", "smoke") if t.kind == "floor"]) == 11  # no k=16
+    assert {t.kind for t in theory_needs("all", "cpu")} == {"floor", "curves", "fig8"}
+    assert theory_needs(["fig6"], "cpu") == []
+
+
+def test_resolve_ids():
+    assert resolve_ids("all") == IDS
+    assert resolve_ids(["table1", "fig3"]) == ("fig3", "table1")  # registry order
+    assert resolve_ids("fig4,fig6") == ("fig4", "fig6")
+    with pytest.raises(ValueError, match="unknown experiment 'fig2'"):
+        resolve_ids(["fig2"])
+
+
+def test_summary_counts_runs():
+    rows = {r["id"]: r for r in summary()}
+    assert rows["fig8"]["cpu"] == 0
+    assert rows["fig6"]["cpu"] == 7 * len(PRESET_DEPTHS["cpu"]) * 3
+    assert rows["all (unique)"]["smoke"] == len(all_configs("all", "smoke"))
+
+
+def test_paper_values_match_shared_json():
+    path = Path(__file__).resolve().parents[2] / "shared" / "paper_values.json"
+    if not path.exists():
+        pytest.skip("shared/paper_values.json not present")
+    assert PAPER == json.loads(path.read_text())
+
+
+def _frame(cfgs, R):
+    rows = []
+    for c, r in zip(cfgs, R):
+        row = {"run_id": c.run_id, **c.to_dict(), "R": r, "A": r, "C": r, "var_ystar": 1.0}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_results_mean_and_se_over_seeds_and_type_normalisation():
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", a=0.0, b=0.0, L=2, seed=s) for s in (0, 1)]
+    df = _frame(cfgs, [1.0, 3.0])
+    df["a"] = df["a"].astype(int)  # JSON may give 0 for 0.0: cells must still match
+    res = Results(df, "smoke")
+    s = res.series("nonlinear", "difficult", 2, 0, 0, (1, 2))
+    assert s.depths.tolist() == [2] and s.missing == (1,)
+    assert s.get("R")[0] == pytest.approx(2.0)
+    assert s.se["R"][0] == pytest.approx(1.0)  # std 1.414 / sqrt 2
+    assert s.n.tolist() == [2]
+    assert not res.non_default
+
+
+def test_results_prefer_the_current_recipe():
+    cur = make_config("smoke", model="nonlinear", task="difficult", a=0.0, b=0.0, L=1, seed=0)
+    old = cur.replace(max_steps=999)
+    res = Results(_frame([old, cur], [5.0, 1.0]), "smoke")
+    assert [r["run_id"] for r in res.runs("nonlinear", "difficult", 2, 0.0, 0.0, 1)] == [cur.run_id]
+    only_old = Results(_frame([old], [5.0]), "smoke")  # e.g. runs made with overrides
+    assert only_old.series("nonlinear", "difficult", 2, 0.0, 0.0, (1,)).get("R")[0] == 5.0
+    assert len(only_old.non_default) == 1
+    other_preset = Results(_frame([cur], [1.0]), "cpu")
+    assert len(other_preset) == 0
+
+
+def test_diverged_runs_are_left_out_of_means():
+    cfgs = [make_config("smoke", model="linear", task="easy", a=2.0, b=1.0, L=4, seed=s) for s in (0, 1)]
+    res = Results(_frame(cfgs, [np.nan, 0.5]), "smoke")
+    s = res.series("linear", "easy", 1, 2.0, 1.0, (4,))
+    assert s.get("R")[0] == 0.5 and s.n.tolist() == [1]
