@@ -184,3 +184,12 @@ def test_near_uniform_attention_at_init():
     with torch.no_grad():
         p = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].p_BxLxP
     assert (p - 1.0 / P).abs().max() < 0.02 / P * 10
+
+
+def test_tied_qk_init_starts_psd_and_distinct_per_layer():
+    pk = AttentionPack("nonlinear", d, N, [3], [0], init_qk=0.1, qk_init="tied").double()
+    M_LxNxN = torch.einsum("lkn,lkj->lnj", pk.Wq, pk.Wk)  # W_q^T W_k per layer
+    assert torch.allclose(M_LxNxN, M_LxNxN.transpose(1, 2))
+    assert (torch.linalg.eigvalsh(M_LxNxN) > -1e-12).all()
+    assert (M_LxNxN[0] - M_LxNxN[1]).abs().max() > 1e-3
+    assert pk.Wq.data_ptr() != pk.Wk.data_ptr()  # tied at init only: two parameters

@@ -149,11 +149,11 @@ def cmd_sweep(args) -> int:
 
 def cmd_status(args) -> int:
     store = _store(args.store)
-    st = store.status()
+    st = store.status().reset_index()  # one row per sweep: total, done, running, failed, pending
     if args.json:
-        _print_json(st.to_dict(orient="records") if hasattr(st, "to_dict") else st)
+        _print_json(st.to_dict(orient="records"))
     else:
-        print(st.to_string(index=False) if hasattr(st, "to_string") else st)
+        print(st.to_string(index=False) if len(st) else "no sweeps in this store")
     return 0
 
 

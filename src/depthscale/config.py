@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
+QK_INITS = ("independent", "tied")
+WX_INITS = ("gaussian", "orthogonal")
 PRESETS = ("smoke", "cpu", "paper")
 # models whose layers form a parallel ensemble, f_l = g_l p_l . y (SPEC §3.1): packable across depths
 ENSEMBLE_MODELS = ("nonlinear", "layer_values")
@@ -40,6 +42,8 @@ class RunConfig:
     N: int = 32  # hidden width (N >= d)
     L: int = 1  # depth (number of attention layers)
     init_qk: float = 0.02  # std of W_q, W_k entries (small: attention starts near uniform)
+    qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely)
+    wx_init: str = "gaussian"  # gaussian | orthogonal (orthonormal columns of W_x at init)
     # --- training (SPEC §4) ---
     lr: float = 3e-3  # Adam learning rate at L = 1
     lr_depth_exp: float = 0.0  # lr(L) = lr * L^lr_depth_exp (depth-aware learning rate)
@@ -120,6 +124,8 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.k <= cfg.P, "k", cfg.k, f"<= P = {cfg.P}")
     _require(cfg.model in MODELS, "model", cfg.model, f"one of {', '.join(MODELS)}")
     _require(cfg.task in TASKS, "task", cfg.task, f"one of {', '.join(TASKS)}")
+    _require(cfg.wx_init in WX_INITS, "wx_init", cfg.wx_init, f"one of {', '.join(WX_INITS)}")
+    _require(cfg.qk_init in QK_INITS, "qk_init", cfg.qk_init, f"one of {', '.join(QK_INITS)}")
     _require(cfg.schedule in SCHEDULES, "schedule", cfg.schedule, f"one of {', '.join(SCHEDULES)}")
     _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
     _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")

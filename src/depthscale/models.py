@@ -28,6 +28,78 @@ def rms_norm(h: torch.Tensor) -> torch.Tensor:
     return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + RMS_EPS)
 
 
+class _RmsScale(torch.autograd.Function):
+    """r_RxG = 1/rms(h) per row and group of N columns, h = X_Rxd @ WT_dxGN: the pre-norm scales
+    of G models at once. Forward and backward are written out so that the R x G x N projection is
+    read once forward and written once backward (autograd's norm takes several passes)."""
+
+    @staticmethod
+    def forward(ctx, X_Rxd, WT_dxGN, N: int):
+        R, G = X_Rxd.shape[0], WT_dxGN.shape[1] // N
+        h_RxGxN = (X_Rxd @ WT_dxGN).view(R, G, N)
+        r_RxG = torch.rsqrt(torch.linalg.vector_norm(h_RxGxN, dim=-1).square_().div_(N).add_(RMS_EPS))
+        ctx.save_for_backward(X_Rxd, WT_dxGN, h_RxGxN, r_RxG)
+        ctx.N = N
+        return r_RxG
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dr_RxG):
+        X_Rxd, WT_dxGN, h_RxGxN, r_RxG = ctx.saved_tensors
+        R, G, N = h_RxGxN.shape
+        dt = dr_RxG.dtype  # under autocast h may be lower precision: the backward runs in dr's
+        # d r / d h = -r^3 h / N
+        dh_RxGN = (h_RxGxN.to(dt) * (dr_RxG * r_RxG.pow(3)).div_(-N).unsqueeze(-1)).view(R, G * N)
+        dX = dh_RxGN @ WT_dxGN.to(dt).T if ctx.needs_input_grad[0] else None
+        dWT = X_Rxd.to(dt).T @ dh_RxGN if ctx.needs_input_grad[1] else None
+        return dX, dWT, None
+
+
+class _TestRowReadout(torch.autograd.Function):
+    """The test row of every layer: p_t = softmax_i(rc_{m(t),i} (u_t . x_i)) and py_t = p_t . y,
+    for T layers of G models on one batch (model j owns the layers bounds[j]; rc_BxGxP are its
+    context scales). Written out so the B x T x P scores take few passes: no gathered copy of rc,
+    in-place scaling, and the softmax-times-labels backward in two fused passes."""
+
+    @staticmethod
+    def forward(ctx, u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, bounds):
+        s_BxTxP = torch.bmm(u_BxTxd, X_BxPxd.transpose(1, 2))
+        for j, (t0, t1) in enumerate(bounds):
+            s_BxTxP[:, t0:t1].mul_(rc_BxGxP[:, j:j + 1])
+        p_BxTxP = torch.softmax(s_BxTxP, dim=-1)
+        py_BxT = torch.bmm(y_BxP.unsqueeze(1), p_BxTxP.transpose(1, 2)).squeeze(1)  # (the fast gemv)
+        ctx.save_for_backward(u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, s_BxTxP, p_BxTxP, py_BxT)
+        ctx.bounds = bounds
+        ctx.set_materialize_grads(False)
+        return py_BxT, p_BxTxP
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dpy_BxT, dp_BxTxP):
+        u, X, rc, y, s, p, py = ctx.saved_tensors
+        B, T, P = p.shape
+        dt = p.dtype  # the softmax's dtype (float32 under autocast); the backward runs in it
+        u, X, rc, y, py = u.to(dt), X.to(dt), rc.to(dt), y.to(dt), py.to(dt)
+        dpy_BxT = torch.zeros(B, T, dtype=dt, device=p.device) if dpy_BxT is None else dpy_BxT.to(dt)
+        dp_BxTxP = None if dp_BxTxP is None else dp_BxTxP.to(dt)
+        if dp_BxTxP is None:  # ds = p (dpy y - dpy py): softmax backward of the readout
+            ds = torch.addcmul((-(py * dpy_BxT)).unsqueeze(-1), y.unsqueeze(1), dpy_BxT.unsqueeze(-1))
+            ds.mul_(p)
+        else:
+            gp = torch.addcmul(dp_BxTxP, y.unsqueeze(1), dpy_BxT.unsqueeze(-1))
+            ds = torch._softmax_backward_data(gp, p, -1, p.dtype)
+        dy = torch.bmm(dpy_BxT.unsqueeze(1), p).squeeze(1) if ctx.needs_input_grad[3] else None
+        drc = None
+        if ctx.needs_input_grad[2]:  # d rc = sum over the model's layers of ds * s / rc
+            ds_s = ds * s
+            drc = torch.stack([ds_s[:, t0:t1].sum(1) for t0, t1 in ctx.bounds], 1).div_(rc)
+        for j, (t0, t1) in enumerate(ctx.bounds):  # ds -> d(u . x)
+            ds[:, t0:t1].mul_(rc[:, j:j + 1])
+        du = torch.bmm(ds, X) if ctx.needs_input_grad[0] else None
+        dX = torch.bmm(ds.transpose(1, 2), u) if ctx.needs_input_grad[1] else None
+        return du, dX, drc, dy, None
+
+
 @dataclass
 class ModelOutput:
     y_hat_B: torch.Tensor
@@ -36,13 +108,14 @@ class ModelOutput:
     extras: dict | None = None  # e.g. context_updates: A1_BxPxP (layer 1 context attention)
 
 
-def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int) -> dict:
+def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
+                       qk_init: str = "independent", wx_init: str = "gaussian") -> dict:
     """One model's parameters, drawn on the CPU from its own seed: identical whether the model is
     trained alone or inside a pack, on any device."""
     g = torch.Generator().manual_seed(int(seed) * 7 + 3)
     r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
     p = {
-        "Wx": r(N, d) / d**0.5,
+        "Wx": r(N, d) / d**0.5,  # "orthogonal": replaced below by orthonormal columns (N >= d)
         "Wy": r(N),
         "Wo": r(N) / N**0.5,
     }
@@ -51,7 +124,12 @@ def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: 
     else:
         p["Wv"] = r(N, N) / N**0.5
     p["Wq"] = r(L, N, N) * init_qk
-    p["Wk"] = r(L, N, N) * init_qk
+    if wx_init == "orthogonal":  # RMS-normed W_x x is then sqrt(N) x/|x|: scores see cosines
+        Q, R = torch.linalg.qr(p["Wx"])
+        p["Wx"] = Q * torch.sign(torch.diagonal(R)).unsqueeze(0)
+    # "tied": W_k^l starts equal to W_q^l (then trained freely), so each layer's score matrix
+    # W_q^T W_k starts as a small random positive semi-definite metric, a different one per layer
+    p["Wk"] = p["Wq"].clone() if qk_init == "tied" else r(L, N, N) * init_qk
     if kind == "context_updates":
         p["m"] = torch.zeros(())
     return p
@@ -65,7 +143,7 @@ class AttentionPack(nn.Module):
     """
 
     def __init__(self, kind: str, d: int, N: int, depths: list[int], seeds: list[int],
-                 init_qk: float = 0.02):
+                 init_qk: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian"):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
@@ -80,7 +158,7 @@ class AttentionPack(nn.Module):
         for L in self.depths:
             offs.append(offs[-1] + L)
         self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
-        per = [_init_model_params(kind, d, N, L, init_qk, s) for L, s in zip(self.depths, seeds)]
+        per = [_init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init) for L, s in zip(self.depths, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -139,35 +217,87 @@ class AttentionPack(nn.Module):
     def _forward_nonlinear(self, m, X, y, xq):
         # SPEC §3.1 / paper eqs. 9-10 with M(0): the layers are a parallel ensemble, so all L
         # attention rows are computed at once; f_l = g p_l . y with g = W_o W_v W_y.
-        Wx = self.Wx[m]
-        Hc_hat = rms_norm(X @ Wx.T)
-        hq_hat = rms_norm(xq @ Wx.T)
-        p = torch.softmax(self._test_scores(m, Hc_hat, hq_hat), dim=-1)  # BxLxP
-        py_BxL = torch.einsum("blp,bp->bl", p, y)
-        if self.kind == "layer_values":
-            g_L = torch.einsum("n,lnk,k->l", self.Wo[m], self.model_slice("Wv", m), self.Wy[m])
-        else:
-            g_L = (self.Wo[m] @ self.Wv[m] @ self.Wy[m]).reshape(1)
-        f = py_BxL * g_L
+        f, p = self.ensemble_forward(X, y, xq, [m])
         return ModelOutput(f.mean(1), f, p)
+
+    def ensemble_forward(self, X_BxPxd: torch.Tensor, y_BxP: torch.Tensor, xq_Bxd: torch.Tensor,
+                         models: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-layer predictors f_BxT and test-row attention p_BxTxP of the ensemble models
+        `models` (nonlinear, layer_values), all on one batch, as one computation; T = their layers,
+        model by model in the order given (SPEC §3.1).
+
+        With h = W_x x and the pre-norm scale r = 1/rms(h) (h_hat = r h), layer l's test-row score
+        is s_li = (W_q^l h_hat_test) . (W_k^l h_hat_i) = r_test r_i x_test^T E_l x_i with
+        E_l = W_x^T W_q^l^T W_k^l W_x (d x d). Every layer of every model then shares the raw
+        inputs, so the batch-sized work is a few large matmuls: the scales (X @ [W_x^1 .. W_x^G]),
+        u = x_test @ [E_1 .. E_T] and u X^T (B batches of T x d times d x P)."""
+        if self.kind not in ENSEMBLE_MODELS:
+            raise ValueError(f"ensemble_forward needs an ensemble kind, not {self.kind!r}")
+        B, P, d = X_BxPxd.shape
+        N, G = self.N, len(models)
+        dev = X_BxPxd.device
+        depths = [self.depths[m] for m in models]
+        T = sum(depths)
+        contiguous = all(b == a + 1 for a, b in zip(models, models[1:]))
+        if contiguous:  # slices are views: no gather, and a cheaper backward
+            m0, m1 = models[0], models[-1] + 1
+            sel_M = lambda t: t[m0:m1]  # noqa: E731
+            sel_T = lambda t: t[self.offsets[m0]:self.offsets[m1]]  # noqa: E731
+        else:
+            idx_G = torch.tensor(models, device=dev)
+            idx_T = torch.cat([torch.arange(self.offsets[m], self.offsets[m + 1]) for m in models]).to(dev)
+            sel_M = lambda t: t.index_select(0, idx_G)  # noqa: E731
+            sel_T = lambda t: t.index_select(0, idx_T)  # noqa: E731
+        local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
+        Wx_GxNxd = sel_M(self.Wx)
+        WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
+        # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens
+        rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
+        rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
+        # E_l = (W_q^l W_x)^T (W_k^l W_x) for every layer
+        Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else Wx_GxNxd.index_select(0, local_T)
+        E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
+                            torch.bmm(sel_T(self.Wk), Wx_TxNxd))
+        u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
+        u_BxTxd = u_BxTxd * (rq_BxG if G == 1 else rq_BxG.index_select(1, local_T)).unsqueeze(-1)
+        bounds, t0 = [], 0
+        for L in depths:
+            bounds.append((t0, t0 + L))
+            t0 += L
+        py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, bounds)
+        # gains g = W_o W_v W_y, per model (shared W_v) or per layer (layer_values)
+        Wo, Wy = sel_M(self.Wo), sel_M(self.Wy)
+        if self.kind == "layer_values":
+            Wo, Wy = Wo.index_select(0, local_T), Wy.index_select(0, local_T)
+            Wv = sel_T(self.Wv)
+        else:
+            Wv = sel_M(self.Wv)
+        g = torch.bmm(torch.bmm(Wo.unsqueeze(1), Wv), Wy.unsqueeze(-1)).view(-1)
+        g_T = g if self.kind == "layer_values" or G == 1 else g.index_select(0, local_T)
+        return py_BxT * g_T, p_BxTxP
 
     _forward_layer_values = _forward_nonlinear
 
     def _forward_linear(self, m, X, y, xq):
-        # SPEC §3.2, token form with the cheap association: Z U^T (NxD) -> B_l -> U.
-        P = X.shape[1]
+        # SPEC §3.2 in its cheapest exact association. The context label states are Z_l = F_l U, so
+        # the model only ever needs G_l = Z_l U^T / P = F_l S (N x d), computed from the context
+        # alone: G_0 = W_y (U y / P)^T, G_l = G_{l-1} - (1/L) W_v G_{l-1} B_l S, with
+        # S = U U^T / P and B_l = W_x^T W_k^T W_q W_x / N. Per layer O(N d^2 + N^2 d) instead of the
+        # token form's O(N P d). The test row (mask +1) reads z_l - z_{l-1} = (1/L) W_v G_{l-1} B_l x.
+        B_, P, d = X.shape
         L, N = self.depths[m], self.N
         Wx, Wv, Wo = self.Wx[m], self.Wv[m], self.Wo[m]
         Wq, Wk = self._qk(m)
-        Bmat_Lxdxd = torch.einsum("nd,lkn,lkj,je->lde", Wx, Wk, Wq, Wx) / N  # W_x^T W_k^T W_q W_x / N
-        Z_BxNxP = self.Wy[m].view(1, N, 1) * y.unsqueeze(1)  # context label states
+        Bmat_Lxdxd = torch.einsum("nd,lkn,lkj,je->lde", Wx, Wk, Wq, Wx) / N
+        S_Bxdxd = torch.bmm(X.transpose(1, 2), X) / P
+        c_Bxd = torch.einsum("bpd,bp->bd", X, y) / P
+        G_BxNxd = self.Wy[m].view(1, N, 1) * c_Bxd.unsqueeze(1)
         fs = []
         for l in range(L):
-            G_BxNxd = torch.bmm(Z_BxNxP, X) / P  # F S (times P: Z U^T / P)
-            VGB_BxNxd = torch.einsum("nk,bkd,de->bne", Wv, G_BxNxd, Bmat_Lxdxd[l])  # W_v F S B_l
-            dzq_BxN = torch.einsum("bnd,bd->bn", VGB_BxNxd, xq) / L  # test row: mask +1
-            fs.append(L * (dzq_BxN @ Wo))  # f_l = z_0 + L d_l, z_0 = 0
-            Z_BxNxP = Z_BxNxP - torch.bmm(VGB_BxNxd, X.transpose(1, 2)) / L  # context rows: mask -1
+            VG_BxNxd = torch.matmul(Wv, G_BxNxd)
+            VGB_BxNxd = (VG_BxNxd.reshape(B_ * N, d) @ Bmat_Lxdxd[l]).reshape(B_, N, d)  # W_v F S B_l
+            fs.append(torch.einsum("bnd,bd,n->b", VGB_BxNxd, xq, Wo))  # f_l = L d_l (z_0 = 0)
+            G_BxNxd = G_BxNxd - torch.bmm(VGB_BxNxd, S_Bxdxd) / L
         f = torch.stack(fs, 1)
         return ModelOutput(f.mean(1), f, None)
 
@@ -222,7 +352,8 @@ class AttentionPack(nn.Module):
 def build_pack(cfgs: list) -> AttentionPack:
     """A pack for RunConfigs that share a pack key (same kind, d, N, init)."""
     c0 = cfgs[0]
-    return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.init_qk)
+    return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.init_qk,
+                         c0.qk_init, c0.wx_init)
 
 
 __all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm"]

@@ -71,6 +71,7 @@ class RowAdam:
     @torch.no_grad()
     def step(self, lr_M: torch.Tensor, active_M: torch.Tensor, clip: float) -> None:
         dev = next(iter(self.params.values())).device
+        all_active = bool(active_M.all())  # (read before the copy to the device: no sync)
         lr_M, active_M = lr_M.to(dev), active_M.to(dev)
         if clip > 0:  # per-model global grad-norm clipping
             sq = torch.zeros(self.pack.M, device=dev)
@@ -84,6 +85,23 @@ class RowAdam:
         t = self.t.clamp(min=1).to(dev)
         bc1 = 1 - ADAM_BETAS[0] ** t
         bc2 = 1 - ADAM_BETAS[1] ** t
+        if all_active:  # the common case: in place, in torch.optim.Adam's arithmetic
+            step_M = (-lr_M.double() / bc1).to(lr_M.dtype)
+            sqrt_bc2_M = bc2.sqrt().to(lr_M.dtype)
+            for n, p in self.params.items():
+                if p.grad is None:
+                    continue
+                own = self.owner[n]
+                shape = (-1,) + (1,) * (p.dim() - 1)
+                g = p.grad
+                if clip > 0:
+                    g.mul_(scale_M[own].view(shape).to(p.dtype))
+                self.m[n].lerp_(g, 1 - ADAM_BETAS[0])
+                self.v[n].mul_(ADAM_BETAS[1]).addcmul_(g, g, value=1 - ADAM_BETAS[1])
+                denom = self.v[n].sqrt().div_(sqrt_bc2_M[own].view(shape)).add_(ADAM_EPS)
+                p.addcmul_(self.m[n].div(denom), step_M[own].view(shape).to(p.dtype))
+                p.grad = None
+            return
         for n, p in self.params.items():
             if p.grad is None:
                 continue
@@ -149,6 +167,56 @@ def _monitor(pack: AttentionPack, models: list[int], chunks) -> dict:
     return res
 
 
+def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], batches: dict) -> torch.Tensor:
+    """Training MSE of each model in `idx` on its seed's batch (`batches` maps seed -> Contexts).
+    Ensemble kinds run every model that shares a batch as one computation (ensemble_forward)."""
+    if pack.kind not in ENSEMBLE_MODELS:
+        outs = pack(None, None, None, models=idx,
+                    X_of=lambda i: (batches[cfgs[i].seed].X_BxPxd, batches[cfgs[i].seed].y_BxP,
+                                    batches[cfgs[i].seed].xq_Bxd))
+        return torch.stack([(o.y_hat_B - batches[cfgs[i].seed].ystar_B).pow(2).mean()
+                            for i, o in zip(idx, outs)])
+    groups: dict[int, list[int]] = {}
+    for i in idx:
+        groups.setdefault(cfgs[i].seed, []).append(i)
+    order, parts = [], []
+    for seed, ms in groups.items():
+        ctx = batches[seed]
+        f_BxT, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, ms)
+        # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
+        # whose loss is NaN (masked below) cannot leak NaN into another model's gradient
+        yhat, r0 = [], 0
+        for i in ms:
+            yhat.append(f_BxT[:, r0:r0 + pack.depths[i]].mean(1))
+            r0 += pack.depths[i]
+        yhat_BxG = torch.stack(yhat, 1)
+        parts.append((yhat_BxG - ctx.ystar_B.unsqueeze(1)).pow(2).mean(0))
+        order += ms
+    losses = torch.cat(parts)
+    if order != idx:
+        pos = {i: j for j, i in enumerate(order)}
+        losses = losses[torch.tensor([pos[i] for i in idx], device=losses.device)]
+    return losses
+
+
+def _train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
+                lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimiser step of the models `idx`: fresh batches (one per seed), forward, backward,
+    row-wise Adam. Returns the training losses (detached) and whether each was finite.
+    `autocast` (e.g. torch.bfloat16) runs the forward under torch.autocast on the device."""
+    c0 = cfgs[0]
+    batches = {s: sample_for(c0, c0.batch, make_generator(step_seed(s, step), device), device)
+               for s in sorted({cfgs[i].seed for i in idx})}
+    with torch.autocast(torch.device(device).type, dtype=autocast, enabled=autocast is not None):
+        losses = _pack_losses(pack, cfgs, idx, batches).float()
+    finite = torch.isfinite(losses)
+    losses.masked_fill(~finite, 0.0).sum().backward()
+    active_M = torch.zeros(pack.M, dtype=torch.bool)
+    active_M[torch.tensor(idx)] = finite.cpu()
+    opt.step(lr0_M * lr_factor(c0, step), active_M, c0.grad_clip)
+    return losses.detach(), finite
+
+
 def _versions(device: str) -> dict:
     from depthscale import __version__
 
@@ -183,7 +251,6 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     lr0_M = torch.tensor([c.lr * c.L ** c.lr_depth_exp for c in cfgs], dtype=torch.float32)
     active = [s.stopped_because is None for s in states]
     results: list[dict | None] = [None] * M
-    seeds = sorted({c.seed for c in cfgs})
 
     def finish(i: int, reason: str, step: int) -> None:
         st = states[i]
@@ -213,19 +280,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
             idx = [i for i in range(M) if active[i]]
             if not idx:
                 break
-            batches = {s: sample_for(c0, c0.batch, make_generator(step_seed(s, step), device), device)
-                       for s in seeds if any(cfgs[i].seed == s for i in idx)}
-            outs = pack(None, None, None, models=idx,
-                        X_of=lambda i: (batches[cfgs[i].seed].X_BxPxd, batches[cfgs[i].seed].y_BxP,
-                                        batches[cfgs[i].seed].xq_Bxd))
-            losses = torch.stack([(o.y_hat_B - batches[cfgs[i].seed].ystar_B).pow(2).mean()
-                                  for i, o in zip(idx, outs)])
-            finite = torch.isfinite(losses)
-            losses.masked_fill(~finite, 0.0).sum().backward()
-            active_M = torch.zeros(M, dtype=torch.bool)
-            for j, i in enumerate(idx):
-                active_M[i] = bool(finite[j])
-            opt.step(lr0_M * lr_factor(c0, step), active_M, c0.grad_clip)
+            _, finite = _train_step(pack, opt, cfgs, idx, step, lr0_M, device)
             now = time.perf_counter()
             for i in idx:
                 states[i].seconds += (now - t_last) / len(idx)
