@@ -199,14 +199,22 @@ def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], bat
     return losses
 
 
-def _train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
-                lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimiser step of the models `idx`: fresh batches (one per seed), forward, backward,
-    row-wise Adam. Returns the training losses (detached) and whether each was finite.
-    `autocast` (e.g. torch.bfloat16) runs the forward under torch.autocast on the device."""
+def _step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> dict:
+    """The training contexts of `step` for the models `idx`: one batch per seed."""
     c0 = cfgs[0]
-    batches = {s: sample_for(c0, c0.batch, make_generator(step_seed(s, step), device), device)
-               for s in sorted({cfgs[i].seed for i in idx})}
+    return {s: sample_for(c0, c0.batch, make_generator(step_seed(s, step), device), device)
+            for s in sorted({cfgs[i].seed for i in idx})}
+
+
+def _train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
+                lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None,
+                batches: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimiser step of the models `idx`: fresh batches (one per seed; `_step_batches` unless
+    given), forward, backward, row-wise Adam. Returns the training losses (detached) and whether
+    each was finite. `autocast` (e.g. torch.bfloat16) runs the forward under torch.autocast."""
+    c0 = cfgs[0]
+    if batches is None:
+        batches = _step_batches(cfgs, idx, step, device)
     with torch.autocast(torch.device(device).type, dtype=autocast, enabled=autocast is not None):
         losses = _pack_losses(pack, cfgs, idx, batches).float()
     finite = torch.isfinite(losses)

@@ -1,0 +1,496 @@
+"""Speed: the packed engine against the one-model-at-a-time loop, on the same work (issue 5).
+
+The work is one preset's fig6 depth sweep (nonlinear model, difficult task k=2, a = b = 0, the
+preset's depths, seeds 0..seeds-1). One *sweep step* advances every model of the sweep by one
+optimiser step on fresh contexts (sampling included). Three ways of doing it are timed in one run:
+
+- naive: `benchmarks/naive_loop.py`, a research script's loop — one model at a time, the paper's
+  (P+1)x(P+1) masked attention layer by layer, `torch.optim.Adam` per model;
+- packed: depthscale's engine (`training._train_step`, what `train_pack` runs every step): all
+  models in one pack, the models that share a seed's batch as one computation;
+- single (detail): the same engine with a pack of one model, models one at a time — it separates
+  what packing buys from what the parallel-ensemble algebra buys.
+
+FLOPs are counted analytically for the algorithm the packed engine executes (matmul FLOPs of
+forward and backward, `flops_per_step`; a test checks the count against torch's FlopCounterMode),
+and compared with the machine's measured matmul peak in the same dtype (`matmul_peak`).
+Timings are medians over steps; on a shared machine, repeat and compare.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import platform
+import sys
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import torch
+
+from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
+from depthscale.models import build_pack
+from depthscale.training import RowAdam, _step_batches, _train_step
+
+DTYPES = ("float32", "tf32", "bf16")
+DEVICES = ("cpu", "cuda", "auto")
+
+
+# ---------------------------------------------------------------- work ----
+
+def sweep_configs(preset: str = "cpu", seeds: int = 3) -> list[RunConfig]:
+    """The fig6 depth sweep of a preset: nonlinear, difficult k=2, (a, b) = (0, 0)."""
+    return [make_config(preset, model="nonlinear", task="difficult", k=2, a=0.0, b=0.0, L=L, seed=s)
+            for L in PRESET_DEPTHS[preset] for s in range(seeds)]
+
+
+def seed_groups(cfgs: list[RunConfig]) -> list[list[int]]:
+    """Models that share a training batch (one seed) — the packed engine's unit of computation."""
+    groups: dict[int, list[int]] = {}
+    for i, c in enumerate(cfgs):
+        groups.setdefault(c.seed, []).append(i)
+    return list(groups.values())
+
+
+def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[int]]) -> dict:
+    """Matmul FLOPs of one packed training step (forward and backward), counted for the algorithm
+    `AttentionPack.ensemble_forward` executes; `groups` lists the depths of the models that share
+    one batch. Elementwise work (norms, softmax, Adam) and data sampling are not counted.
+
+    Per group of G models with T layers in all (each multiply-add is 2 FLOPs):
+      scales       X W_x^T, x_test W_x^T        fwd 2BPdGN + 2BdGN   bwd the same (dW_x only)
+      E_l          (W_q W_x)^T (W_k W_x)        fwd 4TN^2d + 2Td^2N  bwd twice that (all params)
+      u, scores    x_test E, u X^T              fwd 2BTd^2 + 2BTdP   bwd the same (no input grads)
+      readout      p . y                        fwd 2BTP             bwd elementwise
+      gains        W_o W_v W_y                  fwd 2G'N^2 + 2G'N    bwd twice that (G' = T for
+                                                                     layer_values, else G)
+    """
+    fwd = bwd = 0
+    for depths in groups:
+        G, T = len(depths), sum(depths)
+        Gv = T if kind == "layer_values" else G
+        scales = 2 * B * P * d * G * N + 2 * B * d * G * N
+        E = 4 * T * N * N * d + 2 * T * d * d * N
+        scores = 2 * B * T * d * d + 2 * B * T * d * P
+        gains = 2 * Gv * N * N + 2 * Gv * N
+        fwd += scales + E + scores + 2 * B * T * P + gains
+        bwd += scales + 2 * E + scores + 2 * gains
+    return {"forward": fwd, "backward": bwd, "total": fwd + bwd}
+
+
+def sweep_flops(cfgs: list[RunConfig]) -> dict:
+    c0 = cfgs[0]
+    groups = [[cfgs[i].L for i in g] for g in seed_groups(cfgs)]
+    return flops_per_step(c0.model, c0.d, c0.N, c0.P, c0.batch, groups)
+
+
+# ------------------------------------------------------------- machine ----
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' asked for, but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def _check_dtype(dtype: str, dev: torch.device) -> None:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype == "tf32" and dev.type != "cuda":
+        raise ValueError("dtype 'tf32' needs a CUDA device")
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+@contextmanager
+def precision(dtype: str, dev: torch.device):
+    """float32 matmuls in full precision, or TF32 (CUDA) for the duration."""
+    old = torch.get_float32_matmul_precision()
+    if dev.type == "cuda":
+        torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def _amp(dtype: str) -> torch.dtype | None:
+    return torch.bfloat16 if dtype == "bf16" else None
+
+
+def matmul_peak(device="cpu", dtype: str = "float32", n: int | None = None, repeats: int = 5) -> dict:
+    """Best FLOP/s of a large square torch.mm in `dtype` (float32, tf32: float32 with TF32 on,
+    bf16), at torch's current thread count; sizes n (default 2048 on the CPU, 8192 on a GPU)."""
+    dev = resolve_device(str(device)) if isinstance(device, str) else device
+    _check_dtype(dtype, dev)
+    sizes = [n] if n else ([1024, 2048] if dev.type == "cpu" else [8192])
+    tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
+    best, best_n = 0.0, None
+    with precision(dtype, dev):
+        for m in sizes:
+            gen = torch.Generator(device=dev).manual_seed(0)
+            a = torch.randn(m, m, generator=gen, device=dev).to(tdt)
+            b = torch.randn(m, m, generator=gen, device=dev).to(tdt)
+            c = torch.empty(m, m, device=dev, dtype=tdt)
+            torch.mm(a, b, out=c)
+            _sync(dev)
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                torch.mm(a, b, out=c)
+                _sync(dev)
+                rate = 2 * m**3 / (time.perf_counter() - t0)
+                if rate > best:
+                    best, best_n = rate, m
+    return {"flops_per_s": best, "n": best_n, "dtype": dtype, "threads": torch.get_num_threads()}
+
+
+def tune_allocator(threshold: int = 1 << 30) -> bool:
+    """Keep freed memory in the process (glibc malloc: mmap and trim thresholds raised to
+    `threshold`), so that the large temporaries of every training step are not handed back to the
+    OS and page-faulted in again at the next step. A standard CPU tuning step (PyTorch's own guide
+    suggests jemalloc or tcmalloc for the same reason); it speeds up every engine, the naive loop
+    included, and costs resident memory that is not returned. Returns whether it applied."""
+    if sys.platform != "linux":
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)) and bool(libc.mallopt(M_TRIM_THRESHOLD, threshold))
+    except (OSError, AttributeError):  # not glibc
+        return False
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: high-water mark only
+        import resource
+
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+class PeakMemory:
+    """Peak memory of a block above its start: CUDA's allocator peak on a GPU; on the CPU, the
+    process's resident set sampled every `interval` s by a background thread."""
+
+    def __init__(self, dev: torch.device, interval: float = 0.002):
+        self.dev, self.interval, self.peak_bytes = dev, interval, 0
+
+    def __enter__(self):
+        gc.collect()
+        if self.dev.type == "cuda":
+            _sync(self.dev)
+            torch.cuda.reset_peak_memory_stats(self.dev)
+            self._base = torch.cuda.memory_allocated(self.dev)
+        else:
+            self._base = self._max = _rss_bytes()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.wait(self.interval):
+            self._max = max(self._max, _rss_bytes())
+
+    def __exit__(self, *exc):
+        if self.dev.type == "cuda":
+            _sync(self.dev)
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.dev) - self._base
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak_bytes = max(self._max, _rss_bytes()) - self._base
+        return False
+
+
+def _peak_rss_child(engine: str, preset: str, seeds: int, steps: int, threads: int) -> int:
+    """(Run in a fresh process.) Peak resident memory above the level before the engine started
+    (after a smoke-preset warm-up has loaded the kernels): `steps` packed sweep steps, or `steps`
+    naive steps of the deepest model (the naive loop holds one model at a time, and the deepest
+    holds the most)."""
+    import resource
+
+    torch.set_num_threads(threads)
+    naive = load_naive_loop() if engine == "naive" else None
+
+    def run(p: str, **over) -> None:
+        cfgs = [c.replace(**over) for c in sweep_configs(p, seeds)]
+        if engine == "packed":
+            run_packed(cfgs, steps, 0, torch.device("cpu"))
+        else:
+            naive.train_naive(max(cfgs, key=lambda c: c.L), steps)
+
+    run("smoke", batch=2)  # loads the kernels' code and data, so the baseline below includes them
+    gc.collect()
+    base = _rss_bytes()
+    run(preset)
+    return max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+
+
+def cpu_peak_memory(engine: str, preset: str, seeds: int, steps: int = 2) -> int:
+    """Peak memory of an engine on the CPU, measured in a fresh Python process (the resident-set
+    high-water mark above its level before the engine started), so that neither the allocator's
+    state nor the other engine's memory in this process can hide or inflate it."""
+    import json
+    import subprocess
+
+    code = ("import json, sys; from depthscale.bench import _peak_rss_child; "
+            "print(_peak_rss_child(**json.loads(sys.argv[1])))")
+    args = json.dumps({"engine": engine, "preset": preset, "seeds": seeds, "steps": steps,
+                       "threads": torch.get_num_threads()})
+    out = subprocess.run([sys.executable, "-c", code, args], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------- engines ----
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device, dtype: str = "float32",
+               models: list[int] | None = None, track_memory: bool | None = None) -> dict:
+    """Time the packed engine: `warmup` + `steps` sweep steps of the models `models` (default
+    all) from their initialisation. Returns per-step seconds (timed steps), losses (all steps,
+    steps x models) and peak memory (`PeakMemory`; by default only on a GPU, where it is free —
+    on the CPU its sampling thread would share the cores being timed; None when not tracked)."""
+    track = dev.type == "cuda" if track_memory is None else track_memory
+    models = list(range(len(cfgs))) if models is None else models
+    sub = [cfgs[i] for i in models]
+    secs, cpu, data, losses = [], [], [], []
+    with precision(dtype, dev), (PeakMemory(dev) if track else nullcontext()) as mem:
+        pack = build_pack(sub).to(dev)
+        opt = RowAdam(pack)
+        lr0_M = torch.tensor([c.lr * c.L ** c.lr_depth_exp for c in sub], dtype=torch.float32)
+        idx = list(range(len(sub)))
+        for step in range(warmup + steps):
+            _sync(dev)
+            t0, c0 = time.perf_counter(), time.process_time()
+            batches = _step_batches(sub, idx, step, dev)  # what _train_step would sample, timed apart
+            _sync(dev)
+            t1 = time.perf_counter()
+            loss, _ = _train_step(pack, opt, sub, idx, step, lr0_M, dev, autocast=_amp(dtype), batches=batches)
+            _sync(dev)
+            if step >= warmup:
+                secs.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+                data.append(t1 - t0)
+            losses.append(loss.float().cpu())
+    return {"seconds": secs, "cpu_seconds": cpu, "data_seconds": data, "losses": torch.stack(losses),
+            "peak_memory_bytes": mem.peak_bytes if track else None}
+
+
+def load_naive_loop():
+    """The baseline script `benchmarks/naive_loop.py` of the source checkout, as a module."""
+    cands = [Path(__file__).resolve().parents[2] / "benchmarks" / "naive_loop.py",
+             Path.cwd() / "benchmarks" / "naive_loop.py"]
+    for path in cands:
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("depthscale_naive_loop", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)  # type: ignore[union-attr]
+            return mod
+    raise FileNotFoundError("the naive baseline is benchmarks/naive_loop.py of a depthscale source "
+                            "checkout; run from the checkout (or pass naive=False)")
+
+
+def run_naive(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device, dtype: str = "float32",
+              count_flops: bool = True, track_memory: bool | None = None) -> dict:
+    """Time the baseline: every model trained alone for `warmup` + `steps` steps. A sweep step
+    costs the sum over models of each model's median step time. FLOPs are measured with
+    torch's FlopCounterMode on each model's first step (not timed) when `count_flops`. Peak
+    memory as in `run_packed`."""
+    track = dev.type == "cuda" if track_memory is None else track_memory
+    naive = load_naive_loop()
+    per_model, per_model_cpu, losses, peaks, flops = [], [], [], [], 0
+    with precision(dtype, dev):
+        for cfg in cfgs:
+            times: list[float] = []
+            cpu: list[float] = []
+            last = [time.process_time()]
+            counter = None
+
+            def on_step(step, secs):
+                now = time.process_time()
+                if step >= warmup:
+                    times.append(secs)
+                    cpu.append(now - last[0])  # process time since the previous step ended
+                last[0] = now
+
+            if count_flops:
+                from torch.utils.flop_counter import FlopCounterMode
+
+                counter = FlopCounterMode(display=False)
+                with counter:
+                    naive.train_naive(cfg, 1, dev, amp_dtype=_amp(dtype))
+                flops += counter.get_total_flops()
+            with (PeakMemory(dev) if track else nullcontext()) as mem:
+                _, ls = naive.train_naive(cfg, warmup + steps, dev, on_step=on_step, amp_dtype=_amp(dtype))
+            per_model.append(_median(times))
+            per_model_cpu.append(_median(cpu))
+            losses.append(torch.tensor(ls))
+            peaks.append(mem.peak_bytes if track else 0)
+    return {"model_seconds": per_model, "sweep_step_seconds": sum(per_model),
+            "sweep_step_cpu_seconds": sum(per_model_cpu), "losses": torch.stack(losses, 1),
+            "peak_memory_bytes": max(peaks) if track else None, "flops_per_step": flops if count_flops else None}
+
+
+def run_single(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device, dtype: str = "float32") -> dict:
+    """The packed engine with a pack of one, models one at a time (isolates packing)."""
+    per_model = []
+    for i in range(len(cfgs)):
+        per_model.append(_median(run_packed(cfgs, steps, warmup, dev, dtype, models=[i])["seconds"]))
+    return {"model_seconds": per_model, "sweep_step_seconds": sum(per_model)}
+
+
+# --------------------------------------------------------------- bench ----
+
+def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", steps: int | None = None,
+          naive_steps: int = 2, warmup: int = 2, seeds: int = 3, naive: bool = True, single: bool = True,
+          progress: bool = False, peak_size: int | None = None, tune_malloc: bool = True,
+          memory: bool = True) -> dict:
+    """Time the naive loop and the packed engine on the preset's fig6 depth sweep, side by side.
+
+    `steps`: timed packed sweep steps (default 20); `naive_steps`: timed steps per naive model.
+    Returns naive_steps_per_s, packed_steps_per_s (sweep steps per second), speedup,
+    flops_per_s (packed), peak_matmul_flops_per_s, fraction_of_peak, and details: FLOPs per sweep
+    step (packed count; the naive loop's measured count), peak memory of each, seconds per sweep
+    step, the data-sampling share, the one-model-at-a-time engine, and a check that the naive and
+    packed runs produced the same losses (same work); for tf32 / bf16, the largest relative
+    deviation of the packed losses from a float32 run of the same steps. `peak_size`: side of the
+    peak matmul.
+    `tune_malloc`: call `tune_allocator` before timing (on the CPU; it applies to both engines).
+    `memory`: on the CPU, measure peak memory in fresh processes (`cpu_peak_memory`); on a GPU
+    it is the allocator's peak during the timed runs."""
+    steps = 20 if steps is None else int(steps)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    dev = resolve_device(device)
+    _check_dtype(dtype, dev)
+    say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    cfgs = sweep_configs(preset, seeds)
+    c0 = cfgs[0]
+    fl = sweep_flops(cfgs)
+    say(f"bench: {len(cfgs)} models, depths {PRESET_DEPTHS[preset]} x {seeds} seeds on {dev} ({dtype})")
+    peak = matmul_peak(dev, dtype, n=peak_size)
+    say(f"  matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
+    mem = {}
+    if dev.type == "cpu" and memory:  # before tune_allocator, in fresh processes
+        mem = {e: cpu_peak_memory(e, preset, seeds) for e in (("packed", "naive") if naive else ("packed",))}
+        say(f"  peak memory {', '.join(f'{k} {v / 2**20:.0f} MiB' for k, v in mem.items())}")
+    malloc_tuned = tune_allocator() if tune_malloc and dev.type == "cpu" else False
+    load_before = _loadavg()
+    half = (steps + 1) // 2 if naive else steps
+    packed = run_packed(cfgs, half, warmup, dev, dtype)
+    say(f"  packed {_median(packed['seconds']) * 1e3:.1f} ms per sweep step")
+    out: dict = {}
+    if naive:
+        nv = run_naive(cfgs, naive_steps, 1 if warmup else 0, dev, dtype)
+        naive_s = nv["sweep_step_seconds"]
+        say(f"  naive  {naive_s:.2f} s per sweep step")
+        if steps - half > 0:  # the packed engine timed again after the naive loop: both halves
+            again = run_packed(cfgs, steps - half, warmup, dev, dtype)  # see the same machine
+            packed["seconds"] += again["seconds"]
+            packed["cpu_seconds"] += again["cpu_seconds"]
+            packed["data_seconds"] += again["data_seconds"]
+            say(f"  packed {_median(again['seconds']) * 1e3:.1f} ms per sweep step (after naive)")
+        n = min(nv["losses"].shape[0], packed["losses"].shape[0])
+        a, b = nv["losses"][:n].double(), packed["losses"][:n].double()
+        out.update(naive_steps_per_s=1.0 / naive_s)
+    packed_s = _median(packed["seconds"])
+    if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32
+        ref = run_packed(cfgs, half, warmup, dev, "float32")["losses"].double()
+        n = min(ref.shape[0], packed["losses"].shape[0])
+        out.update(dtype_loss_max_rel_diff_vs_float32=float(
+            ((packed["losses"][:n].double() - ref[:n]).abs() / ref[:n].abs()).max()))
+    if single:
+        sg = run_single(cfgs, min(steps, 5), 1, dev, dtype)
+        say(f"  single {sg['sweep_step_seconds'] * 1e3:.1f} ms per sweep step")
+    flops_per_s = fl["total"] / packed_s
+    out.update(packed_steps_per_s=1.0 / packed_s)
+    if naive:
+        out.update(speedup=out["packed_steps_per_s"] / out["naive_steps_per_s"])
+    data_s = _median(packed["data_seconds"])  # contexts sampled inside the packed sweep steps
+    model_s = _median([a - b for a, b in zip(packed["seconds"], packed["data_seconds"])])
+    data = {"packed": data_s, "naive": data_s / len(seed_groups(cfgs)) * len(cfgs)}  # once per model
+    out.update(
+        flops_per_s=flops_per_s,
+        peak_matmul_flops_per_s=peak["flops_per_s"],
+        fraction_of_peak=flops_per_s / peak["flops_per_s"],
+        flops_per_step=fl["total"],
+        flops_forward_per_step=fl["forward"],
+        peak_memory_bytes=mem.get("packed", packed["peak_memory_bytes"]),
+        packed_seconds_per_sweep_step=packed_s,
+        packed_cpu_seconds_per_sweep_step=_median(packed["cpu_seconds"]),
+        packed_seconds_best=min(packed["seconds"]),
+        packed_step_seconds=packed["seconds"],
+        data_seconds_per_sweep_step={"packed": data["packed"], "naive": data["naive"]},
+        fraction_of_peak_excluding_data=fl["total"] / model_s / peak["flops_per_s"],
+        work={"preset": preset, "model": c0.model, "task": c0.task, "k": c0.k, "a": c0.a, "b": c0.b,
+              "d": c0.d, "N": c0.N, "P": c0.P, "batch": c0.batch, "depths": list(PRESET_DEPTHS[preset]),
+              "seeds": seeds, "models": len(cfgs), "layers": sum(c.L for c in cfgs),
+              "sweep_step": "every model advanced by one optimiser step on fresh contexts"},
+        timing={"steps": steps, "warmup": warmup, "naive_steps": naive_steps, "statistic": "median",
+                "packed": "half the steps before the naive loop, half after",
+                "loadavg_before": load_before, "loadavg_after": _loadavg()},
+        machine={"device": str(dev), "dtype": dtype, "threads": torch.get_num_threads(),
+                 "torch": torch.__version__, "processor": platform.processor() or platform.machine(),
+                 "cpu_count": os.cpu_count(), "peak_matmul_n": peak["n"], "malloc_tuned": malloc_tuned,
+                 "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(runtime default)"),
+                 "memory_method": ("peak RSS above the start, fresh process (CPU)" if dev.type == "cpu"
+                                   else "torch.cuda.max_memory_allocated above the start"),
+                 "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None},
+    )
+    if naive:
+        out.update(
+            naive_seconds_per_sweep_step=naive_s,
+            naive_cpu_seconds_per_sweep_step=nv["sweep_step_cpu_seconds"],
+            speedup_cpu_seconds=nv["sweep_step_cpu_seconds"] / _median(packed["cpu_seconds"]),
+            naive_model_seconds={f"L={c.L},seed={c.seed}": s for c, s in zip(cfgs, nv["model_seconds"])},
+            naive_flops_per_step=nv["flops_per_step"],
+            naive_peak_memory_bytes=mem.get("naive", nv["peak_memory_bytes"]),
+            same_work_loss_max_rel_diff=float(((a - b).abs() / b.abs()).max()),
+        )
+    if torch.get_num_threads() == 1:  # one thread: process time is the time on a core of one's own
+        out["fraction_of_peak_cpu_seconds"] = fl["total"] / _median(packed["cpu_seconds"]) / peak["flops_per_s"]
+    notes = []
+    loads = [x for x in (load_before or [])[:1] + (_loadavg() or [])[:1]]
+    busy = dev.type == "cpu" and loads and max(loads) > 0.75 * (os.cpu_count() or 1)
+    if busy:
+        notes.append(f"the machine was busy (1-min load {max(loads):.1f} on {os.cpu_count()} cores): "
+                     "the engines shared the cores with other work, timings are lower bounds")
+        if torch.get_num_threads() > 1 and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+            notes.append("with busy cores, spinning OpenMP threads stall small kernels: rerun with "
+                         "OMP_WAIT_POLICY=PASSIVE set before Python starts, or with one thread")
+    out["notes"] = notes
+    if single:
+        out.update(single_steps_per_s=1.0 / sg["sweep_step_seconds"],
+                   single_seconds_per_sweep_step=sg["sweep_step_seconds"])
+    return out
+
+
+__all__ = ["bench", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops", "sweep_configs", "seed_groups",
+           "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory", "resolve_device", "DTYPES", "DEVICES"]

@@ -1,0 +1,183 @@
+"""The speed work is correct: same work as the naive loop, FLOP count, pack == alone (no timings)."""
+
+import pytest
+import torch
+
+from depthscale.bench import (PeakMemory, bench, cpu_peak_memory, flops_per_step, load_naive_loop, matmul_peak, run_packed,
+                              seed_groups, sweep_configs, sweep_flops)
+from depthscale.config import make_config
+from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
+from depthscale.models import AttentionPack, _RmsScale, _TestRowReadout, build_pack
+from depthscale.training import RowAdam, _pack_losses, _train_step, train_pack
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one thread is faster, and immune to a busy machine's thread contention."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def smoke_sweep(seeds=2, **over):
+    return [make_config("smoke", model="nonlinear", task="difficult", k=2, L=L, seed=s, **over)
+            for L in (1, 2, 4) for s in range(seeds)]
+
+
+@pytest.mark.parametrize("clip", [0.0, 1.0])
+def test_naive_loop_and_packed_engine_do_the_same_work(clip):
+    """Same seed, same init, same contexts: the literal per-model loop with torch.optim.Adam and
+    the packed engine give the same loss trajectory and the same parameters."""
+    cfgs = smoke_sweep(grad_clip=clip)
+    steps = 6
+    packed = run_packed(cfgs, steps, 0, CPU)
+    naive = load_naive_loop()
+    for i, cfg in enumerate(cfgs):
+        model, losses = naive.train_naive(cfg, steps)
+        assert torch.allclose(torch.tensor(losses), packed["losses"][:, i], rtol=2e-5, atol=1e-6)
+    # parameters, for the last model (its pack rebuilt and retrained)
+    pack = build_pack(cfgs)
+    opt = RowAdam(pack)
+    lr0 = torch.tensor([c.lr for c in cfgs])
+    for step in range(steps):
+        _train_step(pack, opt, cfgs, list(range(len(cfgs))), step, lr0, "cpu")
+    m = len(cfgs) - 1
+    assert torch.allclose(model.Wx.detach(), pack.Wx[m].detach(), rtol=1e-4, atol=1e-6)
+    assert torch.allclose(torch.stack(list(model.Wq)).detach(), pack.model_slice("Wq", m).detach(),
+                          rtol=1e-4, atol=1e-6)
+
+
+class FakeStore:
+    def __init__(self):
+        self.checkpoints, self.finished = {}, {}
+
+    def save_checkpoint(self, run_id, ck):
+        self.checkpoints[run_id] = ck
+
+    def finish(self, run_id, metrics, curves):
+        self.finished[run_id] = (metrics, curves)
+
+
+def test_model_trained_in_a_pack_equals_model_trained_alone():
+    cfgs = smoke_sweep(max_steps=24, checkpoint_every=20, eval_every=8, eval_contexts=256)
+    packed = FakeStore()
+    res_pack = train_pack(cfgs, store=packed, progress=False)
+    for i, cfg in enumerate(cfgs):
+        alone = FakeStore()
+        res = train_pack([cfg], store=alone, progress=False)[0]
+        assert res["R"] == pytest.approx(res_pack[i]["R"], rel=1e-4)
+        assert alone.finished[cfg.run_id][1]["loss"] == pytest.approx(packed.finished[cfg.run_id][1]["loss"], rel=1e-4)
+        pa, pb = alone.checkpoints[cfg.run_id]["params"], packed.checkpoints[cfg.run_id]["params"]
+        for name in pa:
+            assert torch.allclose(pa[name], pb[name], rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.parametrize("kind", ["nonlinear", "layer_values"])
+def test_ensemble_forward_of_a_group_equals_each_model_alone(kind):
+    ctx = sample_contexts(5, 4, 7, 0.5, 0.25, "difficult", 2, make_generator(0), dtype=torch.float64)
+    pk = AttentionPack(kind, 4, 6, [3, 1, 2, 4], [0, 1, 2, 3], init_qk=0.5).double()
+    models = [3, 0, 2]  # not contiguous, not in pack order
+    f, p = pk.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models)
+    r0 = 0
+    for m in models:
+        out = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
+        L = pk.depths[m]
+        assert torch.allclose(f[:, r0:r0 + L], out.f_BxL, rtol=1e-12, atol=1e-12)
+        assert torch.allclose(p[:, r0:r0 + L], out.p_BxLxP, rtol=1e-12, atol=1e-12)
+        r0 += L
+
+
+def test_hand_written_backwards_pass_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    X, W = r(10, 4).requires_grad_(), r(4, 15).requires_grad_()
+    assert torch.autograd.gradcheck(lambda X, W: _RmsScale.apply(X, W, 5), (X, W))
+    u, Xc, y = r(2, 5, 3).requires_grad_(), r(2, 6, 3).requires_grad_(), r(2, 6).requires_grad_()
+    rc = (torch.rand(2, 2, 6, generator=g, dtype=torch.float64) + 0.5).requires_grad_()
+    bounds = [(0, 2), (2, 5)]
+    f = lambda *a: _TestRowReadout.apply(*a, bounds)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (u, Xc, rc, y))  # both outputs used
+    assert torch.autograd.gradcheck(lambda *a: f(*a)[0], (u, Xc, rc, y))  # readout only (training)
+
+
+def test_flop_count_matches_torch_counter_and_hand_count():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfgs = smoke_sweep()
+    pack = build_pack(cfgs)
+    batches = {s: sample_for(cfgs[0], cfgs[0].batch, make_generator(step_seed(s, 0))) for s in (0, 1)}
+    counter = FlopCounterMode(display=False)
+    with counter:
+        _pack_losses(pack, cfgs, list(range(len(cfgs))), batches).sum().backward()
+    assert counter.get_total_flops() == sweep_flops(cfgs)["total"]
+    # hand count: one model, L = 1, d = N = 2, P = 3, B = 1
+    # forward: scales 2*3*2*2 + 2*2*2 = 32; E 4*8 + 2*8 = 48; u 8, scores 12; readout 6;
+    # gains 2*4 + 2*2 = 12  -> 118.  backward: 32 + 96 + 8 + 12 + 24 = 172
+    assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]]) == {"forward": 118, "backward": 172, "total": 290}
+
+
+def test_a_nan_model_does_not_touch_the_others_in_its_group():
+    """Models that share a batch run as one computation; a NaN in one must stay in its rows."""
+    cfgs = smoke_sweep(seeds=1)  # one seed: one group
+    runs = {}
+    for poison in (False, True):
+        pack = build_pack(cfgs)
+        if poison:
+            with torch.no_grad():
+                pack.Wq[pack.offsets[1]].fill_(float("nan"))
+        opt = RowAdam(pack)
+        lr0 = torch.tensor([c.lr for c in cfgs])
+        for step in range(3):
+            losses, finite = _train_step(pack, opt, cfgs, list(range(len(cfgs))), step, lr0, "cpu")
+        runs[poison] = (pack, finite)
+    assert runs[True][1].tolist() == [True, False, True]
+    for m in (0, 2):
+        for name in ("Wx", "Wq", "Wk", "Wv"):
+            a, b = runs[True][0].model_slice(name, m).detach(), runs[False][0].model_slice(name, m).detach()
+            assert torch.isfinite(a).all() and torch.allclose(a, b, rtol=1e-5, atol=1e-7), name
+
+
+def test_sweep_work_is_the_fig6_depth_sweep():
+    cfgs = sweep_configs("cpu")
+    assert [c.L for c in cfgs[::3]] == [1, 2, 4, 8, 16, 32, 64]
+    assert {(c.model, c.task, c.k, c.a, c.b, c.d, c.N, c.P, c.batch) for c in cfgs} == {
+        ("nonlinear", "difficult", 2, 0.0, 0.0, 32, 32, 128, 256)}
+    assert [len(g) for g in seed_groups(cfgs)] == [7, 7, 7]
+
+
+def test_bf16_autocast_stays_within_tolerance_of_float32():
+    cfgs = smoke_sweep(seeds=1)
+    f32 = run_packed(cfgs, 6, 0, CPU, "float32")["losses"]
+    bf16 = run_packed(cfgs, 6, 0, CPU, "bf16")["losses"]
+    assert ((bf16 - f32).abs() / f32).max() < 0.03
+
+
+def test_peak_memory_and_matmul_peak_report_sane_numbers():
+    with PeakMemory(CPU) as mem:
+        x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+        torch.cuda.synchronize() if torch.cuda.is_available() else None
+        import time
+
+        time.sleep(0.05)
+        del x
+    assert mem.peak_bytes > 32 * 2**20
+    pk = matmul_peak("cpu", n=128, repeats=2)
+    assert pk["flops_per_s"] > 0 and pk["n"] == 128
+    with pytest.raises(ValueError, match="tf32"):
+        matmul_peak("cpu", "tf32", n=64)
+    assert cpu_peak_memory("packed", "smoke", 1, steps=1) >= 0  # in a fresh process
+
+
+def test_bench_reports_every_key_on_the_smoke_preset():
+    out = bench("smoke", "cpu", steps=1, naive_steps=1, warmup=0, seeds=1, single=False, peak_size=256,
+                memory=False)
+    for key in ("naive_steps_per_s", "packed_steps_per_s", "speedup", "flops_per_s",
+                "peak_matmul_flops_per_s", "fraction_of_peak", "flops_per_step", "peak_memory_bytes",
+                "naive_seconds_per_sweep_step", "packed_seconds_per_sweep_step", "work"):
+        assert key in out
+    assert out["speedup"] == pytest.approx(out["packed_steps_per_s"] / out["naive_steps_per_s"])
+    assert out["same_work_loss_max_rel_diff"] < 1e-5
+    assert out["naive_flops_per_step"] > out["flops_per_step"]
