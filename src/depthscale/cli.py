@@ -43,6 +43,15 @@ def _print_json(obj) -> None:
     print(json.dumps(_jsonable(obj), separators=(", ", ": ")))
 
 
+def _emit(args, obj: dict, text: str | None = None) -> None:
+    """One JSON line with --json, else a human line (default: key=value pairs)."""
+    if getattr(args, "json", False):
+        _print_json(obj)
+    else:
+        print(text if text is not None else "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                       for k, v in obj.items()))
+
+
 def _parse_floats(s: str, name: str) -> list[float]:
     try:
         vals = [float(v) for v in s.split(",") if v.strip()]
@@ -140,10 +149,7 @@ def cmd_sweep(args) -> int:
              if getattr(args, "slurm_" + k) is not None}
     counts = run_sweep(cfgs, store, executor=args.executor, shard=_parse_shard(args.shard),
                        workers=args.workers, device=_device(args.device), name=name, slurm=slurm)
-    if args.json:
-        _print_json(counts)
-    else:
-        print(", ".join(f"{k}={v}" for k, v in counts.items()))
+    _emit(args, counts)
     return 0
 
 
@@ -159,8 +165,8 @@ def cmd_status(args) -> int:
 
 def cmd_collect(args) -> int:
     store = _store(args.store)
-    n = store.collect_to(args.out)
-    print(f"wrote {n} runs to {args.out}")
+    df = store.collect_to(args.out)
+    print(f"wrote {len(df)} runs to {args.out}")
     return 0
 
 
@@ -171,11 +177,7 @@ def cmd_fit(args) -> int:
     R = _parse_floats(args.losses, "losses")
     if len(L) != len(R):
         raise UsageError(f"--depths has {len(L)} values but --losses has {len(R)}")
-    res = fit_dict(L, R, floor=not args.no_floor)
-    if args.json:
-        _print_json(res)
-    else:
-        print("  ".join(f"{k}={v:.4g}" for k, v in res.items()))
+    _emit(args, fit_dict(L, R, floor=not args.no_floor))
     return 0
 
 
@@ -189,11 +191,7 @@ def cmd_theory(args) -> int:
         res = theory.curve(args.a, args.b, args.d, depths)
     else:
         res = theory.floor(args.a, args.b, args.k, args.d, args.P, args.samples, args.seed)
-    if args.json:
-        _print_json(res)
-    else:
-        for k, v in res.items():
-            print(f"{k}: {v}")
+    _emit(args, res)
     return 0
 
 
@@ -223,11 +221,7 @@ def cmd_bench(args) -> int:
     from depthscale.bench import bench
 
     res = bench(preset=args.preset, device=_device(args.device), dtype=args.dtype, steps=args.steps)
-    if args.json:
-        _print_json(res)
-    else:
-        for k, v in res.items():
-            print(f"{k}: {v}")
+    _emit(args, res, None if args.json else "\n".join(f"{k}: {v}" for k, v in res.items()))
     return 0
 
 
