@@ -63,6 +63,14 @@ def _check_int(name: str, value, lo: int) -> int:
     return int(value)
 
 
+def _check_k_P(k, P) -> tuple[int, int]:
+    """Validate the top-k selection sizes: 1 <= k <= P."""
+    k, P = _check_int("k", k, 1), _check_int("P", P, 1)
+    if k > P:
+        raise ValueError(f"k must be <= P = {P}, got {k}")
+    return k, P
+
+
 def _check_exponent(name: str, value) -> float:
     if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
@@ -275,10 +283,7 @@ def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PR
     for L' = 1..n (n = min(L', number of distinct eigenvalues)).
     """
     lam, omega = spectra(d, a, b)
-    k = _check_int("k", k, 1)
-    P = _check_int("P", P, 1)
-    if k > P:
-        raise ValueError(f"k must be <= P = {P}, got {k}")
+    k, P = _check_k_P(k, P)
     L_prime = _check_int("L_prime", L_prime, 1)
     samples = _check_int("samples", samples, 2)
     seed = _check_int("seed", seed, 0)
@@ -400,10 +405,7 @@ def fig8_sample(d: int, P: int, k: int, a: float, b: float, seed: int) -> dict:
     of t orthogonal to q) and every vector projected onto it (keys ending in ``_2d``).
     """
     lam, omega = spectra(d, a, b)
-    k = _check_int("k", k, 1)
-    P = _check_int("P", P, 1)
-    if k > P:
-        raise ValueError(f"k must be <= P = {P}, got {k}")
+    k, P = _check_k_P(k, P)
     seed = _check_int("seed", seed, 0)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((P, d)) * np.sqrt(lam)
