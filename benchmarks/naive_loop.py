@@ -35,7 +35,8 @@ class NaiveAttentionStack(nn.Module):
         super().__init__()
         if cfg.model != "nonlinear":
             raise ValueError("the naive baseline implements the nonlinear model only")
-        p = _init_model_params("nonlinear", cfg.d, cfg.N, cfg.L, cfg.init_qk, cfg.seed, cfg.qk_init, cfg.wx_init)
+        p = _init_model_params("nonlinear", cfg.d, cfg.N, cfg.L, cfg.init_qk, cfg.seed, cfg.qk_init, cfg.wx_init,
+                               cfg.gain_init)
         self.L = cfg.L
         self.Wx = nn.Parameter(p["Wx"])  # N x d
         self.Wy = nn.Parameter(p["Wy"])  # N

@@ -193,3 +193,15 @@ def test_tied_qk_init_starts_psd_and_distinct_per_layer():
     assert (torch.linalg.eigvalsh(M_LxNxN) > -1e-12).all()
     assert (M_LxNxN[0] - M_LxNxN[1]).abs().max() > 1e-3
     assert pk.Wq.data_ptr() != pk.Wk.data_ptr()  # tied at init only: two parameters
+
+
+@pytest.mark.parametrize("kind", ["nonlinear", "layer_values", "context_updates"])
+def test_positive_gain_init_flips_only_the_readout(kind):
+    for seed in range(6):
+        a = AttentionPack(kind, d, N, [3], [seed], gain_init="random").double()
+        b = AttentionPack(kind, d, N, [3], [seed], gain_init="positive").double()
+        gain = lambda p: torch.einsum("n,...nk,k->...", p.Wo[0], p.model_slice("Wv", 0) if kind == "layer_values"  # noqa: E731
+                                      else p.Wv[0], p.Wy[0]).mean()
+        assert gain(b) > 0
+        assert torch.equal(b.Wo, a.Wo) or torch.equal(b.Wo, -a.Wo)
+        assert torch.equal(a.Wq, b.Wq) and torch.equal(a.Wx, b.Wx)  # the same draws otherwise

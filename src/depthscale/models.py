@@ -109,7 +109,8 @@ class ModelOutput:
 
 
 def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
-                       qk_init: str = "independent", wx_init: str = "gaussian") -> dict:
+                       qk_init: str = "independent", wx_init: str = "gaussian",
+                       gain_init: str = "random") -> dict:
     """One model's parameters, drawn on the CPU from its own seed: identical whether the model is
     trained alone or inside a pack, on any device."""
     g = torch.Generator().manual_seed(int(seed) * 7 + 3)
@@ -127,6 +128,13 @@ def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: 
     if wx_init == "orthogonal":  # RMS-normed W_x x is then sqrt(N) x/|x|: scores see cosines
         Q, R = torch.linalg.qr(p["Wx"])
         p["Wx"] = Q * torch.sign(torch.diagonal(R)).unsqueeze(0)
+    if gain_init == "positive":
+        # The data are symmetric under x -> -x, so a model can also learn to attend to the most
+        # *anti*-aligned tokens and flip the sign through g = W_o W_v W_y < 0: a mirror basin that is
+        # much worse on the easy task (cos = -0.5 at best instead of +1). Start in the aligned one.
+        gain = torch.einsum("n,...nk,k->...", p["Wo"], p["Wv"], p["Wy"]).mean()
+        if gain < 0:
+            p["Wo"] = -p["Wo"]
     # "tied": W_k^l starts equal to W_q^l (then trained freely), so each layer's score matrix
     # W_q^T W_k starts as a small random positive semi-definite metric, a different one per layer
     p["Wk"] = p["Wq"].clone() if qk_init == "tied" else r(L, N, N) * init_qk
@@ -143,7 +151,8 @@ class AttentionPack(nn.Module):
     """
 
     def __init__(self, kind: str, d: int, N: int, depths: list[int], seeds: list[int],
-                 init_qk: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian"):
+                 init_qk: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian",
+                 gain_init: str = "random"):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
@@ -158,7 +167,8 @@ class AttentionPack(nn.Module):
         for L in self.depths:
             offs.append(offs[-1] + L)
         self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
-        per = [_init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init) for L, s in zip(self.depths, seeds)]
+        per = [_init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init,
+                                  gain_init) for L, s in zip(self.depths, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -353,7 +363,7 @@ def build_pack(cfgs: list) -> AttentionPack:
     """A pack for RunConfigs that share a pack key (same kind, d, N, init)."""
     c0 = cfgs[0]
     return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.init_qk,
-                         c0.qk_init, c0.wx_init)
+                         c0.qk_init, c0.wx_init, c0.gain_init)
 
 
 __all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm"]
