@@ -58,12 +58,6 @@ def top_k_by_cosine(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, k: int) -> torc
     return torch.topk(s_BxP, k, dim=-1, largest=True, sorted=True).indices
 
 
-def relevance_order(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor) -> torch.Tensor:
-    """All context indices ordered by decreasing cosine to x_test (for selection diagnostics)."""
-    s_BxP = torch.nn.functional.cosine_similarity(X_BxPxd, xq_Bxd.unsqueeze(1), dim=-1)
-    return torch.argsort(s_BxP, dim=-1, descending=True)
-
-
 def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
                     gen: torch.Generator, noise: float = 0.0, dtype=torch.float32,
                     device="cpu") -> Contexts:
@@ -111,4 +105,4 @@ def step_seed(seed: int, step: int) -> int:
 
 
 __all__ = ["Contexts", "sample_contexts", "sample_for", "spectrum", "haar_orthogonal",
-           "top_k_by_cosine", "relevance_order", "make_generator", "step_seed"]
+           "top_k_by_cosine", "make_generator", "step_seed"]

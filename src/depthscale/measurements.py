@@ -85,25 +85,6 @@ def eval_contexts(cfg, n: int, seed: int, device="cpu", chunk: int = 1024):
     return out
 
 
-@torch.no_grad()
-def monitor_loss(pack, chunks, models=None) -> tuple[list[float], list[float]]:
-    """Eval MSE per model and top-1 mass (easy task, nan otherwise), for convergence checks."""
-    models = list(range(pack.M)) if models is None else models
-    sq = np.zeros(len(models))
-    top1 = np.zeros(len(models))
-    n = 0
-    for ctx in chunks:
-        outs = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=models)
-        for i, o in enumerate(outs):
-            sq[i] += (o.y_hat_B - ctx.ystar_B).double().pow(2).sum().item()
-            if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
-                top1[i] += top1_mass(o.p_BxLxP, ctx.sel_Bxk).double().sum().item()
-            else:
-                top1[i] = float("nan")
-        n += ctx.B
-    return list(sq / n), list(top1 / n)
-
-
 def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
     """Every SPEC §5 measurement of model m of the pack on the evaluation chunks."""
     kind = pack.kind
@@ -156,4 +137,4 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
 
 
 __all__ = ["decomposition", "input_weights", "modewise", "selection_loss", "top1_mass", "rho_fit",
-           "eval_contexts", "monitor_loss", "measure", "PERCENTILES"]
+           "eval_contexts", "measure", "PERCENTILES"]

@@ -260,11 +260,15 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     active = [s.stopped_because is None for s in states]
     results: list[dict | None] = [None] * M
 
+    eval_chunks: list = []  # the evaluation set, sampled once per pack when the first run stops
+
     def finish(i: int, reason: str, step: int) -> None:
         st = states[i]
         st.stopped_because, st.steps = reason, step
         active[i] = False
-        chunks = eval_contexts(c0, c0.eval_contexts, c0.eval_seed, device)
+        if reason != "nan" and not eval_chunks:
+            eval_chunks.extend(eval_contexts(c0, c0.eval_contexts, c0.eval_seed, device))
+        chunks = eval_chunks
         met = measure(pack, i, chunks, c0.task) if reason != "nan" else {}
         met.update(run_id=cfgs[i].run_id, steps=step, stopped_because=reason,
                    train_seconds=st.seconds, final_monitor_loss=st.history[-1] if st.history else float("nan"),
@@ -315,11 +319,11 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
                 for i in range(M):
                     if active[i]:
                         states[i].steps = done_step
+                        adam = opt.state_of(i)
                         store.save_checkpoint(cfgs[i].run_id, {
                             "step": done_step, "params": {n: t.cpu() for n, t in pack.state_of(i).items()},
-                            "adam": {"m": {n: t.cpu() for n, t in opt.state_of(i)["m"].items()},
-                                     "v": {n: t.cpu() for n, t in opt.state_of(i)["v"].items()},
-                                     "t": opt.state_of(i)["t"]},
+                            "adam": {"m": {n: t.cpu() for n, t in adam["m"].items()},
+                                     "v": {n: t.cpu() for n, t in adam["v"].items()}, "t": adam["t"]},
                             "state": states[i].__dict__, "config": cfgs[i].to_dict()})
             bar.update(1)
         for i in range(M):
