@@ -80,6 +80,12 @@ def test_seeds_and_k16_by_preset():
     assert {c.k for c in REGISTRY["fig3"].configs("cpu")} == {1}  # easy task: k is fixed
     assert {c.L for c in REGISTRY["fig13"].configs("cpu")} == {1, PRESET_DEPTHS["cpu"][-1]}
     assert {c.L for c in REGISTRY["table3"].configs("cpu")} == {1, 2, PRESET_DEPTHS["cpu"][-1]}
+    # the unpackable variants stop at depth 16 at cpu, and go to the preset's Lmax at paper
+    for exp_id in ("fig9", "fig11", "fig12"):
+        assert {c.L for c in REGISTRY[exp_id].configs("cpu")} == {1, 2, 4, 8, 16}
+        assert {c.L for c in REGISTRY[exp_id].configs("paper")} == set(PRESET_DEPTHS["paper"])
+    assert {c.L for c in REGISTRY["fig10"].configs("cpu")} == set(PRESET_DEPTHS["cpu"])  # packable
+    assert {c.batch for c in REGISTRY["fig11"].configs("cpu")} == {64}
 
 
 def test_overrides_reach_every_config():

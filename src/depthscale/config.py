@@ -171,6 +171,8 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     # cpu: the measured recipe (docs/recipe.md); 1,500 steps (800 at batch 64 for linear) keep the main job on 2 cores
     ("cpu", "*", "*"): dict(_SOFTMAX_RECIPE, max_steps=1500, warmup=100),
     ("cpu", "linear", "*"): dict(wx_init="orthogonal", init_qk=0.1, lr=1e-2, batch=64, max_steps=800),
+    # context_updates costs O(L P^2 N) per context (the context-to-context attention): batch 64
+    ("cpu", "context_updates", "*"): dict(batch=64),
     # paper: the cpu recipe carried over (not tuned at this scale: no GPU was available to tune it)
     ("paper", "*", "*"): dict(_SOFTMAX_RECIPE),
     ("paper", "linear", "*"): dict(wx_init="orthogonal", init_qk=0.1, lr=1e-2),

@@ -9,6 +9,9 @@ and `all_configs` trains each shared run once.
 Choices where SPEC is silent:
 - seeds: 3 (0, 1, 2) at the paper preset, 1 (0) at cpu and smoke (`PRESET_SEEDS`): the cpu preset
   must finish on 2 cores, so its error bars are the evaluation SE, not the spread over seeds.
+- the unpackable variants (fig9 single_stream, fig11/12 context_updates) train depths up to
+  `VARIANT_MAX_DEPTH[preset]` (16 at cpu), and context_updates uses batch 64 at cpu (config
+  recipe): at depths 1-64 and batch 256 those two alone would cost ~6 single-core hours.
 - k = 16 is not part of the smoke preset (SPEC §1 table: smoke k = 2), so k = 16 groups expand
   to nothing there and their claims report "missing runs".
 - fig7 uses (a, b) = (1, 0), a fig6 spectrum with a > 0, and also the linear model at (1, 0)
@@ -43,7 +46,11 @@ PRESET_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "cpu": (0,), "paper":
 PRESET_KS: dict[str, tuple[int, ...]] = {"smoke": (2,), "cpu": (2, 16), "paper": (2, 16)}
 FLOOR_SAMPLES: dict[str, int] = {"smoke": 4_000, "cpu": 100_000, "paper": 200_000}
 THEORY_SEED = 0  # seed of every theory Monte Carlo
-DEPTH_SETS = ("all", "ends", "plateau")  # all preset depths | (1, Lmax) | (1, 2, Lmax)
+DEPTH_SETS = ("all", "ends", "plateau", "variant")  # all | (1, Lmax) | (1, 2, Lmax) | up to VARIANT_MAX_DEPTH
+# The variants that cannot be packed across depths (single_stream, context_updates) cost O(L) per
+# model and context_updates O(L P^2 N) per step: at the cpu preset their depths stop at 16, which
+# keeps the main job on 2 cores (a depth-64 context_updates model costs 3.4 s per step there).
+VARIANT_MAX_DEPTH: dict[str, int] = {"smoke": 4, "cpu": 16, "paper": 256}
 
 
 def _sp(*pairs) -> tuple[Spectrum, ...]:
@@ -217,6 +224,8 @@ def depth_set(preset: str, which: str) -> tuple[int, ...]:
         return (depths[0], depths[-1])
     if which == "plateau":
         return tuple(sorted({depths[0], 2, depths[-1]} & set(depths)))
+    if which == "variant":
+        return tuple(L for L in depths if L <= VARIANT_MAX_DEPTH[preset])
     raise ValueError(f"depths must be one of {', '.join(DEPTH_SETS)}, got {which!r}")
 
 
@@ -249,8 +258,8 @@ _G4 = RunGroup("nonlinear", "easy", 1, FIG4_SPECTRA)
 _G5 = RunGroup("linear", "difficult", 2, FIG56_SPECTRA)
 _G6 = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA)
 _G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "difficult", 16, FIG14_K16))
-_G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
-         RunGroup("context_updates", "difficult", 16, ORIGIN))
+_G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN, "variant"),
+         RunGroup("context_updates", "difficult", 16, ORIGIN, "variant"))
 
 _ENTRIES = (
     Experiment("fig1", "Overview: loss vs depth for both models on both tasks",
@@ -281,7 +290,7 @@ _ENTRIES = (
                "query q, selected x's, target t, predictable part t_bar = c Sigma q, residual",
                theory=(TheoryNeed("fig8", *FIG8_SPECTRUM, 2),)),
     Experiment("fig9", "Variant: single stream", ("single_stream",), "difficult", (2,), "(0,0)",
-               "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN),)),
+               "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN, "variant"),)),
     Experiment("fig10", "Variant: per-layer values", ("layer_values",), "difficult", (2,), "(0,0)",
                "loss, C_L, A_L - C_L vs L", (RunGroup("layer_values", "difficult", 2, ORIGIN),)),
     Experiment("fig11", "Variant: context updates", ("context_updates",), "difficult", (2, 16),
