@@ -15,7 +15,7 @@ import pytest
 from depthscale.config import PRESET_DEPTHS, ConfigError, make_config, run_id
 from depthscale.store import Store
 from depthscale.sweeps import (available_cores, execute_pack, expand_grid, load_grid, parse_shard,
-                               plan, run_sweep)
+                               pack_cost, plan, run_sweep)
 
 import fake_worker
 from fake_worker import events
@@ -153,6 +153,19 @@ def test_plan_dedupes_drops_done_and_packs_evenly(tmp_path):
         assert not any(store.is_done(c.run_id) for c in p)
     with pytest.raises(ConfigError, match="max_pack"):
         plan(cfgs, store, max_pack=0, pack_key=fake_worker.pack_key)
+
+
+def test_pack_cost_orders_by_layers_steps_and_model():
+    one = [make_config("cpu", model="nonlinear", L=64)]
+    assert pack_cost(one) == pytest.approx(64 * pack_cost([make_config("cpu", model="nonlinear", L=1)]))
+    assert pack_cost(one + [make_config("cpu", model="nonlinear", L=2)]) == pytest.approx(pack_cost(one) * 66 / 64)
+    assert pack_cost([make_config("cpu", model="nonlinear", L=64, max_steps=3000)]) == pytest.approx(
+        2 * pack_cost([make_config("cpu", model="nonlinear", L=64, max_steps=1500)]))
+    cu = make_config("cpu", model="context_updates", L=16, batch=256, max_steps=1500)
+    nl = make_config("cpu", model="nonlinear", L=16, batch=256, max_steps=1500)
+    assert pack_cost([cu]) > 10 * pack_cost([nl])  # O(L P^2 N) against O(L P d) per context
+    assert pack_cost([make_config("cpu", model="context_updates", L=16, batch=256, max_steps=1500, P=256)]) \
+        == pytest.approx(4 * pack_cost([cu]))
 
 
 # --- execution ---

@@ -359,9 +359,27 @@ def _run_inline(packs, store, worker, device, progress, bar) -> dict:
     return total
 
 
+# Relative cost of one layer of one context per step, measured at the cpu preset (d = N = 32,
+# P = 128, one thread): nonlinear-family packs 1.1 ms per layer at batch 256, linear and
+# single_stream ~5x that, context_updates ~48x (its P x P context attention, O(P^2 N) per layer).
+_LAYER_COST = {"nonlinear": 1.0, "layer_values": 1.0, "linear": 5.0, "single_stream": 5.0,
+               "context_updates": 48.0}
+
+
+def pack_cost(pack: list[RunConfig]) -> float:
+    """A rough estimate of a pack's training cost (arbitrary units), to start the longest packs
+    first: steps x batch x layers x a per-model weight, scaled with P (P^2 for context_updates)."""
+    c0 = pack[0]
+    size = (c0.P / 128) ** (2 if c0.model == "context_updates" else 1) * (c0.N / 32)
+    return c0.max_steps * c0.batch * sum(c.L for c in pack) * _LAYER_COST.get(c0.model, 1.0) * size
+
+
 def _run_process(packs, store, worker, device, workers, bar) -> dict:
     import concurrent.futures as cf
     import multiprocessing
+
+    # longest first (LPT): a long pack started last would leave the other workers idle at the end
+    packs = sorted(packs, key=pack_cost, reverse=True)
 
     total = dict.fromkeys(COUNT_KEYS, 0)
     cores = available_cores()
@@ -496,5 +514,5 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     return result
 
 
-__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "execute_pack", "run_sweep",
+__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "pack_cost", "execute_pack", "run_sweep",
            "available_cores", "EXECUTORS"]
