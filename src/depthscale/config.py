@@ -171,6 +171,12 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     # cpu: the measured recipe (docs/recipe.md); 1,500 steps (800 at batch 64 for linear) keep the main job on 2 cores
     ("cpu", "*", "*"): dict(_SOFTMAX_RECIPE, max_steps=1500, warmup=100),
     ("cpu", "linear", "*"): dict(wx_init="orthogonal", init_qk=0.1, lr=1e-2, batch=64, max_steps=800),
+    # the plateau needs less gradient noise than batch 64 gives (recipe.md §6)
+    ("cpu", "linear", "difficult"): dict(batch=128, max_steps=600),
+    # the deep ensembles were still improving at 1,500 and 3,000 steps, and the convergence rule
+    # stopped depths 2 and 4 inside plateaus that later break: 4,000 steps, run to the cap (recipe.md §6)
+    ("cpu", "nonlinear", "difficult"): dict(max_steps=4000, patience=40),
+    ("cpu", "layer_values", "difficult"): dict(max_steps=4000, patience=40),
     # context_updates costs O(L P^2 N) per context (the context-to-context attention): batch 64
     ("cpu", "context_updates", "*"): dict(batch=64),
     # paper: the cpu recipe carried over (not tuned at this scale: no GPU was available to tune it)
