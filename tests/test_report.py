@@ -137,6 +137,21 @@ def test_missing_runs_fail_and_are_never_passed(synth):
     assert empty and all(c["pass"] is False and c["measured"] is None for c in empty)
 
 
+def test_variant_claims_read_the_variant_depths(synth, tmp_path, monkeypatch):
+    """single_stream / context_updates stop at VARIANT_MAX_DEPTH: their claims must judge those
+    depths, not report the preset's deeper ones as missing (the cpu main job once did)."""
+    root, _, th, _ = synth
+    monkeypatch.setitem(ex.VARIANT_MAX_DEPTH, "smoke", 2)
+    store = Store(tmp_path / "store")
+    fabricate(store, th, ["fig9", "fig10", "fig11"])
+    res = Results.from_store(store, "smoke")
+    assert res.series("single_stream", "difficult", 2, 0.0, 0.0).depths.tolist() == [1, 2]
+    assert res.series("layer_values", "difficult", 2, 0.0, 0.0).depths.tolist() == [1, 2, 4]
+    cl = by_id(check_all(res, th, ["fig9", "fig10", "fig11"]))
+    assert "missing runs" not in cl["8a"]["detail"]
+    assert set(cl["8a"]["measured"]) == {"single_stream", "layer_values", "context_updates"}
+
+
 def test_contrary_data_fail_with_their_numbers(synth):
     _, _, th, res = synth
     df = res.df.copy()

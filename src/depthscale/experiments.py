@@ -51,6 +51,14 @@ DEPTH_SETS = ("all", "ends", "plateau", "variant")  # all | (1, Lmax) | (1, 2, L
 # model and context_updates O(L P^2 N) per step: at the cpu preset their depths stop at 16, which
 # keeps the main job on 2 cores (a depth-64 context_updates model costs 3.4 s per step there).
 VARIANT_MAX_DEPTH: dict[str, int] = {"smoke": 4, "cpu": 16, "paper": 256}
+# Models whose registry groups use the "variant" depth set (unpackable, the costliest per layer).
+VARIANT_CAPPED = ("single_stream", "context_updates")
+
+
+def model_depths(model: str) -> str:
+    """The depth set a model is registered with: what its figures and claims read by default."""
+    return "variant" if model in VARIANT_CAPPED else "all"
+
 
 
 def _sp(*pairs) -> tuple[Spectrum, ...]:
@@ -81,10 +89,10 @@ class RunGroup:
     task: str  # easy | difficult
     k: int  # selected tokens (difficult task); 1 on the easy task
     spectra: tuple[Spectrum, ...]
-    depths: str = "all"  # one of DEPTH_SETS
+    depths: str | None = None  # one of DEPTH_SETS; None: the model's own (`model_depths`)
 
     def depths_for(self, preset: str) -> tuple[int, ...]:
-        return depth_set(preset, self.depths)
+        return depth_set(preset, self.depths or model_depths(self.model))
 
     def in_preset(self, preset: str) -> bool:
         return self.task == "easy" or self.k in PRESET_KS[preset]
@@ -258,8 +266,8 @@ _G4 = RunGroup("nonlinear", "easy", 1, FIG4_SPECTRA)
 _G5 = RunGroup("linear", "difficult", 2, FIG56_SPECTRA)
 _G6 = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA)
 _G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "difficult", 16, FIG14_K16))
-_G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN, "variant"),
-         RunGroup("context_updates", "difficult", 16, ORIGIN, "variant"))
+_G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
+         RunGroup("context_updates", "difficult", 16, ORIGIN))
 
 _ENTRIES = (
     Experiment("fig1", "Overview: loss vs depth for both models on both tasks",
@@ -290,7 +298,7 @@ _ENTRIES = (
                "query q, selected x's, target t, predictable part t_bar = c Sigma q, residual",
                theory=(TheoryNeed("fig8", *FIG8_SPECTRUM, 2),)),
     Experiment("fig9", "Variant: single stream", ("single_stream",), "difficult", (2,), "(0,0)",
-               "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN, "variant"),)),
+               "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN),)),
     Experiment("fig10", "Variant: per-layer values", ("layer_values",), "difficult", (2,), "(0,0)",
                "loss, C_L, A_L - C_L vs L", (RunGroup("layer_values", "difficult", 2, ORIGIN),)),
     Experiment("fig11", "Variant: context updates", ("context_updates",), "difficult", (2, 16),
@@ -567,9 +575,12 @@ class Results:
         return [by_seed[s] for s in sorted(by_seed)]
 
     def series(self, model: str, task: str, k: int, a: float, b: float,
-               depths: Sequence[int] | str = "all") -> Series:
-        """Seed means and SEs over seeds of every scalar metric (and arrays) along depth.
+               depths: Sequence[int] | str | None = None) -> Series:
+        """Seed means and SEs over seeds of every scalar metric (and arrays) along depth
+        (default: the model's registered depth set, `model_depths`).
         A run with non-finite R (diverged) is left out; a depth with none is `missing`."""
+        if depths is None:
+            depths = model_depths(model)
         if isinstance(depths, str):
             depths = depth_set(self.preset, depths)
         Ls, n, ids, missing = [], [], [], []

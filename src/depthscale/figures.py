@@ -43,7 +43,7 @@ def fit_series(s: Series, floor: bool, metric: str = "R") -> FitResult | None:
 def loss_fit(res: Results, model: str, task: str, k: int, a: float, b: float,
              floor: bool | None = None) -> tuple[Series, FitResult | None]:
     """The loss series over the preset's depths and its fit (L0 = 0 on the easy task)."""
-    s = res.series(model, task, k, a, b, "all")
+    s = res.series(model, task, k, a, b)
     return s, fit_series(s, task != "easy" if floor is None else floor)
 
 
@@ -208,7 +208,7 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
     fits, missing, drawn = {}, [], 0
     Lmax = depth_set(res.preset, "all")[-1]
     for (k, (a, b)), col in zip(groups, colors):
-        s = res.series(model, task, k, a, b, "all")
+        s = res.series(model, task, k, a, b)
         lab = _label(a, b, k if len({g[0] for g in groups}) > 1 else None)
         if hlines is not None:
             h = hlines(k, a, b)
@@ -244,7 +244,7 @@ def _decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str
     colors = _colors(len(groups))
     drawn = 0
     for (k, (a, b)), col in zip(groups, colors):
-        s = res.series(model, "difficult", k, a, b, "all")
+        s = res.series(model, "difficult", k, a, b)
         if not s:
             continue
         y = s.get(metric)
@@ -304,7 +304,7 @@ def fig3(res: Results, th: Theory):
                 ok = y > 1e-12
                 ax[i].plot(Ls[ok], y[ok], ls=ls, color=col, lw=0.8, alpha=0.7)
         loss_panel(ax[i], res, "linear", "easy", _pairs(1, spectra), fit=True)
-        data = [res.series("linear", "easy", 1, a, b, "all").get("R") for a, b in spectra]
+        data = [res.series("linear", "easy", 1, a, b).get("R") for a, b in spectra]
         data = np.concatenate([x for x in data if len(x)] or [np.zeros(0)])
         data = data[np.isfinite(data) & (data > 0)]
         if data.size:  # theory curves may fall far below the data: keep the data readable
@@ -316,7 +316,7 @@ def fig3(res: Results, th: Theory):
         axis.plot([], [], ls="-.", color="0.4", label="free ~ L^-2zeta")
         _finish_legend(axis, 7)
     a, b = FIG3C_SPECTRUM
-    s = res.series("linear", "easy", 1, a, b, "all")
+    s = res.series("linear", "easy", 1, a, b)
     d = _preset_d(res)
     norm = normalised_modes(s, FIG3C_MODES, d, a, b)
     for (m, v), col in zip(norm.items(), _colors(len(norm))):
@@ -386,8 +386,8 @@ def fig6(res: Results, th: Theory):
 def fig7(res: Results, th: Theory):
     fig, ax = _new_figure(3)
     a, b = FIG7_SPECTRUM
-    s_nl = res.series("nonlinear", "difficult", 2, a, b, "all")
-    s_li = res.series("linear", "difficult", 2, a, b, "all")
+    s_nl = res.series("nonlinear", "difficult", 2, a, b)
+    s_li = res.series("linear", "difficult", 2, a, b)
     raw = mode_curves(s_nl, FIG7_MODES)
     for (m, v), col in zip(raw.items(), _colors(len(raw))):
         ok = np.isfinite(v) & (v > 0)
@@ -449,7 +449,7 @@ def _variant_figure(res: Results, model: str, name: str):
     fig, ax = _new_figure(2)
     loss_panel(ax[0], res, model, "difficult", _pairs(2, ORIGIN), fit=True)
     _panel_title(ax[0], "a", f"{name}: loss, (0,0), k=2")
-    s = res.series(model, "difficult", 2, 0.0, 0.0, "all")
+    s = res.series(model, "difficult", 2, 0.0, 0.0)
     drawn = 0
     for metric, col, lab in (("C", "tab:blue", "C_L"), ("gap", "tab:orange", "A_L - C_L")):
         y = s.get(metric) if s else np.zeros(0)
@@ -480,7 +480,7 @@ def fig11(res: Results, th: Theory):
     _panel_title(ax[0], "a", "context updates: loss, (0,0)")
     drawn = 0
     for k, col in zip(ks, _colors(2)):
-        s = res.series("context_updates", "difficult", k, 0.0, 0.0, "all")
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
         y = s.get("m") if s else np.zeros(0)
         ok = np.isfinite(y) if s else np.zeros(0, bool)
         if ok.any():
@@ -500,7 +500,7 @@ def fig11(res: Results, th: Theory):
 def fig12(res: Results, th: Theory):
     fig, ax = _new_figure(3, width=3.8, height=3.5)
     for i, k in enumerate((2, 16)):
-        s = res.series("context_updates", "difficult", k, 0.0, 0.0, "all")
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
         arrs = s.arrays.get("A1_mean", []) if s else []
         j = max((j for j, x in enumerate(arrs) if x is not None), default=None)
         if j is None:
@@ -517,7 +517,7 @@ def fig12(res: Results, th: Theory):
         ax[i].set_ylabel("context token")
     drawn = 0
     for k, col in zip((2, 16), _colors(2)):
-        s = res.series("context_updates", "difficult", k, 0.0, 0.0, "all")
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
         y = s.get("rho") if s else np.zeros(0)
         ok = np.isfinite(y) if s else np.zeros(0, bool)
         if ok.any():
