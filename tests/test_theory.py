@@ -155,6 +155,39 @@ def test_slopes_approach_zeta_and_two_zeta(a, b):
         assert slope_con == pytest.approx(z, rel=0.15)
 
 
+@pytest.mark.parametrize("a, b", [(2.0, 1.0), (0.5, 2.0)])
+def test_sample_free_curve_with_population_sigma_is_the_free_curve(a, b):
+    """Monte-Carlo least squares over polynomials in Sigma (held-out loss) against the Lanczos
+    closed form, within 3 SE plus the fit's O(L/n) optimism, wherever the minimum is above the
+    float64 cancellation floor of the regression (1e-4 Var)."""
+    d, depths, n = 16, [1, 2, 3, 4, 6, 8], 20_000
+    lam, omega = spectra(d, a, b)
+    want = free_curve(lam, omega, depths)
+    got = theory.sample_free_curve(a, b, d, 64, depths, samples=n, seed=3, population=True)
+    var = float((lam * omega).sum())
+    for L, w, h, se in zip(depths, want, got["held_out"], got["held_out_se"]):
+        if w > 1e-4 * var:
+            assert abs(h - w) <= 3 * se + 2 * w * L / n, (L, h, w, se)
+    assert all(got["reliable"])
+
+
+def test_sample_free_curve_finite_P():
+    """At finite P: in-sample loss cannot rise with the degree; a bigger P moves it towards the
+    population curve; the fit and the held-out loss agree where the fit is reliable."""
+    d, depths = 16, [1, 2, 4, 8]
+    fp = theory.sample_free_curve(1.0, 1.0, d, 32, depths, samples=4000, seed=1)
+    assert np.all(np.diff(fp["in_sample"]) <= 1e-12)
+    big = theory.sample_free_curve(1.0, 1.0, d, 1024, depths, samples=4000, seed=1)
+    pop = free_curve(*spectra(d, 1.0, 1.0), depths)
+    assert np.all(np.abs(np.log(np.array(big["held_out"]) / pop))
+                  <= np.abs(np.log(np.array(fp["held_out"]) / pop)) + 0.05)
+    for h, f, se, ok in zip(fp["held_out"], fp["in_sample"], fp["held_out_se"], fp["reliable"]):
+        if ok:
+            assert abs(h - f) <= 4 * se + 0.05 * f
+    with pytest.raises(ValueError, match="samples"):
+        theory.sample_free_curve(1.0, 1.0, d, 32, depths, samples=3)
+
+
 def test_curve_dict_and_bad_inputs():
     out = curve(2.0, 1.0, 16, [1, 2, 4])
     assert out["depths"] == [1, 2, 4] and len(out["constrained"]) == len(out["free"]) == 3

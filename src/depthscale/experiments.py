@@ -45,6 +45,8 @@ Spectrum = tuple[float, float]  # (a, b)
 PRESET_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "cpu": (0,), "paper": (0, 1, 2)}
 PRESET_KS: dict[str, tuple[int, ...]] = {"smoke": (2,), "cpu": (2, 16), "paper": (2, 16)}
 FLOOR_SAMPLES: dict[str, int] = {"smoke": 4_000, "cpu": 100_000, "paper": 200_000}
+# contexts for the finite-P free curve (theory.sample_free_curve): fit on n, measure on n more
+FINITE_P_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 10_000, "paper": 10_000}
 THEORY_SEED = 0  # seed of every theory Monte Carlo
 DEPTH_SETS = ("all", "ends", "plateau", "variant")  # all | (1, Lmax) | (1, 2, Lmax) | up to VARIANT_MAX_DEPTH
 # The variants that cannot be packed across depths (single_stream, context_updates) cost O(L) per
@@ -114,7 +116,8 @@ class TheoryNeed:
             return f"floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:n={FLOOR_SAMPLES[preset]}:seed={THEORY_SEED}"
         if self.kind == "fig8":
             return f"fig8:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:seed={THEORY_SEED}"
-        return f"curves:a={self.a}:b={self.b}:d={d}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
+        return (f"curves:a={self.a}:b={self.b}:d={d}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
+                f":P={P}:n={FINITE_P_SAMPLES[preset]}:seed={THEORY_SEED}")
 
 
 @dataclass(frozen=True)
@@ -415,7 +418,9 @@ def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: b
         out = {"depths": depths.tolist(),
                "constrained": theory.constrained_curve(lam, omega, depths).tolist(),
                "free": theory.free_curve(lam, omega, depths).tolist(),
-               "zeta": theory.zeta(need.a, need.b)}
+               "zeta": theory.zeta(need.a, need.b),
+               "finite_P": theory.sample_free_curve(need.a, need.b, d, P, PRESET_DEPTHS[preset],
+                                                    samples=FINITE_P_SAMPLES[preset], seed=THEORY_SEED)}
         return out
     raise ValueError(f"unknown theory kind {need.kind!r}")
 

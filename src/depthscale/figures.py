@@ -303,6 +303,11 @@ def fig3(res: Results, th: Theory):
                 y = np.asarray(c[key], float)
                 ok = y > 1e-12
                 ax[i].plot(Ls[ok], y[ok], ls=ls, color=col, lw=0.8, alpha=0.7)
+            fp = c.get("finite_P")  # best polynomial in the empirical S; only its reliable depths
+            if fp:
+                keep = np.asarray(fp["reliable"], bool)
+                ax[i].plot(np.asarray(fp["depths"], float)[keep], np.asarray(fp["held_out"], float)[keep],
+                           ls="--", color=col, lw=0.9, alpha=0.8)
         loss_panel(ax[i], res, "linear", "easy", _pairs(1, spectra), fit=True)
         data = [res.series("linear", "easy", 1, a, b).get("R") for a, b in spectra]
         data = np.concatenate([x for x in data if len(x)] or [np.zeros(0)])
@@ -314,6 +319,7 @@ def fig3(res: Results, th: Theory):
     for axis in ax[:2]:  # legend entries for the theory curves
         axis.plot([], [], ls=":", color="0.4", label="constrained ~ L^-zeta")
         axis.plot([], [], ls="-.", color="0.4", label="free ~ L^-2zeta")
+        axis.plot([], [], ls="--", color="0.4", label="free, empirical S (finite P)")
         _finish_legend(axis, 7)
     a, b = FIG3C_SPECTRUM
     s = res.series("linear", "easy", 1, a, b)

@@ -218,6 +218,97 @@ def free_curve(lam, omega, depths) -> np.ndarray:
     return out
 
 
+def _easy_contexts(lam, omega, P, n, gen):
+    """n easy-task contexts with O = I (every term below is rotation invariant): inputs U
+    (n, P, d), teacher beta (n, d), x_test = x_j with j uniform, y* = beta^T x_test."""
+    U = torch.randn(n, P, lam.size, generator=gen, dtype=torch.float64) * torch.from_numpy(np.sqrt(lam))
+    beta = torch.randn(n, lam.size, generator=gen, dtype=torch.float64) * torch.from_numpy(np.sqrt(omega))
+    x = U[torch.arange(n), torch.randint(0, P, (n,), generator=gen)]
+    return U, beta, x
+
+
+def _poly_basis(lam, omega, P, gen, n_poly, population, contexts=256):
+    """Recurrence coefficients of polynomials psi_m orthonormal under the spectral measure the
+    features live on: nodes lam_k, weights lam_k^3 omega_k (population; the loss of
+    r = 1 - lam q is sum lam omega (1 - lam q)^2, so q is a regression under lam^3 omega), or
+    the eigenvalues s of `contexts` sample S's with weights s^3 u^T Omega u (finite P). Many
+    distinct nodes: a well-conditioned basis of any degree, which Chebyshev on [0, s_max] is not
+    when the spectrum crowds near 0."""
+    if population:
+        nodes, weights = lam, lam**3 * omega
+    else:
+        U, _, _ = _easy_contexts(lam, omega, P, contexts, gen)
+        s, Q = torch.linalg.eigh(U.transpose(1, 2) @ U / P)
+        s = s.clamp_min(0).numpy().ravel()
+        uOu = ((Q**2) * torch.from_numpy(omega)[None, :, None]).sum(1).numpy().ravel()
+        nodes, weights = s, s**3 * uOu
+    alpha, beta, _ = _lanczos(nodes, weights / weights.max(), n_poly)
+    return alpha, beta
+
+
+def _poly_features(lam, omega, P, n, coeffs, gen, population):
+    """f_m = beta^T S psi_m(S) x_test (m < n_poly) and y* = beta^T x_test on n fresh contexts;
+    S is the empirical U^T U / P, or Sigma with population=True."""
+    alpha, beta_c = coeffs
+    F = torch.empty(n, alpha.size, dtype=torch.float64)
+    y = torch.empty(n, dtype=torch.float64)
+    lam_t = torch.from_numpy(lam)
+    chunk = max(1, 2**24 // (P * lam.size))  # ~128 MiB of inputs at a time
+    for lo in range(0, n, chunk):
+        c = min(chunk, n - lo)
+        U, beta, x = _easy_contexts(lam, omega, P, c, gen)
+        if population:
+            def apply_S(v):
+                return v * lam_t
+        else:
+            S = U.transpose(1, 2) @ U / P
+
+            def apply_S(v, S=S):
+                return (S @ v.unsqueeze(-1)).squeeze(-1)
+        prev, cur = torch.zeros_like(x), x  # psi_{-1} = 0, psi_0 = const (scale is irrelevant)
+        for m in range(alpha.size):
+            F[lo:lo + c, m] = (beta * apply_S(cur)).sum(1)
+            if m + 1 < alpha.size:
+                nxt = (apply_S(cur) - alpha[m] * cur - (beta_c[m - 1] * prev if m else 0.0)) / beta_c[m]
+                prev, cur = cur, nxt
+        y[lo:lo + c] = (beta * x).sum(1)
+    return F.numpy(), y.numpy()
+
+
+def sample_free_curve(a: float, b: float, d: int, P: int, depths, samples: int = 10_000,
+                      seed: int = 0, population: bool = False) -> dict:
+    """Finite-P analogue of the free curve (easy task): the least loss E[(beta^T r(S) x_test)^2]
+    over residual polynomials r of degree <= L with r(0) = 1 of the *empirical* S = U^T U / P --
+    what a depth-L linear attention whose layers act as a polynomial in S can reach at this P.
+
+    Coefficients are fitted by least squares on `samples` contexts; `held_out` (with its SE) is
+    their loss on `samples` fresh contexts, `in_sample` the fit's own. A high-degree polynomial
+    fitted on a finite sample can blow up on contexts whose spectrum reaches past the sample's:
+    `reliable` marks held_out <= 1.25 in_sample. With population=True, S is Sigma and the
+    minimum is free_curve's (a test checks it).
+    """
+    lam, omega = spectra(d, a, b)
+    P = _check_int("P", P, 1)
+    samples = _check_int("samples", samples, 16)
+    depths = _check_depths(depths)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    coeffs = _poly_basis(lam, omega, P, gen, int(depths.max()), population)
+    F, y = _poly_features(lam, omega, P, samples, coeffs, gen, population)
+    F2, y2 = _poly_features(lam, omega, P, samples, coeffs, gen, population)
+    fit, held, se = [], [], []
+    for L in depths.tolist():
+        n = min(L, F.shape[1])  # a basis shorter than L: the measure has fewer distinct nodes
+        scale = np.linalg.norm(F[:, :n], axis=0)  # equal column norms: rcond then cuts nothing real
+        coef = np.linalg.lstsq(F[:, :n] / scale, y, rcond=None)[0] / scale
+        fit.append(float(np.mean((y - F[:, :n] @ coef) ** 2)))
+        e2 = (y2 - F2[:, :n] @ coef) ** 2
+        held.append(float(e2.mean()))
+        se.append(float(e2.std(ddof=1) / math.sqrt(samples)))
+    reliable = [bool(h <= 1.25 * f) for h, f in zip(held, fit)]
+    return dict(depths=depths.tolist(), in_sample=fit, held_out=held, held_out_se=se,
+                reliable=reliable, samples=samples, P=P, population=population)
+
+
 def curve(a: float, b: float, d: int, depths) -> dict:
     """JSON-ready reference curves: dict(depths=, constrained=, free=) as lists."""
     lam, omega = spectra(d, a, b)
