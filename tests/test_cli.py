@@ -36,6 +36,7 @@ def test_bad_inputs(tmp_path):
     one_line_error(ds("sweep", "--experiment", "fig6", "--preset", "smoke", "--store", store, "--shard", "2/2"), "shard")
     one_line_error(ds("fit", "--depths", "1,2,4", "--losses", "1,2"), "--depths has 3 values")
     one_line_error(ds("theory", "exponents", "--a", "0", "--b", "1"), "a")
+    one_line_error(ds("theory", "curve", "--a", "1", "--b", "1", "--finite-P", "--samples", "3"), "samples must be")
 
 
 def _snapshot(root: Path) -> dict:
@@ -74,3 +75,8 @@ def test_fit_and_theory_json():
     assert rec["alpha"] == pytest.approx(1.0, abs=1e-3) and rec["L0"] == pytest.approx(1.0, abs=1e-3)
     rec = json.loads(ds("theory", "exponents", "--a", "2", "--b", "1", "--json").stdout)
     assert rec == {"zeta": 1.0, "two_zeta": 2.0}
+    rec = json.loads(ds("theory", "curve", "--a", "2", "--b", "1", "--d", "8", "--P", "32", "--depths",
+                        "1,2", "--samples", "500", "--finite-P", "--json").stdout)
+    fp = rec["finite_P"]
+    assert fp["depths"] == [1, 2] and fp["P"] == 32 and len(fp["held_out"]) == 2
+    assert all(h >= f for h, f in zip(fp["held_out"], rec["free"]))  # finite P cannot beat Sigma's optimum here

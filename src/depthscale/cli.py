@@ -189,6 +189,9 @@ def cmd_theory(args) -> int:
     elif args.what == "curve":
         depths = [int(x) for x in _parse_floats(args.depths, "depths")]
         res = theory.curve(args.a, args.b, args.d, depths)
+        if args.finite_P:
+            res["finite_P"] = theory.sample_free_curve(args.a, args.b, args.d, args.P, depths,
+                                                       samples=args.samples, seed=args.seed)
     else:
         res = theory.floor(args.a, args.b, args.k, args.d, args.P, args.samples, args.seed)
     _emit(args, res)
@@ -292,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_fit)
 
     sp = sub.add_parser("theory", help="linear-attention theory", **_fmt(
-        "exponents: zeta and 2 zeta; curve: constrained and free reference curves; floor: R_irr by "
+        "exponents: zeta and 2 zeta; curve: constrained and free reference curves (--finite-P: and the "
+        "free curve of the empirical S at P); floor: R_irr by "
         "Monte Carlo (SPEC §6.2-6.3).",
         "depthscale theory floor --a 0 --b 0 --k 2 --d 128 --P 1024 --samples 20000 --seed 0 --json"))
     sp.add_argument("what", choices=["exponents", "curve", "floor"])
@@ -304,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--depths", default="1,2,4,8,16,32,64")
     sp.add_argument("--samples", type=int, default=4096)
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--finite-P", dest="finite_P", action="store_true",
+                    help="curve: add the free curve of the empirical S at this P (easy task; "
+                         "--samples contexts to fit, as many to measure)")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_theory)
 
