@@ -2,6 +2,8 @@
 # Set up, then reproduce every figure and table at the cpu preset and write the report.
 # Resumable: run it again after an interruption and it continues where it stopped.
 set -euo pipefail
+# spinning OpenMP threads stall small kernels when the two cores are shared (docs/performance.md)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
