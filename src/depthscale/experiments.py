@@ -62,7 +62,6 @@ def model_depths(model: str) -> str:
     return "variant" if model in VARIANT_CAPPED else "all"
 
 
-
 def _sp(*pairs) -> tuple[Spectrum, ...]:
     return tuple((float(a), float(b)) for a, b in pairs)
 
