@@ -267,9 +267,10 @@ def _poly_features(lam, omega, P, n, coeffs, gen, population):
                 return (S @ v.unsqueeze(-1)).squeeze(-1)
         prev, cur = torch.zeros_like(x), x  # psi_{-1} = 0, psi_0 = const (scale is irrelevant)
         for m in range(alpha.size):
-            F[lo:lo + c, m] = (beta * apply_S(cur)).sum(1)
+            s_cur = apply_S(cur)  # S psi_m(S) x: the feature and the next recurrence step
+            F[lo:lo + c, m] = (beta * s_cur).sum(1)
             if m + 1 < alpha.size:
-                nxt = (apply_S(cur) - alpha[m] * cur - (beta_c[m - 1] * prev if m else 0.0)) / beta_c[m]
+                nxt = (s_cur - alpha[m] * cur - (beta_c[m - 1] * prev if m else 0.0)) / beta_c[m]
                 prev, cur = cur, nxt
         y[lo:lo + c] = (beta * x).sum(1)
     return F.numpy(), y.numpy()
