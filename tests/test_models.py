@@ -205,3 +205,26 @@ def test_positive_gain_init_flips_only_the_readout(kind):
         assert gain(b) > 0
         assert torch.equal(b.Wo, a.Wo) or torch.equal(b.Wo, -a.Wo)
         assert torch.equal(a.Wq, b.Wq) and torch.equal(a.Wx, b.Wx)  # the same draws otherwise
+
+
+def test_spread_init_starts_each_layer_at_its_temperature():
+    from depthscale.config import make_config
+    from depthscale.models import build_pack
+
+    L, tmin, tmax = 5, 4.0, 64.0
+    cfg = make_config("smoke", d=6, N=6, L=L, qk_init="spread", init_qk=0.0, tau_min=tmin, tau_max=tmax,
+                      metric_sigma=0.7)
+    pk = build_pack([cfg]).double()
+    Wx = pk.Wx[0]
+    taus = tmin * (tmax / tmin) ** (torch.arange(L, dtype=torch.float64) / (L - 1))
+    for l in range(L):
+        E = (pk.Wq[l] @ Wx).T @ (pk.Wk[l] @ Wx)
+        assert torch.allclose(E, E.T, atol=1e-6)
+        ev = torch.linalg.eigvalsh(E)
+        assert float(ev.min()) > 0
+        assert float(ev.mean() * cfg.N) == pytest.approx(float(taus[l]), rel=1e-5)  # D has mean 1
+        assert float(ev.max() / ev.min()) > 1.5  # anisotropic (sigma 0.7)
+    # a head of temperature tau on cosines: the score of x with itself, for unit x, is N x^T E x ~ tau
+    one = build_pack([cfg.replace(L=1)]).double()
+    E1 = (one.Wq[0] @ one.Wx[0]).T @ (one.Wk[0] @ one.Wx[0])
+    assert float(torch.linalg.eigvalsh(E1).mean() * cfg.N) == pytest.approx((tmin * tmax) ** 0.5, rel=1e-5)

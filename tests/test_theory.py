@@ -325,3 +325,85 @@ def test_fig8_sample():
     np.testing.assert_allclose(np.linalg.norm(s["t_2d"]), np.linalg.norm(s["t"]), rtol=1e-12)
     s2 = fig8_sample(d=16, P=64, k=2, a=0.5, b=0.0, seed=0)
     np.testing.assert_array_equal(s["t"], s2["t"])
+
+
+# ---------------------------------------------------------------- softmax-ensemble floor
+
+
+def test_nonneg_mixture_satisfies_kkt_and_matches_a_generic_solver():
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((200, 6))
+    X[:, 5] = X[:, 4] + 1e-3 * rng.standard_normal(200)  # nearly collinear features, as neighbouring temperatures are
+    y = X @ np.array([0.5, -0.3, 0.0, 0.2, 0.4, 0.1]) + 0.1 * rng.standard_normal(200)
+    G, h = X.T @ X / 200, X.T @ y / 200
+    v = theory.nonneg_mixture(G, h)
+    grad = 2 * (G @ v - h)
+    assert np.all(v >= 0)
+    assert np.all(grad[v == 0] >= -1e-8)  # KKT: no descent direction into the feasible set
+    assert np.allclose(grad[v > 0], 0, atol=1e-8)
+    obj = lambda w: w @ G @ w - 2 * h @ w  # noqa: E731
+    ref = minimize(obj, np.full(6, 0.1), jac=lambda w: 2 * (G @ w - h), bounds=[(0, None)] * 6,
+                   method="L-BFGS-B", options=dict(ftol=1e-15, gtol=1e-12))
+    assert obj(v) <= ref.fun + 1e-9
+
+
+def _brute_force_heads(d, P, k, taus, n, seed):
+    """Cosine heads by explicit loops over contexts and tokens (numpy RNG: independent samples)."""
+    rng = np.random.default_rng(seed)
+    H, ys = np.empty((n, len(taus))), np.empty(n)
+    for c in range(n):
+        x, q, beta = rng.standard_normal((P, d)), rng.standard_normal(d), rng.standard_normal(d)
+        y = x @ beta
+        cos = np.array([xi @ q / np.linalg.norm(xi) / np.linalg.norm(q) for xi in x])
+        ys[c] = np.mean(y[np.argsort(-cos)[:k]])
+        for j, tau in enumerate(taus):
+            e = np.exp(tau * cos - np.max(tau * cos))
+            H[c, j] = (e / e.sum()) @ y
+    return H, ys
+
+
+def test_softmax_floor_matches_brute_force_within_its_standard_error():
+    from scipy.optimize import minimize
+
+    d, P, k, taus = 3, 6, 2, [-2.0, 0.0, 2.0, 6.0, 20.0]
+    res = theory.softmax_floor(0, 0, k, d, P, samples=8000, seed=1, temperatures=taus, batches=8,
+                               progress=False)
+    H, ys = _brute_force_heads(d, P, k, taus, 3000, seed=2)
+    loss = lambda v: np.mean((H @ v - ys) ** 2)  # noqa: E731
+    ens = minimize(loss, np.full(len(taus), 0.2), bounds=[(0, None)] * len(taus), method="L-BFGS-B").fun
+    single = min(np.mean((max(0.0, H[:, j] @ ys / (H[:, j] @ H[:, j])) * H[:, j] - ys) ** 2)
+                 for j in range(len(taus)))
+    var = np.mean(ys**2)
+    # brute-force SE of each mean loss: per-context losses are independent
+    se_bf = np.std((H[:, 3] - ys) ** 2) / np.sqrt(len(ys))
+    for ours, ref, se in ((res["ensemble_floor"], ens, res["se"]), (res["single_head"], single, res["single_head_se"]),
+                          (res["var_ystar"], var, None)):
+        tol = 4 * np.hypot(se if se is not None else 0.05 * ref, se_bf)
+        assert abs(ours - ref) < tol, (ours, ref, tol)
+    assert res["ensemble_floor"] <= res["single_head"] + 1e-12 + 3 * res["ensemble_minus_single_se"]
+    assert res["ensemble_minus_single"] <= 0 + 3 * res["ensemble_minus_single_se"]
+
+
+def test_softmax_floor_iid_depth_is_the_exact_expectation_over_drawn_layers():
+    res = theory.softmax_floor(0.5, 0.25, 2, 4, 8, samples=2000, seed=0, batches=4, progress=False,
+                               temperatures=[0.0, 3.0, 8.0, 30.0])
+    # recompute the moments with the same seed, then enumerate every pair of drawn layers (L = 2)
+    G, h, T, n = theory._head_moments(0.5, 0.25, 2, 4, 8, 2000, 0, np.array([0.0, 3.0, 8.0, 30.0]), 4, "cpu", False)
+    Gm, hm, Tm = G.sum(0) / n.sum(), h.sum(0) / n.sum(), T.sum() / n.sum()
+    v = theory.nonneg_mixture(Gm, hm)
+    g, w = v.sum(), v / v.sum()
+    exact = sum(w[i] * w[j] * ((g / 2) ** 2 * (Gm[i, i] + 2 * Gm[i, j] + Gm[j, j]) - g * (hm[i] + hm[j]) + Tm)
+                for i in range(4) for j in range(4))
+    iid = res["iid_depth"]
+    assert iid["R"][iid["depths"].index(2)] == pytest.approx(exact, rel=1e-10)
+    assert iid["R"][0] == pytest.approx(iid["A"], rel=1e-12)
+    assert res["in_sample"]["ensemble_floor"] == pytest.approx(iid["C"], rel=1e-12)
+
+
+def test_softmax_floor_rejects_bad_input():
+    with pytest.raises(ValueError, match="k must be"):
+        theory.softmax_floor(0, 0, 9, 4, 8, samples=100, progress=False)
+    with pytest.raises(ValueError, match="temperatures"):
+        theory.softmax_floor(0, 0, 2, 4, 8, samples=100, temperatures=[float("nan")], progress=False)

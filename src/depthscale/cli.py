@@ -192,6 +192,19 @@ def cmd_theory(args) -> int:
         if args.finite_P:
             res["finite_P"] = theory.sample_free_curve(args.a, args.b, args.d, args.P, depths,
                                                        samples=args.samples, seed=args.seed)
+    elif args.what == "softmax-floor":
+        taus = None if args.temperatures is None else _parse_floats(args.temperatures, "temperatures")
+        res = theory.softmax_floor(args.a, args.b, args.k, args.d, args.P, samples=args.samples,
+                                   seed=args.seed, temperatures=taus,
+                                   depths=[int(x) for x in _parse_floats(args.depths, "depths")])
+        if not args.json:
+            i = res["iid_depth"]
+            print(f"single head {res['single_head']:.4f} ± {res['single_head_se']:.4f} "
+                  f"(tau {res['single_head_temperature']:.3g}); ensemble floor {res['ensemble_floor']:.4f} "
+                  f"± {res['se']:.4f} (ensemble - single {res['ensemble_minus_single']:+.4f} ± "
+                  f"{res['ensemble_minus_single_se']:.4f}); Var(y*) {res['var_ystar']:.4f}; family {res['family']}; "
+                  f"layers drawn from the mixture: R_L = {i['C']:.4f} + {i['delta']:.4f}/L")
+            return 0
     else:
         res = theory.floor(args.a, args.b, args.k, args.d, args.P, args.samples, args.seed)
     _emit(args, res)
@@ -294,12 +307,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_fit)
 
-    sp = sub.add_parser("theory", help="linear-attention theory", **_fmt(
+    sp = sub.add_parser("theory", help="linear-attention theory and the softmax-ensemble floor", **_fmt(
         "exponents: zeta and 2 zeta; curve: constrained and free reference curves (--finite-P: and the "
-        "free curve of the empirical S at P); floor: R_irr by "
-        "Monte Carlo (SPEC §6.2-6.3).",
-        "depthscale theory floor --a 0 --b 0 --k 2 --d 128 --P 1024 --samples 20000 --seed 0 --json"))
-    sp.add_argument("what", choices=["exponents", "curve", "floor"])
+        "free curve of the empirical S at P); floor: the linear model's R_irr by "
+        "Monte Carlo (SPEC §6.2-6.3); softmax-floor: the best single cosine-softmax head and the best "
+        "infinitely deep ensemble of them (nonnegative mixture of temperatures, one gain; SPEC §3.4), "
+        "with the loss of L layers drawn from that mixture.",
+        "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json"))
+    sp.add_argument("what", choices=["exponents", "curve", "floor", "softmax-floor"])
     sp.add_argument("--a", type=float, required=True)
     sp.add_argument("--b", type=float, required=True)
     sp.add_argument("--d", type=int, default=32)
@@ -308,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--depths", default="1,2,4,8,16,32,64")
     sp.add_argument("--samples", type=int, default=4096)
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--temperatures", default=None,
+                    help="softmax-floor: comma list of head temperatures (default: -10 ... 500, 101 values)")
     sp.add_argument("--finite-P", dest="finite_P", action="store_true",
                     help="curve: add the free curve of the empirical S at this P (easy task; "
                          "--samples contexts to fit, as many to measure)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
-QK_INITS = ("independent", "tied")
+QK_INITS = ("independent", "tied", "spread")
 WX_INITS = ("gaussian", "orthogonal")
 GAIN_INITS = ("random", "positive")
 PRESETS = ("smoke", "cpu", "paper")
@@ -43,7 +43,10 @@ class RunConfig:
     N: int = 32  # hidden width (N >= d)
     L: int = 1  # depth (number of attention layers)
     init_qk: float = 0.02  # std of W_q, W_k entries (small: attention starts near uniform)
-    qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely)
+    qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max])
+    tau_min: float = 7.0  # qk_init=spread: cosine temperature of the first layer at init
+    tau_max: float = 30.0  # qk_init=spread: cosine temperature of the last layer at init
+    metric_sigma: float = 0.5  # qk_init=spread: log-normal spread of the metric's eigenvalues D (0 = isotropic)
     wx_init: str = "gaussian"  # gaussian | orthogonal (orthonormal columns of W_x at init)
     gain_init: str = "random"  # random | positive (flip W_o at init so that g = W_o W_v W_y > 0)
     # --- training (SPEC §4) ---
@@ -119,7 +122,7 @@ def validate(cfg: RunConfig) -> None:
     for name in ("d", "P", "N", "L", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
                  "patience", "checkpoint_every", "eval_contexts"):
         _require(getattr(cfg, name) >= 1, name, getattr(cfg, name), ">= 1")
-    for name in ("a", "b", "noise", "init_qk", "warmup", "rel_tol", "grad_clip"):
+    for name in ("a", "b", "noise", "init_qk", "warmup", "rel_tol", "grad_clip", "metric_sigma"):
         _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0 and finite")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
@@ -132,6 +135,10 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.schedule in SCHEDULES, "schedule", cfg.schedule, f"one of {', '.join(SCHEDULES)}")
     _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
     _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
+    _require(cfg.tau_min > 0, "tau_min", cfg.tau_min, "> 0")
+    _require(cfg.tau_max >= cfg.tau_min, "tau_max", cfg.tau_max, f">= tau_min = {cfg.tau_min}")
+    if cfg.qk_init == "spread":
+        _require(cfg.wx_init == "orthogonal", "wx_init", cfg.wx_init, "orthogonal when qk_init = spread")
 
 
 def run_id(cfg: RunConfig) -> str:

@@ -29,6 +29,7 @@ Choices where SPEC is silent:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -470,7 +471,7 @@ class Theory:
 
 # --- reading results back ---
 
-_FLOAT_FIELDS = ("a", "b", "noise", "init_qk", "lr", "lr_depth_exp", "rel_tol", "grad_clip")
+_FLOAT_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.type in ("float", float))
 _INT_FIELDS = ("d", "P", "k", "N", "L", "batch", "max_steps", "warmup", "eval_every",
                "monitor_contexts", "patience", "checkpoint_every", "eval_contexts", "eval_seed", "seed")
 _CELL = ("model", "task", "k", "a", "b", "L")

@@ -13,6 +13,7 @@ f_BxL (y_hat = mean_l f_l), and the test token's attention rows p_BxLxP where th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -110,7 +111,7 @@ class ModelOutput:
 
 def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
                        qk_init: str = "independent", wx_init: str = "gaussian",
-                       gain_init: str = "random") -> dict:
+                       gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5)) -> dict:
     """One model's parameters, drawn on the CPU from its own seed: identical whether the model is
     trained alone or inside a pack, on any device."""
     g = torch.Generator().manual_seed(int(seed) * 7 + 3)
@@ -138,9 +139,35 @@ def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: 
     # "tied": W_k^l starts equal to W_q^l (then trained freely), so each layer's score matrix
     # W_q^T W_k starts as a small random positive semi-definite metric, a different one per layer
     p["Wk"] = p["Wq"].clone() if qk_init == "tied" else r(L, N, N) * init_qk
+    if qk_init == "spread":
+        base = spread_metric_factors(p["Wx"], L, *spread, g)
+        p["Wq"], p["Wk"] = base + p["Wq"], base + p["Wk"]
     if kind == "context_updates":
         p["m"] = torch.zeros(())
     return p
+
+
+def spread_metric_factors(Wx_Nxd: torch.Tensor, L: int, tau_min: float, tau_max: float, sigma: float,
+                          g: torch.Generator) -> torch.Tensor:
+    """Per-layer factors F_l (N x N) with W_x^T F_l^T F_l W_x = (tau_l / N) R_l D_l R_l^T: layer l
+    starts as a head of cosine temperature tau_l (geometric over [tau_min, tau_max]; the geometric
+    mean at L = 1) whose metric has a random orientation R_l (Haar) and log-normal eigenvalues D_l
+    (log-std sigma, mean 1). W_x must have orthonormal columns: RMS-normed W_x x is sqrt(N) x/|x|,
+    so the score s_i = N x_hat_test^T E_l x_hat_i is tau_l times a (distorted) cosine."""
+    N, d = Wx_Nxd.shape
+    if L == 1:
+        taus = torch.tensor([math.sqrt(tau_min * tau_max)])
+    else:
+        taus = tau_min * (tau_max / tau_min) ** (torch.arange(L, dtype=torch.float64) / (L - 1))
+    out = torch.zeros(L, N, N)
+    for l in range(L):
+        Q, Rr = torch.linalg.qr(torch.randn(d, d, generator=g))
+        R = Q * torch.sign(torch.diagonal(Rr)).unsqueeze(0)
+        D = torch.exp(sigma * torch.randn(d, generator=g))
+        D = D / D.mean()
+        # F = sqrt(tau/N) [ (W_x R D^1/2)^T ; 0 ]: F^T F = (tau/N) W_x R D R^T W_x^T
+        out[l, :d] = math.sqrt(float(taus[l]) / N) * (Wx_Nxd @ R * D.sqrt().unsqueeze(0)).T
+    return out
 
 
 class AttentionPack(nn.Module):
@@ -152,7 +179,7 @@ class AttentionPack(nn.Module):
 
     def __init__(self, kind: str, d: int, N: int, depths: list[int], seeds: list[int],
                  init_qk: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian",
-                 gain_init: str = "random"):
+                 gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5)):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
@@ -168,7 +195,7 @@ class AttentionPack(nn.Module):
             offs.append(offs[-1] + L)
         self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
         per = [_init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init,
-                                  gain_init) for L, s in zip(self.depths, seeds)]
+                                  gain_init, spread) for L, s in zip(self.depths, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -363,7 +390,7 @@ def build_pack(cfgs: list) -> AttentionPack:
     """A pack for RunConfigs that share a pack key (same kind, d, N, init)."""
     c0 = cfgs[0]
     return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.init_qk,
-                         c0.qk_init, c0.wx_init, c0.gain_init)
+                         c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma))
 
 
 __all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm"]

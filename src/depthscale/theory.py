@@ -1,4 +1,5 @@
-"""Linear-attention theory: depth exponents, reference curves, the loss floor (SPEC §6.2, §6.3).
+"""Theory: the linear-attention depth exponents, reference curves and loss floor (SPEC §6.2,
+§6.3), and the softmax-ensemble floor of the nonlinear model (SPEC §3.4; not in the paper).
 
 Paper appendix A. Conventions fixed here (SPEC is silent on them):
 
@@ -49,6 +50,10 @@ __all__ = [
     "predictable_component",
     "fig8_sample",
     "L_PRIME",
+    "softmax_floor",
+    "nonneg_mixture",
+    "default_temperatures",
+    "SOFTMAX_FAMILY",
 ]
 
 L_PRIME = 8  # default number of powers Sigma^1..Sigma^L' in the floor (module docstring)
@@ -517,3 +522,135 @@ def fig8_sample(d: int, P: int, k: int, a: float, b: float, seed: int) -> dict:
     for key in ("q", "x_selected", "t", "t_bar", "residual"):
         out[key + "_2d"] = out[key] @ basis.T
     return out
+
+
+# ---------------------------------------------------------------- softmax-ensemble floor (SPEC §3.4)
+
+SOFTMAX_FAMILY = "cosine"
+
+
+def default_temperatures() -> np.ndarray:
+    """The cosine-head family of the floor: temperatures -10 ... 500 (negative ones attend away
+    from the query; 0 is the uniform average), geometric where the optimum lives."""
+    return np.concatenate([[-10.0, -5.0, -2.0, -1.0, 0.0], np.geomspace(0.25, 500.0, 96)])
+
+
+def _head_moments(a, b, k, d, P, samples, seed, temperatures, batches, device, progress):
+    """Per-batch moments of the cosine-head predictions H_j = softmax(tau_j cos) . y.
+
+    Returns G (n_b, J, J) = sum H H^T, h (n_b, J) = sum H y*, T (n_b,) = sum y*^2, n (n_b,):
+    `batches` independent batches of contexts. The rotation O is fixed to the identity: a cosine
+    head and the top-k selection are rotation invariant, so every moment is unchanged."""
+    lam, omega = spectra(d, a, b)
+    dev = torch.device(device)
+    f64 = dict(dtype=torch.float64, device=dev)
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    tau_J = torch.as_tensor(temperatures, **f64)
+    J = tau_J.numel()
+    sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
+    sqrt_om = torch.as_tensor(np.sqrt(omega), **f64)
+    chunk = max(1, min(4096, 2**22 // (J * P)))
+    per = [samples // batches + (1 if i < samples % batches else 0) for i in range(batches)]
+    G = np.zeros((batches, J, J))
+    h = np.zeros((batches, J))
+    T = np.zeros(batches)
+    with tqdm(total=samples, disable=None if progress else True, file=sys.stderr,
+              desc=f"softmax floor a={a} b={b} k={k}", unit="ctx", unit_scale=True) as bar:
+        for i, n_i in enumerate(per):
+            done = 0
+            while done < n_i:
+                nb = min(chunk, n_i - done)
+                x = torch.randn(nb, P, d, generator=gen, **f64) * sqrt_lam
+                q = torch.randn(nb, d, generator=gen, **f64) * sqrt_lam
+                beta = torch.randn(nb, d, generator=gen, **f64) * sqrt_om
+                y = torch.einsum("bpd,bd->bp", x, beta)
+                cos = torch.einsum("bpd,bd->bp", x / torch.linalg.vector_norm(x, dim=-1, keepdim=True),
+                                   q / torch.linalg.vector_norm(q, dim=-1, keepdim=True))
+                ystar = torch.gather(y, 1, torch.topk(cos, k, dim=-1).indices).mean(1)
+                p = torch.softmax(tau_J.view(1, J, 1) * cos.unsqueeze(1), dim=-1)  # (nb, J, P)
+                H = torch.einsum("bjp,bp->bj", p, y)
+                G[i] += (H.T @ H).cpu().numpy()
+                h[i] += (H.T @ ystar).cpu().numpy()
+                T[i] += float(ystar.pow(2).sum())
+                done += nb
+                bar.update(nb)
+    return G, h, T, np.asarray(per, dtype=np.float64)
+
+
+def nonneg_mixture(G: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """argmin_{v >= 0} v^T G v - 2 h^T v (the convex QP of the ensemble floor), exactly, by NNLS on
+    a square root of G: with G = A^T A and A^T c = h, |A v - c|^2 = v^T G v - 2 h^T v + const."""
+    from scipy.optimize import nnls
+
+    s, U = np.linalg.eigh((G + G.T) / 2)
+    keep = s > s.max() * 1e-13
+    A = np.sqrt(s[keep])[:, None] * U[:, keep].T
+    c = (U[:, keep].T @ h) / np.sqrt(s[keep])
+    v, _ = nnls(A, c, maxiter=50 * G.shape[0])
+    return v
+
+
+def _best_single(G: np.ndarray, h: np.ndarray) -> tuple[int, float]:
+    """Index and gain (>= 0) of the best single head: min_j min_g g^2 G_jj - 2 g h_j."""
+    gain = np.clip(h, 0, None) / np.maximum(np.diag(G), 1e-300)
+    j = int(np.argmin(gain**2 * np.diag(G) - 2 * gain * h))
+    return j, float(gain[j])
+
+
+def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_000, seed: int = 0,
+                  temperatures=None, batches: int = 10, depths=(1, 2, 4, 8, 16, 32, 64),
+                  device: str = "cpu", progress: bool = True) -> dict:
+    """The best single cosine-softmax head and the best infinitely deep ensemble of them.
+
+    A head attends with p = softmax(tau cos(x_i, x_test)) and predicts g p . y. The controlled
+    model's infinitely deep limit averages its layers' attention rows with one common gain, and the
+    loss is convex in that average, so its best value over a family of heads is the nonnegative
+    mixture min_{v >= 0} E[(sum_j v_j H_j - y*)^2] (SPEC §3.4; v_j = g w_j). Both optima are
+    cross-fitted: weights chosen on all batches but one and measured on the held-out one; the
+    value is the mean over held-out batches and `se` their standard error (independent batches).
+    `iid_depth` is the finite-depth companion: L layers drawn independently from the optimal
+    mixture (temperature j with probability w_j, gain g = sum v) give exactly
+    E R_L = C + (A - C)/L, C the mixture's loss and A the mean loss of one drawn head.
+    """
+    a, b = _check_exponent("a", a), _check_exponent("b", b)
+    k, P = _check_k_P(k, P)
+    d = _check_int("d", d, 1)
+    batches = _check_int("batches", batches, 2)
+    samples = _check_int("samples", samples, batches)
+    seed = _check_int("seed", seed, 0)
+    depths = _check_depths(depths)
+    tau = default_temperatures() if temperatures is None else np.asarray(temperatures, dtype=np.float64)
+    if tau.ndim != 1 or tau.size == 0 or not np.all(np.isfinite(tau)):
+        raise ValueError(f"temperatures must be a non-empty list of finite numbers, got {temperatures!r}")
+    G, h, T, n = _head_moments(a, b, k, d, P, samples, seed, tau, batches, device, progress)
+    Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
+    held_ens, held_one = np.empty(batches), np.empty(batches)
+    for i in range(batches):
+        Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
+        v = nonneg_mixture(Go, ho)
+        held_ens[i] = (T[i] - 2 * v @ h[i] + v @ G[i] @ v) / n[i]
+        j, g = _best_single(Go, ho)
+        held_one[i] = (T[i] - 2 * g * h[i, j] + g * g * G[i, j, j]) / n[i]
+    Gm, hm, Tm = Gs / ns, hs / ns, Ts / ns
+    v = nonneg_mixture(Gm, hm)
+    C = float(Tm - 2 * v @ hm + v @ Gm @ v)
+    gain = float(v.sum())
+    w = v / gain if gain > 0 else v
+    A = float(np.sum(w * (gain**2 * np.diag(Gm) - 2 * gain * hm + Tm)))
+    j, g1 = _best_single(Gm, hm)
+    support = [dict(temperature=float(tau[i]), weight=float(w[i])) for i in np.flatnonzero(w > 1e-3)]
+    sq = lambda x: float(x.std(ddof=1) / math.sqrt(batches))  # noqa: E731
+    return dict(
+        single_head=float(held_one.mean()), single_head_se=sq(held_one),
+        single_head_temperature=float(tau[j]), single_head_gain=g1,
+        ensemble_floor=float(held_ens.mean()), se=sq(held_ens),
+        # paired over the same held-out batches: far more precise than either SE
+        ensemble_minus_single=float((held_ens - held_one).mean()), ensemble_minus_single_se=sq(held_ens - held_one),
+        var_ystar=float(Tm), family=SOFTMAX_FAMILY,
+        temperatures=[float(tau.min()), float(tau.max()), int(tau.size)],
+        in_sample=dict(single_head=float(Tm - 2 * g1 * hm[j] + g1 * g1 * Gm[j, j]), ensemble_floor=C),
+        mixture=dict(gain=gain, support=support),
+        iid_depth=dict(C=C, A=A, delta=A - C, depths=depths.tolist(),
+                       R=[C + (A - C) / int(L) for L in depths]),
+        samples=int(ns), seed=seed, d=d, P=P, k=k, a=a, b=b,
+    )
