@@ -144,7 +144,7 @@ def test_sweep_work_is_the_fig6_depth_sweep():
     cfgs = sweep_configs("cpu")
     assert [c.L for c in cfgs[::3]] == [1, 2, 4, 8, 16, 32, 64]
     assert {(c.model, c.task, c.k, c.a, c.b, c.d, c.N, c.P, c.batch) for c in cfgs} == {
-        ("nonlinear", "difficult", 2, 0.0, 0.0, 32, 32, 128, 256)}
+        ("nonlinear", "difficult", 2, 0.0, 0.0, 16, 16, 64, 256)}  # SPEC §1: the nonlinear geometry
     assert [len(g) for g in seed_groups(cfgs)] == [7, 7, 7]
 
 

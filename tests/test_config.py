@@ -26,9 +26,15 @@ def test_unknown_field():
 
 
 def test_presets_match_spec_table():
-    for name, (d, P, N) in {"paper": (128, 1024, 128), "cpu": (32, 128, 32), "smoke": (8, 16, 8)}.items():
-        c = make_config(name)
-        assert (c.d, c.P, c.N) == (d, P, N)
+    # SPEC §1: a geometry per model family (linear / softmax models)
+    want = {("paper", "linear"): (128, 1024, 128), ("paper", "nonlinear"): (16, 64, 16),
+            ("cpu", "linear"): (32, 256, 32), ("cpu", "nonlinear"): (16, 64, 16),
+            ("smoke", "linear"): (8, 16, 8), ("smoke", "nonlinear"): (8, 16, 8)}
+    for (name, model), (d, P, N) in want.items():
+        for m in ([model] if model == "linear" else ["nonlinear", "single_stream", "layer_values", "context_updates"]):
+            c = make_config(name, model=m)
+            assert (c.d, c.P, c.N) == (d, P, N), (name, m)
+    assert make_config("cpu", model="linear").P >= 8 * make_config("cpu", model="linear").d
     assert PRESET_DEPTHS["paper"][-1] == 256 and PRESET_DEPTHS["cpu"][-1] == 64 and PRESET_DEPTHS["smoke"] == (1, 2, 4)
 
 

@@ -20,7 +20,8 @@ def ids_of(exp_id, preset="smoke", **kw):
 
 
 def test_registry_covers_every_spec_id():
-    assert sorted(IDS) == sorted(SPEC_IDS)
+    assert set(SPEC_IDS) <= set(IDS)
+    assert set(IDS) - set(SPEC_IDS) == {"table6"}  # ours: the floors beside the softmax-ensemble theory
     for e in REGISTRY.values():
         assert e.title and e.shows and e.spectra_text
         assert e.kind == ("table" if e.id.startswith("table") else "figure")
@@ -95,10 +96,14 @@ def test_overrides_reach_every_config():
 
 def test_theory_needs():
     floors = [t for t in theory_needs("all", "cpu") if t.kind == "floor"]
-    assert len(floors) == 15  # 7 fig5 + 9 table3, (0,0) k=2 shared
-    assert len([t for t in theory_needs("all", "smoke") if t.kind == "floor"]) == 11  # no k=16
-    assert {t.kind for t in theory_needs("all", "cpu")} == {"floor", "curves", "fig8"}
-    assert theory_needs(["fig6"], "cpu") == []
+    # 7 fig5 + 9 table3, (0,0) k=2 shared, at the linear geometry; table1's 7 at the nonlinear one
+    assert len(floors) == 15 + 7
+    assert len({t.key("cpu") for t in floors}) == 22
+    assert len([t for t in theory_needs("all", "smoke") if t.kind == "floor"]) == 11 + 7  # no k=16
+    assert {t.kind for t in theory_needs("all", "cpu")} == {"floor", "curves", "fig8", "softmax_floor"}
+    # the ten top-2 spectra of tables 1 and 4 and the four top-16 ones of fig14
+    assert len([t for t in theory_needs("all", "cpu") if t.kind == "softmax_floor"]) == 14
+    assert {t.kind for t in theory_needs(["fig6"], "cpu")} == {"softmax_floor"}
 
 
 def test_resolve_ids():

@@ -158,7 +158,7 @@ def test_contrary_data_fail_with_their_numbers(synth):
     nl = (df["model"] == "nonlinear") & (df["task"] == "difficult")
     df.loc[nl, "R"] = 0.3 * df.loc[nl, "L"].astype(float) ** -2.0  # alpha = 2, no floor
     cl = by_id(check_all(Results(df, "smoke"), th, ["fig6"]))
-    assert set(cl) == {"5a", "6"}  # only the claims that use fig6
+    assert set(cl) == {"5a", "5c", "6"}  # only the claims that use fig6
     assert cl["5a"]["pass"] is False and cl["5a"]["measured"]["(0,0)"]["alpha"] > 1.5
 
 

@@ -79,7 +79,7 @@ def test_expand_grid_union_dedupe_preset_depths_and_preset_key():
     assert len(cfgs) == 2 * len(PRESET_DEPTHS["smoke"])  # the second table adds nothing new
     assert len({c.run_id for c in cfgs}) == len(cfgs)
     both = expand_grid({"preset": ["smoke", "cpu"], "L": 2})
-    assert [(c.preset, c.d) for c in both] == [("smoke", 8), ("cpu", 32)]
+    assert [(c.preset, c.d) for c in both] == [("smoke", 8), ("cpu", 16)]  # the nonlinear geometry
 
 
 @pytest.mark.parametrize("grid, message", [
@@ -161,8 +161,8 @@ def test_pack_cost_orders_by_layers_steps_and_model():
     assert pack_cost(one + [make_config("cpu", model="nonlinear", L=2)]) == pytest.approx(pack_cost(one) * 66 / 64)
     assert pack_cost([make_config("cpu", model="nonlinear", L=64, max_steps=3000)]) == pytest.approx(
         2 * pack_cost([make_config("cpu", model="nonlinear", L=64, max_steps=1500)]))
-    cu = make_config("cpu", model="context_updates", L=16, batch=256, max_steps=1500)
-    nl = make_config("cpu", model="nonlinear", L=16, batch=256, max_steps=1500)
+    cu = make_config("cpu", model="context_updates", L=16, batch=256, max_steps=1500, P=128)
+    nl = make_config("cpu", model="nonlinear", L=16, batch=256, max_steps=1500, P=128)
     assert pack_cost([cu]) > 10 * pack_cost([nl])  # O(L P^2 N) against O(L P d) per context
     assert pack_cost([make_config("cpu", model="context_updates", L=16, batch=256, max_steps=1500, P=256)]) \
         == pytest.approx(4 * pack_cost([cu]))

@@ -39,13 +39,15 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale.config import PRESET_DEPTHS, PRESETS, RunConfig, make_config
+from depthscale.config import PRESET_DEPTHS, PRESETS, RunConfig, geometry, geometry_kind, make_config
 
 Spectrum = tuple[float, float]  # (a, b)
 
 PRESET_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "cpu": (0,), "paper": (0, 1, 2)}
 PRESET_KS: dict[str, tuple[int, ...]] = {"smoke": (2,), "cpu": (2, 16), "paper": (2, 16)}
 FLOOR_SAMPLES: dict[str, int] = {"smoke": 4_000, "cpu": 100_000, "paper": 200_000}
+# contexts of the softmax-ensemble floor (theory.softmax_floor; SE ~0.7% of the floor at 20,000)
+SOFTMAX_FLOOR_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 20_000, "paper": 20_000}
 # contexts for the finite-P free curve (theory.sample_free_curve): fit on n, measure on n more
 FINITE_P_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 10_000, "paper": 10_000}
 THEORY_SEED = 0  # seed of every theory Monte Carlo
@@ -66,6 +68,14 @@ def model_depths(model: str) -> str:
 def _sp(*pairs) -> tuple[Spectrum, ...]:
     return tuple((float(a), float(b)) for a, b in pairs)
 
+
+# Why each geometry (SPEC §1; docs/geometry.md has the numbers): one line for the report.
+GEOMETRY_EVIDENCE = (
+    "linear runs at the paper's linear geometry d = 128, P = 1024 (its Table 3 theory values are "
+    "reproduced there) or, at cpu, d = 32 with the same P/d = 8; softmax models at d = 16, P = 64, "
+    "where the best infinitely deep ensemble of cosine-softmax heads lies within 1-3% of the "
+    "paper's fitted L0 on all ten top-2 spectra (at d = 128, P = 1024 it is ten times the paper's "
+    "L0). See docs/geometry.md.")
 
 # --- the spectra of SPEC §7 ---
 FIG3_SPECTRA = _sp((2, 0.5), (2, 1), (2, 1.5), (2, 2), (0.5, 2), (1, 2), (1.5, 2))  # = table2's
@@ -105,15 +115,21 @@ class TheoryNeed:
     """A theory computation an experiment draws or tabulates (SPEC §6.2, §6.3)."""
 
     kind: str  # curves (constrained/free reference curves) | floor (R_irr) | fig8 (one sample)
+    # | softmax_floor (best cosine-softmax head and ensemble, SPEC §3.4)
     a: float
     b: float
     k: int = 2
+    model: str = "linear"  # whose geometry (d, P) the number is computed at (config.geometry)
 
     def key(self, preset: str) -> str:
         """Cache key: everything the number depends on at this preset."""
-        d, P = preset_shape(preset)
+        d, P = preset_shape(preset, self.model)
         if self.kind == "floor":
             return f"floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:n={FLOOR_SAMPLES[preset]}:seed={THEORY_SEED}"
+        if self.kind == "softmax_floor":
+            return (f"softmax_floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}"
+                    f":n={SOFTMAX_FLOOR_SAMPLES[preset]}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
+                    f":seed={THEORY_SEED}")
         if self.kind == "fig8":
             return f"fig8:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:seed={THEORY_SEED}"
         return (f"curves:a={self.a}:b={self.b}:d={d}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
@@ -165,9 +181,20 @@ class Experiment:
                                                           "b": b, "L": L, "seed": s}))
         return out
 
+    def geometry(self, preset: str) -> str:
+        """The (d, P, N) of this experiment's runs and theory at `preset`, as one line."""
+        kinds = {geometry_kind(m) for m in self.models} or {geometry_kind(t.model) for t in self.theory}
+        parts = []
+        for kind in sorted(kinds):
+            g = geometry(preset, "linear" if kind == "linear" else "nonlinear")
+            who = "linear" if kind == "linear" else "softmax models"
+            parts.append(f"{who}: d={g['d']}, P={g['P']}, N={g['N']}")
+        return "; ".join(parts)
+
     def theory_for(self, preset: str) -> tuple[TheoryNeed, ...]:
         check_preset(preset)
-        return tuple(t for t in self.theory if t.kind != "floor" or t.k in PRESET_KS[preset])
+        return tuple(t for t in self.theory if t.kind not in ("floor", "softmax_floor")
+                     or t.k in PRESET_KS[preset])
 
 
 # The paper's numbers (SPEC §8), for side-by-side reporting; identical to shared/paper_values.json
@@ -253,14 +280,20 @@ def resolve_seeds(preset: str, seeds: int | Sequence[int] | None) -> tuple[int, 
     return out
 
 
-def preset_shape(preset: str) -> tuple[int, int]:
-    """(d, P) of a preset, as make_config sets them."""
-    cfg = make_config(preset)
-    return cfg.d, cfg.P
+def preset_shape(preset: str, model: str) -> tuple[int, int]:
+    """(d, P) of a model's runs at a preset (config.geometry)."""
+    check_preset(preset)
+    g = geometry(preset, model)
+    return g["d"], g["P"]
 
 
-def _floors(k: int, spectra) -> tuple[TheoryNeed, ...]:
-    return tuple(TheoryNeed("floor", a, b, k) for a, b in spectra)
+def _floors(k: int, spectra, model: str = "linear") -> tuple[TheoryNeed, ...]:
+    """R_irr of the linear model, at the geometry of `model`'s runs."""
+    return tuple(TheoryNeed("floor", a, b, k, model) for a, b in spectra)
+
+
+def _softmax_floors(k: int, spectra) -> tuple[TheoryNeed, ...]:
+    return tuple(TheoryNeed("softmax_floor", a, b, k, "nonlinear") for a, b in spectra)
 
 
 # --- the registry (SPEC §7) ---
@@ -290,7 +323,8 @@ _ENTRIES = (
                "loss vs L with the theory floor R_irr", (_G5,), _floors(2, FIG56_SPECTRA)),
     Experiment("fig6", "Nonlinear attention, difficult task: inverse-depth scaling",
                ("nonlinear",), "difficult", (2,), "as fig5",
-               "loss vs L with fits (alpha ~ 1); (c, d) C_L and A_L - C_L at b = 0", (_G6,)),
+               "loss vs L with fits (alpha ~ 1) and the softmax-ensemble floor; (c, d) C_L and "
+               "A_L - C_L at b = 0", (_G6,), _softmax_floors(2, FIG56_SPECTRA)),
     Experiment("fig7", "Mode-wise loss of nonlinear attention: modes learn in parallel",
                ("nonlinear", "linear"), "difficult", (2,), "(1,0)",
                "(a) raw mode-wise loss vs L; (b) normalised reducible loss collapses; "
@@ -315,10 +349,13 @@ _ENTRIES = (
     Experiment("fig14", "Nonlinear attention on more spectra and k = 16", ("nonlinear",),
                "difficult", (2, 16),
                "k=2: (0.25,0.25),(0.25,0.5),(0.5,0.5); k=16: (0,0.25),(0,0.5),(0.25,0.25),(0.25,0.5)",
-               "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", _G14),
+               "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", _G14,
+               _softmax_floors(2, FIG14_K2) + _softmax_floors(16, FIG14_K16)),
     Experiment("table1", "L0 on the difficult task: nonlinear vs linear", ("nonlinear", "linear"),
-               "difficult", (2,), "fig5/6 spectra", "L0 nonlinear vs linear", (_G6, _G5),
-               reuses=("fig5", "fig6")),
+               "difficult", (2,), "fig5/6 spectra",
+               "L0 nonlinear vs linear, each at its own geometry, and the linear floor R_irr at the "
+               "nonlinear geometry (the ratio at equal d and P)", (_G6, _G5),
+               _floors(2, FIG56_SPECTRA, "nonlinear"), reuses=("fig5", "fig6")),
     Experiment("table2", "Linear, easy task: zeta <= alpha <= 2 zeta", ("linear",), "easy", (),
                "fig3 spectra", "zeta, measured alpha, 2 zeta", (_G3,), reuses=("fig3",)),
     Experiment("table3", "Linear floor: theory R_irr vs measured plateau", ("linear",), "difficult",
@@ -332,6 +369,11 @@ _ENTRIES = (
                "fig14", "L0, alpha +- SE, R^2", _G14, reuses=("fig14",)),
     Experiment("table5", "Fit of L0 - C_L", ("nonlinear",), "difficult", (2,), "fig6 spectra",
                "alpha +- SE, R^2 of L0 - C_L = c L^-alpha", (_G6,), reuses=("fig6",)),
+    Experiment("table6", "Beyond the paper: the nonlinear floor against the softmax-ensemble theory",
+               ("nonlinear",), "difficult", (2,), "the top-2 spectra of tables 1 and 4",
+               "paper L0, the best cosine head and the best infinitely deep ensemble of them (SPEC "
+               "§3.4), our fitted L0 and deepest loss", (_G6, _G14[0]),
+               _softmax_floors(2, FIG56_SPECTRA + FIG14_K2), reuses=("fig6", "fig14")),
 )
 
 REGISTRY: dict[str, Experiment] = {e.id: e for e in _ENTRIES}
@@ -405,7 +447,11 @@ def _jsonable(obj):
 def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: bool = False) -> dict:
     from depthscale import theory
 
-    d, P = preset_shape(preset)
+    d, P = preset_shape(preset, need.model)
+    if need.kind == "softmax_floor":
+        return theory.softmax_floor(need.a, need.b, need.k, d, P, samples=SOFTMAX_FLOOR_SAMPLES[preset],
+                                    seed=THEORY_SEED, depths=PRESET_DEPTHS[preset], device=device,
+                                    progress=progress)
     if need.kind == "floor":
         R_irr, se = theory.linear_floor(need.a, need.b, need.k, d, P, samples=FLOOR_SAMPLES[preset],
                                         seed=THEORY_SEED, device=device, progress=progress)
@@ -447,8 +493,13 @@ class Theory:
             self._save()
         return self._data[key]
 
-    def floor(self, a: float, b: float, k: int) -> dict:
-        return self.get(TheoryNeed("floor", float(a), float(b), int(k)))
+    def floor(self, a: float, b: float, k: int, model: str = "linear") -> dict:
+        """R_irr of the linear model at the geometry of `model`'s runs."""
+        return self.get(TheoryNeed("floor", float(a), float(b), int(k), model))
+
+    def softmax_floor(self, a: float, b: float, k: int) -> dict:
+        """The softmax-ensemble floor at the nonlinear geometry (theory.softmax_floor)."""
+        return self.get(TheoryNeed("softmax_floor", float(a), float(b), int(k), "nonlinear"))
 
     def curves(self, a: float, b: float) -> dict:
         return self.get(TheoryNeed("curves", float(a), float(b)))
@@ -690,4 +741,5 @@ def _array(x) -> np.ndarray | None:
 
 __all__ = ["Experiment", "RunGroup", "TheoryNeed", "REGISTRY", "IDS", "PRESET_SEEDS", "PRESET_KS",
            "FLOOR_SAMPLES", "PAPER", "resolve_ids", "all_configs", "theory_needs", "summary", "Theory",
-           "Results", "Series", "depth_set", "resolve_seeds", "experiment_ids", "preset_shape"]
+           "Results", "Series", "depth_set", "resolve_seeds", "experiment_ids", "preset_shape",
+           "GEOMETRY_EVIDENCE", "SOFTMAX_FLOOR_SAMPLES"]

@@ -375,13 +375,20 @@ def fig5(res: Results, th: Theory):
     return fig
 
 
+def _softmax_floor_line(th: Theory):
+    """hlines for loss_panel: the softmax-ensemble floor of each spectrum (SPEC §3.4)."""
+    return lambda k, a, b: (th.softmax_floor(a, b, k)["ensemble_floor"], th.softmax_floor(a, b, k)["se"])
+
+
 def fig6(res: Results, th: Theory):
     fig, ax = _new_figure(2, 2)
-    loss_panel(ax[0], res, "nonlinear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]), fit=True)
-    _panel_title(ax[0], "a", "nonlinear, difficult, a=0: L0 + c L^-alpha")
+    fl = _softmax_floor_line(th)
+    loss_panel(ax[0], res, "nonlinear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]), fit=True,
+               hlines=fl)
+    _panel_title(ax[0], "a", "nonlinear, difficult, a=0: L0 + c L^-alpha (dashed: ensemble floor)")
     b0 = _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0])
-    fits = loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True)
-    _panel_title(ax[1], "b", "nonlinear, difficult, b=0")
+    fits = loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl)
+    _panel_title(ax[1], "b", "nonlinear, difficult, b=0 (dashed: ensemble floor)")
     _decomp_panel(ax[2], res, "nonlinear", b0, "C", "C_L", {k: f.L0 for k, f in fits.items()})
     _panel_title(ax[2], "c", "C_L at b=0 (dotted: fitted L0)")
     _decomp_panel(ax[3], res, "nonlinear", b0, "gap", "A_L - C_L")
@@ -598,9 +605,11 @@ def fig13(res: Results, th: Theory):
 def fig14(res: Results, th: Theory):
     fig, ax = _new_figure(2, 2)
     k2 = _pairs(2, FIG14_K2)
-    loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True)
-    _panel_title(ax[0], "a", "nonlinear, k=2")
-    loss_panel(ax[1], res, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True)
+    fl = _softmax_floor_line(th)
+    loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl)
+    _panel_title(ax[0], "a", "nonlinear, k=2 (dashed: ensemble floor)")
+    loss_panel(ax[1], res, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True,
+               hlines=fl if _has_k(res, 16) else None)
     _panel_title(ax[1], "b", "nonlinear, k=16" + ("" if _has_k(res, 16) else " (not in this preset)"))
     _decomp_panel(ax[2], res, "nonlinear", k2, "C", "C_L")
     _panel_title(ax[2], "c", "C_L, k=2")
@@ -617,7 +626,7 @@ FIGURES: dict[str, Callable] = {"fig1": fig1, "fig3": fig3, "fig4": fig4, "fig5"
 def _preset_d(res: Results) -> int:
     from depthscale.experiments import preset_shape
 
-    return preset_shape(res.preset)[0]
+    return preset_shape(res.preset, "linear")[0]
 
 
 # ================================================================ tables
@@ -639,8 +648,11 @@ def table1(res: Results, th: Theory):
         _, f_li = loss_fit(res, "linear", "difficult", 2, a, b)
         L0n, L0l = (f.L0 if f else math.nan for f in (f_nl, f_li))
         var = s_nl.get("var_ystar")
+        R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]  # the linear floor at the nonlinear d, P
         rows.append({"a": a, "b": b, "L0_nonlinear": L0n, "L0_linear": L0l,
                      "ratio_linear_over_nonlinear": L0l / L0n if L0n > 0 else math.nan,
+                     "R_irr_at_nonlinear_geometry": R_irr,
+                     "ratio_equal_geometry": R_irr / L0n if L0n > 0 else math.nan,
                      "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
                      "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
                      "paper_ratio": pli / pnl})
@@ -722,8 +734,33 @@ def table5(res: Results, th: Theory):
     return pd.DataFrame(rows)
 
 
+def table6(res: Results, th: Theory):
+    """The nonlinear floor, three ways, on every top-2 spectrum of Tables 1 and 4."""
+    import pandas as pd
+
+    paper = dict(zip(map(tuple, PAPER["table1_L0_difficult_k2"]["spectra"]),
+                     PAPER["table1_L0_difficult_k2"]["nonlinear"]))
+    paper.update({(r["a"], r["b"]): r["L0"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 2})
+    rows = []
+    for a, b in FIG56_SPECTRA + FIG14_K2:
+        s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+        R = s.get("R") if s else np.zeros(0)
+        R_deep = float(R[-1]) if len(R) and np.isfinite(R[-1]) else math.nan
+        sf = th.softmax_floor(a, b, 2)
+        p = paper[(a, b)]
+        L0 = f.L0 if f else math.nan
+        rows.append({"a": a, "b": b, "paper_L0": p, "single_head": sf["single_head"],
+                     "ensemble_floor": sf["ensemble_floor"], "ensemble_floor_se": sf["se"],
+                     "L0": L0, "R_Lmax": R_deep, "Lmax": int(s.depths[-1]) if s else math.nan,
+                     "paper_over_floor": p / sf["ensemble_floor"],
+                     "L0_over_paper": L0 / p, "R_Lmax_over_paper": R_deep / p,
+                     "R_Lmax_over_floor": R_deep / sf["ensemble_floor"],
+                     "iid_C": sf["iid_depth"]["C"], "iid_delta": sf["iid_depth"]["delta"]})
+    return pd.DataFrame(rows)
+
+
 TABLES: dict[str, Callable] = {"table1": table1, "table2": table2, "table3": table3,
-                               "table4": table4, "table5": table5}
+                               "table4": table4, "table5": table5, "table6": table6}
 
 
 # ================================================================ writing

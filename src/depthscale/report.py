@@ -31,9 +31,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale.config import PRESETS
-from depthscale.experiments import (FLOOR_SAMPLES, PAPER, REGISTRY, Results, Theory, all_configs,
-                                    resolve_ids, resolve_seeds, theory_needs)
+from depthscale.config import PRESETS, geometry
+from depthscale.experiments import (FLOOR_SAMPLES, GEOMETRY_EVIDENCE, PAPER, REGISTRY, Results, Theory,
+                                    all_configs, resolve_ids, resolve_seeds, theory_needs)
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,9 @@ def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("n
         "run_versions": dict(Counter(f"depthscale {r.get('depthscale')}, torch {r.get('torch')}" for r in rows)),
         "cells_with_non_current_recipe": len(res.non_default),
         "floor_samples": FLOOR_SAMPLES[res.preset],
+        "geometry": "; ".join(f"{m}: d={g['d']}, P={g['P']}, N={g['N']}" for m, g in
+                              (("linear", geometry(res.preset, "linear")),
+                               ("softmax models", geometry(res.preset, "nonlinear")))),
         "theory_needs": len(theory_needs(ids, res.preset)),
         "build_seconds": build_seconds,
     }
@@ -240,6 +243,7 @@ def _prov_lines(prov: dict) -> list[str]:
         "run versions: " + (", ".join(f"{k} ({v})" for k, v in prov["run_versions"].items()) or "—"),
         f"cells that used a recipe other than the current one: {prov['cells_with_non_current_recipe']}",
         f"linear-floor Monte Carlo samples: {prov['floor_samples']}",
+        f"geometry: {prov['geometry']}. Why: {GEOMETRY_EVIDENCE}",
     ]
 
 
@@ -273,7 +277,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
         for i in sec["ids"]:
             e = REGISTRY[i]
             out += [f"### {i}: {e.title}", "", f"*{e.shows}* — models: {', '.join(e.models) or 'theory'}; "
-                    f"task: {e.task}; spectra: {e.spectra_text}", ""]
+                    f"task: {e.task}; spectra: {e.spectra_text}; geometry: {e.geometry(p)}", ""]
             if i in sec["errors"]:
                 out += [f"(not built: {sec['errors'][i]})", ""]
             elif i in sec["tables"]:
@@ -356,7 +360,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
             parts.append(f"<h3 id=\"{esc(p)}-{esc(i)}\">{esc(i)}: {esc(e.title)}</h3>")
             parts.append(f"<p class=\"small\"><em>{esc(e.shows)}</em> — models: "
                          f"{esc(', '.join(e.models) or 'theory')}; task: {esc(e.task)}; "
-                         f"spectra: {esc(e.spectra_text)}</p>")
+                         f"spectra: {esc(e.spectra_text)}; geometry: {esc(e.geometry(p))}</p>")
             if i in sec["errors"]:
                 parts.append(f"<p>(not built: {esc(sec['errors'][i])})</p>")
             elif i in sec["tables"]:
