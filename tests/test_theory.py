@@ -407,3 +407,25 @@ def test_softmax_floor_rejects_bad_input():
         theory.softmax_floor(0, 0, 9, 4, 8, samples=100, progress=False)
     with pytest.raises(ValueError, match="temperatures"):
         theory.softmax_floor(0, 0, 2, 4, 8, samples=100, temperatures=[float("nan")], progress=False)
+
+
+def test_best_equal_weight_stack_matches_brute_force_enumeration():
+    import itertools
+
+    H, ys = _brute_force_heads(3, 6, 2, [-2.0, 0.0, 2.0, 6.0, 20.0], 800, seed=5)
+    G, h, T = H.T @ H / len(ys), H.T @ ys / len(ys), float(ys @ ys / len(ys))
+    J = G.shape[0]
+    for L in (1, 2, 3, 4):
+        best = math.inf
+        for combo in itertools.combinations_with_replacement(range(J), L):
+            w = np.bincount(combo, minlength=J) / L
+            g = max(h @ w, 0) / (w @ G @ w)
+            best = min(best, T - 2 * g * (h @ w) + g * g * (w @ G @ w))
+        counts, loss = theory.best_equal_weight(G, h, T, L)
+        assert counts.sum() == L and np.all(counts >= 0)
+        w = counts / L
+        g = max(h @ w, 0) / (w @ G @ w)
+        assert loss == pytest.approx(T - 2 * g * (h @ w) + g * g * (w @ G @ w), rel=1e-10)  # its own value
+        assert loss == pytest.approx(best, rel=1e-9)  # and the enumerated optimum
+    v = theory.nonneg_mixture(G, h)
+    assert T - 2 * v @ h + v @ G @ v <= best + 1e-12  # the mixture floor is below any finite stack

@@ -52,6 +52,7 @@ __all__ = [
     "L_PRIME",
     "softmax_floor",
     "nonneg_mixture",
+    "best_equal_weight",
     "default_temperatures",
     "SOFTMAX_FAMILY",
 ]
@@ -597,6 +598,51 @@ def _best_single(G: np.ndarray, h: np.ndarray) -> tuple[int, float]:
     return j, float(gain[j])
 
 
+def best_equal_weight(G: np.ndarray, h: np.ndarray, T: float, L: int, start: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """The best depth-L stack of heads from the family: L heads (repeats allowed) averaged with
+    equal weights and one common gain g >= 0, i.e. integer counts n_j summing to L.
+
+    For counts n the loss with the best gain is T - max(h.w, 0)^2 / (w^T G w), w = n / L. Start from
+    the largest-remainder rounding of `start` (default: the optimal mixture) and move one layer
+    from head i to head j while the loss falls (each move scored exactly, O(J^2) per sweep): a
+    local optimum of a small integer problem, so an upper bound on the true best stack that is
+    exact for L = 1 (checked against brute force in the tests). Returns (counts, loss)."""
+    J = h.size
+    if start is None:
+        start = nonneg_mixture(G, h)
+    w0 = start / start.sum() if start.sum() > 0 else np.full(J, 1.0 / J)
+    n = np.floor(w0 * L).astype(np.int64)
+    for j in np.argsort(-(w0 * L - n))[: L - n.sum()]:
+        n[j] += 1
+
+    def loss_of(hw, wGw):
+        return T - np.where(hw > 0, hw, 0.0) ** 2 / np.maximum(wGw, 1e-300)
+
+    if L == 1:  # exhaustive
+        losses = loss_of(h, np.diag(G))
+        n = np.zeros(J, dtype=np.int64)
+        n[int(np.argmin(losses))] = 1
+        return n, float(losses.min())
+    dG = np.diag(G)
+    for _ in range(10 * L + 100):
+        w = n / L
+        Gw, hw = G @ w, h @ w
+        wGw = w @ Gw
+        cur = float(loss_of(hw, wGw))
+        # move 1/L from i (n_i > 0) to j: w' = w + (e_j - e_i)/L
+        src = np.flatnonzero(n > 0)
+        dh = (h[None, :] - h[src, None]) / L  # (S, J)
+        dq = (2 * (Gw[None, :] - Gw[src, None]) / L
+              + (dG[None, :] + dG[src, None] - 2 * G[src, :]) / L**2)
+        cand = loss_of(hw + dh, wGw + dq)
+        i, j = np.unravel_index(int(np.argmin(cand)), cand.shape)
+        if cand[i, j] >= cur - 1e-12 * max(1.0, abs(cur)):
+            return n, cur
+        n[src[i]] -= 1
+        n[j] += 1
+    return n, float(loss_of(h @ (n / L), (n / L) @ G @ (n / L)))
+
+
 def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_000, seed: int = 0,
                   temperatures=None, batches: int = 10, depths=(1, 2, 4, 8, 16, 32, 64),
                   device: str = "cpu", progress: bool = True) -> dict:
@@ -611,6 +657,9 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
     `iid_depth` is the finite-depth companion: L layers drawn independently from the optimal
     mixture (temperature j with probability w_j, gain g = sum v) give exactly
     E R_L = C + (A - C)/L, C the mixture's loss and A the mean loss of one drawn head.
+    `best_stack` is the other companion: the best depth-L stack of heads of the family, equal
+    weights and one gain (`best_equal_weight`), cross-fitted — what joint training could reach
+    at depth L within the family.
     """
     a, b = _check_exponent("a", a), _check_exponent("b", b)
     k, P = _check_k_P(k, P)
@@ -639,6 +688,18 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
     A = float(np.sum(w * (gain**2 * np.diag(Gm) - 2 * gain * hm + Tm)))
     j, g1 = _best_single(Gm, hm)
     support = [dict(temperature=float(tau[i]), weight=float(w[i])) for i in np.flatnonzero(w > 1e-3)]
+    # the best stack of L cosine heads (equal weights: the model's 1/L average), cross-fitted like
+    # the floor: counts chosen on all batches but one, measured on the held-out one
+    best_L = []
+    for L in depths.tolist():
+        held = np.empty(batches)
+        for i in range(batches):
+            Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
+            cnt, _ = best_equal_weight(Go, ho, float((Ts - T[i]) / (ns - n[i])), int(L))
+            wl = cnt / L
+            g = max(float(ho @ wl), 0.0) / max(float(wl @ Go @ wl), 1e-300)
+            held[i] = (T[i] - 2 * g * (wl @ h[i]) + g * g * (wl @ G[i] @ wl)) / n[i]
+        best_L.append(float(held.mean()))
     sq = lambda x: float(x.std(ddof=1) / math.sqrt(batches))  # noqa: E731
     return dict(
         single_head=float(held_one.mean()), single_head_se=sq(held_one),
@@ -652,5 +713,6 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
         mixture=dict(gain=gain, support=support),
         iid_depth=dict(C=C, A=A, delta=A - C, depths=depths.tolist(),
                        R=[C + (A - C) / int(L) for L in depths]),
+        best_stack=dict(depths=depths.tolist(), R=best_L),
         samples=int(ns), seed=seed, d=d, P=P, k=k, a=a, b=b,
     )
