@@ -80,3 +80,18 @@ def test_fit_and_theory_json():
     fp = rec["finite_P"]
     assert fp["depths"] == [1, 2] and fp["P"] == 32 and len(fp["held_out"]) == 2
     assert all(h >= f for h, f in zip(fp["held_out"], rec["free"]))  # finite P cannot beat Sigma's optimum here
+
+
+def test_theory_softmax_floor_json_and_bad_input():
+    out = ds("theory", "softmax-floor", "--a", "0", "--b", "0", "--k", "2", "--d", "4", "--P", "8",
+             "--samples", "400", "--seed", "0", "--depths", "1,2", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    for key in ("single_head", "ensemble_floor", "se", "var_ystar", "family"):
+        assert key in res
+    assert res["family"] == "cosine" and 0 < res["ensemble_floor"] < res["var_ystar"]
+    assert res["best_stack"]["depths"] == [1, 2] and len(res["iid_depth"]["R"]) == 2
+    one_line_error(ds("theory", "softmax-floor", "--a", "0", "--b", "0", "--k", "9", "--d", "4", "--P", "8"),
+                   "k must be <= P = 8")
+    one_line_error(ds("theory", "softmax-floor", "--a", "0", "--b", "0", "--temperatures", "1,x"),
+                   "--temperatures")

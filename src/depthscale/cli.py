@@ -203,7 +203,8 @@ def cmd_theory(args) -> int:
                   f"(tau {res['single_head_temperature']:.3g}); ensemble floor {res['ensemble_floor']:.4f} "
                   f"± {res['se']:.4f} (ensemble - single {res['ensemble_minus_single']:+.4f} ± "
                   f"{res['ensemble_minus_single_se']:.4f}); Var(y*) {res['var_ystar']:.4f}; family {res['family']}; "
-                  f"layers drawn from the mixture: R_L = {i['C']:.4f} + {i['delta']:.4f}/L")
+                  f"layers drawn from the mixture: R_L = {i['C']:.4f} + {i['delta']:.4f}/L; best stack of L heads: "
+                  + ", ".join(f"L={L}: {R:.4f}" for L, R in zip(res["best_stack"]["depths"], res["best_stack"]["R"])))
             return 0
     else:
         res = theory.floor(args.a, args.b, args.k, args.d, args.P, args.samples, args.seed)
