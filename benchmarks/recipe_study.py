@@ -1,6 +1,7 @@
 """One row of the nonlinear recipe study (docs/recipe.md): a pack of depths trained at one setting.
 
     python benchmarks/recipe_study.py NAME --set qk_init=spread max_steps=8000 [--depths 1,2,4] [--seeds 0]
+    python benchmarks/recipe_study.py --summary      # every stored row as a Markdown table, with fits
 
 Trains the pack (one core), prints and writes benchmarks/results/recipe/NAME.json with R_L, A_L,
 C_L per depth and seed. The base is the cpu preset's nonlinear difficult-task config at the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +34,36 @@ def _value(v: str):
     return v
 
 
+def summary() -> str:
+    """One Markdown row per stored study: R_L, the fit R = L0 + c L^-alpha, A_L - C_L, time."""
+    import numpy as np
+
+    from depthscale.fits import fit_power_law
+
+    lines = []
+    for f in sorted(OUT.glob("*.json"), key=lambda p: p.stat().st_mtime):
+        r = json.loads(f.read_text())
+        for seed in sorted({x["seed"] for x in r["rows"]}):
+            rows = sorted((x for x in r["rows"] if x["seed"] == seed), key=lambda x: x["L"])
+            L = np.array([x["L"] for x in rows], float)
+            R = np.array([x["R"] for x in rows])
+            try:
+                ft = fit_power_law(L, R, floor=True)
+                fit = f"{ft.L0:.3f} | {ft.alpha:.2f} ± {ft.alpha_se:.2f} | {ft.r2:.3f}"
+            except Exception as e:  # noqa: BLE001 - a failed fit is a row, not a crash
+                fit = f"no fit ({type(e).__name__}) | | "
+            lines.append(f"| {r['name']} (seed {seed}) | " + ", ".join(f"{x['L']}: {x['R']:.3f}" for x in rows)
+                         + f" | {fit} | " + ", ".join(f"{x['A'] - x['C']:.2f}" for x in rows if x["L"] > 1)
+                         + f" | {r['seconds'] / 60:.1f} |")
+    head = ("| setting | R_L (L: R) | L0 | α ± SE | R² | A_L − C_L (L ≥ 2) | min |\n"
+            "|---|---|---|---|---|---|---|")
+    return head + "\n" + "\n".join(lines)
+
+
 def main() -> None:
+    if "--summary" in sys.argv[1:]:
+        print(summary())
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
     ap.add_argument("--set", nargs="*", default=[])

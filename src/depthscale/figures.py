@@ -385,10 +385,10 @@ def fig6(res: Results, th: Theory):
     fl = _softmax_floor_line(th)
     loss_panel(ax[0], res, "nonlinear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]), fit=True,
                hlines=fl)
-    _panel_title(ax[0], "a", "nonlinear, difficult, a=0: L0 + c L^-alpha (dashed: ensemble floor)")
+    _panel_title(ax[0], "a", "a=0, fits L0 + c L^-alpha; dashed: ens. floor")
     b0 = _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0])
     fits = loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl)
-    _panel_title(ax[1], "b", "nonlinear, difficult, b=0 (dashed: ensemble floor)")
+    _panel_title(ax[1], "b", "b=0; dashed: ensemble floor")
     _decomp_panel(ax[2], res, "nonlinear", b0, "C", "C_L", {k: f.L0 for k, f in fits.items()})
     _panel_title(ax[2], "c", "C_L at b=0 (dotted: fitted L0)")
     _decomp_panel(ax[3], res, "nonlinear", b0, "gap", "A_L - C_L")
@@ -607,7 +607,7 @@ def fig14(res: Results, th: Theory):
     k2 = _pairs(2, FIG14_K2)
     fl = _softmax_floor_line(th)
     loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl)
-    _panel_title(ax[0], "a", "nonlinear, k=2 (dashed: ensemble floor)")
+    _panel_title(ax[0], "a", "k=2; dashed: ensemble floor")
     loss_panel(ax[1], res, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True,
                hlines=fl if _has_k(res, 16) else None)
     _panel_title(ax[1], "b", "nonlinear, k=16" + ("" if _has_k(res, 16) else " (not in this preset)"))
