@@ -73,8 +73,8 @@ def _sp(*pairs) -> tuple[Spectrum, ...]:
 GEOMETRY_EVIDENCE = (
     "linear runs at the paper's linear geometry d = 128, P = 1024 (its Table 3 theory values are "
     "reproduced there) or, at cpu, d = 32 with the same P/d = 8; softmax models at d = 16, P = 64, "
-    "where the best infinitely deep ensemble of cosine-softmax heads lies within 1-3% of the "
-    "paper's fitted L0 on all ten top-2 spectra (at d = 128, P = 1024 it is ten times the paper's "
+    "where the paper's fitted L0 lies 1-4% below the best infinitely deep ensemble of cosine-softmax "
+    "heads on all ten top-2 spectra (at d = 128, P = 1024 that floor is ten times the paper's "
     "L0). See docs/geometry.md.")
 
 # --- the spectra of SPEC §7 ---
