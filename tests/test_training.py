@@ -87,8 +87,11 @@ def test_nan_stops_that_run_only():
     assert res2[0]["R"] == pytest.approx(res[0]["R"], rel=1e-6)  # the healthy model is untouched
 
 
-def test_pack_equals_separate_training():
-    cfgs = [small(L=L, seed=s) for L, s in ((1, 0), (2, 0), (4, 1))]
+@pytest.mark.parametrize("recipe", [{}, dict(qk_init="spread", lr_depth_exp=-0.5)])
+def test_pack_equals_separate_training(recipe):
+    # the second recipe is the cpu nonlinear difficult-task recipe: a per-layer init that depends on
+    # L and a learning rate per depth, both of which must stay per model inside a pack
+    cfgs = [small(L=L, seed=s, **recipe) for L, s in ((1, 0), (2, 0), (4, 1))]
     packed = train_pack(cfgs, progress=False)
     for c, r in zip(cfgs, packed):
         alone = train_pack([c], progress=False)[0]
