@@ -95,3 +95,11 @@ def test_theory_softmax_floor_json_and_bad_input():
                    "k must be <= P = 8")
     one_line_error(ds("theory", "softmax-floor", "--a", "0", "--b", "0", "--temperatures", "1,x"),
                    "--temperatures")
+
+
+def test_sweep_accepts_a_comma_list_of_experiments(tmp_path):
+    store = str(tmp_path / "s")
+    out = ds("sweep", "--experiment", "fig13,fig6", "--preset", "smoke", "--store", store)
+    assert out.returncode == 0, out.stderr
+    status = ds("status", "--store", store, "--json")
+    assert status.returncode == 0 and "fig13_fig6-smoke" in status.stdout

@@ -123,7 +123,8 @@ def _sweep_configs(args) -> tuple[list[RunConfig], str]:
         for i in ids:
             if i not in experiment_ids():
                 raise UsageError(f"unknown experiment {i!r} (known: {', '.join(experiment_ids())})")
-        return all_configs(ids, args.preset), f"{args.experiment}-{args.preset}"
+        # a comma list names its manifest with '_' (sweep names allow no commas)
+        return all_configs(ids, args.preset), f"{'_'.join(ids) if args.experiment != 'all' else 'all'}-{args.preset}"
     from depthscale.sweeps import expand_grid, load_grid
 
     if not os.path.isfile(args.grid):
