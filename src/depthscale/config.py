@@ -235,10 +235,22 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
 }
 
 
-def recipe_fields(preset: str, model: str, task: str) -> dict:
+# The spread init is centred on the best single cosine head's temperature tau* of the top-k task
+# (theory.softmax_floor at d = 16, P = 64: tau* = 14.8 for k = 2, 3.8 for k = 16), over
+# [tau*/2, 2 tau*]. At k = 16 the k = 2 range (7-30) starts every layer far too sharp: the loss then
+# rose with depth (0.134 -> 0.158 for L = 1 -> 64 at (0.25, 0.25)), against 0.134 -> 0.132 with
+# 1.9-7.6 (recipe.md §9).
+_RECIPES_BY_K: dict[tuple[str, str, str, int], dict] = {
+    (p, m, "difficult", 16): dict(tau_min=1.9, tau_max=7.6)
+    for p in ("cpu", "paper") for m in ("nonlinear", "layer_values")
+}
+
+
+def recipe_fields(preset: str, model: str, task: str, k: int | None = None) -> dict:
     out: dict = {}
     for key in ((preset, "*", "*"), (preset, model, "*"), (preset, "*", task), (preset, model, task)):
         out.update(_RECIPES.get(key, {}))
+    out.update(_RECIPES_BY_K.get((preset, model, task, k), {}))
     return out
 
 
@@ -254,7 +266,7 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     model = overrides.get("model", RunConfig.model)
     task = overrides.get("task", RunConfig.task)
     base.update(geometry(preset, model))
-    base.update(recipe_fields(preset, model, task))
+    base.update(recipe_fields(preset, model, task, overrides.get("k", RunConfig.k)))
     base.update(overrides)
     if task == "easy":  # k has no meaning on the easy task: one value, so run ids do not split on it
         base["k"] = 1
