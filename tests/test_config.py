@@ -53,3 +53,14 @@ def test_easy_task_normalises_k():
 def test_int_and_float_spell_one_config():
     assert RunConfig(a=0).run_id == RunConfig(a=0.0).run_id
     assert isinstance(RunConfig(lr=1).lr, float)
+
+
+def test_spread_recipe_is_centred_per_k():
+    # SPEC §3.4 / recipe.md §9: the spread init is centred on the best single head's temperature of
+    # the task, so top-16 starts softer than top-2; the easy task keeps the plain init
+    k2 = make_config("cpu", model="nonlinear", task="difficult", k=2)
+    k16 = make_config("cpu", model="nonlinear", task="difficult", k=16)
+    assert k2.qk_init == k16.qk_init == "spread" and k2.lr_depth_exp == -0.5
+    assert (k2.tau_min, k2.tau_max) == (7.0, 30.0) and (k16.tau_min, k16.tau_max) == (1.9, 7.6)
+    assert make_config("cpu", model="nonlinear", task="easy").qk_init == "independent"
+    assert make_config("cpu", model="linear", task="difficult", k=16).qk_init == "independent"
