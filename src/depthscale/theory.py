@@ -674,9 +674,11 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
     G, h, T, n = _head_moments(a, b, k, d, P, samples, seed, tau, batches, device, progress)
     Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
     held_ens, held_one = np.empty(batches), np.empty(batches)
+    v_held = []  # each held-out batch's mixture, reused as the start of its best stacks below
     for i in range(batches):
         Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
         v = nonneg_mixture(Go, ho)
+        v_held.append(v)
         held_ens[i] = (T[i] - 2 * v @ h[i] + v @ G[i] @ v) / n[i]
         j, g = _best_single(Go, ho)
         held_one[i] = (T[i] - 2 * g * h[i, j] + g * g * G[i, j, j]) / n[i]
@@ -695,7 +697,7 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
         held = np.empty(batches)
         for i in range(batches):
             Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
-            cnt, _ = best_equal_weight(Go, ho, float((Ts - T[i]) / (ns - n[i])), int(L))
+            cnt, _ = best_equal_weight(Go, ho, float((Ts - T[i]) / (ns - n[i])), int(L), start=v_held[i])
             wl = cnt / L
             g = max(float(ho @ wl), 0.0) / max(float(wl @ Go @ wl), 1e-300)
             held[i] = (T[i] - 2 * g * (wl @ h[i]) + g * g * (wl @ G[i] @ wl)) / n[i]
