@@ -32,9 +32,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from depthscale.experiments import (FIG3_SPECTRA, FIG3C_MODES, FIG4_SPECTRA, FIG7_MODES,
-                                    FIG7_SPECTRUM, FIG14_K2, FIG56_SPECTRA, ORIGIN, PAPER, PRESET_KS,
-                                    TABLE3_K2, TABLE3_K16, Results, Theory, depth_set,
-                                    preset_shape, resolve_ids)
+                                    FIG7_SPECTRUM, FIG56_SPECTRA, ORIGIN, PAPER, PRESET_KS,
+                                    TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, Results, Theory, depth_set,
+                                    paper_L0_top2, preset_shape, resolve_ids)
 from depthscale.figures import (gap_fit, loss_fit, mode_crossings, plateau, reducible_modes,
                                 rel_change_last_two, selection_quantiles)
 
@@ -170,16 +170,6 @@ def c4b(res, th):
     return meas, ok, "; ".join(parts)
 
 
-TOP2_SPECTRA = FIG56_SPECTRA + FIG14_K2  # every top-2 spectrum of Tables 1 and 4
-
-
-def _paper_L0_top2() -> dict:
-    t1 = PAPER["table1_L0_difficult_k2"]
-    out = {(float(a), float(b)): v for (a, b), v in zip(t1["spectra"], t1["nonlinear"])}
-    out.update({(float(r["a"]), float(r["b"])): r["L0"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 2})
-    return out
-
-
 def c5a(res, th):
     require(res, "nonlinear", "difficult", 2, TOP2_SPECTRA)
     meas, parts, ok = {}, [], True
@@ -222,7 +212,7 @@ def c5b(res, th):
 
 def c5c(res, th):
     require(res, "nonlinear", "difficult", 2, TOP2_SPECTRA)
-    paper = _paper_L0_top2()
+    paper = paper_L0_top2()
     meas, parts, ok = {}, [], True
     for a, b in TOP2_SPECTRA:
         s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)

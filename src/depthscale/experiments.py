@@ -39,7 +39,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale.config import PRESET_DEPTHS, PRESETS, RunConfig, geometry, geometry_kind, make_config
+from depthscale.config import (GEOMETRIES, PRESET_DEPTHS, PRESETS, RunConfig, geometry, geometry_kind,
+                               make_config)
 
 Spectrum = tuple[float, float]  # (a, b)
 
@@ -88,6 +89,7 @@ FIG3C_MODES = (1, 2, 4, 8)
 FIG7_MODES = (1, 2, 4, 8)
 FIG14_K2 = _sp((0.25, 0.25), (0.25, 0.5), (0.5, 0.5))
 FIG14_K16 = _sp((0, 0.25), (0, 0.5), (0.25, 0.25), (0.25, 0.5))
+TOP2_SPECTRA = FIG56_SPECTRA + FIG14_K2  # every top-2 spectrum of Tables 1 and 4
 TABLE3_K2 = _sp((0, 0), (0.25, 0.25), (0.5, 0.5), (1, 0.25), (1, 1))
 TABLE3_K16 = _sp((0.5, 0.5), (1, 0), (1, 0.25), (1.25, 0))
 ORIGIN = _sp((0, 0))
@@ -184,12 +186,7 @@ class Experiment:
     def geometry(self, preset: str) -> str:
         """The (d, P, N) of this experiment's runs and theory at `preset`, as one line."""
         kinds = {geometry_kind(m) for m in self.models} or {geometry_kind(t.model) for t in self.theory}
-        parts = []
-        for kind in sorted(kinds):
-            g = geometry(preset, "linear" if kind == "linear" else "nonlinear")
-            who = "linear" if kind == "linear" else "softmax models"
-            parts.append(f"{who}: d={g['d']}, P={g['P']}, N={g['N']}")
-        return "; ".join(parts)
+        return geometry_line(preset, sorted(kinds))
 
     def theory_for(self, preset: str) -> tuple[TheoryNeed, ...]:
         check_preset(preset)
@@ -246,6 +243,21 @@ PAPER: dict = {
     ],
     "context_updates": {"m_top16": -2.3, "rho_top2": 0.9999, "rho_top2_r2_min": 0.9999, "rho_top16": 0.0989, "rho_top16_r2": 0.99996},
 }
+
+
+def paper_L0_top2() -> dict[Spectrum, float]:
+    """The paper's fitted nonlinear L0 for every top-2 spectrum (Table 1 and the k = 2 rows of Table 4)."""
+    t1 = PAPER["table1_L0_difficult_k2"]
+    out = {(float(a), float(b)): v for (a, b), v in zip(t1["spectra"], t1["nonlinear"])}
+    out.update({(float(r["a"]), float(r["b"])): r["L0"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 2})
+    return out
+
+
+def geometry_line(preset: str, kinds: Sequence[str] = ("linear", "softmax")) -> str:
+    """'linear: d=.., P=.., N=..; softmax models: ...' for the geometry kinds given."""
+    names = {"linear": "linear", "softmax": "softmax models"}
+    return "; ".join(f"{names[k]}: d={g['d']}, P={g['P']}, N={g['N']}"
+                     for k in kinds for g in [GEOMETRIES[(preset, k)]])
 
 
 def check_preset(preset: str) -> None:
@@ -375,7 +387,7 @@ _ENTRIES = (
                ("nonlinear",), "difficult", (2,), "the top-2 spectra of tables 1 and 4",
                "paper L0, the best cosine head and the best infinitely deep ensemble of them (SPEC "
                "§3.4), our fitted L0 and deepest loss", (_G6, _G14[0]),
-               _softmax_floors(2, FIG56_SPECTRA + FIG14_K2), reuses=("fig6", "fig14")),
+               _softmax_floors(2, TOP2_SPECTRA), reuses=("fig6", "fig14")),
 )
 
 REGISTRY: dict[str, Experiment] = {e.id: e for e in _ENTRIES}
@@ -744,4 +756,4 @@ def _array(x) -> np.ndarray | None:
 __all__ = ["Experiment", "RunGroup", "TheoryNeed", "REGISTRY", "IDS", "PRESET_SEEDS", "PRESET_KS",
            "FLOOR_SAMPLES", "PAPER", "resolve_ids", "all_configs", "theory_needs", "summary", "Theory",
            "Results", "Series", "depth_set", "resolve_seeds", "experiment_ids", "preset_shape",
-           "GEOMETRY_EVIDENCE", "SOFTMAX_FLOOR_SAMPLES"]
+           "GEOMETRY_EVIDENCE", "SOFTMAX_FLOOR_SAMPLES", "TOP2_SPECTRA", "paper_L0_top2", "geometry_line"]

@@ -18,7 +18,7 @@ import numpy as np
 from depthscale.experiments import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA,
                                     FIG7_MODES, FIG7_SPECTRUM, FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA,
                                     ORIGIN, PAPER, PRESET_KS, REGISTRY, TABLE3_K2, TABLE3_K16,
-                                    Results, Series, Theory, depth_set)
+                                    TOP2_SPECTRA, Results, Series, Theory, depth_set, paper_L0_top2)
 from depthscale.fits import FitResult, fit_gap, fit_power_law
 
 MODE_FLOOR = 0.02  # normalised mode-wise loss that counts as learned (Fig. 3c)
@@ -738,11 +738,9 @@ def table6(res: Results, th: Theory):
     """The nonlinear floor, three ways, on every top-2 spectrum of Tables 1 and 4."""
     import pandas as pd
 
-    paper = dict(zip(map(tuple, PAPER["table1_L0_difficult_k2"]["spectra"]),
-                     PAPER["table1_L0_difficult_k2"]["nonlinear"]))
-    paper.update({(r["a"], r["b"]): r["L0"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 2})
+    paper = paper_L0_top2()
     rows = []
-    for a, b in FIG56_SPECTRA + FIG14_K2:
+    for a, b in TOP2_SPECTRA:
         s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
         R = s.get("R") if s else np.zeros(0)
         R_deep = float(R[-1]) if len(R) and np.isfinite(R[-1]) else math.nan

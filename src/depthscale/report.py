@@ -31,9 +31,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale.config import PRESETS, geometry
+from depthscale.config import PRESETS
 from depthscale.experiments import (FLOOR_SAMPLES, GEOMETRY_EVIDENCE, PAPER, REGISTRY, Results, Theory,
-                                    all_configs, resolve_ids, resolve_seeds, theory_needs)
+                                    all_configs, geometry_line, resolve_ids, resolve_seeds, theory_needs)
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +207,7 @@ def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("n
         "run_versions": dict(Counter(f"depthscale {r.get('depthscale')}, torch {r.get('torch')}" for r in rows)),
         "cells_with_non_current_recipe": len(res.non_default),
         "floor_samples": FLOOR_SAMPLES[res.preset],
-        "geometry": "; ".join(f"{m}: d={g['d']}, P={g['P']}, N={g['N']}" for m, g in
-                              (("linear", geometry(res.preset, "linear")),
-                               ("softmax models", geometry(res.preset, "nonlinear")))),
+        "geometry": geometry_line(res.preset),
         "theory_needs": len(theory_needs(ids, res.preset)),
         "build_seconds": build_seconds,
     }
