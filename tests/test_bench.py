@@ -8,7 +8,7 @@ from depthscale.bench import (PeakMemory, bench, cpu_peak_memory, flops_per_step
 from depthscale.config import make_config
 from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
 from depthscale.models import AttentionPack, _RmsScale, _TestRowReadout, build_pack
-from depthscale.training import RowAdam, _pack_losses, _train_step, train_pack
+from depthscale.training import RowAdam, _pack_losses, _train_step, data_key, train_pack
 
 CPU = torch.device("cpu")
 
@@ -108,7 +108,7 @@ def test_flop_count_matches_torch_counter_and_hand_count():
 
     cfgs = smoke_sweep()
     pack = build_pack(cfgs)
-    batches = {s: sample_for(cfgs[0], cfgs[0].batch, make_generator(step_seed(s, 0))) for s in (0, 1)}
+    batches = {data_key(c): sample_for(c, c.batch, make_generator(step_seed(c.seed, 0))) for c in cfgs}
     counter = FlopCounterMode(display=False)
     with counter:
         _pack_losses(pack, cfgs, list(range(len(cfgs))), batches).sum().backward()

@@ -173,6 +173,25 @@ def test_pack_equals_separate_models():
             assert torch.allclose(outs[mi].f_BxL, ref.f_BxL, rtol=1e-12, atol=1e-14)
 
 
+def test_linear_pack_of_mixed_spectra_and_seeds_equals_separate_models():
+    """linear_forward runs every model of a pack as one computation, each on its own batch; models
+    passed the same batch object share its reduction. Each must equal the model alone."""
+    ctxs = [ctx_for(s, B=5, task="easy", a=a, b=b) for s, a, b in ((0, 1.0, 0.5), (1, 0.0, 1.0))]
+    L, seeds, data_of = 3, [0, 1, 2, 3], [0, 1, 0, 1]
+    big = pack64("linear", [L] * 4, seeds)
+    with torch.no_grad():
+        outs = big(None, None, None, X_of=lambda m: (ctxs[data_of[m]].X_BxPxd, ctxs[data_of[m]].y_BxP,
+                                                      ctxs[data_of[m]].xq_Bxd))
+        sub = big.linear_forward([2, 1], [(c.X_BxPxd, c.y_BxP, c.xq_Bxd) for c in (ctxs[0], ctxs[1])])
+        for mi, s in enumerate(seeds):
+            c = ctxs[data_of[mi]]
+            ref = pack64("linear", [L], [s])(c.X_BxPxd, c.y_BxP, c.xq_Bxd)[0]
+            assert torch.allclose(outs[mi].f_BxL, ref.f_BxL, rtol=1e-12, atol=1e-14)
+            assert torch.allclose(outs[mi].y_hat_B, ref.y_hat_B, rtol=1e-12, atol=1e-14)
+        assert torch.allclose(sub[0].f_BxL, outs[2].f_BxL, rtol=1e-12, atol=1e-14)
+        assert torch.allclose(sub[1].f_BxL, outs[1].f_BxL, rtol=1e-12, atol=1e-14)
+
+
 def test_cascaded_pack_needs_one_depth():
     with pytest.raises(ValueError, match="one depth"):
         AttentionPack("linear", d, N, [1, 2], [0, 1])

@@ -98,6 +98,23 @@ def test_pack_equals_separate_training(recipe):
         assert r["R"] == pytest.approx(alone["R"], rel=1e-5)
 
 
+def test_linear_pack_of_spectra_and_seeds_equals_separate_training():
+    """Linear runs of one depth share a pack whatever their spectrum and seed (pack_key drops a, b);
+    each model sees its own data, monitor and evaluation sets, exactly as when trained alone."""
+    from depthscale.training import pack_key
+
+    cfgs = [small(model="linear", task="easy", L=3, a=a, b=b, seed=s)
+            for a, b, s in ((1.0, 0.5, 0), (0.0, 1.0, 0), (1.0, 0.5, 1))]
+    assert len({pack_key(c) for c in cfgs}) == 1
+    packed = train_pack(cfgs, progress=False)
+    for c, r in zip(cfgs, packed):
+        alone = train_pack([c], progress=False)[0]
+        assert r["R"] == pytest.approx(alone["R"], rel=1e-5)
+        assert r["A"] == pytest.approx(alone["A"], rel=1e-5)
+        assert r["var_ystar"] == alone["var_ystar"]  # the spectrum's own evaluation set
+    assert packed[0]["var_ystar"] != packed[1]["var_ystar"]
+
+
 def test_convergence_rule_and_schedule():
     assert not converged([5, 4, 3], patience=3, rel_tol=1e-3)
     assert converged([5, 4, 4, 4, 4], patience=3, rel_tol=1e-3)

@@ -235,8 +235,11 @@ class AttentionPack(nn.Module):
 
         `X_of`, if given, maps a model index to its own (X, y, xq) batch (packs whose models were
         seeded differently see different data streams)."""
+        ms = list(range(self.M) if models is None else models)
+        if self.kind == "linear":  # one batched computation for the whole pack
+            return self.linear_forward(ms, [(X_BxPxd, y_BxP, xq_Bxd) if X_of is None else X_of(m) for m in ms])
         out = []
-        for m in (range(self.M) if models is None else models):
+        for m in ms:
             X, y, xq = (X_BxPxd, y_BxP, xq_Bxd) if X_of is None else X_of(m)
             out.append(getattr(self, f"_forward_{self.kind}")(m, X, y, xq))
         return out
@@ -316,27 +319,64 @@ class AttentionPack(nn.Module):
     _forward_layer_values = _forward_nonlinear
 
     def _forward_linear(self, m, X, y, xq):
-        # SPEC §3.2 in its cheapest exact association. The context label states are Z_l = F_l U, so
-        # the model only ever needs G_l = Z_l U^T / P = F_l S (N x d), computed from the context
-        # alone: G_0 = W_y (U y / P)^T, G_l = G_{l-1} - (1/L) W_v G_{l-1} B_l S, with
-        # S = U U^T / P and B_l = W_x^T W_k^T W_q W_x / N. Per layer O(N d^2 + N^2 d) instead of the
-        # token form's O(N P d). The test row (mask +1) reads z_l - z_{l-1} = (1/L) W_v G_{l-1} B_l x.
-        B_, P, d = X.shape
-        L, N = self.depths[m], self.N
-        Wx, Wv, Wo = self.Wx[m], self.Wv[m], self.Wo[m]
-        Wq, Wk = self._qk(m)
-        Bmat_Lxdxd = torch.einsum("nd,lkn,lkj,je->lde", Wx, Wk, Wq, Wx) / N
-        S_Bxdxd = torch.bmm(X.transpose(1, 2), X) / P
-        c_Bxd = torch.einsum("bpd,bp->bd", X, y) / P
-        G_BxNxd = self.Wy[m].view(1, N, 1) * c_Bxd.unsqueeze(1)
-        fs = []
+        return self.linear_forward([m], [(X, y, xq)])[0]
+
+    def linear_forward(self, models: list[int], data: list[tuple]) -> list[ModelOutput]:
+        """SPEC §3.2 for the models `models` (one depth) as one computation; model models[g] reads
+        the batch data[g] = (X_BxPxd, y_BxP, xq_Bxd). Batches passed as the same tensor objects
+        (models that share a seed and a spectrum) are reduced once.
+
+        The cheapest exact association: the context label states are Z_l = F_l U, so the model only
+        ever needs G_l = Z_l U^T / P = F_l S (N x d), computed from the context alone:
+        G_0 = W_y (U y / P)^T, G_l = G_{l-1} - (1/L) W_v G_{l-1} B_l S, with S = U U^T / P and
+        B_l = W_x^T W_k^T W_q W_x / N. Per layer O(N d^2 + N^2 d) instead of the token form's
+        O(N P d). The test row (mask +1) reads z_l - z_{l-1} = (1/L) W_v G_{l-1} B_l x_test, so
+        f_l = L d_l = W_o W_v G_{l-1} B_l x_test (z_0 = 0). Every layer step is one batched matmul
+        over all G models: the pack costs L small steps, not G x L."""
+        if self.kind != "linear":
+            raise ValueError(f"linear_forward needs a linear pack, not {self.kind!r}")
+        G, N = len(models), self.N
+        L = self.depths[models[0]]
+        if any(self.depths[m] != L for m in models):
+            raise ValueError("linear_forward needs models of one depth")
+        # the distinct batches, reduced once each: S = U U^T / P, c = U y / P
+        slot, uniq = [], {}
+        for X, y, xq in data:
+            slot.append(uniq.setdefault(id(X), (len(uniq), X, y, xq))[0])
+        Xs = [u[1] for u in uniq.values()]
+        X_KxBxPxd = torch.stack(Xs) if len(Xs) > 1 else Xs[0].unsqueeze(0)
+        K, B, P, d = X_KxBxPxd.shape
+        y_KxBxP = torch.stack([u[2] for u in uniq.values()])
+        xq_KxBxd = torch.stack([u[3] for u in uniq.values()])
+        S_KxBxdxd = torch.matmul(X_KxBxPxd.transpose(-1, -2), X_KxBxPxd) / P
+        c_KxBxd = torch.einsum("kbpd,kbp->kbd", X_KxBxPxd, y_KxBxP) / P
+        if K == G and slot == list(range(G)):
+            S_GxBxdxd, c_GxBxd, xq_GxBxd = S_KxBxdxd, c_KxBxd, xq_KxBxd
+        else:
+            sl = torch.tensor(slot, device=X_KxBxPxd.device)
+            S_GxBxdxd, c_GxBxd, xq_GxBxd = S_KxBxdxd[sl], c_KxBxd[sl], xq_KxBxd[sl]
+        idx_G = torch.tensor(models, device=self.Wx.device)
+        Wx_GxNxd, Wv_GxNxN = self.Wx.index_select(0, idx_G), self.Wv.index_select(0, idx_G)
+        Wo_GxN, Wy_GxN = self.Wo.index_select(0, idx_G), self.Wy.index_select(0, idx_G)
+        rows = torch.cat([torch.arange(self.offsets[m], self.offsets[m + 1]) for m in models]).to(idx_G.device)
+        Wq_GxLxNxN = self.Wq.index_select(0, rows).view(G, L, N, N)
+        Wk_GxLxNxN = self.Wk.index_select(0, rows).view(G, L, N, N)
+        # B_l = (W_k W_x)^T (W_q W_x) / N for every layer of every model
+        Bm_GxLxdxd = torch.matmul(torch.matmul(Wk_GxLxNxN, Wx_GxNxd.unsqueeze(1)).transpose(-1, -2),
+                                  torch.matmul(Wq_GxLxNxN, Wx_GxNxd.unsqueeze(1))) / N
+        G_GxBxNxd = Wy_GxN.view(G, 1, N, 1) * c_GxBxd.unsqueeze(2)
+        Wv_Gx1xNxN = Wv_GxNxN.unsqueeze(1)
+        # f_l = W_o (W_v G_{l-1} B_l) x_test = (W_o W_v) G_{l-1} (B_l x_test): contract early
+        oV_Gx1x1xN = torch.matmul(Wo_GxN.unsqueeze(1), Wv_GxNxN).view(G, 1, 1, N)
+        u_GxLxBxd = torch.matmul(xq_GxBxd.unsqueeze(1), Bm_GxLxdxd.transpose(-1, -2))  # (B_l x_test)^T
+        oVG = []
         for l in range(L):
-            VG_BxNxd = torch.matmul(Wv, G_BxNxd)
-            VGB_BxNxd = (VG_BxNxd.reshape(B_ * N, d) @ Bmat_Lxdxd[l]).reshape(B_, N, d)  # W_v F S B_l
-            fs.append(torch.einsum("bnd,bd,n->b", VGB_BxNxd, xq, Wo))  # f_l = L d_l (z_0 = 0)
-            G_BxNxd = G_BxNxd - torch.bmm(VGB_BxNxd, S_Bxdxd) / L
-        f = torch.stack(fs, 1)
-        return ModelOutput(f.mean(1), f, None)
+            oVG.append(torch.matmul(oV_Gx1x1xN, G_GxBxNxd).squeeze(2))
+            if l < L - 1:  # G_L is never read
+                VGB_GxBxNxd = torch.matmul(torch.matmul(Wv_Gx1xNxN, G_GxBxNxd), Bm_GxLxdxd[:, l].unsqueeze(1))
+                G_GxBxNxd = G_GxBxNxd - torch.matmul(VGB_GxBxNxd, S_GxBxdxd) / L  # - (1/L) W_v F S B_l S
+        f_GxBxL = (torch.stack(oVG, 1) * u_GxLxBxd).sum(-1).transpose(1, 2)
+        return [ModelOutput(f_GxBxL[g].mean(1), f_GxBxL[g], None) for g in range(G)]
 
     def _forward_single_stream(self, m, X, y, xq):
         # SPEC §3.3: one stream H = W_x X + W_y y_in; context tokens stay fixed under M(0), the test

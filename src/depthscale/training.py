@@ -27,15 +27,33 @@ ADAM_EPS = 1e-8
 MONITOR_SEED_OFFSET = 1
 
 
+# Models whose forward batches over models with different data (one computation for the whole
+# pack, whatever each model's spectrum): their packs may mix spectra, not only seeds.
+SPECTRUM_PACKED_MODELS = ("linear",)
+
+
 def pack_key(cfg: RunConfig) -> tuple:
-    """Runs with equal keys can be trained as one pack: everything but the seed (and, for the
-    parallel-ensemble models, the depth) must agree."""
+    """Runs with equal keys can be trained as one pack: everything but the seed (for the
+    parallel-ensemble models, the depth; for the linear model, the spectrum) must agree."""
     dct = cfg.to_dict()
     dct.pop("seed")
     dct.pop("preset")
     if cfg.model in ENSEMBLE_MODELS:
         dct.pop("L")
+    if cfg.model in SPECTRUM_PACKED_MODELS:
+        dct.pop("a")
+        dct.pop("b")
     return tuple(sorted(dct.items()))
+
+
+def spectrum_key(cfg: RunConfig) -> tuple:
+    """Runs with equal spectra share their evaluation and monitor contexts."""
+    return (cfg.a, cfg.b)
+
+
+def data_key(cfg: RunConfig) -> tuple:
+    """Runs with equal keys share their training data stream (seed and spectrum)."""
+    return (cfg.seed, cfg.a, cfg.b)
 
 
 def lr_factor(cfg: RunConfig, step: int) -> float:
@@ -146,42 +164,44 @@ class RunState:
 
 
 @torch.no_grad()
-def _monitor(pack: AttentionPack, models: list[int], chunks) -> dict:
-    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts."""
+def _monitor(pack: AttentionPack, models: list[int], chunks_of) -> dict:
+    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
+    `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
     f_acc = {m: [] for m in models}
     t1 = {m: [] for m in models}
-    ys = []
-    for ctx in chunks:
-        outs = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=models)
-        ys.append(ctx.ystar_B)
+    ys = {m: [] for m in models}
+    chunks = {m: chunks_of(m) for m in models}
+    for c in range(len(chunks[models[0]])):
+        outs = pack(None, None, None, models=models,
+                    X_of=lambda m: (chunks[m][c].X_BxPxd, chunks[m][c].y_BxP, chunks[m][c].xq_Bxd))
         for m, o in zip(models, outs):
+            ctx = chunks[m][c]
+            ys[m].append(ctx.ystar_B)
             f_acc[m].append(o.f_BxL)
             if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
                 t1[m].append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
-    ystar = torch.cat(ys)
     res = {}
     for m in models:
-        dec = decomposition(torch.cat(f_acc[m]), ystar)
+        dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))
         dec["top1_mass"] = torch.cat(t1[m]).double().mean().item() if t1[m] else float("nan")
         res[m] = dec
     return res
 
 
 def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], batches: dict) -> torch.Tensor:
-    """Training MSE of each model in `idx` on its seed's batch (`batches` maps seed -> Contexts).
-    Ensemble kinds run every model that shares a batch as one computation (ensemble_forward)."""
+    """Training MSE of each model in `idx` on its own batch (`batches` maps data_key -> Contexts).
+    Ensemble kinds run every model that shares a batch as one computation (ensemble_forward); the
+    linear model runs the whole pack as one computation (linear_forward)."""
     if pack.kind not in ENSEMBLE_MODELS:
-        outs = pack(None, None, None, models=idx,
-                    X_of=lambda i: (batches[cfgs[i].seed].X_BxPxd, batches[cfgs[i].seed].y_BxP,
-                                    batches[cfgs[i].seed].xq_Bxd))
-        return torch.stack([(o.y_hat_B - batches[cfgs[i].seed].ystar_B).pow(2).mean()
-                            for i, o in zip(idx, outs)])
-    groups: dict[int, list[int]] = {}
+        bat = lambda i: batches[data_key(cfgs[i])]  # noqa: E731
+        outs = pack(None, None, None, models=idx, X_of=lambda i: (bat(i).X_BxPxd, bat(i).y_BxP, bat(i).xq_Bxd))
+        return torch.stack([(o.y_hat_B - bat(i).ystar_B).pow(2).mean() for i, o in zip(idx, outs)])
+    groups: dict[tuple, list[int]] = {}
     for i in idx:
-        groups.setdefault(cfgs[i].seed, []).append(i)
+        groups.setdefault(data_key(cfgs[i]), []).append(i)
     order, parts = [], []
-    for seed, ms in groups.items():
-        ctx = batches[seed]
+    for key, ms in groups.items():
+        ctx = batches[key]
         f_BxT, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, ms)
         # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
         # whose loss is NaN (masked below) cannot leak NaN into another model's gradient
@@ -200,10 +220,13 @@ def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], bat
 
 
 def _step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> dict:
-    """The training contexts of `step` for the models `idx`: one batch per seed."""
-    c0 = cfgs[0]
-    return {s: sample_for(c0, c0.batch, make_generator(step_seed(s, step), device), device)
-            for s in sorted({cfgs[i].seed for i in idx})}
+    """The training contexts of `step` for the models `idx`: one batch per data_key (seed and
+    spectrum), drawn from the seed's stream exactly as for a run trained alone."""
+    firsts: dict[tuple, RunConfig] = {}
+    for i in idx:
+        firsts.setdefault(data_key(cfgs[i]), cfgs[i])
+    return {key: sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device)
+            for key, c in sorted(firsts.items())}
 
 
 def _train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
@@ -255,21 +278,25 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
                                "v": {n: t.to(device) for n, t in ck["adam"]["v"].items()},
                                "t": ck["adam"]["t"]})
             states[i] = RunState(**ck["state"])
-    monitor = eval_contexts(c0, c0.monitor_contexts, c0.eval_seed + MONITOR_SEED_OFFSET, device)
+    # monitor and evaluation contexts per spectrum (shared by every seed and depth of it)
+    monitor: dict[tuple, list] = {}
+    for c in cfgs:
+        if spectrum_key(c) not in monitor:
+            monitor[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts, c.eval_seed + MONITOR_SEED_OFFSET, device)
     lr0_M = torch.tensor([c.lr * c.L ** c.lr_depth_exp for c in cfgs], dtype=torch.float32)
     active = [s.stopped_because is None for s in states]
     results: list[dict | None] = [None] * M
 
-    eval_chunks: list = []  # the evaluation set, sampled once per pack when the first run stops
+    eval_chunks: dict[tuple, list] = {}  # evaluation sets, sampled once per spectrum when first needed
 
     def finish(i: int, reason: str, step: int) -> None:
         st = states[i]
         st.stopped_because, st.steps = reason, step
         active[i] = False
-        if reason != "nan" and not eval_chunks:
-            eval_chunks.extend(eval_contexts(c0, c0.eval_contexts, c0.eval_seed, device))
-        chunks = eval_chunks
-        met = measure(pack, i, chunks, c0.task) if reason != "nan" else {}
+        key = spectrum_key(cfgs[i])
+        if reason != "nan" and key not in eval_chunks:
+            eval_chunks[key] = eval_contexts(cfgs[i], c0.eval_contexts, c0.eval_seed, device)
+        met = measure(pack, i, eval_chunks[key], c0.task) if reason != "nan" else {}
         met.update(run_id=cfgs[i].run_id, steps=step, stopped_because=reason,
                    train_seconds=st.seconds, final_monitor_loss=st.history[-1] if st.history else float("nan"),
                    lr_used=float(lr0_M[i]), **_versions(device))
@@ -303,7 +330,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
             done_step = step + 1
             if done_step % c0.eval_every == 0 or done_step == c0.max_steps:
                 idx = [i for i in range(M) if active[i]]
-                mon = _monitor(pack, idx, monitor) if idx else {}
+                mon = _monitor(pack, idx, lambda m: monitor[spectrum_key(cfgs[m])]) if idx else {}
                 for i in idx:
                     st, r = states[i], mon[i]
                     if not math.isfinite(r["R"]):
