@@ -192,6 +192,21 @@ def test_linear_pack_of_mixed_spectra_and_seeds_equals_separate_models():
         assert torch.allclose(sub[1].f_BxL, outs[1].f_BxL, rtol=1e-12, atol=1e-14)
 
 
+def test_linear_gd_start_is_gradient_descent_in_context():
+    """qk_init = gd without noise: y_hat = beta^T (I - (I - step S)^L) x_test, the shared-step
+    residual polynomial of SPEC §6.2, computed here from beta directly (the model never sees it)."""
+    ctx = ctx_for(8, B=6, task="easy", a=1.0, b=0.5)
+    for L, step in ((1, 0.3), (5, 0.7)):
+        pk = AttentionPack("linear", d, N, [L], [3], init_qk=0.0, qk_init="gd", wx_init="orthogonal",
+                           gd_step=step).double()
+        with torch.no_grad():
+            y_hat = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].y_hat_B
+        S = ctx.X_BxPxd.transpose(1, 2) @ ctx.X_BxPxd / P
+        R = torch.linalg.matrix_power(torch.eye(d) - step * S, L)
+        ref = torch.einsum("bi,bij,bj->b", ctx.beta_Bxd, torch.eye(d) - R, ctx.xq_Bxd)
+        assert torch.allclose(y_hat, ref, rtol=1e-9, atol=1e-12)
+
+
 def test_cascaded_pack_needs_one_depth():
     with pytest.raises(ValueError, match="one depth"):
         AttentionPack("linear", d, N, [1, 2], [0, 1])

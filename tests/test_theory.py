@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import torch
 import pytest
 from scipy.linalg import lstsq
 from scipy.special import gammaln, roots_jacobi
@@ -186,6 +187,37 @@ def test_sample_free_curve_finite_P():
             assert abs(h - f) <= 4 * se + 0.05 * f
     with pytest.raises(ValueError, match="samples"):
         theory.sample_free_curve(1.0, 1.0, d, 32, depths, samples=3)
+
+
+def test_sample_constrained_curve_against_brute_force():
+    """The eigenbasis form against matrix powers of each context's S, and the fitted step against
+    a fine grid; at finite P the shared-step loss cannot beat the free (any-polynomial) loss."""
+    a, b, d, P, n, depths = 1.0, 1.0, 6, 24, 400, [1, 3, 8]
+    got = theory.sample_constrained_curve(a, b, d, P, depths, samples=n, seed=5)
+    lam, omega = spectra(d, a, b)
+    gen = torch.Generator().manual_seed(5)
+    U, beta, x = theory._easy_contexts(lam, omega, P, n, gen)
+    S = U.transpose(1, 2) @ U / P
+    for i, L in enumerate(depths):
+        def loss(g):
+            R = torch.linalg.matrix_power(torch.eye(d) - g * S / L, L)
+            return float((torch.einsum("bi,bij,bj->b", beta, R, x) ** 2).mean())
+        g_max = 2.0 * L / float(torch.linalg.eigvalsh(S).max())
+        grid = np.linspace(0, g_max, 2001)
+        best = min(loss(g) for g in grid)
+        assert got["in_sample"][i] == pytest.approx(loss(got["gamma"][i]), rel=1e-9)
+        assert got["in_sample"][i] <= best * (1 + 1e-6)
+        assert got["in_sample"][i] >= best * (1 - 1e-3)  # the grid is fine enough to come close
+    # the free curve (any polynomial, fitted on other contexts) is at most the shared step's, and
+    # equal at L = 1 (one step is both), within the two held-out SEs
+    big = dict(samples=4000, seed=6)
+    con = theory.sample_constrained_curve(a, b, d, P, depths, **big)
+    free = theory.sample_free_curve(a, b, d, P, depths, **big)
+    for i in range(len(depths)):
+        tol = 3 * math.hypot(con["held_out_se"][i], free["held_out_se"][i])
+        assert free["held_out"][i] <= con["held_out"][i] + tol
+    assert abs(free["held_out"][0] - con["held_out"][0]) <= 3 * math.hypot(con["held_out_se"][0], free["held_out_se"][0])
+    assert con["held_out"][2] < 0.2 * con["held_out"][0]
 
 
 def test_curve_dict_and_bad_inputs():

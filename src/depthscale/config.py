@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
-QK_INITS = ("independent", "tied", "spread")
+QK_INITS = ("independent", "tied", "spread", "gd")
 WX_INITS = ("gaussian", "orthogonal")
 GAIN_INITS = ("random", "positive")
 PRESETS = ("smoke", "cpu", "paper")
@@ -47,6 +47,7 @@ class RunConfig:
     tau_min: float = 7.0  # qk_init=spread: cosine temperature of the first layer at init
     tau_max: float = 30.0  # qk_init=spread: cosine temperature of the last layer at init
     metric_sigma: float = 0.5  # qk_init=spread: log-normal spread of the metric's eigenvalues D (0 = isotropic)
+    gd_step: float = 0.5  # qk_init=gd (linear model): every layer starts as one in-context gradient step of this size (B_l = gd_step L I, W_v = I)
     wx_init: str = "gaussian"  # gaussian | orthogonal (orthonormal columns of W_x at init)
     gain_init: str = "random"  # random | positive (flip W_o at init so that g = W_o W_v W_y > 0)
     # --- training (SPEC §4) ---
@@ -137,8 +138,11 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
     _require(cfg.tau_min > 0, "tau_min", cfg.tau_min, "> 0")
     _require(cfg.tau_max >= cfg.tau_min, "tau_max", cfg.tau_max, f">= tau_min = {cfg.tau_min}")
-    if cfg.qk_init == "spread":
-        _require(cfg.wx_init == "orthogonal", "wx_init", cfg.wx_init, "orthogonal when qk_init = spread")
+    _require(cfg.gd_step > 0, "gd_step", cfg.gd_step, "> 0")
+    if cfg.qk_init in ("spread", "gd"):
+        _require(cfg.wx_init == "orthogonal", "wx_init", cfg.wx_init, f"orthogonal when qk_init = {cfg.qk_init}")
+    if cfg.qk_init == "gd":
+        _require(cfg.model == "linear", "qk_init", cfg.qk_init, "used with model = linear only (gd)")
 
 
 def run_id(cfg: RunConfig) -> str:

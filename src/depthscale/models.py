@@ -111,7 +111,7 @@ class ModelOutput:
 
 def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
                        qk_init: str = "independent", wx_init: str = "gaussian",
-                       gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5)) -> dict:
+                       gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5) -> dict:
     """One model's parameters, drawn on the CPU from its own seed: identical whether the model is
     trained alone or inside a pack, on any device."""
     g = torch.Generator().manual_seed(int(seed) * 7 + 3)
@@ -142,9 +142,25 @@ def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: 
     if qk_init == "spread":
         base = spread_metric_factors(p["Wx"], L, *spread, g)
         p["Wq"], p["Wk"] = base + p["Wq"], base + p["Wk"]
+    if qk_init == "gd":  # linear model: layer l starts as one in-context gradient-descent step
+        p.update(gd_start(p["Wy"], L, N, gd_step, init_qk, g))
     if kind == "context_updates":
         p["m"] = torch.zeros(())
     return p
+
+
+def gd_start(Wy_N: torch.Tensor, L: int, N: int, step: float, noise: float, g: torch.Generator) -> dict:
+    """The linear model's gradient-descent start (qk_init = gd): W_q = W_k = sqrt(step L N) I, so
+    B_l = W_x^T W_k^T W_q W_x / N = step L I (orthonormal W_x), W_v = I and W_o = W_y / |W_y|^2
+    (W_o . W_y = 1), each plus `noise` times a standard Gaussian. Then (SPEC §3.2)
+    G_l = G_{l-1} (I - step S): L steps of in-context gradient descent of size `step` on the
+    least-squares loss of the context, y_hat = beta^T (I - (I - step S)^L) x_test — the shared-step
+    (constrained) residual polynomial of SPEC §6.2 at gamma = step L. Training starts from there."""
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    s = math.sqrt(step * L * N)
+    eye = torch.eye(N)
+    return {"Wq": s * eye.expand(L, N, N) + noise * r(L, N, N), "Wk": s * eye.expand(L, N, N) + noise * r(L, N, N),
+            "Wv": eye + noise * r(N, N), "Wo": Wy_N / Wy_N.pow(2).sum()}
 
 
 def spread_metric_factors(Wx_Nxd: torch.Tensor, L: int, tau_min: float, tau_max: float, sigma: float,
@@ -179,7 +195,7 @@ class AttentionPack(nn.Module):
 
     def __init__(self, kind: str, d: int, N: int, depths: list[int], seeds: list[int],
                  init_qk: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian",
-                 gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5)):
+                 gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5):
         super().__init__()
         if kind not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
@@ -195,7 +211,7 @@ class AttentionPack(nn.Module):
             offs.append(offs[-1] + L)
         self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
         per = [_init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init,
-                                  gain_init, spread) for L, s in zip(self.depths, seeds)]
+                                  gain_init, spread, gd_step) for L, s in zip(self.depths, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -430,7 +446,7 @@ def build_pack(cfgs: list) -> AttentionPack:
     """A pack for RunConfigs that share a pack key (same kind, d, N, init)."""
     c0 = cfgs[0]
     return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.init_qk,
-                         c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma))
+                         c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step)
 
 
 __all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm"]

@@ -316,6 +316,49 @@ def sample_free_curve(a: float, b: float, d: int, P: int, depths, samples: int =
                 reliable=reliable, samples=samples, P=P, population=population)
 
 
+def sample_constrained_curve(a: float, b: float, d: int, P: int, depths, samples: int = 10_000,
+                             seed: int = 0) -> dict:
+    """Finite-P analogue of the constrained curve (easy task): the least loss
+    E[(beta^T (I - gamma S / L)^L x_test)^2] over one shared step gamma of the *empirical*
+    S = U^T U / P — L steps of in-context gradient descent with the best common step size.
+
+    gamma is fitted per depth on `samples` contexts (bounded scalar search below the step at
+    which the sample's largest eigenvalue of S diverges); `held_out` (with its SE) is the loss on
+    `samples` fresh contexts. In the eigenbasis S = Q diag(s) Q^T the residual is
+    sum_k (Q^T beta)_k (Q^T x)_k (1 - gamma s_k / L)^L: one eigendecomposition per context."""
+    lam, omega = spectra(d, a, b)
+    P = _check_int("P", P, 1)
+    samples = _check_int("samples", samples, 16)
+    depths = _check_depths(depths)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+
+    def draw():
+        U, beta, x = _easy_contexts(lam, omega, P, samples, gen)
+        s, Q = torch.linalg.eigh(U.transpose(1, 2) @ U / P)
+        v = (Q.transpose(1, 2) @ beta.unsqueeze(-1)).squeeze(-1) * (Q.transpose(1, 2) @ x.unsqueeze(-1)).squeeze(-1)
+        return s.clamp_min(0).numpy(), v.numpy()
+
+    s_fit, v_fit = draw()
+    s_out, v_out = draw()
+
+    def errors(s_, v_, gamma, L):
+        return ((v_ * np.power(1.0 - gamma * s_ / L, L)).sum(1)) ** 2
+
+    fit, held, se, gammas = [], [], [], []
+    for L in depths.tolist():
+        g_max = 2.0 * L / float(s_fit.max())  # beyond it the top sample mode grows with L
+        res = minimize_scalar(lambda g: float(errors(s_fit, v_fit, g, L).mean()), bounds=(0.0, g_max),
+                              method="bounded", options=dict(xatol=1e-10 * g_max, maxiter=500))
+        g = float(res.x)
+        e2 = errors(s_out, v_out, g, L)
+        gammas.append(g)
+        fit.append(float(res.fun))
+        held.append(float(e2.mean()))
+        se.append(float(e2.std(ddof=1) / math.sqrt(samples)))
+    return dict(depths=depths.tolist(), in_sample=fit, held_out=held, held_out_se=se, gamma=gammas,
+                samples=samples, P=P)
+
+
 def curve(a: float, b: float, d: int, depths) -> dict:
     """JSON-ready reference curves: dict(depths=, constrained=, free=) as lists."""
     lam, omega = spectra(d, a, b)
