@@ -3,7 +3,10 @@ submitit's local executor. Skipped with the reason where submitit or SLURM is no
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -90,3 +93,60 @@ def test_submitit_local_executor(tmp_path, job_env):
     assert counts["ran"] == 3 and counts["packs"] == 2
     _check_once(store, job_env, cfgs)
     assert {run_id(c) for c in cfgs} == set(store.collect()["run_id"])
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "depthscale", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def _submission(store_root: Path, job_id: str) -> str:
+    """The sbatch script submitit wrote for an array job."""
+    scripts = list(store_root.glob(f"slurm/*/{job_id.split('_')[0]}_submission.sh"))
+    assert len(scripts) == 1, list(store_root.rglob("*_submission.sh"))
+    return scripts[0].read_text()
+
+
+def test_cli_sweep_on_slurm_with_parallelism_and_time(tmp_path, cluster):
+    """`depthscale sweep --executor slurm --slurm-parallelism/--slurm-time` end to end: the flags
+    reach sbatch (--array=...%2, --time=5), the jobs train the runs, a second sweep has nothing
+    to do."""
+    store = tmp_path / "store"
+    grid = tmp_path / "grid.json"  # two linear depths: two packs, two array tasks
+    grid.write_text(json.dumps({"model": "linear", "L": [1, 2], "max_steps": 10, "eval_contexts": 32,
+                                "monitor_contexts": 32, "batch": 8, "eval_every": 5}))
+    out = _cli("sweep", "--grid", str(grid), "--preset", "smoke", "--store", str(store), "--executor",
+               "slurm", "--slurm-partition", cluster.partition, "--slurm-parallelism", "2",
+               "--slurm-time", "5", "--slurm-cpus", "1", "--json", env=cluster.env)
+    assert out.returncode == 0, (out.stderr, cluster.logs())
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["planned"] == 2 and counts["packs"] == 2 and len(counts["job_ids"]) == 2
+    script = _submission(store, counts["job_ids"][0])
+    assert "#SBATCH --array=0-1%2" in script and "#SBATCH --time=5" in script, script
+    assert f"#SBATCH --partition={cluster.partition}" in script
+    st = Store(store, readonly=True)
+    rids = st.load_manifest("grid-smoke")
+    deadline = time.monotonic() + 240  # each job imports torch, then trains for a second
+    while not all(st.is_done(r) for r in rids):
+        assert time.monotonic() < deadline, cluster.logs()
+        time.sleep(1)
+    assert {st.run_state(r) for r in rids} == {"done"}
+    again = _cli("sweep", "--grid", str(grid), "--preset", "smoke", "--store", str(store), "--executor",
+                 "slurm", "--slurm-parallelism", "2", "--json", env=cluster.env)
+    assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["planned"] == 0
+
+
+def test_readme_cluster_command_submits(tmp_path, cluster):
+    """The README's cluster command as written (the paper preset, --device cuda on a submitting
+    host without a GPU: the device is the nodes' business) submits; the jobs are then cancelled."""
+    store = tmp_path / "runs"
+    out = _cli("sweep", "--experiment", "fig6", "--preset", "paper", "--store", str(store), "--executor",
+               "slurm", "--slurm-parallelism", "32", "--device", "cuda", "--json", env=cluster.env)
+    try:
+        assert out.returncode == 0, (out.stderr, cluster.logs())
+        counts = json.loads(out.stdout.strip().splitlines()[-1])
+        assert counts["packs"] >= 1 and len(counts["job_ids"]) == counts["packs"]
+        assert f"%{min(32, counts['packs'])}\n" in _submission(store, counts["job_ids"][0])  # submitit caps it
+    finally:
+        subprocess.run(["scancel", "--full", "--quiet", f"--partition={cluster.partition}"],
+                       env={**os.environ, **cluster.env}, capture_output=True, timeout=30)

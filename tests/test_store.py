@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from depthscale.config import make_config, run_id
-from depthscale.store import Store, StoreError, write_json_atomic
+from depthscale.store import BrokenRunWarning, Store, StoreError, write_json_atomic
 
 import fake_worker
 
@@ -189,12 +189,38 @@ def test_fail_then_retry_finishes(store):
     assert store.is_done(rid) and not store.is_failed(rid) and store.failure(rid) is None
 
 
-def test_nan_run_is_finished_not_failed(store):
+def test_nan_run_is_finished_as_diverged_in_strict_json(store):
     cfg = make_config("smoke", lr=2.0)
-    rid = _finish(store, cfg, R_L=float("nan"), stopped_because="nan")
-    assert store.is_done(rid) and math.isnan(store.load_metrics(rid)["R_L"])
+    rid = _finish(store, cfg, R_L=float("nan"), stopped_because="nan", steps=7,
+                  per_layer=[float("inf"), 1.0])
+    assert store.is_done(rid) and not store.is_failed(rid)  # finished: never run again
+    assert store.run_state(rid) == "diverged"
+    assert store.divergence(rid) == {"step": 7, "reason": "the training loss became non-finite"}
+    text = (store.run_dir(rid) / "metrics.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text  # strict JSON: null
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in metrics.json"))
+    assert store.load_metrics(rid)["R_L"] is None and store.load_metrics(rid)["per_layer"] == [None, 1.0]
     row = store.collect().iloc[0]
     assert row["stopped_because"] == "nan" and math.isnan(row["R_L"])
+    assert row["state"] == "diverged" and row["diverged_step"] == 7
+
+
+def test_exploded_run_is_diverged_at_the_first_bad_logged_step(store):
+    cfg = make_config("smoke", lr=1e3)
+    rid = run_id(cfg)
+    store.write_config(cfg)
+    store.finish(rid, {"R": 1.3e18, "var_ystar": 5.0, "steps": 60, "stopped_because": "max_steps"},
+                 {"step": [20, 40, 60], "loss": [4.0, 2e9, 1.3e18]})
+    assert store.run_state(rid) == "diverged" and store.is_done(rid)
+    div = store.divergence(rid)
+    assert div["step"] == 40 and "1.3e+18" in div["reason"] and "Var(y*)" in div["reason"]
+    ok = make_config("smoke", lr=1e-3)
+    store.write_config(ok)
+    store.finish(ok.run_id, {"R": 4.9, "var_ystar": 5.0, "steps": 60, "stopped_because": "max_steps"}, {})
+    assert store.run_state(ok.run_id) == "done" and store.divergence(ok.run_id) is None
+    df = store.collect().set_index("run_id")
+    assert df.loc[rid, "state"] == "diverged" and df.loc[ok.run_id, "state"] == "done"
+    assert df.loc[rid, "diverged_step"] == 40 and pd.isna(df.loc[ok.run_id, "diverged_reason"])
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
@@ -364,7 +390,7 @@ def test_done_run_is_never_claimed(store):
 
 def test_status_counts_per_sweep(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
-    cfgs = fake_worker.configs(6)
+    cfgs = fake_worker.configs(8)
     rids = [run_id(c) for c in cfgs]
     store.write_manifest("all", rids)
     store.write_manifest("pair", rids[:2])
@@ -373,10 +399,20 @@ def test_status_counts_per_sweep(tmp_path):
     assert store.claim(rids[2], "me")
     _foreign_lease(store, rids[3], age=60.0)  # stale: counts as pending
     store.fail(rids[4], "boom")
+    _finish(store, cfgs[6], stopped_because="nan", steps=3)
+    _finish(store, cfgs[7])
+    (store.run_dir(rids[7]) / "metrics.json").write_text("")
     st = store.status()
     assert list(st.index) == ["all", "pair"]
-    assert st.loc["all"].to_dict() == {"total": 6, "done": 2, "running": 1, "failed": 1, "pending": 2}
-    assert st.loc["pair"].to_dict() == {"total": 2, "done": 2, "running": 0, "failed": 0, "pending": 0}
+    assert st.loc["all"].to_dict() == {"total": 8, "done": 2, "diverged": 1, "broken": 1, "running": 1,
+                                       "failed": 1, "pending": 2}
+    assert st.loc["pair"].to_dict() == {"total": 2, "done": 2, "diverged": 0, "broken": 0, "running": 0,
+                                        "failed": 0, "pending": 0}
+    assert store.problems() == [
+        {"run_id": r, "state": s, "step": st_, "reason": why} for r, s, st_, why in sorted(
+            [(rids[6], "diverged", 3, "the training loss became non-finite"),
+             (rids[7], "broken", None, "metrics.json is empty")])]
+    assert store.run_info(rids[4]) == {"run_id": rids[4], "state": "failed", "step": None, "reason": "boom"}
     store.release(rids[2])
     with pytest.raises(StoreError, match="no sweep 'nope'"):
         store.status("nope")
@@ -427,19 +463,63 @@ def test_collect_to_refuses_other_suffixes(tmp_path, store):
         store.collect_to(tmp_path / "results.xlsx")
 
 
-@pytest.mark.parametrize("damage", ["metrics_garbage", "metrics_missing", "config_garbage"])
-def test_corrupted_run_directory_raises_naming_it(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["metrics_garbage", "metrics_missing", "config_garbage",
+                                    "metrics_not_object", "metrics_no_reason", "curves_garbage",
+                                    "done_garbage", "config_empty"])
+def test_broken_run_is_skipped_with_one_warning_naming_it(tmp_path, damage):
     store, cfgs = _filled_store(tmp_path)
     rid = run_id(cfgs[1])
     d = store.run_dir(rid)
-    if damage == "metrics_garbage":
-        (d / "metrics.json").write_text('{"R_L": 1.')
-    elif damage == "metrics_missing":
-        (d / "metrics.json").unlink()
+    name, _, how = damage.partition("_")
+    path = d / ("DONE" if name == "done" else f"{name}.json")
+    if how == "missing":
+        path.unlink()
     else:
-        (d / "config.json").write_text("\x00\x00")
+        path.write_text({"garbage": "\x00\x00{", "empty": "", "not_object": "[1, 2]",
+                         "no_reason": '{"R_L": 1.0}'}[how])
     before = _snapshot(store.root)
-    name = "metrics.json" if damage.startswith("metrics") else "config.json"
-    with pytest.raises(StoreError, match=rf"^corrupted run directory {d}: {name} is "):
-        store.collect()
-    assert _snapshot(store.root) == before
+    with pytest.warns(BrokenRunWarning) as caught:
+        df = store.collect()
+    assert len(caught) == 1 and str(caught[0].message).startswith(f"skipping broken run {d}: {path.name} ")
+    assert "\n" not in str(caught[0].message)
+    assert len(df) == 3 and rid not in set(df["run_id"])  # the others are still collected
+    assert store.run_state(rid) == "broken" and not store.is_done(rid)
+    assert store.broken_reason(rid).startswith(path.name)
+    with pytest.raises(StoreError, match="is broken"):
+        store.load_metrics(rid)
+    assert _snapshot(store.root) == before  # reading never repairs or deletes anything
+    # the run is claimable again: its holder clears the broken result (DONE first), then reruns it
+    assert store.claim(rid, "me")
+    assert not (d / "DONE").exists() and store.run_state(rid) == "running"
+    _finish(store, cfgs[1])
+    assert store.run_state(rid) == "done" and rid in set(store.collect()["run_id"])
+
+
+def test_finish_replaces_a_broken_result_without_a_lease(store):
+    cfg = make_config("smoke")
+    rid = _finish(store, cfg)
+    (store.run_dir(rid) / "curves.json").write_text("{trunc")
+    assert not store.is_done(rid)
+    assert store.finish(rid, {"R_L": 2.0, "stopped_because": "converged"}, {"step": [1]})
+    assert store.is_done(rid) and store.load_metrics(rid)["R_L"] == 2.0
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00garbage", b"[1, 2]", b'{"host": 3'])
+def test_unreadable_lease_is_stale_at_once(store, content):
+    cfg = make_config("smoke")
+    rid = run_id(cfg)
+    path = store.run_dir(rid) / "lease"
+    path.write_bytes(content)
+    if not content:  # an empty lease may be a lease being written (O_EXCL fallback): a short grace
+        assert store.run_state(rid) == "running"
+        os.utime(path, (time.time() - 2, time.time() - 2))
+    assert store.lease_info(rid) is None and store.run_state(rid) == "pending"
+    assert store.claim(rid, "me") and store.held() == [rid]
+    store.release(rid)
+
+
+def test_unreadable_failed_file_is_reported_not_raised(store):
+    cfg = make_config("smoke")
+    rid = run_id(cfg)
+    (store.run_dir(rid) / "FAILED").write_bytes(b"\xff\xfe boom \x00")
+    assert store.run_state(rid) == "failed" and "boom" in store.failure(rid)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from depthscale.config import PRESET_DEPTHS, ConfigError, make_config, run_id
+from depthscale.errors import MissingExtraError
 from depthscale.store import Store
 from depthscale.sweeps import (available_cores, execute_pack, expand_grid, load_grid, parse_shard,
                                pack_cost, plan, run_sweep)
@@ -182,8 +183,8 @@ def test_inline_sweep_then_rerun_changes_nothing(tmp_path, logdir):
     again = _sweep(cfgs, store, name="six")
     assert again["planned"] == 0 and again["skipped_done"] == 6
     assert _done_snapshot(store) == before
-    assert store.status().loc["six"].to_dict() == {"total": 6, "done": 6, "running": 0, "failed": 0,
-                                                   "pending": 0}
+    assert store.status().loc["six"].to_dict() == {"total": 6, "done": 6, "diverged": 0, "broken": 0,
+                                                   "running": 0, "failed": 0, "pending": 0}
     df = store.collect(sweep="six")
     assert sorted(df["R_L"]) == sorted(fake_worker.expected_R(c) for c in cfgs)
 
@@ -198,6 +199,7 @@ def test_failures_are_recorded_and_retried(tmp_path, logdir):
     assert counts["failed"] == 1 and counts["ran"] == 4
     assert store.failure(failing.run_id).startswith("ValueError: fake failure")
     assert store.is_done(nan.run_id) and store.load_metrics(nan.run_id)["stopped_because"] == "nan"
+    assert store.run_state(nan.run_id) == "diverged"  # finished, never run again, but not "done"
     crashed = _sweep([crashing], store)
     assert crashed["failed"] == 1 and store.failure(crashing.run_id).startswith("RuntimeError: fake crash")
     assert store.held() == [] and not list(store.root.rglob("lease"))
@@ -294,7 +296,9 @@ def test_two_processes_run_each_config_once(tmp_path, logdir, mode):
             assert {rid for rid, pid in pids.items() if pid == p.pid} == set(ordered[i::2])
 
 
-def test_process_executor_splits_threads(tmp_path, logdir):
+def test_process_executor_splits_threads(tmp_path, logdir, monkeypatch):
+    # slow enough that the first worker cannot take both packs before the second has started
+    monkeypatch.setenv("FAKE_WORKER_SLEEP", "0.5")
     store = Store(tmp_path / "s")
     cfgs = fake_worker.configs(6)
     counts = _sweep(cfgs, store, executor="process", workers=2, max_pack=3)
@@ -339,5 +343,144 @@ def test_bad_executor_and_missing_submitit(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="executor must be one of inline, process, slurm"):
         _sweep(fake_worker.configs(1), store, executor="threads")
     monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit now fails
-    with pytest.raises(RuntimeError, match=r"pip install 'depthscale\[slurm\]'"):
-        _sweep(fake_worker.configs(1), store, executor="slurm")
+    before = sorted(p.relative_to(store.root) for p in store.root.rglob("*"))
+    with pytest.raises(MissingExtraError, match=r"pip install 'depthscale\[slurm\]'"):
+        _sweep(fake_worker.configs(1), store, executor="slurm", name="nothing-written")
+    assert sorted(p.relative_to(store.root) for p in store.root.rglob("*")) == before  # no manifest
+
+
+def test_slurm_options_are_checked_before_anything_is_written(tmp_path):
+    pytest.importorskip("submitit")
+    store = Store(tmp_path / "s")
+    for opts, match in (({"parallelism": 4}, "unknown slurm option 'parallelism'"),
+                        ({"time": 5}, "unknown slurm option 'time'"),
+                        ({"time_min": 0}, "time_min must be an integer >= 1"),
+                        ({"array_parallelism": "4"}, "array_parallelism must be an integer")):
+        with pytest.raises(ConfigError, match=match):
+            _sweep(fake_worker.configs(1), store, executor="slurm", slurm=opts, name="x")
+    assert store.manifests() == []
+
+
+def test_empty_grids_are_refused():
+    for grid in ({}, [], [{}], {"grid": []}, 3):
+        with pytest.raises(ConfigError, match="grid"):
+            expand_grid(grid, preset="smoke")
+
+
+def test_sweep_refuses_packs_that_do_not_fit_before_writing(tmp_path, monkeypatch):
+    from depthscale import memory
+    from depthscale.memory import MemoryRefused
+
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(6)
+    need = memory.pack_bytes([c for c in cfgs if c.seed == 0])
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": need // 2)
+    with pytest.raises(MemoryRefused, match=r"needs about .* of memory \(estimate\); .* is available on cpu"):
+        _sweep(cfgs, store, name="big")
+    assert store.manifests() == [] and store.run_ids() == []
+    # two workers hold two packs at once: refused where one pack alone would fit
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": int(need * 1.5))
+    with pytest.raises(MemoryRefused, match="1 more pack"):
+        _sweep(cfgs, store, executor="process", workers=2, max_pack=3)
+    assert _sweep(cfgs, store, max_pack=3)["ran"] == 6  # inline: one pack at a time fits
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1)
+    assert _sweep(fake_worker.configs(7), store, allow_memory=True)["ran"] == 1
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of `pid` (from /proc)."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                parent[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, pp in parent.items() if pp == p}
+        todo += list(kids - out)
+        out |= kids
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited (its new parent may not have reaped it yet)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the worker processes")
+def test_process_workers_exit_when_the_sweep_is_killed(tmp_path, logdir):
+    store_root = tmp_path / "s"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import fake_worker; "
+            "from depthscale.sweeps import run_sweep\n"
+            "if __name__ == '__main__':\n"
+            "    run_sweep(fake_worker.configs(6), sys.argv[2], executor='process', workers=2, max_pack=3,"
+            " worker=fake_worker.run_pack, pack_key=fake_worker.pack_key, progress=False)\n")
+    env = {**os.environ, "FAKE_WORKER_LOG": str(logdir), "FAKE_WORKER_SLEEP": "30"}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(TESTS), str(store_root)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # both workers have started a run
+            started = {pid for f in logdir.iterdir() for e, pid in events(logdir, f.name) if e == "start"} \
+                if logdir.exists() else set()
+            if len(started) == 2:
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        kids = _children(proc.pid)
+        assert started <= kids
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 5  # the kernel's death signal is immediate; the watchdog polls
+        while any(_alive(p) for p in kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in kids if _alive(p)], "orphaned workers still running"
+    finally:  # never leave a process behind, whatever failed
+        if proc.poll() is None:
+            kids = _children(proc.pid)
+            proc.kill()
+            proc.wait()
+        for p in kids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+    # the killed runs are not lost: their leases name dead processes, so a rerun takes them at once
+    store = Store(store_root)
+    counts = _sweep(fake_worker.configs(6), store, max_pack=3)
+    assert counts["ran"] == 6 and counts["skipped_claimed"] == 0
+
+
+def test_worker_watchdog_exits_when_the_parent_is_gone():
+    """The fallback where prctl is missing: a worker whose parent is already gone exits at once,
+    and the watchdog thread exits it when the parent dies later (run in a child process)."""
+    code = ("import os, sys, time\n"
+            "from depthscale import sweeps\n"
+            "sweeps.sys.platform = 'other'  # no prctl: the watchdog alone\n"
+            "sweeps.ORPHAN_POLL = 0.05\n"
+            "if sys.argv[1] == 'gone':\n"
+            "    sweeps._die_with_parent(os.getppid() + 1)\n"
+            "else:\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        sweeps._die_with_parent(os.getppid())\n"
+            "        print(os.getpid(), flush=True)\n"
+            "        time.sleep(30)\n"
+            "        os._exit(0)\n"
+            "    time.sleep(0.5)\n"
+            "    os._exit(0)  # the parent dies; its child must follow\n"
+            "print('still here')\n")
+    gone = subprocess.run([sys.executable, "-c", code, "gone"], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1 and "still here" not in gone.stdout
+    later = subprocess.run([sys.executable, "-c", code, "later"], capture_output=True, text=True, timeout=60)
+    child = int(later.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)

@@ -1,5 +1,7 @@
 """The `depthscale` command. Run options are generated from RunConfig's fields, so the CLI and the
-stored configuration can never disagree. Bad input: one line on stderr, exit code 2."""
+stored configuration can never disagree. Bad input: one line on stderr, exit code 2, and the store
+is left as it was (docs/bad_inputs.md lists every bad input tested and what it gets). Warnings
+are one line each on stderr ("depthscale: warning: ...")."""
 
 from __future__ import annotations
 
@@ -9,10 +11,16 @@ import json
 import math
 import os
 import sys
+import warnings
+from pathlib import Path
 
 from depthscale.config import PRESETS, ConfigError, RunConfig, field_docs, make_config
 
 EXIT_USAGE = 2
+MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
+MAX_SAMPLES = 10**8  # theory: Monte Carlo samples (2e5 take seconds; memory is checked as well)
+MAX_BENCH_STEPS = 100_000  # bench: timed steps (the default is 20)
+MAX_EXPONENT = 100.0  # spectrum exponents a, b: k^-a underflows to 0 far beyond (the paper's are <= 2)
 
 
 class UsageError(Exception):
@@ -59,7 +67,66 @@ def _parse_floats(s: str, name: str) -> list[float]:
         raise UsageError(f"--{name} must be a comma-separated list of numbers, got {s!r}") from None
     if not vals:
         raise UsageError(f"--{name} is empty")
+    bad = [v for v in vals if not math.isfinite(v)]
+    if bad:
+        raise UsageError(f"--{name} must hold finite numbers, got {bad[0]!r}")
     return vals
+
+
+def _parse_depths(s: str, name: str = "depths") -> list[int]:
+    vals = _parse_floats(s, name)
+    bad = [v for v in vals if not (v >= 1 and float(v).is_integer())]
+    if bad:
+        raise UsageError(f"--{name} must be integers >= 1, got {bad[0]!r}")
+    return [int(v) for v in vals]
+
+
+def _path_arg(value: str, name: str) -> Path:
+    """A --store / --out path: never empty (an empty one would mean the current directory)."""
+    if value is None or not str(value).strip():
+        raise UsageError(f"--{name} is empty: give a path")
+    return Path(value)
+
+
+def _out_dir(value: str) -> Path:
+    """--out of reproduce / report: a directory, existing or to be created (checked before any work)."""
+    out = _path_arg(value, "out")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {value!r} is a file, not a directory")
+    for parent in out.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--out {value!r}: {parent} is a file, not a directory")
+            break
+    return out
+
+
+def _out_file(value: str) -> Path:
+    """--out of collect: a .parquet or .csv file to (over)write."""
+    out = _path_arg(value, "out")
+    if out.suffix.lower() not in (".parquet", ".csv"):
+        raise UsageError(f"--out {value!r}: use a .parquet or .csv suffix")
+    if out.is_dir():
+        raise UsageError(f"--out {value!r} is a directory")
+    for parent in out.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--out {value!r}: {parent} is a file, not a directory")
+            break
+    return out
+
+
+def _check_int(value, name: str, lo: int, hi: int | None = None) -> None:
+    if value is None:
+        return
+    if value < lo or (hi is not None and value > hi):
+        rule = f">= {lo}" if hi is None else f"between {lo} and {hi:,}"
+        raise UsageError(f"--{name} must be {rule}, got {value}")
+
+
+def _check_real(value, name: str) -> None:
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"--{name} must be a finite number, got {value!r}")
 
 
 def _add_config_fields(p: argparse.ArgumentParser) -> None:
@@ -76,7 +143,22 @@ def _add_config_fields(p: argparse.ArgumentParser) -> None:
 def _config_from(args) -> RunConfig:
     over = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
             if f.name != "preset" and getattr(args, f.name, None) is not None}
-    return make_config(args.preset, **over)
+    cfg = make_config(args.preset, **over)
+    _check_bounds(cfg)
+    return cfg
+
+
+def _check_bounds(cfg: RunConfig) -> None:
+    """Bounds RunConfig.validate does not check (yet): both seeds in [0, MAX_SEED), the spectrum
+    exponents at most MAX_EXPONENT."""
+    for name in ("seed", "eval_seed"):
+        v = getattr(cfg, name)
+        if not 0 <= v < MAX_SEED:
+            raise UsageError(f"{name} must be an integer in [0, 2**60), got {v}")
+    for name in ("a", "b"):
+        v = getattr(cfg, name)
+        if v > MAX_EXPONENT:
+            raise UsageError(f"{name} must be <= {MAX_EXPONENT:g}, got {v!r}")
 
 
 def _device(name: str) -> str:
@@ -92,24 +174,64 @@ def _device(name: str) -> str:
 def _store(path: str):
     from depthscale.store import Store
 
-    return Store(path)
+    return Store(_path_arg(path, "store"))
+
+
+def _existing_store(path: str):
+    """The store at `path` opened read-only; a missing one is an error (and is not created)."""
+    from depthscale.store import Store
+
+    return Store(_path_arg(path, "store"), readonly=True)
+
+
+def _store_if_any(path: str):
+    """The store at `path` read-only if it exists, else None (nothing is created)."""
+    from depthscale.store import Store
+
+    root = _path_arg(path, "store")
+    return Store(root, readonly=True) if (root / "runs").is_dir() else None
+
+
+def _check_memory(packs, executor: str, workers, device: str, allow: bool) -> None:
+    if allow:
+        return
+    from depthscale.sweeps import check_memory
+
+    check_memory(packs, executor, workers, device, flag="--allow-memory")
 
 
 # ---------------------------------------------------------------- commands
+def _num(x, spec: str) -> str:
+    return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
 def cmd_train(args) -> int:
+    from depthscale.store import diverged
     from depthscale.training import train_one
 
     cfg = _config_from(args)
+    device = _device(args.device)
+    existing = _store_if_any(args.store)
+    if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
+        _check_memory([[cfg]], "inline", None, device, args.allow_memory)
     store = _store(args.store)
-    met = train_one(cfg, store, _device(args.device), progress=None if not args.json else False)
-    keys = ["run_id", "loss", "loss_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task"]
-    out = dict(met, loss=met.get("R"), loss_se=met.get("R_se"), model=cfg.model, task=cfg.task)
+    met = train_one(cfg, store, device, progress=None if not args.json else False)
+    div = store.divergence(cfg.run_id) or diverged(met)
+    keys = ["run_id", "loss", "loss_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
+            "state", "diverged_step", "diverged_reason"]
+    # L, model and task come from the config: a diverged run's metrics hold no measurements
+    out = dict(met, loss=met.get("R"), loss_se=met.get("R_se"), L=cfg.L, model=cfg.model, task=cfg.task,
+               state="diverged" if div else "done", diverged_step=div["step"] if div else None,
+               diverged_reason=div["reason"] if div else None)
     if args.json:
         _print_json({k: out.get(k) for k in keys})
+    elif div:
+        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} DIVERGED at step {div['step']}: "
+              f"{div['reason']} ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
     else:
-        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} loss={out['loss']:.4g} "
-              f"± {out['loss_se']:.2g} ({out['R_rel']:.1%} of Var y*) after {out['steps']} steps "
-              f"({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
+        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} loss={_num(out['loss'], '.4g')} "
+              f"± {_num(out['loss_se'], '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
+              f"{out['steps']} steps ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
     return 0
 
 
@@ -129,6 +251,8 @@ def _sweep_configs(args) -> tuple[list[RunConfig], str]:
 
     if not os.path.isfile(args.grid):
         raise UsageError(f"--grid {args.grid!r}: no such file")
+    if os.path.getsize(args.grid) == 0:
+        raise UsageError(f"--grid {args.grid!r} is empty")
     name = os.path.splitext(os.path.basename(args.grid))[0]
     return expand_grid(load_grid(args.grid), args.preset), f"{name}-{args.preset}"
 
@@ -141,33 +265,87 @@ def _parse_shard(s: str | None):
     return parse_shard(s)
 
 
-def cmd_sweep(args) -> int:
-    from depthscale.sweeps import run_sweep
+# --slurm-X flag -> the slurm executor's option (sweeps.SLURM_OPTIONS)
+SLURM_FLAGS = {"partition": "partition", "time": "time_min", "parallelism": "array_parallelism",
+               "gpus": "gpus", "cpus": "cpus", "mem": "mem_gb"}
 
+
+def _slurm_options(args) -> dict:
+    given = {flag: getattr(args, "slurm_" + flag) for flag in SLURM_FLAGS
+             if getattr(args, "slurm_" + flag, None) is not None}
+    if given and args.executor != "slurm":
+        raise UsageError(f"--slurm-{next(iter(given))} needs --executor slurm")
+    for flag, v in given.items():
+        if flag in ("time", "parallelism", "cpus"):
+            _check_int(v, "slurm-" + flag, 1)
+        elif flag in ("gpus",):
+            _check_int(v, "slurm-" + flag, 0)
+        elif flag == "mem":
+            _check_real(v, "slurm-mem")
+            if v <= 0:
+                raise UsageError(f"--slurm-mem must be > 0 (GB), got {v!r}")
+        elif not str(v).strip():
+            raise UsageError(f"--slurm-{flag} is empty")
+    return {SLURM_FLAGS[flag]: v for flag, v in given.items()}
+
+
+def _require_submitit(executor: str) -> None:
+    if executor == "slurm":
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise UsageError("--executor slurm needs submitit: pip install 'depthscale[slurm]'") from None
+
+
+def cmd_sweep(args) -> int:
+    from depthscale.sweeps import plan, run_sweep
+
+    _path_arg(args.store, "store")
+    _check_int(args.workers, "workers", 1)
+    slurm = _slurm_options(args)
+    _require_submitit(args.executor)
     cfgs, name = _sweep_configs(args)
+    for c in cfgs:
+        _check_bounds(c)
+    shard = _parse_shard(args.shard)
+    # SLURM jobs pick their device on the node (the submitting host may have no GPU)
+    device = args.device if args.executor == "slurm" else _device(args.device)
+    # refuse a sweep that cannot fit before the store is created or its manifest written
+    _check_memory(plan(cfgs, _store_if_any(args.store), shard=shard), args.executor, args.workers,
+                  device, args.allow_memory)
     store = _store(args.store)
-    slurm = {k: getattr(args, "slurm_" + k) for k in ("partition", "time", "parallelism", "gpus", "cpus")
-             if getattr(args, "slurm_" + k) is not None}
-    counts = run_sweep(cfgs, store, executor=args.executor, shard=_parse_shard(args.shard),
-                       workers=args.workers, device=_device(args.device), name=name, slurm=slurm)
+    counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
+                       device=device, name=name, slurm=slurm, allow_memory=True)
     _emit(args, counts)
     return 0
 
 
 def cmd_status(args) -> int:
-    store = _store(args.store)
-    st = store.status().reset_index()  # one row per sweep: total, done, running, failed, pending
+    store = _existing_store(args.store)
+    st = store.status().reset_index()  # one row per sweep: total, then a count per state
+    problems = store.problems()  # diverged and broken runs: where and why
     if args.json:
-        _print_json(st.to_dict(orient="records"))
+        recs = st.to_dict(orient="records")
+        for rec in recs:
+            ids = set(store.load_manifest(rec["sweep"]))
+            for state in ("diverged", "broken"):
+                rec[f"{state}_runs"] = [{k: p[k] for k in ("run_id", "step", "reason")}
+                                        for p in problems if p["state"] == state and p["run_id"] in ids]
+        _print_json(recs)
     else:
         print(st.to_string(index=False) if len(st) else "no sweeps in this store")
+        for p in problems:
+            at = f" at step {p['step']}" if p["step"] is not None else ""
+            print(f"{p['state']} {p['run_id']}{at}: {p['reason']}")
     return 0
 
 
 def cmd_collect(args) -> int:
-    store = _store(args.store)
-    df = store.collect_to(args.out)
-    print(f"wrote {len(df)} runs to {args.out}")
+    out = _out_file(args.out)
+    store = _existing_store(args.store)
+    df = store.collect_to(out)
+    div = int((df["state"] == "diverged").sum()) if len(df) else 0
+    print(f"wrote {len(df)} runs to {args.out}" + (f" ({div} diverged: column state)" if div else ""))
     return 0
 
 
@@ -178,17 +356,71 @@ def cmd_fit(args) -> int:
     R = _parse_floats(args.losses, "losses")
     if len(L) != len(R):
         raise UsageError(f"--depths has {len(L)} values but --losses has {len(R)}")
-    _emit(args, fit_dict(L, R, floor=not args.no_floor))
+    if min(L) <= 0:
+        raise UsageError(f"--depths must be > 0, got {min(L)!r}")
+    if min(R) <= 0:
+        raise UsageError(f"--losses must be > 0, got {min(R)!r}")
+    need = 2 if args.no_floor else 3
+    if len(set(L)) < need:
+        raise UsageError(f"--depths needs at least {need} distinct depths to fit "
+                         f"{'c and alpha' if args.no_floor else 'L0, c and alpha'}, got {len(set(L))}")
+    if len(set(R)) == 1:
+        raise UsageError(f"--losses are all equal ({R[0]!r}): no decay with depth to fit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SciPy's overflow warnings: a fit on these numbers fails
+        try:
+            res = fit_dict(L, R, floor=not args.no_floor)
+        except (ArithmeticError, Warning) as e:
+            raise UsageError(f"cannot fit these numbers ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else 'overflow'}); rescale --losses") from None
+    bad = [k for k, v in res.items() if k != "alpha_se" and not (isinstance(v, float) and math.isfinite(v))]
+    if bad:
+        raise UsageError(f"the fit gives a non-finite {bad[0]}: rescale --losses")
+    _emit(args, res)
     return 0
+
+
+def _check_theory(args) -> None:
+    """Every theory input, whether or not the chosen computation reads it, and the memory its
+    Monte Carlo would take."""
+    for name in ("a", "b"):
+        v = getattr(args, name)
+        _check_real(v, name)
+        if abs(v) > MAX_EXPONENT:
+            raise UsageError(f"--{name} must be between 0 and {MAX_EXPONENT:g}, got {v!r}")
+    for name in ("d", "P", "k", "samples"):
+        _check_int(getattr(args, name), name, 1, MAX_SAMPLES if name == "samples" else None)
+    if not 0 <= args.seed < MAX_SEED:
+        raise UsageError(f"--seed must be an integer in [0, 2**60), got {args.seed}")
+    if args.k > args.P:
+        raise UsageError(f"k must be <= P = {args.P}, got {args.k}")
+    _parse_depths(args.depths)
+    if args.temperatures is not None:
+        _parse_floats(args.temperatures, "temperatures")
+    from depthscale.memory import available_bytes, fmt_bytes
+
+    taus = 101 if args.temperatures is None else len(_parse_floats(args.temperatures, "temperatures"))
+    # bytes per Monte Carlo sample, measured (floor: 8 float64 per input dimension; softmax-floor:
+    # 8 per temperature; the finite-P curve: 2 per entry of a d x d matrix)
+    per = {"floor": 64 * args.d, "softmax-floor": 64 * taus,
+           "curve": 16 * args.d * args.d if args.finite_P else 0}.get(args.what, 0)
+    need, avail = per * args.samples, available_bytes("cpu")
+    if avail is not None and need > avail and not args.allow_memory:
+        raise UsageError(f"theory {args.what} with --samples {args.samples} needs about {fmt_bytes(need)} of "
+                         f"memory (estimate); {fmt_bytes(avail)} is available: fewer samples, or --allow-memory")
 
 
 def cmd_theory(args) -> int:
     from depthscale import theory
 
+    _check_theory(args)
     if args.what == "exponents":
         res = theory.exponents(args.a, args.b)
+        bad = [k for k, v in res.items() if not math.isfinite(v)]
+        if bad:
+            raise UsageError(f"--a {args.a!r} --b {args.b!r}: {bad[0]} is not finite (overflow)")
     elif args.what == "curve":
-        depths = [int(x) for x in _parse_floats(args.depths, "depths")]
+        depths = _parse_depths(args.depths)
         res = theory.curve(args.a, args.b, args.d, depths)
         if args.finite_P:
             res["finite_P"] = theory.sample_free_curve(args.a, args.b, args.d, args.P, depths,
@@ -197,7 +429,7 @@ def cmd_theory(args) -> int:
         taus = None if args.temperatures is None else _parse_floats(args.temperatures, "temperatures")
         res = theory.softmax_floor(args.a, args.b, args.k, args.d, args.P, samples=args.samples,
                                    seed=args.seed, temperatures=taus,
-                                   depths=[int(x) for x in _parse_floats(args.depths, "depths")])
+                                   depths=_parse_depths(args.depths))
         if not args.json:
             i = res["iid_depth"]
             print(f"single head {res['single_head']:.4f} ± {res['single_head_se']:.4f} "
@@ -217,12 +449,24 @@ def cmd_reproduce(args) -> int:
     from depthscale.experiments import experiment_ids
     from depthscale.report import reproduce
 
+    _path_arg(args.store, "store")
+    _out_dir(args.out)
+    _check_int(args.workers, "workers", 1)
+    _require_submitit(args.executor)
     ids = experiment_ids() if args.id == "all" else args.id.split(",")
     for i in ids:
         if i not in experiment_ids():
             raise UsageError(f"unknown experiment {i!r} (known: {', '.join(experiment_ids())})")
-    reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=_device(args.device),
-              workers=args.workers, run=not args.no_run)
+    # SLURM jobs pick their device on the node (and a submission that does not wait builds nothing here)
+    device = args.device if args.executor == "slurm" else _device(args.device)
+    if not args.no_run:  # refuse what cannot fit before the store is created
+        from depthscale.experiments import all_configs
+        from depthscale.sweeps import plan
+
+        _check_memory(plan(all_configs(ids, args.preset), _store_if_any(args.store)), args.executor,
+                      args.workers, device, args.allow_memory)
+    reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
+              workers=args.workers, run=not args.no_run, allow_memory=True)
     print(f"figures, tables and claims.json written to {args.out}")
     return 0
 
@@ -230,6 +474,8 @@ def cmd_reproduce(args) -> int:
 def cmd_report(args) -> int:
     from depthscale.report import report
 
+    _out_dir(args.out)
+    _existing_store(args.store)
     paths = report(args.store, args.out, preset=args.preset)
     print(f"report written: {paths}")
     return 0
@@ -238,6 +484,7 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     from depthscale.bench import bench
 
+    _check_int(args.steps, "steps", 1, MAX_BENCH_STEPS)
     res = bench(preset=args.preset, device=_device(args.device), dtype=args.dtype, steps=args.steps)
     _emit(args, res, None if args.json else "\n".join(f"{k}: {v}" for k, v in res.items()))
     return 0
@@ -255,6 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
     def device(sp):
         sp.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
 
+    def allow_memory(sp):
+        sp.add_argument("--allow-memory", dest="allow_memory", action="store_true",
+                        help="run even where the memory estimate exceeds the available memory")
+
     sp = sub.add_parser("train", help="train one model", **_fmt(
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
@@ -264,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_fields(sp)
     sp.add_argument("--store", required=True, help="run store directory")
     sp.add_argument("--json", action="store_true", help="print one JSON line")
+    allow_memory(sp)
     device(sp)
     sp.set_defaults(fn=cmd_train)
 
@@ -281,9 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--shard", help="i/n: run only shard i of n (for hand-written job arrays)")
     for opt, typ, hlp in (("partition", str, "SLURM partition"), ("time", int, "minutes per job"),
                           ("parallelism", int, "max array tasks at once"), ("gpus", int, "GPUs per job"),
-                          ("cpus", int, "CPUs per job")):
+                          ("cpus", int, "CPUs per job"), ("mem", float, "GB of memory per job")):
         sp.add_argument(f"--slurm-{opt}", dest=f"slurm_{opt}", type=typ, default=None, help=hlp)
     sp.add_argument("--json", action="store_true")
+    allow_memory(sp)
     device(sp)
     sp.set_defaults(fn=cmd_sweep)
 
@@ -331,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="curve: add the free curve of the empirical S at this P (easy task; "
                          "--samples contexts to fit, as many to measure)")
     sp.add_argument("--json", action="store_true")
+    allow_memory(sp)
     sp.set_defaults(fn=cmd_theory)
 
     sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **_fmt(
@@ -344,6 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--executor", choices=["inline", "process", "slurm"], default="process")
     sp.add_argument("--workers", type=int, default=None)
     sp.add_argument("--no-run", action="store_true", help="only draw from what is stored")
+    allow_memory(sp)
     device(sp)
     sp.set_defaults(fn=cmd_reproduce)
 
@@ -367,13 +622,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    text = str(message).splitlines()[0] if str(message) else category.__name__
+    print(f"depthscale: warning: {text}", file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    shown = warnings.showwarning
+    warnings.showwarning = _one_line_warning
     try:
         args = parser.parse_args(argv)
         return args.fn(args) or 0
     except (UsageError, ConfigError) as exc:
-        print(f"depthscale: error: {exc}", file=sys.stderr)
+        print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # known user-facing errors from the library
         from depthscale.errors import is_user_error
@@ -382,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
             return EXIT_USAGE
         raise
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

@@ -8,9 +8,19 @@ import os
 from depthscale.config import ConfigError
 
 
+class MissingExtraError(RuntimeError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class SubmissionError(RuntimeError):
+    """A cluster refused a submission (e.g. sbatch failed); the message is its first line."""
+
+
 def is_user_error(exc: BaseException) -> bool:
     if os.environ.get("DEPTHSCALE_DEBUG"):
         return False
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return isinstance(exc, (ConfigError, ValueError, FileNotFoundError, PermissionError, NotADirectoryError)) \
+    return isinstance(exc, (ConfigError, ValueError, FileNotFoundError, PermissionError, NotADirectoryError,
+                            IsADirectoryError, FileExistsError, MissingExtraError,
+                            SubmissionError)) \
         or "StoreError" in names

@@ -52,7 +52,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
               run: bool = True, seeds: int | Sequence[int] | None = None,
               shard: tuple[int, int] | str | None = None, workers: int | None = None,
               max_pack: int = 64, slurm: dict | None = None, progress: bool | None = None,
-              build: bool | None = None, overrides: dict | None = None) -> dict:
+              build: bool | None = None, overrides: dict | None = None, allow_memory: bool = False) -> dict:
     """Run the missing runs of experiments `ids` at `preset`, then write their figures, tables,
     claims and the report.
 
@@ -62,6 +62,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     builds from what is stored. build: write the artifacts (default: yes, except for a shard or
     a SLURM submission that does not wait, whose runs are not finished when this returns).
     overrides: further RunConfig fields for every run (e.g. {"max_steps": 500}).
+    allow_memory: run packs whose memory estimate exceeds the available memory (see run_sweep).
     Returns {"configs", "sweep" (run_sweep's counts or None), "out_dir", "claims", ...}.
     """
     ids = resolve_ids(ids)
@@ -76,7 +77,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
 
         counts = run_sweep(configs, store, executor=executor, shard=shard, workers=workers,
                            device=device, max_pack=max_pack, progress=progress,
-                           name=sweep_name(ids, preset), slurm=slurm)
+                           name=sweep_name(ids, preset), slurm=slurm, allow_memory=allow_memory)
     if build is None:
         build = shard is None and not (executor == "slurm" and not (slurm or {}).get("wait"))
     out = {"ids": list(ids), "preset": preset, "seeds": list(resolve_seeds(preset, seeds)),
@@ -101,9 +102,14 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
 
     ids = resolve_ids(ids)
     store = Store(store_dir, readonly=True)
-    df = store.collect()
+    df = store.collect()  # a broken run is skipped with a warning naming it
+    broken = [store.run_info(r) for r in store.run_ids() if store.is_broken(r)]
+    diverged = df[df["state"] == "diverged"] if len(df) and "state" in df.columns else df.iloc[0:0]
+    if len(diverged):  # finished, but not results: kept out of every figure, table and claim
+        df = df[df["state"] != "diverged"].reset_index(drop=True)
     if preset is None:
-        found = set(df["preset"]) if len(df) and "preset" in df.columns else set()
+        found = {p for frame in (df, diverged) if len(frame) and "preset" in frame.columns
+                 for p in frame["preset"]}
         presets = [p for p in PRESETS[::-1] if p in found]
         if not presets:
             raise ValueError(f"store {store.root} has no finished runs of a known preset; pass preset=")
@@ -116,6 +122,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     sections, all_claims, errors = [], [], []
     for p in presets:
         sec = build_preset(p, df, store, out_dir, ids, overrides, device, progress)
+        sec["run_states"] = run_states(df, diverged, p)
         sections.append(sec)
         all_claims += sec["claims"]
         errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
@@ -124,13 +131,42 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     claims_path = out_dir / "claims.json"
     write_json_atomic(claims_path, all_claims)
     header = _header()
+    header["broken"] = broken
     md = render_markdown(header, sections)
     (out_dir / "report.md").write_text(md)
     (out_dir / "report.html").write_text(render_html(header, sections, out_dir))
     return {"report_md": str(out_dir / "report.md"), "report_html": str(out_dir / "report.html"),
             "claims_json": str(claims_path), "presets": presets,
             "passed": sum(c["pass"] for c in all_claims),
-            "failed": sum(not c["pass"] for c in all_claims), "errors": errors}
+            "failed": sum(not c["pass"] for c in all_claims), "errors": errors,
+            "diverged": sorted(diverged["run_id"]) if len(diverged) else [],
+            "broken": [b["run_id"] for b in broken]}
+
+
+def run_states(df, diverged, preset: str) -> dict:
+    """Finished runs of `preset` by state: the done count and each diverged run (id, model, L,
+    step, reason)."""
+    def of(frame):
+        return frame[frame["preset"] == preset] if len(frame) and "preset" in frame.columns else frame.iloc[0:0]
+
+    rows = []
+    for _, r in of(diverged).sort_values("run_id").iterrows() if len(of(diverged)) else ():
+        step = r.get("diverged_step")
+        rows.append({"run_id": r["run_id"], "model": r.get("model"), "L": int(r["L"]) if _isnum(r.get("L")) else None,
+                     "step": int(step) if _isnum(step) else None, "reason": r.get("diverged_reason")})
+    return {"done": int(len(of(df))), "diverged": rows}
+
+
+def _state_lines(sec: dict, header: dict) -> list[str]:
+    st = sec.get("run_states") or {"done": 0, "diverged": []}
+    out = [f"run states: {st['done']} done, {len(st['diverged'])} diverged (left out of every figure, "
+           f"table and claim), {len(header.get('broken') or [])} broken in the store (skipped)"]
+    for r in st["diverged"]:
+        at = f" at step {r['step']}" if r["step"] is not None else ""
+        out.append(f"diverged: run {r['run_id']} ({r['model']}, L = {r['L']}){at}: {r['reason']}")
+    for b in header.get("broken") or []:
+        out.append(f"broken: run {b['run_id']}: {b['reason']}")
+    return out
 
 
 def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
@@ -262,7 +298,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
     for sec in sections:
         p = sec["preset"]
         out += [f"## Preset `{p}`", ""]
-        out += [f"- {line}" for line in _prov_lines(sec["provenance"])] + [""]
+        out += [f"- {line}" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)] + [""]
         n_pass = sum(c["pass"] for c in sec["claims"])
         out += [f"### Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass", "",
                 "| # | claim | expected | result | measured |", "|---|---|---|---|---|"]
@@ -338,7 +374,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
     for sec in sections:
         p = sec["preset"]
         parts.append(f"<h2 id=\"{esc(p)}\">Preset <code>{esc(p)}</code></h2><ul class=\"small\">")
-        parts += [f"<li>{esc(line)}</li>" for line in _prov_lines(sec["provenance"])]
+        parts += [f"<li>{esc(line)}</li>" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)]
         parts.append("</ul>")
         n_pass = sum(c["pass"] for c in sec["claims"])
         parts.append(f"<h3>Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass</h3>")
@@ -374,4 +410,4 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
 
 
 __all__ = ["reproduce", "report", "build_preset", "provenance", "render_markdown", "render_html",
-           "sweep_name"]
+           "sweep_name", "run_states"]

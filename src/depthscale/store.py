@@ -6,15 +6,22 @@ Layout under the store root::
     runs/<run_id>/checkpoint.pt  the trainer's latest checkpoint (deleted once the run is done)
     runs/<run_id>/metrics.json   final measurements: scalars and small arrays
     runs/<run_id>/curves.json    training curves, each a list over logged steps
-    runs/<run_id>/DONE           completion marker, written last: a run is done iff it exists
+    runs/<run_id>/DONE           completion marker, written last (a run is finished iff it exists)
     runs/<run_id>/FAILED         the reason the last attempt raised (a retry may still finish)
     runs/<run_id>/lease          who is running it now (host, pid, heartbeat time)
     sweeps/<name>.json           manifest: the run ids a named sweep wants
     slurm/                       submitit logs of SLURM jobs
 
 Every file is written atomically (temp file in the same directory, fsync, ``os.replace``), so a
-reader sees the old content or the new one, never a part. A finished run is never re-run and
-its files are never rewritten: ``finish`` and ``fail`` on a done run change nothing.
+reader sees the old content or the new one, never a part. JSON is strict: a non-finite number is
+written as ``null``. A finished run is never re-run and its files are never rewritten: ``finish``
+and ``fail`` on a done run change nothing.
+
+States of a run (``run_state``): done; diverged (finished, but its training loss became
+non-finite or exploded: ``divergence`` says at which step and why; never re-run, and kept apart
+from done runs by readers); broken (``DONE`` exists but the run's files do not hold a readable
+result: ``broken_reason`` says which file; a sweep runs it again, collect skips it with a
+warning); running (a live lease); failed (``FAILED``, no result); pending.
 
 Leases. ``claim`` creates ``lease`` atomically and exclusively (a complete temp file hard-linked
 into place, which fails if the name exists; ``O_CREAT|O_EXCL`` where links are unsupported);
@@ -22,7 +29,10 @@ both are atomic on local filesystems and on NFSv3+. The holder refreshes it with
 (the file's mtime, plus a check that the token in it is still ours). A lease is stale when
 - on this host (same hostname and boot id): its pid is dead, a zombie, or reused (the process
   start time differs);
-- on another host: its heartbeat is older than ``lease_timeout`` seconds (default 600).
+- on another host: its heartbeat is older than ``lease_timeout`` seconds (default 600);
+- anywhere: its content cannot be read (a complete lease appears at once, so an unreadable one
+  names no holder; an empty file gets ``EMPTY_LEASE_GRACE`` seconds, the window of the
+  ``O_EXCL`` fallback below).
 A stale lease is broken under a second exclusive lock file (``lease.break``): its holder re-reads
 the lease, deletes it only if it still carries the stale token, and then contends for the name
 like everyone else, the exclusive create deciding. So a lease a winner has just created is never
@@ -30,16 +40,20 @@ deleted by a slower contender that saw the old one. (No file protocol can fence 
 was judged stale but is still alive; if that happens ``finish`` sees the token changed and
 discards the late result, so a run is still recorded once.)
 A done run is never claimed: the claimer checks ``DONE`` after taking the lease, and
-``finish`` writes ``DONE`` before the lease is released.
+``finish`` writes ``DONE`` before the lease is released. A broken run is claimed like an
+unfinished one; its holder deletes ``DONE`` (first) and the unreadable result before running it.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
+import math
 import os
 import platform
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -51,14 +65,24 @@ from typing import Any, Iterable
 
 from depthscale.config import ConfigError, RunConfig, run_id
 
+log = logging.getLogger(__name__)
+
 DEFAULT_LEASE_TIMEOUT = 600.0  # seconds without heartbeat after which another host may take a run
 BREAK_LOCK_TIMEOUT = 30.0  # seconds after which a lock left by a breaker that died is removed
-RUN_STATES = ("done", "running", "failed", "pending")
+EMPTY_LEASE_GRACE = 1.0  # seconds an empty lease file counts as being written (O_EXCL fallback)
+RUN_STATES = ("done", "diverged", "broken", "running", "failed", "pending")
+REQUIRED_METRICS = ("stopped_because",)  # keys every finished run's metrics.json holds
+DIVERGED_FACTOR = 1e6  # a finished loss R above this many times Var(y*) has diverged
+_RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class StoreError(Exception):
     """A store that cannot be used as asked; the message is one line naming the path."""
+
+
+class BrokenRunWarning(UserWarning):
+    """A finished run whose files do not hold a readable result was skipped."""
 
 
 # --- atomic writes ---------------------------------------------------------------------------
@@ -121,14 +145,31 @@ def _to_jsonable(obj: Any) -> Any:
     raise TypeError(f"object of type {type(obj).__name__} is not JSON serializable")
 
 
-def _dumps(obj: Any, indent: int | None = 1) -> bytes:
-    # NaN/inf are kept (Python's json writes NaN, Infinity): a diverged run records them as they are.
+def _strict(obj: Any) -> Any:
+    """`obj` with numpy/torch values as plain Python ones and every non-finite float as None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_strict(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return _strict(_to_jsonable(obj))
+
+
+def _dumps(obj: Any, indent: int | None = 1, strict: bool = True) -> bytes:
+    """JSON bytes; strict: non-finite numbers become null (never a bare NaN or Infinity)."""
+    if strict:
+        return (json.dumps(_strict(obj), indent=indent, allow_nan=False) + "\n").encode()
     return (json.dumps(obj, indent=indent, default=_to_jsonable) + "\n").encode()
 
 
-def write_json_atomic(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
-    """Write `obj` as JSON to `path` atomically (numpy/torch values converted to plain numbers)."""
-    blob = _dumps(obj, indent)
+def write_json_atomic(path: str | os.PathLike, obj: Any, indent: int | None = 1,
+                      strict: bool = False) -> None:
+    """Write `obj` as JSON to `path` atomically (numpy/torch values converted to plain numbers).
+    strict=True writes non-finite numbers as null (the store's own files are always strict)."""
+    blob = _dumps(obj, indent, strict)
     _write_atomic(Path(path), lambda fh: fh.write(blob))
 
 
@@ -142,6 +183,17 @@ def save_torch_atomic(path: str | os.PathLike, obj: Any) -> None:
 def _write_text_atomic(path: Path, text: str) -> None:
     blob = text.encode()
     _write_atomic(path, lambda fh: fh.write(blob))
+
+
+def _remove_path(path: Path) -> None:
+    """Remove a file, or a directory squatting on a run file's name; nothing if it is gone."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
 
 
 # --- process identity (for leases) ------------------------------------------------------------
@@ -218,6 +270,7 @@ class Store:
         self.lease_timeout = float(lease_timeout)
         self.readonly = readonly
         self._leases: dict[str, str] = {}  # run id -> token of a lease this object holds
+        self._checked: dict[str, tuple] = {}  # run id -> (file signature, broken reason or None)
         if readonly:
             if not self.runs_root.is_dir():
                 raise StoreError(f"store {self.root} does not exist (no runs/ directory)")
@@ -284,7 +337,9 @@ class Store:
                 return
         except (OSError, ValueError):
             pass
-        write_json_atomic(path, doc)
+        if path.is_dir():
+            _remove_path(path)
+        write_json_atomic(path, doc, strict=True)
 
     def load_config(self, rid: str) -> RunConfig:
         doc = self._read_json(rid, "config.json")
@@ -298,7 +353,10 @@ class Store:
         """torch.save `obj` (a dict) as the run's checkpoint, atomically. Refused once the run is done."""
         if self.is_done(rid):
             raise StoreError(f"run {self._dir(rid)} is finished; its files are never rewritten")
-        save_torch_atomic(self.run_dir(rid) / "checkpoint.pt", obj)
+        path = self.run_dir(rid) / "checkpoint.pt"
+        if path.is_dir():
+            _remove_path(path)
+        save_torch_atomic(path, obj)
 
     def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
         """The run's checkpoint, or None if there is none; an unreadable one warns and gives None."""
@@ -316,17 +374,120 @@ class Store:
 
     # --- results ---
     def is_done(self, rid: str) -> bool:
-        return (self._dir(rid) / "DONE").exists()
+        """True if the run finished and its result is readable (a diverged run is done too: it is
+        never run again). A broken run (DONE, but no readable result) is not done."""
+        return (self._dir(rid) / "DONE").exists() and self._check_finished(rid) is None
+
+    def is_broken(self, rid: str) -> bool:
+        """True if DONE exists but the run's files do not hold a readable result."""
+        return self.broken_reason(rid) is not None
+
+    def broken_reason(self, rid: str) -> str | None:
+        """Why a finished run is broken (one line naming the file), or None if it is not."""
+        if not (self._dir(rid) / "DONE").exists():
+            return None
+        return self._check_finished(rid)
+
+    def _signature(self, d: Path) -> tuple:
+        sig = []
+        for name in _RESULT_FILES:
+            try:
+                st = (d / name).stat()
+                sig.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                sig.append(None)
+        return tuple(sig)
+
+    def _check_finished(self, rid: str) -> str | None:
+        """None if the finished run's DONE, config.json, metrics.json and curves.json are sound,
+        else what is wrong. Cached while none of the files changes."""
+        d = self._dir(rid)
+        sig = self._signature(d)
+        cached = self._checked.get(rid)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        reason = None
+        try:
+            self._finished_docs(rid)
+        except StoreError as e:
+            reason = self._why(rid, e)
+        self._checked[rid] = (sig, reason)
+        return reason
+
+    def _why(self, rid: str, err: StoreError) -> str:
+        """The part of a "corrupted run directory <dir>: ..." message after the directory."""
+        prefix = f"corrupted run directory {self._dir(rid)}: "
+        text = str(err)
+        return text[len(prefix):] if text.startswith(prefix) else text
+
+    def _finished_docs(self, rid: str) -> tuple[dict, dict, dict]:
+        """(config.json, metrics.json, DONE) of a finished run, checked, and curves.json checked to
+        be a JSON object: StoreError naming the file otherwise."""
+        d = self._dir(rid)
+
+        def bad(msg: str) -> StoreError:
+            return StoreError(f"corrupted run directory {d}: {msg}")
+
+        done = self._read_json(rid, "DONE")
+        if not isinstance(done, dict):
+            raise bad("DONE is not a JSON object")
+        doc = self._read_json(rid, "config.json")
+        if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+            raise bad("config.json has no config")
+        if doc.get("run_id", rid) != rid:
+            raise bad(f"config.json is for run {doc.get('run_id')!r}")
+        metrics = self._read_json(rid, "metrics.json")
+        if not isinstance(metrics, dict):
+            raise bad("metrics.json is not a JSON object")
+        for key in REQUIRED_METRICS:
+            if not isinstance(metrics.get(key), str):
+                raise bad(f"metrics.json has no {key!r}")
+        if not isinstance(self._read_json(rid, "curves.json"), dict):
+            raise bad("curves.json is not a JSON object")
+        return doc, metrics, done
+
+    def divergence(self, rid: str) -> dict | None:
+        """For a done run whose training diverged: {"step", "reason"}; None otherwise."""
+        if not self.is_done(rid):
+            return None
+        metrics = self._read_json(rid, "metrics.json")
+        found = diverged(metrics)
+        if found is None:
+            return None
+        if found["step"] is None or found.get("from_curves"):
+            try:
+                curves = self._read_json(rid, "curves.json")
+            except StoreError:
+                curves = {}
+            step = _first_bad_step(curves, metrics)
+            if step is not None:
+                found["step"] = step
+        found.pop("from_curves", None)
+        return found
+
+    def run_info(self, rid: str) -> dict:
+        """{"run_id", "state", "step", "reason"}: step and reason say where and why a run
+        diverged, why it is broken, or why it failed (None otherwise)."""
+        state = self.run_state(rid)
+        info = {"run_id": rid, "state": state, "step": None, "reason": None}
+        if state == "diverged":
+            info.update(self.divergence(rid) or {})
+        elif state == "broken":
+            info["reason"] = self.broken_reason(rid)
+        elif state == "failed":
+            why = self.failure(rid)
+            info["reason"] = why.splitlines()[0] if why else None
+        return info
 
     def is_failed(self, rid: str) -> bool:
         """True if the last attempt failed and no attempt has finished."""
         d = self._dir(rid)
-        return (d / "FAILED").exists() and not (d / "DONE").exists()
+        return (d / "FAILED").exists() and not self.is_done(rid)
 
     def failure(self, rid: str) -> str | None:
         """The reason recorded by `fail`, or None."""
         try:
-            return (self._dir(rid) / "FAILED").read_text().strip()
+            return (self._dir(rid) / "FAILED").read_bytes().decode(errors="replace").strip()
         except OSError:
             return None
 
@@ -339,16 +500,18 @@ class Store:
         """
         self._check_writable()
         d = self.run_dir(rid)
-        if (d / "DONE").exists():
+        if self.is_done(rid):
             warnings.warn(f"run {d} is already done; keeping the first result", stacklevel=2)
             return False
         if not self._still_ours(rid):
             warnings.warn(f"lost the lease on run {d} to another process; discarding this result",
                           stacklevel=2)
             return False
-        write_json_atomic(d / "metrics.json", dict(metrics))
-        write_json_atomic(d / "curves.json", dict(curves), indent=None)  # long lists: compact
-        write_json_atomic(d / "DONE", {"time": time.time(), "host": _hostname(), "pid": os.getpid()})
+        self._clear_broken(d)
+        write_json_atomic(d / "metrics.json", dict(metrics), strict=True)
+        write_json_atomic(d / "curves.json", dict(curves), indent=None, strict=True)  # long lists: compact
+        write_json_atomic(d / "DONE", {"time": time.time(), "host": _hostname(), "pid": os.getpid()},
+                          strict=True)
         for name in ("FAILED", "checkpoint.pt"):
             try:
                 (d / name).unlink()
@@ -361,24 +524,51 @@ class Store:
         """Record that an attempt raised (for exceptions; a NaN run is finished, not failed)."""
         self._check_writable()
         d = self.run_dir(rid)
-        if (d / "DONE").exists():
+        if self.is_done(rid):
             return
+        if (d / "FAILED").is_dir():
+            _remove_path(d / "FAILED")
         _write_text_atomic(d / "FAILED", str(reason).rstrip("\n") + "\n")
+
+    def _clear_broken(self, d: Path) -> None:
+        """Delete a broken result: DONE first (the run is then unfinished to every reader), then
+        the unreadable files. Called by the lease holder (or by `finish` of an unleased run)."""
+        if not (d / "DONE").exists():
+            return
+        reason = self._check_finished(d.name)
+        if reason is None:
+            return
+        log.warning("run %s was broken (%s): running it again", d, reason)
+        for name in ("DONE", "metrics.json", "curves.json"):
+            _remove_path(d / name)
+        try:
+            doc = self._read_json(d.name, "config.json")
+            if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+                raise StoreError("no config")
+        except StoreError:  # rewritten by the rerun (write_config)
+            _remove_path(d / "config.json")
 
     def _read_json(self, rid: str, name: str) -> Any:
         d = self._dir(rid)
         try:
-            text = (d / name).read_text()
+            text = (d / name).read_bytes().decode()
         except FileNotFoundError:
             raise StoreError(f"corrupted run directory {d}: {name} is missing") from None
         except OSError as e:
             raise StoreError(f"corrupted run directory {d}: {name} cannot be read: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise StoreError(f"corrupted run directory {d}: {name} is not valid JSON") from None
+        if not text.strip():
+            raise StoreError(f"corrupted run directory {d}: {name} is empty")
         try:
             return json.loads(text)
         except ValueError:
             raise StoreError(f"corrupted run directory {d}: {name} is not valid JSON") from None
 
     def _require_done(self, rid: str) -> None:
+        reason = self.broken_reason(rid)
+        if reason is not None:
+            raise StoreError(f"run {self._dir(rid)} is broken: {reason}")
         if not self.is_done(rid):
             raise StoreError(f"run {self._dir(rid)} is not finished")
 
@@ -395,10 +585,15 @@ class Store:
         return self._dir(rid) / "lease"
 
     def _read_lease(self, path: Path) -> tuple[dict | None, float | None]:
-        """(content or None if unreadable, mtime or None if the file is gone)."""
+        """(content or None if unreadable, mtime or None if the file is gone). An empty file younger
+        than EMPTY_LEASE_GRACE reads as {} (being written: a holder with a fresh heartbeat)."""
         try:
             mtime = path.stat().st_mtime
-            return json.loads(path.read_text()), mtime
+            blob = path.read_bytes()
+            if not blob and time.time() - mtime < EMPTY_LEASE_GRACE:
+                return {}, mtime
+            lease = json.loads(blob)
+            return (lease if isinstance(lease, dict) else None), mtime
         except FileNotFoundError:
             return None, None
         except (OSError, ValueError):
@@ -408,13 +603,15 @@ class Store:
                 return None, None
 
     def _is_stale(self, lease: dict | None, mtime: float, timeout: float | None = None) -> bool:
-        if lease is not None and _same_machine(lease):
+        if lease is None:
+            return True  # unreadable: it names no holder that could still be alive
+        if _same_machine(lease):
             try:
                 return not _pid_alive(int(lease["pid"]), lease.get("start"))
             except (KeyError, TypeError, ValueError):
                 pass
         heartbeat = mtime
-        if lease is not None and isinstance(lease.get("time"), (int, float)):
+        if isinstance(lease.get("time"), (int, float)) and math.isfinite(lease["time"]):
             heartbeat = max(heartbeat, float(lease["time"]))
         return time.time() - heartbeat > (self.lease_timeout if timeout is None else timeout)
 
@@ -429,7 +626,7 @@ class Store:
         """Take the run for this process; False if it is done or someone else holds a live lease."""
         self._check_writable()
         d = self.run_dir(rid)
-        if (d / "DONE").exists():
+        if self.is_done(rid):
             return False
         path = self._lease_path(rid)
         if rid in self._leases and self.heartbeat(rid):
@@ -448,10 +645,11 @@ class Store:
         else:
             return False
         self._leases[rid] = token
-        if (d / "DONE").exists():  # finished by the previous holder just before it released
+        if self.is_done(rid):  # finished by the previous holder just before it released
             self.release(rid)
             return False
         self._remove_orphans(d)
+        self._clear_broken(d)
         return True
 
     def _remove_orphans(self, d: Path) -> None:
@@ -590,7 +788,7 @@ class Store:
                 return path
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()})
+        write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
         return path
 
     def load_manifest(self, name: str) -> list[str]:
@@ -606,72 +804,119 @@ class Store:
         return sorted(p.stem for p in self.sweeps_root.glob("*.json") if _NAME_RE.match(p.stem))
 
     def run_state(self, rid: str) -> str:
-        """One of 'done', 'running' (live lease), 'failed', 'pending'."""
+        """One of RUN_STATES: 'done', 'diverged' (finished, training diverged), 'broken' (DONE but
+        no readable result), 'running' (live lease), 'failed', 'pending'."""
         d = self._dir(rid)
         if (d / "DONE").exists():
-            return "done"
+            if self._check_finished(rid) is not None:
+                return "broken"
+            return "diverged" if self.divergence(rid) is not None else "done"
         if self.lease_info(rid) is not None:
             return "running"
         if (d / "FAILED").exists():
             return "failed"
         return "pending"
 
+    def _sweep_ids(self, name: str, strict: bool) -> list[str] | None:
+        """The manifest's run ids; a corrupted manifest raises if `strict`, else warns and gives None."""
+        try:
+            ids = self.load_manifest(name)
+            for rid in ids:
+                self._dir(rid)
+            return ids
+        except StoreError as e:
+            if strict:
+                raise
+            warnings.warn(f"skipping sweep {name!r}: {e}", BrokenRunWarning, stacklevel=3)
+            return None
+
     def status(self, sweep: str | None = None):
         """pandas.DataFrame, one row per sweep manifest (or just `sweep`), indexed by sweep name:
-        total, done, running, failed, pending."""
+        total, then a count per state of RUN_STATES. A corrupted manifest is skipped with a
+        warning (or raises StoreError when it is the `sweep` asked for)."""
         import pandas as pd
 
         names = [sweep] if sweep is not None else self.manifests()
         rows = []
         for name in names:
+            ids = self._sweep_ids(name, strict=sweep is not None)
+            if ids is None:
+                continue
             counts = dict.fromkeys(RUN_STATES, 0)
-            ids = self.load_manifest(name)
             for rid in ids:
                 counts[self.run_state(rid)] += 1
             rows.append({"sweep": name, "total": len(ids), **counts})
         cols = ["sweep", "total", *RUN_STATES]
         return pd.DataFrame(rows, columns=cols).set_index("sweep")
 
+    def problems(self, sweep: str | None = None, states: Iterable[str] = ("diverged", "broken")) -> list[dict]:
+        """`run_info` of every run in `states` among the sweep's runs (default: every manifest's)."""
+        names = [sweep] if sweep is not None else self.manifests()
+        ids: set[str] = set()
+        for name in names:
+            ids.update(self._sweep_ids(name, strict=sweep is not None) or [])
+        want = set(states)
+        out = []
+        for rid in sorted(ids):
+            info = self.run_info(rid)
+            if info["state"] in want:
+                out.append(info)
+        return out
+
     # --- collecting results ---
     def collect(self, sweep: str | None = None, arrays: str = "json"):
-        """One row per finished run: run_id, every config field, then the metrics.
+        """One row per finished run: run_id, every config field, its state, then the metrics.
 
-        Scalar metrics (numbers, strings, bools, None) become columns. Array- or dict-valued
-        metrics are JSON-encoded strings in a column of the same name when `arrays="json"` (parse
-        with json.loads, or DuckDB's json functions) and left out when `arrays="drop"`. A metric
-        whose name is a config field or "run_id" is renamed "metric_<name>". `sweep` restricts
-        to that manifest's runs. Reads only: the store is never modified. A done run whose
-        config.json or metrics.json is missing or unreadable raises StoreError naming it.
+        state is "done" or "diverged" (then diverged_step and diverged_reason say where and why;
+        see `divergence`; NaN for a done run). Scalar metrics (numbers, strings, bools; null as NaN) become columns.
+        Array- or dict-valued metrics are JSON-encoded strings in a column of the same name when
+        `arrays="json"` (parse with json.loads, or DuckDB's json functions) and left out when
+        `arrays="drop"`. A metric whose name is a config field, "run_id" or a state column is
+        renamed "metric_<name>". `sweep` restricts to that manifest's runs. Reads only: the store
+        is never modified. A broken run (DONE, but its files hold no readable result) is skipped
+        with a BrokenRunWarning naming it.
         """
         import pandas as pd
 
         if arrays not in ("json", "drop"):
             raise StoreError(f"arrays must be 'json' or 'drop', got {arrays!r}")
-        ids = self.load_manifest(sweep) if sweep is not None else self.run_ids()
+        ids = self._sweep_ids(sweep, strict=True) if sweep is not None else self.run_ids()
         rows, config_cols, metric_cols = [], {}, {}
+        state_cols = ("state", "diverged_step", "diverged_reason")
         for rid in sorted(set(ids)):
-            if not self.is_done(rid):
+            d = self._dir(rid)
+            if not (d / "DONE").exists():
                 continue
-            doc = self._read_json(rid, "config.json")
-            metrics = self._read_json(rid, "metrics.json")
-            if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
-                raise StoreError(f"corrupted run directory {self._dir(rid)}: config.json has no config")
-            if not isinstance(metrics, dict):
-                raise StoreError(f"corrupted run directory {self._dir(rid)}: metrics.json is not an object")
+            try:
+                doc, metrics, _ = self._finished_docs(rid)
+            except StoreError as e:
+                warnings.warn(f"skipping broken run {d}: {self._why(rid, e)}",
+                              BrokenRunWarning, stacklevel=2)
+                continue
+            div = diverged(metrics)
+            if div is not None:
+                div = self.divergence(rid) or div
             row = {"run_id": rid}
             for key, value in doc["config"].items():
                 config_cols[key] = None
                 row[key] = value
+            nan = float("nan")  # (not None: a column of None would not round-trip through CSV)
+            row.update(state="diverged" if div else "done",
+                       diverged_step=nan if div is None or div["step"] is None else div["step"],
+                       diverged_reason=div["reason"] if div else nan)
             for key, value in metrics.items():
-                col = f"metric_{key}" if key in row or key == "run_id" or key in config_cols else key
+                col = f"metric_{key}" if key in row or key == "run_id" or key in config_cols \
+                    or key in state_cols else key
                 if isinstance(value, (list, dict)):
                     if arrays == "drop":
                         continue
                     value = json.dumps(value)
+                elif value is None:
+                    value = float("nan")
                 metric_cols[col] = None
                 row[col] = value
             rows.append(row)
-        cols = ["run_id", *config_cols, *(c for c in metric_cols if c not in config_cols)]
+        cols = ["run_id", *config_cols, *state_cols, *(c for c in metric_cols if c not in config_cols)]
         return pd.DataFrame(rows, columns=cols)
 
     def collect_to(self, path: str | os.PathLike, sweep: str | None = None, arrays: str = "json"):
@@ -696,6 +941,55 @@ class Store:
         return df
 
 
+def _num(x: Any) -> float:
+    """x as a float; NaN where it is no number (null, a string)."""
+    if isinstance(x, bool):
+        return float("nan")
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def diverged(metrics: dict) -> dict | None:
+    """{"step", "reason"} if a finished run's metrics say its training diverged, else None: it
+    stopped on a non-finite loss (stopped_because "nan" or "diverged"), or its final loss R is
+    not finite or above DIVERGED_FACTOR x Var(y*). step is the run's last step (Store.divergence
+    finds the first logged step where the loss went bad)."""
+    steps = metrics.get("steps")
+    step = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+    why = metrics.get("stopped_because")
+    if why in ("nan", "diverged"):
+        reason = metrics.get("diverged_reason")
+        return {"step": step, "reason": reason if isinstance(reason, str) and reason
+                else "the training loss became non-finite"}
+    if "R" not in metrics:
+        return None
+    R, var = _num(metrics["R"]), _num(metrics.get("var_ystar"))
+    if not math.isfinite(R):
+        return {"step": step, "reason": "the final loss R is not finite", "from_curves": True}
+    if math.isfinite(var) and var > 0 and R > DIVERGED_FACTOR * var:
+        return {"step": step, "reason": f"the final loss R = {R:.3g} is above {DIVERGED_FACTOR:.0e} x "
+                                        f"Var(y*) = {var:.3g}", "from_curves": True}
+    return None
+
+
+def _first_bad_step(curves: Any, metrics: dict) -> int | None:
+    """First logged step whose monitor loss is non-finite or above DIVERGED_FACTOR x Var(y*)."""
+    if not isinstance(curves, dict):
+        return None
+    steps, losses = curves.get("step"), curves.get("loss")
+    if not isinstance(steps, list) or not isinstance(losses, list):
+        return None
+    var = _num(metrics.get("var_ystar"))
+    limit = DIVERGED_FACTOR * var if math.isfinite(var) and var > 0 else math.inf
+    for st, loss in zip(steps, losses):
+        v = _num(loss)
+        if (not math.isfinite(v) or v > limit) and isinstance(st, int):
+            return st
+    return None
+
+
 def _versions() -> dict:
     """Versions that a rerun needs, read from package metadata (importing torch is slow)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -712,5 +1006,5 @@ def _versions() -> dict:
     return out
 
 
-__all__ = ["Store", "StoreError", "write_json_atomic", "save_torch_atomic", "DEFAULT_LEASE_TIMEOUT",
-           "RUN_STATES"]
+__all__ = ["Store", "StoreError", "BrokenRunWarning", "write_json_atomic", "save_torch_atomic",
+           "DEFAULT_LEASE_TIMEOUT", "RUN_STATES", "REQUIRED_METRICS", "DIVERGED_FACTOR", "diverged"]

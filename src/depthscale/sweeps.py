@@ -9,12 +9,15 @@ same sweep against one store: each run is finished exactly once, and a killed sw
 where it stopped when started again.
 
 Executors: "inline" (this process), "process" (a local spawn pool, threads split between
-workers), "slurm" (a submitit job array; `pip install depthscale[slurm]`). For hand-written
-sbatch arrays, give every array task the same sweep and `shard=(task_id, n_tasks)`.
+workers; a worker exits when the sweep's process dies, even by SIGKILL), "slurm" (a submitit job
+array; `pip install 'depthscale[slurm]'`). For hand-written sbatch arrays, give every array task
+the same sweep and `shard=(task_id, n_tasks)`. Before anything runs, the packs' memory is
+estimated (depthscale.memory) and a sweep that would not fit is refused.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import itertools
 import json
@@ -22,20 +25,25 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 import threading
+import time
 import traceback
 from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from depthscale.config import PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id
+from depthscale.errors import MissingExtraError, SubmissionError
 from depthscale.store import Store
 
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("inline", "process", "slurm")
 COUNT_KEYS = ("ran", "skipped_done", "skipped_claimed", "failed")
+SLURM_OPTIONS = ("partition", "time_min", "cpus", "gpus", "mem_gb", "array_parallelism", "wait",
+                 "cluster", "folder", "additional")
 _FLOAT_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type in ("float", float))
 _FIELD_NAMES = tuple(f.name for f in fields(RunConfig))
 
@@ -89,6 +97,8 @@ def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu") -> list[RunCon
     >>> len(expand_grid(grid, preset="smoke"))
     24
     """
+    if not isinstance(grid, (dict, list, tuple)):
+        raise ConfigError(f"a grid must be a table of field = value(s) or a list of them, got {grid!r}")
     parts = [grid] if isinstance(grid, dict) else list(grid)
     if not parts:
         raise ConfigError("grid is empty")
@@ -96,6 +106,8 @@ def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu") -> list[RunCon
     for part in parts:
         if not isinstance(part, dict):
             raise ConfigError(f"grid entries must be tables of field = value(s), got {part!r}")
+        if not part:
+            raise ConfigError("grid is empty (a table without keys): give at least one field")
         axes = _grid_axes(part, preset)
         names = list(axes)
         for combo in itertools.product(*axes.values()):
@@ -170,7 +182,7 @@ def _default_pack_key(cfg: RunConfig) -> tuple:
     return pack_key(cfg)
 
 
-def plan(configs: Iterable[RunConfig], store: Store, shard: tuple[int, int] | str | None = None,
+def plan(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, int] | str | None = None,
          max_pack: int = 64, pack_key: Callable[[RunConfig], tuple] | None = None,
          retry_failed: bool = True) -> list[list[RunConfig]]:
     """Packs of the configs this process (shard) should run, in a deterministic order.
@@ -180,14 +192,15 @@ def plan(configs: Iterable[RunConfig], store: Store, shard: tuple[int, int] | st
     same positions whenever it plans and no two shards ever get the same run. Then done runs
     (and failed ones unless `retry_failed`) are dropped, and the rest grouped by `pack_key`
     (default depthscale.training.pack_key) into packs of at most `max_pack`, split evenly.
+    store None: nothing is done yet (a store that does not exist).
     """
     if not (isinstance(max_pack, int) and max_pack >= 1):
         raise ConfigError(f"max_pack must be an integer >= 1, got {max_pack!r}")
     shard = parse_shard(shard)
     key = pack_key or _default_pack_key
     ordered = _shard_share(configs, shard)
-    todo = [c for c in ordered if not store.is_done(run_id(c))
-            and (retry_failed or not store.is_failed(run_id(c)))]
+    todo = [c for c in ordered if store is None or (not store.is_done(run_id(c))
+            and (retry_failed or not store.is_failed(run_id(c))))]
     groups: dict[tuple, list[RunConfig]] = {}
     for cfg in todo:
         groups.setdefault(key(cfg), []).append(cfg)
@@ -328,15 +341,45 @@ def available_cores() -> int:
 _THREADS: int | None = None  # this worker process's share of the cores (process executor)
 
 
-def _init_process_worker(threads: int) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+ORPHAN_POLL = 0.5  # seconds between the watchdog's checks of the parent
+
+
+def _init_process_worker(threads: int, parent: int | None = None) -> None:
     """Pool initializer: give each worker process its share of the cores, so workers do not
-    oversubscribe. It runs before any task is unpickled, so the environment is set before torch
-    (or numpy) is imported; `_apply_threads` calls torch.set_num_threads once torch is loaded."""
+    oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
+    before any task is unpickled, so the environment is set before torch (or numpy) is imported;
+    `_apply_threads` calls torch.set_num_threads once torch is loaded."""
     global _THREADS
     _THREADS = threads
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    if parent is not None:
+        _die_with_parent(parent)
     _apply_threads()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Make this worker exit when the process `parent` dies, however it dies (SIGKILL included),
+    so that a killed sweep leaves no orphans training on. Linux: the kernel sends SIGKILL on the
+    parent's death (prctl PR_SET_PDEATHSIG); everywhere: a daemon thread that polls getppid()
+    every ORPHAN_POLL seconds and exits when the parent is gone (re-parented to init)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # died before the signal was armed
+        os._exit(1)
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="depthscale-orphan-watchdog", daemon=True).start()
 
 
 def _apply_threads() -> None:
@@ -387,7 +430,7 @@ def _run_process(packs, store, worker, device, workers, bar) -> dict:
     threads = max(1, cores // n)
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
-                                initargs=(threads,)) as pool:
+                                initargs=(threads, os.getpid())) as pool:
         futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
                    for pack in packs}
         for fut in cf.as_completed(futures):
@@ -403,7 +446,12 @@ def _run_process(packs, store, worker, device, workers, bar) -> dict:
 
 
 def _slurm_task(pack: list[RunConfig], root: str, lease_timeout: float, worker, device: str) -> dict:
-    """One SLURM array task: run one pack against the store at `root`."""
+    """One SLURM array task: run one pack against the store at `root` (device "auto" is decided
+    here, on the node: the submitting host may have no GPU)."""
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     store = Store(root, lease_timeout=lease_timeout)
     job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "?"))
     task = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
@@ -418,16 +466,8 @@ def _run_slurm(packs, store, worker, device, name, opts) -> dict:
     cluster ("slurm", or "local"/"debug" to try it without SLURM), folder (log directory,
     default <store>/slurm/<name>), additional (dict of extra sbatch parameters).
     """
-    try:
-        import submitit
-    except ImportError:
-        raise RuntimeError("the slurm executor needs submitit: pip install 'depthscale[slurm]'") from None
-    opts = dict(opts or {})
-    known = {"partition", "time_min", "cpus", "gpus", "mem_gb", "array_parallelism", "wait",
-             "cluster", "folder", "additional"}
-    unknown = sorted(set(opts) - known)
-    if unknown:
-        raise ConfigError(f"unknown slurm option {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    submitit = _import_submitit()
+    opts = check_slurm_options(opts)
     folder = Path(opts.get("folder") or store.root / "slurm" / (name or "sweep"))
     executor = submitit.AutoExecutor(folder=folder, cluster=opts.get("cluster"))
     params = {"name": f"depthscale-{name or 'sweep'}", "timeout_min": int(opts.get("time_min", 60)),
@@ -444,8 +484,13 @@ def _run_slurm(packs, store, worker, device, name, opts) -> dict:
         params["slurm_additional_parameters"] = dict(opts["additional"])
     executor.update_parameters(**params)
     n = len(packs)
-    jobs = executor.map_array(_slurm_task, packs, [str(store.root)] * n, [store.lease_timeout] * n,
-                              [worker] * n, [device] * n)
+    try:
+        jobs = executor.map_array(_slurm_task, packs, [str(store.root)] * n, [store.lease_timeout] * n,
+                                  [worker] * n, [device] * n)
+    except Exception as e:  # sbatch failed: no controller, bad partition, limits...
+        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+        why = next((ln.strip() for ln in lines if "error" in ln.lower()), lines[0].strip() if lines else "")
+        raise SubmissionError(f"SLURM submission failed: {type(e).__name__}: {why}") from None
     out = {"job_ids": [j.job_id for j in jobs], "slurm_folder": str(folder)}
     if opts.get("wait"):
         total = dict.fromkeys(COUNT_KEYS, 0)
@@ -459,12 +504,58 @@ def _run_slurm(packs, store, worker, device, name, opts) -> dict:
     return out
 
 
+def _import_submitit():
+    try:
+        import submitit
+    except ImportError:
+        raise MissingExtraError("the slurm executor needs submitit: pip install 'depthscale[slurm]'") from None
+    return submitit
+
+
+def check_slurm_options(opts: dict | None) -> dict:
+    """The slurm executor's options, checked (names from SLURM_OPTIONS; numbers >= 1)."""
+    opts = dict(opts or {})
+    unknown = sorted(set(opts) - set(SLURM_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown slurm option {unknown[0]!r}; known: {', '.join(sorted(SLURM_OPTIONS))}")
+    for key in ("time_min", "cpus", "array_parallelism"):
+        v = opts.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ConfigError(f"slurm option {key} must be an integer >= 1, got {v!r}")
+    for key in ("gpus", "mem_gb"):
+        v = opts.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                                  and math.isfinite(v)):
+            raise ConfigError(f"slurm option {key} must be a number >= 0, got {v!r}")
+    return opts
+
+
+def concurrent_packs(executor: str, packs: list, workers: int | None = None) -> int:
+    """How many of `packs` run at once on this machine (0 for slurm: they run on the nodes)."""
+    if executor == "slurm":
+        return 0
+    if executor == "process":
+        return max(1, min(workers or available_cores(), len(packs)))
+    return 1
+
+
+def check_memory(packs: list[list[RunConfig]], executor: str = "inline", workers: int | None = None,
+                 device: str = "cpu", flag: str = "allow_memory=True") -> None:
+    """Refuse (memory.MemoryRefused) packs that would not fit in this machine's memory, the
+    largest `concurrent_packs` of them at once. SLURM packs run elsewhere and are not checked."""
+    n = concurrent_packs(executor, packs, workers)
+    if n and packs:
+        from depthscale.memory import check_packs
+
+        check_packs(packs, device, concurrent=n, flag=flag)
+
+
 def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = "inline",
               shard: tuple[int, int] | str | None = None, workers: int | None = None,
               device: str = "cpu", max_pack: int = 64, progress: bool | None = None,
               worker: Callable | str | None = None, name: str | None = None,
               slurm: dict | None = None, pack_key: Callable | None = None,
-              retry_failed: bool = True) -> dict:
+              retry_failed: bool = True, allow_memory: bool = False) -> dict:
     """Run every config not yet done; returns counts.
 
     counts: planned (runs in this shard's packs), packs, ran, skipped_done (done before the
@@ -473,24 +564,32 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     adds job_ids and slurm_folder, and the run counts only with slurm={"wait": True}.
     `worker` is a module-level callable (or 'module:function') with the signature of
     depthscale.training.run_pack, the default. `name` writes the sweep manifest (all configs,
-    not just this shard's) so that `store.status()` can report it.
+    not just this shard's) so that `store.status()` can report it. Packs whose estimated memory
+    exceeds what this machine has are refused (memory.MemoryRefused) before anything is
+    written, unless `allow_memory`. A broken run (store.is_broken) is run again.
     """
     if executor not in EXECUTORS:
         raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    if workers is not None and not (isinstance(workers, int) and workers >= 1):
+    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool)
+                                    and workers >= 1):
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if executor == "slurm":  # before anything is written
+        _import_submitit()
+        slurm = check_slurm_options(slurm)
     if not isinstance(store, Store):
         store = Store(store)
     configs = list(configs)
-    if name is not None:
-        store.write_manifest(name, [run_id(c) for c in configs])
     shard = parse_shard(shard)
     fn = _resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
+    packs = plan(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
+                 retry_failed=retry_failed)
+    if not allow_memory:
+        check_memory(packs, executor, workers, device)
+    if name is not None:
+        store.write_manifest(name, [run_id(c) for c in configs])
     share = [run_id(c) for c in _shard_share(configs, shard)]
     skipped_done = sum(store.is_done(rid) for rid in share)
     skipped_failed = 0 if retry_failed else sum(store.is_failed(rid) for rid in share)
-    packs = plan(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
-                 retry_failed=retry_failed)
     planned = sum(len(p) for p in packs)
     result = {"planned": planned, "packs": len(packs), **dict.fromkeys(COUNT_KEYS, 0)}
     result.update(skipped_done=skipped_done, skipped_failed=skipped_failed)
@@ -515,4 +614,5 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
 
 
 __all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "pack_cost", "execute_pack", "run_sweep",
-           "available_cores", "EXECUTORS"]
+           "available_cores", "check_memory", "check_slurm_options", "concurrent_packs", "EXECUTORS",
+           "SLURM_OPTIONS"]

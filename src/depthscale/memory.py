@@ -1,0 +1,165 @@
+"""Memory a training pack needs, estimated before anything is allocated, and what is available.
+
+`pack_bytes(cfgs)` is a deliberately simple model of the peak of `training.train_pack` (float32
+throughout): the training contexts of one step, the activations autograd keeps for its backward
+pass, the parameters with their gradients and Adam moments, and the evaluation and monitor sets
+held for the whole run with one chunk's forward on them. It is between 0.8 and 1.7 times the
+measured peak (resident memory above the imports) on the configurations it was checked on and only
+decides whether to refuse a run that cannot fit (it errs on the large side): `check_packs` raises MemoryRefused, a one-line
+user error naming the estimate and the available memory, unless told to allow it.
+
+Available memory: the device's free memory for CUDA; on the CPU, /proc/meminfo's MemAvailable,
+lowered to the cgroup's limit (memory.max - memory.current) inside a container.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from depthscale.config import ENSEMBLE_MODELS, ConfigError, RunConfig
+
+FLOAT = 4  # bytes: every tensor of a training step is float32
+EVAL_CHUNK = 1024  # measurements.eval_contexts' chunk: one chunk's forward is alive at a time
+HEADROOM = 1.0  # refuse when the estimate exceeds this fraction of the available memory
+
+
+class MemoryRefused(ConfigError):
+    """A run or pack that would not fit in memory; the message is one line with both numbers."""
+
+
+def _stored_context(cfg: RunConfig) -> int:
+    """Floats of one stored context (contexts.Contexts: inputs, labels, rotation, targets)."""
+    P, d = cfg.P, cfg.d
+    return P * d + d * d + P + 5 * d + 2 * cfg.k
+
+
+def _per_context(cfg: RunConfig) -> int:
+    """Floats of one context while it is sampled (the stored one and its temporaries)."""
+    P, d = cfg.P, cfg.d
+    return 5 * (P + 1) * d + 2 * d * d + 3 * P + 5 * d + 2 * cfg.k
+
+
+def _layer_activations(cfg: RunConfig) -> int:
+    """Floats one layer of one model keeps per context for the backward pass."""
+    P, d, N = cfg.P, cfg.d, cfg.N
+    if cfg.model in ENSEMBLE_MODELS:  # scores and probabilities over P, with their gradients
+        return 4 * P + 3 * d
+    if cfg.model == "single_stream":
+        return 3 * P + 5 * N
+    if cfg.model == "context_updates":  # the P x P context attention of every layer
+        return 2 * P * P + 3 * P * N
+    return 4 * N * d  # linear: the N x d label state of every layer
+
+
+def _model_activations(cfg: RunConfig) -> int:
+    """Floats one model keeps per context whatever its depth."""
+    P, d, N = cfg.P, cfg.d, cfg.N
+    if cfg.model in ENSEMBLE_MODELS:
+        return 2 * P
+    if cfg.model == "linear":
+        return d * d + N * d
+    return 3 * P * N
+
+
+def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
+    """Estimated peak bytes of training `cfgs` as one pack (they share a pack key)."""
+    cfgs = list(cfgs)
+    if not cfgs:
+        return 0
+    c0 = cfgs[0]
+    B, d, N = c0.batch, c0.d, c0.N
+    T = sum(c.L for c in cfgs)  # layers of the whole pack
+    M = len(cfgs)
+    streams = len({(c.seed, c.a, c.b) for c in cfgs})  # distinct training batches per step
+    spectra = len({(c.a, c.b) for c in cfgs})  # distinct evaluation and monitor sets
+    per_layer, per_model = _layer_activations(c0), _model_activations(c0)
+    qk = 3 if c0.model == "layer_values" else 2
+    params = T * qk * N * N + M * (N * d + N * N + 3 * N)
+    train = streams * B * _per_context(c0) + B * (T * per_layer + M * per_model)
+    held = spectra * ((c0.eval_contexts + c0.monitor_contexts) * _stored_context(c0) * 3 // 2
+                      + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0))  # (3/2: measured)
+    Lmax = max(c.L for c in cfgs)
+    evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
+    monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
+    return FLOAT * (4 * params + train + held + max(evaluate, monitor))
+
+
+def available_bytes(device: str = "cpu") -> int | None:
+    """Free memory of `device` in bytes; None where it cannot be told."""
+    if str(device).startswith("cuda"):
+        try:
+            import torch
+
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except Exception:  # noqa: BLE001 - no CUDA here: the device check reports that
+            return None
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    limit = _cgroup_free()
+    if limit is not None:
+        avail = limit if avail is None else min(avail, limit)
+    return avail
+
+
+def _cgroup_free() -> int | None:
+    """memory.max - memory.current of this process's cgroup (v2), None without a limit."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            rel = next((ln.split(":", 2)[2].strip() for ln in fh if ln.startswith("0::")), None)
+        if rel is None:
+            return None
+        base = "/sys/fs/cgroup" + rel.rstrip("/")
+        with open(base + "/memory.max") as fh:
+            mx = fh.read().strip()
+        if mx == "max":
+            return None
+        with open(base + "/memory.current") as fh:
+            cur = int(fh.read().strip())
+        return max(0, int(mx) - cur)
+    except (OSError, ValueError, StopIteration):
+        return None
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def describe(cfgs: Sequence[RunConfig]) -> str:
+    c0 = cfgs[0]
+    if len(cfgs) == 1:
+        return f"run {c0.run_id} ({c0.model}, L = {c0.L}, batch {c0.batch}, P = {c0.P}, d = {c0.d}, N = {c0.N})"
+    depths = sorted({c.L for c in cfgs})
+    span = f"L = {depths[0]}" if len(depths) == 1 else f"L = {depths[0]}..{depths[-1]}"
+    return f"a pack of {len(cfgs)} {c0.model} runs ({span}, batch {c0.batch}, P = {c0.P}, d = {c0.d}, N = {c0.N})"
+
+
+def check_packs(packs: Sequence[Sequence[RunConfig]], device: str = "cpu", concurrent: int = 1,
+                allow: bool = False, flag: str = "--allow-memory") -> int:
+    """Refuse (MemoryRefused) packs whose estimated peak, for the `concurrent` largest running at
+    once, exceeds HEADROOM of the available memory. Returns the estimate in bytes."""
+    sizes = sorted(((pack_bytes(p), i) for i, p in enumerate(packs) if p), reverse=True)
+    if not sizes:
+        return 0
+    top = sizes[:max(1, concurrent)]
+    need = sum(s for s, _ in top)
+    avail = available_bytes(device)
+    if allow or avail is None or need <= HEADROOM * avail:
+        return need
+    what = describe(packs[top[0][1]])
+    if len(top) > 1:
+        what += f" and {len(top) - 1} more pack(s) at once"
+    raise MemoryRefused(f"{what} needs about {fmt_bytes(need)} of memory (estimate); "
+                        f"{fmt_bytes(avail)} is available on {device}: make it smaller, or pass {flag} to try anyway")
+
+
+__all__ = ["pack_bytes", "available_bytes", "check_packs", "MemoryRefused", "fmt_bytes", "HEADROOM"]
