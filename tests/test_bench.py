@@ -181,3 +181,18 @@ def test_bench_reports_every_key_on_the_smoke_preset():
     assert out["speedup"] == pytest.approx(out["packed_steps_per_s"] / out["naive_steps_per_s"])
     assert out["same_work_loss_max_rel_diff"] < 1e-5
     assert out["naive_flops_per_step"] > out["flops_per_step"]
+    lin = out["linear"]["L=4"]
+    assert lin["models"] == 7 and lin["L"] == 4
+    assert lin["speedup"] == pytest.approx(lin["one_at_a_time_seconds_per_step"] / lin["batched_seconds_per_step"])
+
+
+def test_batched_linear_pack_does_the_same_work_as_one_at_a_time():
+    """bench_linear times the same runs both ways: same losses step by step."""
+    from depthscale.bench import linear_configs, run_packed
+
+    cfgs = linear_configs("smoke", L=2)
+    dev = torch.device("cpu")
+    together = run_packed(cfgs, 3, 0, dev)["losses"]
+    for i in range(len(cfgs)):
+        alone = run_packed(cfgs, 3, 0, dev, models=[i])["losses"][:, 0]
+        assert torch.allclose(together[:, i], alone, rtol=1e-5)

@@ -39,7 +39,8 @@ def one_thread():
 
 def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list:
     """TEST FIXTURE: write made-up, paper-shaped metrics for the registry's smoke configs."""
-    from depthscale.theory import zeta
+    from depthscale.config import PRESET_DEPTHS
+    from depthscale.figures import reference_slopes
 
     done = []
     for c in all_configs(ids, "smoke"):
@@ -52,8 +53,9 @@ def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list
         met = {"L": L, "var_ystar": 1.0, "n_eval": c.eval_contexts, "steps": c.max_steps,
                "stopped_because": "max_steps", "train_seconds": 1.5, "device": "cpu",
                "depthscale": "fixture", "torch": "fixture"}
-        if c.model == "linear" and c.task == "easy":
-            R = 0.5 * L ** (-1.5 * zeta(c.a, c.b)) * jitter
+        if c.model == "linear" and c.task == "easy":  # the slope midway between the finite-size references
+            ref = reference_slopes(th, c.a, c.b, list(PRESET_DEPTHS["smoke"]))
+            R = 0.5 * L ** (-0.5 * (ref["constrained"] + ref["free"])) * jitter
             mode = lam_om * np.exp(-6 * lam * L)
             A, C = 1.1 * R, R
         elif c.task == "easy":

@@ -461,3 +461,30 @@ def test_best_equal_weight_stack_matches_brute_force_enumeration():
         assert loss == pytest.approx(best, rel=1e-9)  # and the enumerated optimum
     v = theory.nonneg_mixture(G, h)
     assert T - 2 * v @ h + v @ G @ v <= best + 1e-12  # the mixture floor is below any finite stack
+
+
+def test_sample_linear_floor_against_monomial_least_squares_and_large_P():
+    """The finite-P floor: (1) its in-sample minimum equals a direct weighted least squares on the
+    monomial features S^r q (small L', where monomials are well conditioned), on the same contexts;
+    (2) as P grows S -> Sigma and it approaches R_irr."""
+    a, b, k, d, P, Lp, n = 1.0, 0.5, 2, 4, 16, 3, 4000
+    got = theory.sample_linear_floor(a, b, k, d, P, L_prime=Lp, samples=n, seed=2)
+    lam, omega = spectra(d, a, b)
+    gen = torch.Generator().manual_seed(2)
+    theory._poly_basis(lam, omega, P, gen, Lp, population=False)  # the same draws as the function
+    m = min(32, P)
+    x, q, t = theory._topk_contexts(lam, P, k, -(-n // m), m, gen, dtype=torch.float64)
+    S = x.transpose(1, 2) @ x / P
+    feats, cur = [], q
+    for _ in range(Lp):
+        cur = (S.unsqueeze(1) @ cur.unsqueeze(-1)).squeeze(-1)
+        feats.append(cur)
+    F = torch.stack(feats, -1).reshape(-1, d, Lp) * torch.from_numpy(np.sqrt(omega))[None, :, None]
+    tt = t.reshape(-1, d) * torch.from_numpy(np.sqrt(omega))
+    A, y = F.reshape(-1, Lp), tt.reshape(-1)
+    w = torch.linalg.lstsq(A, y.unsqueeze(-1)).solution.squeeze(-1)
+    direct = float(((y - A @ w) ** 2).sum() / tt.shape[0])
+    assert got["in_sample"] == pytest.approx(direct, rel=1e-6)
+    R_irr, se = theory.linear_floor(a, b, k, d, 2048, L_prime=Lp, samples=20_000, seed=4, progress=False)
+    big = theory.sample_linear_floor(a, b, k, d, 2048, L_prime=Lp, samples=20_000, seed=4)
+    assert abs(big["held_out"] - R_irr) <= 4 * math.hypot(se, big["held_out_se"]) + 0.02 * R_irr

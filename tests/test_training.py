@@ -124,6 +124,9 @@ def test_convergence_rule_and_schedule():
     assert lr_factor(c, 110) == pytest.approx(0.0, abs=1e-12)
     r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200)], progress=False)[0]
     assert r["stopped_because"] == "converged" and r["steps"] < 200
+    # min_steps: the same run may not stop before step 150 (an early plateau is not convergence)
+    r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200, min_steps=150)], progress=False)[0]
+    assert r["stopped_because"] == "converged" and 150 <= r["steps"] < 200
 
 
 def test_cli_train_json(tmp_path):

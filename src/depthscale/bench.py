@@ -366,12 +366,39 @@ def run_single(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
     return {"model_seconds": per_model, "sweep_step_seconds": sum(per_model)}
 
 
+def linear_configs(preset: str = "cpu", L: int | None = None, seeds: int = 1) -> list[RunConfig]:
+    """The fig3 runs of one depth (default the preset's deepest): the linear model on the easy task,
+    every Table 2 spectrum x `seeds` seeds, one pack (linear packs mix spectra and seeds)."""
+    from depthscale.experiments import FIG3_SPECTRA
+
+    L = max(PRESET_DEPTHS[preset]) if L is None else int(L)
+    return [make_config(preset, model="linear", task="easy", a=a, b=b, L=L, seed=s)
+            for s in range(seeds) for a, b in FIG3_SPECTRA]
+
+
+def bench_linear(preset: str = "cpu", device: str = "auto", dtype: str = "float32", steps: int = 5,
+                 warmup: int = 1, L: int | None = None, seeds: int = 1) -> dict:
+    """The linear model's batched pack (every spectrum and seed of one depth as one computation,
+    `AttentionPack.linear_forward`) against the same runs one at a time, same steps, same losses."""
+    dev = resolve_device(device)
+    _check_dtype(dtype, dev)
+    cfgs = linear_configs(preset, L, seeds)
+    packed = run_packed(cfgs, steps, warmup, dev, dtype)
+    sg = run_single(cfgs, steps, warmup, dev, dtype)
+    batched_s = _median(packed["seconds"])
+    c0 = cfgs[0]
+    return {"models": len(cfgs), "L": c0.L, "d": c0.d, "P": c0.P, "N": c0.N, "batch": c0.batch,
+            "batched_seconds_per_step": batched_s, "one_at_a_time_seconds_per_step": sg["sweep_step_seconds"],
+            "speedup": sg["sweep_step_seconds"] / batched_s,
+            "step": "every run of the pack advanced by one optimiser step on fresh contexts"}
+
+
 # --------------------------------------------------------------- bench ----
 
 def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", steps: int | None = None,
           naive_steps: int = 2, warmup: int = 2, seeds: int = 3, naive: bool = True, single: bool = True,
           progress: bool = False, peak_size: int | None = None, tune_malloc: bool = True,
-          memory: bool = True) -> dict:
+          memory: bool = True, linear: bool = True) -> dict:
     """Time the naive loop and the packed engine on the preset's fig6 depth sweep, side by side.
 
     `steps`: timed packed sweep steps (default 20); `naive_steps`: timed steps per naive model.
@@ -384,7 +411,8 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     peak matmul.
     `tune_malloc`: call `tune_allocator` before timing (on the CPU; it applies to both engines).
     `memory`: on the CPU, measure peak memory in fresh processes (`cpu_peak_memory`); on a GPU
-    it is the allocator's peak during the timed runs."""
+    it is the allocator's peak during the timed runs. `linear`: add `bench_linear` at the
+    shallowest and deepest depth of the preset (batched linear packs against one run at a time)."""
     steps = 20 if steps is None else int(steps)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -489,8 +517,14 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     if single:
         out.update(single_steps_per_s=1.0 / sg["sweep_step_seconds"],
                    single_seconds_per_sweep_step=sg["sweep_step_seconds"])
+    if linear:
+        out["linear"] = {}
+        for L in (PRESET_DEPTHS[preset][0], PRESET_DEPTHS[preset][-1]):
+            out["linear"][f"L={L}"] = bench_linear(preset, str(dev), dtype, steps=min(steps, 5), L=L)
+            say(f"  linear L={L}: batched {out['linear'][f'L={L}']['batched_seconds_per_step'] * 1e3:.1f} ms, "
+                f"one at a time {out['linear'][f'L={L}']['one_at_a_time_seconds_per_step'] * 1e3:.1f} ms")
     return out
 
 
-__all__ = ["bench", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops", "sweep_configs", "seed_groups",
+__all__ = ["bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops", "sweep_configs", "seed_groups",
            "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory", "resolve_device", "DTYPES", "DEVICES"]

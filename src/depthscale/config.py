@@ -61,6 +61,7 @@ class RunConfig:
     monitor_contexts: int = 1024  # fixed contexts for the convergence monitor
     patience: int = 10  # monitor evaluations without relative improvement > rel_tol => converged
     rel_tol: float = 1e-3  # relative improvement that counts as progress
+    min_steps: int = 0  # the convergence rule cannot stop a run before this step (an early plateau is not convergence)
     checkpoint_every: int = 500  # steps between checkpoints
     grad_clip: float = 0.0  # per-model grad-norm clip (0 = off; Adam is scale-free, and a clip
     # dominated by one large gradient starves the small W_q, W_k gradients below Adam's eps)
@@ -123,7 +124,7 @@ def validate(cfg: RunConfig) -> None:
     for name in ("d", "P", "N", "L", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
                  "patience", "checkpoint_every", "eval_contexts"):
         _require(getattr(cfg, name) >= 1, name, getattr(cfg, name), ">= 1")
-    for name in ("a", "b", "noise", "init_qk", "warmup", "rel_tol", "grad_clip", "metric_sigma"):
+    for name in ("a", "b", "noise", "init_qk", "warmup", "rel_tol", "grad_clip", "metric_sigma", "min_steps"):
         _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0 and finite")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
@@ -212,15 +213,16 @@ _SHAPE_RECIPE = dict(qk_init="spread", tau_min=7.0, tau_max=30.0, metric_sigma=0
 _RECIPES: dict[tuple[str, str, str], dict] = {
     # cpu: the measured recipe (docs/recipe.md); 1,500 steps (800 at batch 64 for linear) keep the main job on 2 cores
     ("cpu", "*", "*"): dict(_SOFTMAX_RECIPE, max_steps=1500, warmup=100),
-    ("cpu", "linear", "*"): dict(wx_init="orthogonal", init_qk=0.1, lr=1e-2, batch=64, max_steps=800),
-    # the deep easy-task models were far from trained at 800 steps (L = 16: 0.088 -> 0.0116 at
-    # 3,000; the best polynomial in the empirical S reaches 0.002 there): recipe.md §7
-    ("cpu", "linear", "easy"): dict(max_steps=3000),
+    # linear: every layer starts as one step of in-context gradient descent (qk_init = gd), the rate
+    # falls as L^-1/4 (L^0 blew up at L = 64, L^-1 stalled), and the step budget grows with depth
+    # (_DEPTH_STEPS); from a random start L = 64 was 16x above this after 3,000 steps (recipe.md §10)
+    ("cpu", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, init_qk=0.01, lr=1e-3,
+                                 lr_depth_exp=-0.25, batch=64, max_steps=800, warmup=50),
     # top-1 mass of the deep easy-task ensembles was still rising at 1,500 steps (L = 64: 0.947 ->
     # 0.978 at 3,000): recipe.md §7
     ("cpu", "nonlinear", "easy"): dict(max_steps=3000),
-    # the plateau needs less gradient noise than batch 64 gives (recipe.md §6)
-    ("cpu", "linear", "difficult"): dict(batch=128, max_steps=600),
+    # from the gradient-descent start the plateau is reached within 100-600 steps (recipe.md §10)
+    ("cpu", "linear", "difficult"): dict(max_steps=500),
     # the deep ensembles were still improving at 1,500 and 3,000 steps, and the convergence rule
     # stopped depths 2 and 4 inside plateaus that later break: 4,000 steps, run to the cap (recipe.md §6).
     # At d = 16, P = 64 each layer starts at its own temperature and random metric and the rate falls
@@ -234,7 +236,8 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     ("paper", "*", "*"): dict(_SOFTMAX_RECIPE),
     ("paper", "nonlinear", "difficult"): dict(_SHAPE_RECIPE),
     ("paper", "layer_values", "difficult"): dict(_SHAPE_RECIPE),
-    ("paper", "linear", "*"): dict(wx_init="orthogonal", init_qk=0.1, lr=1e-2),
+    ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, init_qk=0.01, lr=1e-3,
+                                   lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
 }
 
@@ -248,6 +251,22 @@ _RECIPES_BY_K: dict[tuple[str, str, str, int], dict] = {
     (p, m, "difficult", 16): dict(tau_min=1.9, tau_max=7.6)
     for p in ("cpu", "paper") for m in ("nonlinear", "layer_values")
 }
+
+
+# Step budgets that grow with depth: max_steps = base * max(1, L / L_ref)^exponent (rounded to a
+# multiple of 100), for the (preset, model, task) listed; an explicit max_steps wins.
+_DEPTH_STEPS: dict[tuple[str, str, str], tuple[int, int, float]] = {
+    ("cpu", "linear", "easy"): (1000, 8, 0.25),  # 1,000 steps to L = 8, then 1,200, 1,400, 1,700 at L = 16, 32, 64
+}
+
+
+def depth_steps(preset: str, model: str, task: str, L: int) -> int | None:
+    """The depth-dependent step budget of a recipe (None where the recipe has a flat one)."""
+    rule = _DEPTH_STEPS.get((preset, model, task))
+    if rule is None:
+        return None
+    base, L_ref, exponent = rule
+    return int(round(base * max(1.0, L / L_ref) ** exponent / 100.0)) * 100
 
 
 def recipe_fields(preset: str, model: str, task: str, k: int | None = None) -> dict:
@@ -271,6 +290,10 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     task = overrides.get("task", RunConfig.task)
     base.update(geometry(preset, model))
     base.update(recipe_fields(preset, model, task, overrides.get("k", RunConfig.k)))
+    L = overrides.get("L", RunConfig.L)
+    steps = depth_steps(preset, model, task, L) if _is_int(L) and L >= 1 else None  # (a bad L: validate says so)
+    if steps is not None:  # the convergence rule judges only the second half of the budget
+        base["max_steps"], base["min_steps"] = steps, steps // 2
     base.update(overrides)
     if task == "easy":  # k has no meaning on the easy task: one value, so run ids do not split on it
         base["k"] = 1

@@ -127,14 +127,14 @@ class TheoryNeed:
         """Cache key: everything the number depends on at this preset."""
         d, P = preset_shape(preset, self.model)
         if self.kind == "floor":
-            return f"floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:n={FLOOR_SAMPLES[preset]}:seed={THEORY_SEED}"
+            return f"floor2:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:n={FLOOR_SAMPLES[preset]}:seed={THEORY_SEED}"
         if self.kind == "softmax_floor":
             return (f"softmax_floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}"
                     f":n={SOFTMAX_FLOOR_SAMPLES[preset]}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
                     f":seed={THEORY_SEED}")
         if self.kind == "fig8":
             return f"fig8:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:seed={THEORY_SEED}"
-        return (f"curves:a={self.a}:b={self.b}:d={d}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
+        return (f"curves2:a={self.a}:b={self.b}:d={d}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
                 f":P={P}:n={FINITE_P_SAMPLES[preset]}:seed={THEORY_SEED}")
 
 
@@ -324,7 +324,8 @@ _ENTRIES = (
                reuses=("fig3", "fig4", "fig5", "fig6")),
     Experiment("fig3", "Linear attention, easy task: power laws in depth",
                ("linear",), "easy", (), "a=2: b in {0.5,1,1.5,2}; b=2: a in {0.5,1,1.5,2}",
-               "loss vs L with power-law fits and the zeta / 2 zeta reference curves; "
+               "loss vs L with power-law fits and the finite-size references at the same d, P (best shared "
+               "GD step, best polynomial in the empirical S); "
                "(c) normalised mode-wise loss for a few modes, floor 2%", (_G3,),
                tuple(TheoryNeed("curves", a, b) for a, b in FIG3_SPECTRA)),
     Experiment("fig4", "Nonlinear attention, easy task: one layer suffices",
@@ -371,7 +372,8 @@ _ENTRIES = (
                "geometries; ratio_equal_geometry is the comparison at equal d and P", (_G6, _G5),
                _floors(2, FIG56_SPECTRA, "nonlinear"), reuses=("fig5", "fig6")),
     Experiment("table2", "Linear, easy task: zeta <= alpha <= 2 zeta", ("linear",), "easy", (),
-               "fig3 spectra", "zeta, measured alpha, 2 zeta", (_G3,), reuses=("fig3",)),
+               "fig3 spectra", "zeta, measured alpha, 2 zeta, the finite-size reference slopes",
+               (_G3,), reuses=("fig3",)),
     Experiment("table3", "Linear floor: theory R_irr vs measured plateau", ("linear",), "difficult",
                (2, 16), "k=2: (0,0),(0.25,0.25),(0.5,0.5),(1,0.25),(1,1); "
                "k=16: (0.5,0.5),(1,0),(1,0.25),(1.25,0)",
@@ -469,7 +471,9 @@ def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: b
     if need.kind == "floor":
         R_irr, se = theory.linear_floor(need.a, need.b, need.k, d, P, samples=FLOOR_SAMPLES[preset],
                                         seed=THEORY_SEED, device=device, progress=progress)
-        return {"R_irr": R_irr, "se": se, "samples": FLOOR_SAMPLES[preset], "d": d, "P": P}
+        fp = theory.sample_linear_floor(need.a, need.b, need.k, d, P, samples=FLOOR_SAMPLES[preset], seed=THEORY_SEED)
+        return {"R_irr": R_irr, "se": se, "samples": FLOOR_SAMPLES[preset], "d": d, "P": P,
+                "finite_P": fp["held_out"], "finite_P_se": fp["held_out_se"]}
     if need.kind == "fig8":
         return _jsonable(theory.fig8_sample(d, P, need.k, need.a, need.b, THEORY_SEED))
     if need.kind == "curves":
@@ -480,7 +484,9 @@ def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: b
                "free": theory.free_curve(lam, omega, depths).tolist(),
                "zeta": theory.zeta(need.a, need.b),
                "finite_P": theory.sample_free_curve(need.a, need.b, d, P, PRESET_DEPTHS[preset],
-                                                    samples=FINITE_P_SAMPLES[preset], seed=THEORY_SEED)}
+                                                    samples=FINITE_P_SAMPLES[preset], seed=THEORY_SEED),
+               "finite_P_constrained": theory.sample_constrained_curve(
+                   need.a, need.b, d, P, PRESET_DEPTHS[preset], samples=FINITE_P_SAMPLES[preset], seed=THEORY_SEED)}
         return out
     raise ValueError(f"unknown theory kind {need.kind!r}")
 

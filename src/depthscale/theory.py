@@ -483,6 +483,74 @@ def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PR
     return R_irr, se
 
 
+def _topk_contexts(lam, P: int, k: int, n_ctx: int, m: int, gen, **f64):
+    """n_ctx contexts x (n_ctx, P, d) with m queries q each and their top-k targets t (O = I)."""
+    d = lam.size
+    sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
+    x = torch.randn(n_ctx, P, d, generator=gen, **f64) * sqrt_lam
+    q = torch.randn(n_ctx, m, d, generator=gen, **f64) * sqrt_lam
+    x_unit = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    top = torch.topk(q @ x_unit.transpose(1, 2), k, dim=-1).indices  # by cosine
+    sel = torch.gather(x.unsqueeze(1).expand(n_ctx, m, P, d), 2, top.unsqueeze(-1).expand(n_ctx, m, k, d))
+    return x, q, sel.mean(dim=2)
+
+
+def sample_linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PRIME,
+                        samples: int = 100_000, seed: int = 0, batch: int | None = None) -> dict:
+    """The finite-P floor of the linear model on the top-k task: R_irr's construction (eq. 51-54)
+    with each context's empirical S = U^T U / P in place of Sigma — the least
+    E[(t - sum_r w_r S^r q)^T Omega (t - sum_r w_r S^r q)] over w, what a linear attention reading
+    only S can reach. Features S psi_j(S) q, j < L', in a basis orthonormal under the pooled
+    spectral measure of sample S's (well conditioned at any L'). w is fitted on `samples` (context,
+    query) pairs; `held_out` (with its SE over contexts) is its loss on as many fresh ones, and
+    `in_sample` the fit's own loss."""
+    lam, omega = spectra(d, a, b)
+    k, P = _check_k_P(k, P)
+    L_prime = _check_int("L_prime", L_prime, 1)
+    samples = _check_int("samples", samples, 16)
+    gen = torch.Generator().manual_seed(_check_int("seed", seed, 0))
+    f64 = dict(dtype=torch.float64)
+    m = min(32, P)
+    n_ctx = max(2, -(-samples // m))
+    batch = max(1, 2**21 // (P * d)) if batch is None else _check_int("batch", batch, 1)
+    alpha, beta_c = _poly_basis(lam, omega, P, gen, L_prime, population=False)
+    om = torch.as_tensor(omega, **f64)
+
+    def features(x, q):
+        S = x.transpose(1, 2) @ x / P  # (n, d, d)
+        prev, cur = torch.zeros_like(q), q  # psi_{-1} = 0, psi_0 = const
+        out = []
+        for j in range(alpha.size):
+            s_cur = (S.unsqueeze(1) @ cur.unsqueeze(-1)).squeeze(-1)  # S psi_j(S) q
+            out.append(s_cur)
+            if j + 1 < alpha.size:
+                nxt = (s_cur - alpha[j] * cur - (beta_c[j - 1] * prev if j else 0.0)) / beta_c[j]
+                prev, cur = cur, nxt
+        return torch.stack(out, -1)  # (n, m, d, n_basis)
+
+    n_b = alpha.size
+    Gm, hv, T, n_seen = torch.zeros(n_b, n_b, **f64), torch.zeros(n_b, **f64), 0.0, 0
+    for lo in range(0, n_ctx, batch):  # fit: G = E[F^T Omega F], h = E[F^T Omega t], T = E[t^T Omega t]
+        x, q, t = _topk_contexts(lam, P, k, min(batch, n_ctx - lo), m, gen, **f64)
+        F = features(x, q)
+        OF = F * om[:, None]
+        Gm += torch.einsum("nmdi,nmdj->ij", F, OF)
+        hv += torch.einsum("nmdi,nmd->i", OF, t)
+        T += float((t * t * om).sum())
+        n_seen += t.shape[0] * m
+    Gm, hv, T = Gm / n_seen, hv / n_seen, T / n_seen
+    w = torch.linalg.lstsq(Gm, hv.unsqueeze(-1), rcond=1e-12).solution.squeeze(-1)
+    in_sample = float(T - 2 * w @ hv + w @ Gm @ w)
+    per_ctx = []
+    for lo in range(0, n_ctx, batch):  # held out: fresh contexts, per-context mean losses for the SE
+        x, q, t = _topk_contexts(lam, P, k, min(batch, n_ctx - lo), m, gen, **f64)
+        e = t - features(x, q) @ w
+        per_ctx.append(((e * e * om).sum(-1)).mean(1))
+    e_ctx = torch.cat(per_ctx).numpy()
+    return dict(held_out=float(e_ctx.mean()), held_out_se=float(e_ctx.std(ddof=1) / math.sqrt(e_ctx.size)),
+                in_sample=in_sample, samples=n_ctx * m, L_prime=n_b, d=d, P=P)
+
+
 def floor(a: float, b: float, k: int, d: int, P: int, samples: int = 200_000, seed: int = 0) -> dict:
     """JSON-ready floor: dict(R_irr=, se=) from linear_floor with default L'."""
     R_irr, se = linear_floor(a, b, k, d, P, samples=samples, seed=seed)

@@ -340,7 +340,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
                     for key, val in (("step", done_step), ("loss", r["R"]), ("A", r["A"]), ("C", r["C"]),
                                      ("top1_mass", r["top1_mass"]), ("lr", float(lr0_M[i] * lr_factor(c0, step)))):
                         st.curves[key].append(val)
-                    if converged(st.history, c0.patience, c0.rel_tol):
+                    if done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
                         finish(i, "converged", done_step)
             if store is not None and done_step % c0.checkpoint_every == 0 and done_step < c0.max_steps:
                 for i in range(M):
