@@ -76,8 +76,9 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     qk = 3 if c0.model == "layer_values" else 2
     params = T * qk * N * N + M * (N * d + N * N + 3 * N)
     train = streams * B * _per_context(c0) + B * (T * per_layer + M * per_model)
-    held = spectra * ((c0.eval_contexts + c0.monitor_contexts) * _stored_context(c0) * 3 // 2
-                      + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0))  # (3/2: measured)
+    # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)
+    held = ((c0.eval_contexts + spectra * c0.monitor_contexts) * _stored_context(c0) * 3 // 2
+            + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0))
     Lmax = max(c.L for c in cfgs)
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad

@@ -287,7 +287,9 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     active = [s.stopped_because is None for s in states]
     results: list[dict | None] = [None] * M
 
-    eval_chunks: dict[tuple, list] = {}  # evaluation sets, sampled once per spectrum when first needed
+    # the evaluation set of one spectrum at a time (10,240 contexts each: a pack of many spectra
+    # must not hold them all); runs that stop together are measured spectrum by spectrum
+    eval_chunks: dict[tuple, list] = {}
 
     def finish(i: int, reason: str, step: int) -> None:
         st = states[i]
@@ -295,6 +297,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
         active[i] = False
         key = spectrum_key(cfgs[i])
         if reason != "nan" and key not in eval_chunks:
+            eval_chunks.clear()
             eval_chunks[key] = eval_contexts(cfgs[i], c0.eval_contexts, c0.eval_seed, device)
         met = measure(pack, i, eval_chunks[key], c0.task) if reason != "nan" else {}
         met.update(run_id=cfgs[i].run_id, steps=step, stopped_because=reason,
@@ -353,7 +356,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
                                      "v": {n: t.cpu() for n, t in adam["v"].items()}, "t": adam["t"]},
                             "state": states[i].__dict__, "config": cfgs[i].to_dict()})
             bar.update(1)
-        for i in range(M):
+        for i in sorted(range(M), key=lambda j: spectrum_key(cfgs[j])):
             if active[i]:
                 finish(i, "max_steps", c0.max_steps)
     finally:
