@@ -166,3 +166,19 @@ def test_diverged_runs_are_left_out_of_means():
     res = Results(_frame(cfgs, [np.nan, 0.5]), "smoke")
     s = res.series("linear", "easy", 1, 2.0, 1.0, (4,))
     assert s.get("R")[0] == 0.5 and s.n.tolist() == [1]
+
+
+def test_results_from_store_leave_diverged_runs_out(tmp_path):
+    """An exploded run (finite R of 1e18) is `diverged` in the store and never enters a series."""
+    from depthscale.store import Store
+
+    store = Store(tmp_path / "s")
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", a=0.0, b=0.0, L=2, seed=s) for s in (0, 1)]
+    for c, R in zip(cfgs, (1.0, 1e18)):
+        store.write_config(c)
+        store.finish(c.run_id, {"R": R, "R_se": 0.1, "A": R, "C": R, "L": 2, "var_ystar": 1.0,
+                                "steps": 60, "stopped_because": "max_steps"},
+                     {"step": [20], "loss": [R]})
+    res = Results.from_store(store, "smoke")
+    s = res.series("nonlinear", "difficult", 2, 0, 0, (2,))
+    assert s.n.tolist() == [1] and s.get("R")[0] == pytest.approx(1.0)

@@ -136,7 +136,10 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.qk_init in QK_INITS, "qk_init", cfg.qk_init, f"one of {', '.join(QK_INITS)}")
     _require(cfg.schedule in SCHEDULES, "schedule", cfg.schedule, f"one of {', '.join(SCHEDULES)}")
     _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
-    _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
+    _require(0 <= cfg.seed < 2**60, "seed", cfg.seed, ">= 0 and < 2**60")
+    _require(0 <= cfg.eval_seed < 2**60, "eval_seed", cfg.eval_seed, ">= 0 and < 2**60")
+    for name in ("a", "b"):
+        _require(getattr(cfg, name) <= 100, name, getattr(cfg, name), "<= 100 (k^-100 underflows float32 at k = 3)")
     _require(cfg.tau_min > 0, "tau_min", cfg.tau_min, "> 0")
     _require(cfg.tau_max >= cfg.tau_min, "tau_max", cfg.tau_max, f">= tau_min = {cfg.tau_min}")
     _require(cfg.gd_step > 0, "gd_step", cfg.gd_step, "> 0")

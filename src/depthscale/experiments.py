@@ -621,7 +621,11 @@ class Results:
 
     @classmethod
     def from_store(cls, store, preset: str, overrides: dict | None = None) -> "Results":
-        return cls(store.collect(), preset, store, overrides)
+        """The store's finished runs; diverged ones (a finite but exploded R included) are left out."""
+        df = store.collect()
+        if "state" in df.columns:
+            df = df[df["state"] != "diverged"].reset_index(drop=True)
+        return cls(df, preset, store, overrides)
 
     @staticmethod
     def _cell_key(model, task, k, a, b, L) -> tuple:
