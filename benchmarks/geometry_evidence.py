@@ -11,9 +11,9 @@ import argparse
 import json
 from pathlib import Path
 
-from depthscale.experiments import PAPER
-from depthscale.store import write_json_atomic
-from depthscale.theory import softmax_floor
+from depthscale.atomic import write_json_atomic
+from depthscale.registry import PAPER
+from depthscale.softmax_floor import softmax_floor
 
 OUT = Path(__file__).parent / "results" / "geometry_evidence.json"
 

@@ -1,15 +1,5 @@
-"""The baseline: a depth sweep trained the way a research script trains it.
-
-One model at a time, one layer at a time, each layer written as the paper writes it (SPEC §3.1,
-eqs. 9-10): tokens X = [x_1..x_P, x_test], full Q, K, V for all P+1 tokens, the (P+1)x(P+1)
-score matrix, the mask M(0) (only the test row is active, over the context), the residual update
-H_y <- H_y + (1/L) V A^T, and a `torch.optim.Adam` per model with a warmup + cosine schedule and
-grad-norm clipping. Contexts are batched and every op is a vectorised torch op: this is careful
-code, not deliberately slow code. It is what depthscale's packed engine is measured against.
-
-Two things are taken from depthscale so that the two can be compared step for step: the
-contexts (`sample_for`, the same (seed, step) stream) and the initial parameters
-(`_init_model_params`). A research script would have its own versions of both, at the same cost.
+"""The baseline alone: the one-model-at-a-time depth sweep of `depthscale.naive` (the reference
+`depthscale bench` times the packed engine against), with each model's median step time.
 
     python benchmarks/naive_loop.py --preset cpu --steps 3
 """
@@ -17,91 +7,9 @@ contexts (`sample_for`, the same (seed, step) stream) and the initial parameters
 from __future__ import annotations
 
 import argparse
-import math
-import time
 
-import torch
-from torch import nn
-
-from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
-from depthscale.contexts import make_generator, sample_for, step_seed
-from depthscale.models import _init_model_params
-
-
-class NaiveAttentionStack(nn.Module):
-    """The controlled nonlinear model (SPEC §3.1), literally: per-layer W_q, W_k; shared W_v."""
-
-    def __init__(self, cfg: RunConfig):
-        super().__init__()
-        if cfg.model != "nonlinear":
-            raise ValueError("the naive baseline implements the nonlinear model only")
-        p = _init_model_params("nonlinear", cfg.d, cfg.N, cfg.L, cfg.init_qk, cfg.seed, cfg.qk_init, cfg.wx_init,
-                               cfg.gain_init)
-        self.L = cfg.L
-        self.Wx = nn.Parameter(p["Wx"])  # N x d
-        self.Wy = nn.Parameter(p["Wy"])  # N
-        self.Wo = nn.Parameter(p["Wo"])  # N
-        self.Wv = nn.Parameter(p["Wv"])  # N x N
-        self.Wq = nn.ParameterList([nn.Parameter(p["Wq"][l]) for l in range(cfg.L)])  # N x N each
-        self.Wk = nn.ParameterList([nn.Parameter(p["Wk"][l]) for l in range(cfg.L)])
-
-    def forward(self, X_BxPxd, y_BxP, xq_Bxd):
-        B, P, _ = X_BxPxd.shape
-        T = P + 1
-        tokens_BxTxd = torch.cat([X_BxPxd, xq_Bxd.unsqueeze(1)], 1)  # [x_1..x_P, x_test]
-        y_in_BxT = torch.cat([y_BxP, torch.zeros_like(y_BxP[:, :1])], 1)  # (y_1..y_P, 0)
-        # mask M(0): the test row attends to the P context tokens; nothing else is active
-        mask_TxT = torch.zeros(T, T, dtype=torch.bool, device=X_BxPxd.device)
-        mask_TxT[P, :P] = True
-        Hx = tokens_BxTxd @ self.Wx.T  # H_x = W_x X, fixed for all layers
-        Hx_hat = Hx * torch.rsqrt(Hx.pow(2).mean(-1, keepdim=True) + 1e-6)  # pre-norm
-        Hy = y_in_BxT.unsqueeze(-1) * self.Wy  # H_y^0 = W_y y_in
-        for l in range(self.L):
-            Q = Hx_hat @ self.Wq[l].T
-            K = Hx_hat @ self.Wk[l].T
-            V = Hy @ self.Wv.T
-            S = Q @ K.transpose(1, 2)  # B x (P+1) x (P+1)
-            # A = M(0) * softmax over the positions a row may attend to
-            A = torch.softmax(S.masked_fill(~mask_TxT, torch.finfo(S.dtype).min), -1) * mask_TxT
-            Hy = Hy + (A @ V) / self.L  # H_y^l = H_y^{l-1} + (1/L) V A^T
-        return Hy[:, P] @ self.Wo  # y_hat = W_o h_test^L
-
-
-def lr_at(cfg: RunConfig, step: int) -> float:
-    """Linear warmup, then cosine decay to 0 at max_steps (or constant)."""
-    base = cfg.lr * cfg.L ** cfg.lr_depth_exp
-    if cfg.warmup and step < cfg.warmup:
-        return base * (step + 1) / cfg.warmup
-    if cfg.schedule == "constant":
-        return base
-    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.max_steps - cfg.warmup))
-    return base * 0.5 * (1 + math.cos(math.pi * frac))
-
-
-def train_naive(cfg: RunConfig, steps: int, device="cpu", on_step=None,
-                amp_dtype: torch.dtype | None = None) -> tuple[NaiveAttentionStack, list[float]]:
-    """Train one model for `steps` steps on fresh contexts; returns the model and its losses.
-    `on_step(step, seconds)` is called after each step with that step's wall time (the loss is
-    read back every step, which also synchronises a GPU). `amp_dtype`: autocast the forward."""
-    model = NaiveAttentionStack(cfg).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
-    losses = []
-    for step in range(steps):
-        t0 = time.perf_counter()
-        for group in opt.param_groups:
-            group["lr"] = lr_at(cfg, step)
-        ctx = sample_for(cfg, cfg.batch, make_generator(step_seed(cfg.seed, step), device), device)
-        with torch.autocast(torch.device(device).type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = (model(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd).float() - ctx.ystar_B).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-        if on_step is not None:
-            on_step(step, time.perf_counter() - t0)
-    return model, losses
+from depthscale.config import PRESET_DEPTHS, make_config
+from depthscale.naive import train_naive
 
 
 def main() -> None:

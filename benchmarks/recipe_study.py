@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
+from depthscale.atomic import write_json_atomic
 from depthscale.config import make_config
-from depthscale.store import write_json_atomic
 from depthscale.training import train_pack
 
 OUT = Path(__file__).parent / "results" / "recipe"

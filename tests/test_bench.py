@@ -3,12 +3,14 @@
 import pytest
 import torch
 
-from depthscale.bench import (PeakMemory, bench, cpu_peak_memory, flops_per_step, load_naive_loop, matmul_peak, run_packed,
-                              seed_groups, sweep_configs, sweep_flops)
+from depthscale import naive
+from depthscale.bench import (bench, cpu_peak_memory, flops_per_step, matmul_peak, run_packed, seed_groups,
+                              sweep_configs, sweep_flops)
 from depthscale.config import make_config
 from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
+from depthscale.memory import PeakMemory
 from depthscale.models import AttentionPack, _RmsScale, _TestRowReadout, build_pack
-from depthscale.training import RowAdam, _pack_losses, _train_step, data_key, train_pack
+from depthscale.training import RowAdam, _pack_losses, data_key, train_pack, train_step
 
 CPU = torch.device("cpu")
 
@@ -34,7 +36,6 @@ def test_naive_loop_and_packed_engine_do_the_same_work(clip):
     cfgs = smoke_sweep(grad_clip=clip)
     steps = 6
     packed = run_packed(cfgs, steps, 0, CPU)
-    naive = load_naive_loop()
     for i, cfg in enumerate(cfgs):
         model, losses = naive.train_naive(cfg, steps)
         assert torch.allclose(torch.tensor(losses), packed["losses"][:, i], rtol=2e-5, atol=1e-6)
@@ -43,7 +44,7 @@ def test_naive_loop_and_packed_engine_do_the_same_work(clip):
     opt = RowAdam(pack)
     lr0 = torch.tensor([c.lr for c in cfgs])
     for step in range(steps):
-        _train_step(pack, opt, cfgs, list(range(len(cfgs))), step, lr0, "cpu")
+        train_step(pack, opt, cfgs, list(range(len(cfgs))), step, lr0, "cpu")
     m = len(cfgs) - 1
     assert torch.allclose(model.Wx.detach(), pack.Wx[m].detach(), rtol=1e-4, atol=1e-6)
     assert torch.allclose(torch.stack(list(model.Wq)).detach(), pack.model_slice("Wq", m).detach(),
@@ -131,7 +132,7 @@ def test_a_nan_model_does_not_touch_the_others_in_its_group():
         opt = RowAdam(pack)
         lr0 = torch.tensor([c.lr for c in cfgs])
         for step in range(3):
-            losses, finite = _train_step(pack, opt, cfgs, list(range(len(cfgs))), step, lr0, "cpu")
+            losses, finite = train_step(pack, opt, cfgs, list(range(len(cfgs))), step, lr0, "cpu")
         runs[poison] = (pack, finite)
     assert runs[True][1].tolist() == [True, False, True]
     for m in (0, 2):

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from depthscale.config import PRESET_DEPTHS, make_config
-from depthscale.experiments import (IDS, PAPER, PRESET_SEEDS, REGISTRY, Results, all_configs,
-                                    resolve_ids, summary, theory_needs)
+from depthscale.registry import IDS, PAPER, PRESET_SEEDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.results import Results
 
 SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.fits import FitResult, bootstrap_alpha, fit_dict, fit_gap, fit_power_law
+from depthscale.fits import FitResult, fit_dict, fit_gap, fit_power_law
 
 DEPTHS = 2.0 ** np.arange(9)  # 1, 2, ..., 256
 DENSE_DEPTHS = 2.0 ** np.arange(0, 8.25, 0.5)  # 17 depths, 14 residual dof with a floor
@@ -139,21 +139,6 @@ def test_bad_inputs():
         fit_gap(DEPTHS, np.ones(3), 2.0)
     with pytest.raises(ValueError, match="L0 must be a finite number"):
         fit_gap(DEPTHS, np.ones(DEPTHS.size), math.inf)
-
-
-def test_bootstrap_alpha():
-    rng = np.random.default_rng(5)
-    truth = 1.0 + 2.0 * DEPTHS**-1.0
-    R_by_seed = noisy(np.broadcast_to(truth, (8, DEPTHS.size)), 0.05, rng)
-    b1 = bootstrap_alpha(DEPTHS, R_by_seed, n_boot=50, rng=np.random.default_rng(0), n_starts=2)
-    b2 = bootstrap_alpha(DEPTHS, R_by_seed, n_boot=50, rng=np.random.default_rng(0), n_starts=2)
-    assert b1.lo == b2.lo and b1.hi == b2.hi  # reproducible under a fixed generator
-    assert b1.lo < b1.alpha < b1.hi and b1.lo < 1.0 < b1.hi
-    assert b1.alphas.shape == (50,) and b1.level == 0.95
-    with pytest.raises(ValueError, match="rng must be a numpy.random.Generator"):
-        bootstrap_alpha(DEPTHS, R_by_seed, n_boot=10, rng=0)
-    with pytest.raises(ValueError, match="at least 2 seeds"):
-        bootstrap_alpha(DEPTHS, R_by_seed[:1], n_boot=10, rng=np.random.default_rng(0))
 
 
 def test_fit_dict():

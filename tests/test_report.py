@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import experiments as ex
-from depthscale import figures
+from depthscale import figures, tables
+from depthscale import registry as ex
 from depthscale.claims import CLAIMS, check_all
 from depthscale.config import make_config
-from depthscale.experiments import Results, Theory, all_configs
+from depthscale.registry import all_configs
+from depthscale.results import Results, Theory
 from depthscale.measurements import PERCENTILES
 from depthscale.report import report, reproduce
 from depthscale.store import Store
@@ -40,7 +41,7 @@ def one_thread():
 def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list:
     """TEST FIXTURE: write made-up, paper-shaped metrics for the registry's smoke configs."""
     from depthscale.config import PRESET_DEPTHS
-    from depthscale.figures import reference_slopes
+    from depthscale.analysis import reference_slopes
 
     done = []
     for c in all_configs(ids, "smoke"):
@@ -179,17 +180,17 @@ def test_every_figure_builds_from_stored_results_and_from_nothing(synth):
 
 def test_tables_put_the_paper_beside_ours(synth, tmp_path):
     _, _, th, res = synth
-    for tid in figures.TABLES:
-        df, paths = figures.write_table(tid, res, th, tmp_path)
+    for tid in tables.TABLES:
+        df, paths = tables.write_table(tid, res, th, tmp_path)
         assert all(p.exists() for p in paths)
         assert any(c.startswith("paper_") for c in df.columns)
         assert "| " in paths[1].read_text()
-    t1 = figures.table1(res, th).set_index(["a", "b"])
+    t1 = tables.table1(res, th).set_index(["a", "b"])
     assert t1.loc[(0.0, 0.0), "L0_nonlinear"] == pytest.approx(0.01, rel=0.05)
     assert t1.loc[(0.0, 0.0), "paper_L0_nonlinear"] == 2.007
-    t3 = figures.table3(res, th)
+    t3 = tables.table3(res, th)
     assert t3[t3.k == 16]["R_irr"].isna().all()  # k = 16 is not in smoke: no number is invented
-    t5 = figures.table5(res, th)
+    t5 = tables.table5(res, th)
     assert np.allclose(t5["alpha"], 1.0, atol=1e-3)
 
 

@@ -15,8 +15,8 @@ import pytest
 from depthscale.config import PRESET_DEPTHS, ConfigError, make_config, run_id
 from depthscale.errors import MissingExtraError
 from depthscale.store import Store
-from depthscale.sweeps import (available_cores, execute_pack, expand_grid, load_grid, parse_shard,
-                               pack_cost, plan, run_sweep)
+from depthscale.executors import available_cores, execute_pack, pack_cost
+from depthscale.sweeps import expand_grid, load_grid, parse_shard, plan, run_sweep
 
 import fake_worker
 from fake_worker import events
@@ -324,14 +324,14 @@ class _FakeTorch:
 
 
 def test_worker_process_sets_torch_threads(tmp_path, monkeypatch):
-    from depthscale import sweeps
+    from depthscale import executors
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(var, raising=False)  # all restored after the test
-    monkeypatch.setattr(sweeps, "_THREADS", None)
+    monkeypatch.setattr(executors, "_THREADS", None)
     torch = _FakeTorch(8)
     monkeypatch.setitem(sys.modules, "torch", torch)
-    sweeps._init_process_worker(1)
+    executors._init_process_worker(1)
     assert torch.n == 1 and os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
     torch.n = 8  # as if torch were imported after the initializer, with its own default
     assert execute_pack(fake_worker.configs(1), Store(tmp_path / "s"), fake_worker.run_pack)["ran"] == 1
@@ -461,15 +461,15 @@ def test_worker_watchdog_exits_when_the_parent_is_gone():
     """The fallback where prctl is missing: a worker whose parent is already gone exits at once,
     and the watchdog thread exits it when the parent dies later (run in a child process)."""
     code = ("import os, sys, time\n"
-            "from depthscale import sweeps\n"
-            "sweeps.sys.platform = 'other'  # no prctl: the watchdog alone\n"
-            "sweeps.ORPHAN_POLL = 0.05\n"
+            "from depthscale import executors\n"
+            "executors.sys.platform = 'other'  # no prctl: the watchdog alone\n"
+            "executors.ORPHAN_POLL = 0.05\n"
             "if sys.argv[1] == 'gone':\n"
-            "    sweeps._die_with_parent(os.getppid() + 1)\n"
+            "    executors._die_with_parent(os.getppid() + 1)\n"
             "else:\n"
             "    pid = os.fork()\n"
             "    if pid == 0:\n"
-            "        sweeps._die_with_parent(os.getppid())\n"
+            "        executors._die_with_parent(os.getppid())\n"
             "        print(os.getpid(), flush=True)\n"
             "        time.sleep(30)\n"
             "        os._exit(0)\n"

@@ -1,4 +1,5 @@
-"""Tests for depthscale.theory: exponents, reference curves, floor, predictable component."""
+"""Tests for the theory: exponents and reference curves (theory), the linear floor and the predictable
+component (linear_floor), the softmax-ensemble floor (softmax_floor)."""
 
 import math
 
@@ -8,21 +9,11 @@ import pytest
 from scipy.linalg import lstsq
 from scipy.special import gammaln, roots_jacobi
 
+from depthscale import linear_floor as floors
+from depthscale import softmax_floor as softmax
 from depthscale import theory
-from depthscale.theory import (
-    constrained_curve,
-    curve,
-    exponents,
-    fig8_sample,
-    floor,
-    free_curve,
-    gamma_topk,
-    linear_floor,
-    predictable_component,
-    spectra,
-    two_zeta,
-    zeta,
-)
+from depthscale.linear_floor import fig8_sample, floor, gamma_topk, linear_floor, predictable_component
+from depthscale.theory import constrained_curve, curve, exponents, free_curve, spectra, two_zeta, zeta
 
 # paper Table 2: (a, b) -> (zeta, 2 zeta)
 TABLE2 = {(2, 0.5): (0.750, 1.500), (2, 1): (1.000, 2.000), (2, 1.5): (1.250, 2.500),
@@ -243,7 +234,7 @@ def test_floor_basis_equals_monomial_pseudo_inverse(a, b):
     lam, omega = spectra(d, a, b)
     rng = np.random.default_rng(0)
     qt = rng.standard_normal((5, d))  # any per-sample products q_k t_k
-    B = theory._floor_basis(lam, omega, L_prime)
+    B = floors._floor_basis(lam, omega, L_prime)
     h_mono = qt @ (omega[:, None] * lam[:, None] ** np.arange(1, L_prime + 1))  # (Sigma^r q)^T Omega t
     r = np.arange(1, L_prime + 1)
     G = np.einsum("k,krs->rs", omega * lam, lam[:, None, None] ** (r[:, None] + r[None, :]))
@@ -370,7 +361,7 @@ def test_nonneg_mixture_satisfies_kkt_and_matches_a_generic_solver():
     X[:, 5] = X[:, 4] + 1e-3 * rng.standard_normal(200)  # nearly collinear features, as neighbouring temperatures are
     y = X @ np.array([0.5, -0.3, 0.0, 0.2, 0.4, 0.1]) + 0.1 * rng.standard_normal(200)
     G, h = X.T @ X / 200, X.T @ y / 200
-    v = theory.nonneg_mixture(G, h)
+    v = softmax.nonneg_mixture(G, h)
     grad = 2 * (G @ v - h)
     assert np.all(v >= 0)
     assert np.all(grad[v == 0] >= -1e-8)  # KKT: no descent direction into the feasible set
@@ -400,7 +391,7 @@ def test_softmax_floor_matches_brute_force_within_its_standard_error():
     from scipy.optimize import minimize
 
     d, P, k, taus = 3, 6, 2, [-2.0, 0.0, 2.0, 6.0, 20.0]
-    res = theory.softmax_floor(0, 0, k, d, P, samples=8000, seed=1, temperatures=taus, batches=8,
+    res = softmax.softmax_floor(0, 0, k, d, P, samples=8000, seed=1, temperatures=taus, batches=8,
                                progress=False)
     H, ys = _brute_force_heads(d, P, k, taus, 3000, seed=2)
     loss = lambda v: np.mean((H @ v - ys) ** 2)  # noqa: E731
@@ -419,12 +410,12 @@ def test_softmax_floor_matches_brute_force_within_its_standard_error():
 
 
 def test_softmax_floor_iid_depth_is_the_exact_expectation_over_drawn_layers():
-    res = theory.softmax_floor(0.5, 0.25, 2, 4, 8, samples=2000, seed=0, batches=4, progress=False,
+    res = softmax.softmax_floor(0.5, 0.25, 2, 4, 8, samples=2000, seed=0, batches=4, progress=False,
                                temperatures=[0.0, 3.0, 8.0, 30.0])
     # recompute the moments with the same seed, then enumerate every pair of drawn layers (L = 2)
-    G, h, T, n = theory._head_moments(0.5, 0.25, 2, 4, 8, 2000, 0, np.array([0.0, 3.0, 8.0, 30.0]), 4, "cpu", False)
+    G, h, T, n = softmax._head_moments(0.5, 0.25, 2, 4, 8, 2000, 0, np.array([0.0, 3.0, 8.0, 30.0]), 4, "cpu", False)
     Gm, hm, Tm = G.sum(0) / n.sum(), h.sum(0) / n.sum(), T.sum() / n.sum()
-    v = theory.nonneg_mixture(Gm, hm)
+    v = softmax.nonneg_mixture(Gm, hm)
     g, w = v.sum(), v / v.sum()
     exact = sum(w[i] * w[j] * ((g / 2) ** 2 * (Gm[i, i] + 2 * Gm[i, j] + Gm[j, j]) - g * (hm[i] + hm[j]) + Tm)
                 for i in range(4) for j in range(4))
@@ -436,9 +427,9 @@ def test_softmax_floor_iid_depth_is_the_exact_expectation_over_drawn_layers():
 
 def test_softmax_floor_rejects_bad_input():
     with pytest.raises(ValueError, match="k must be"):
-        theory.softmax_floor(0, 0, 9, 4, 8, samples=100, progress=False)
+        softmax.softmax_floor(0, 0, 9, 4, 8, samples=100, progress=False)
     with pytest.raises(ValueError, match="temperatures"):
-        theory.softmax_floor(0, 0, 2, 4, 8, samples=100, temperatures=[float("nan")], progress=False)
+        softmax.softmax_floor(0, 0, 2, 4, 8, samples=100, temperatures=[float("nan")], progress=False)
 
 
 def test_best_equal_weight_stack_matches_brute_force_enumeration():
@@ -453,13 +444,13 @@ def test_best_equal_weight_stack_matches_brute_force_enumeration():
             w = np.bincount(combo, minlength=J) / L
             g = max(h @ w, 0) / (w @ G @ w)
             best = min(best, T - 2 * g * (h @ w) + g * g * (w @ G @ w))
-        counts, loss = theory.best_equal_weight(G, h, T, L)
+        counts, loss = softmax.best_equal_weight(G, h, T, L)
         assert counts.sum() == L and np.all(counts >= 0)
         w = counts / L
         g = max(h @ w, 0) / (w @ G @ w)
         assert loss == pytest.approx(T - 2 * g * (h @ w) + g * g * (w @ G @ w), rel=1e-10)  # its own value
         assert loss == pytest.approx(best, rel=1e-9)  # and the enumerated optimum
-    v = theory.nonneg_mixture(G, h)
+    v = softmax.nonneg_mixture(G, h)
     assert T - 2 * v @ h + v @ G @ v <= best + 1e-12  # the mixture floor is below any finite stack
 
 
@@ -468,12 +459,12 @@ def test_sample_linear_floor_against_monomial_least_squares_and_large_P():
     monomial features S^r q (small L', where monomials are well conditioned), on the same contexts;
     (2) as P grows S -> Sigma and it approaches R_irr."""
     a, b, k, d, P, Lp, n = 1.0, 0.5, 2, 4, 16, 3, 4000
-    got = theory.sample_linear_floor(a, b, k, d, P, L_prime=Lp, samples=n, seed=2)
+    got = floors.sample_linear_floor(a, b, k, d, P, L_prime=Lp, samples=n, seed=2)
     lam, omega = spectra(d, a, b)
     gen = torch.Generator().manual_seed(2)
-    theory._poly_basis(lam, omega, P, gen, Lp, population=False)  # the same draws as the function
+    theory.poly_basis(lam, omega, P, gen, Lp, population=False)  # the same draws as the function
     m = min(32, P)
-    x, q, t = theory._topk_contexts(lam, P, k, -(-n // m), m, gen, dtype=torch.float64)
+    x, q, t = floors._topk_contexts(lam, P, k, -(-n // m), m, gen, dtype=torch.float64)
     S = x.transpose(1, 2) @ x / P
     feats, cur = [], q
     for _ in range(Lp):
@@ -485,6 +476,6 @@ def test_sample_linear_floor_against_monomial_least_squares_and_large_P():
     w = torch.linalg.lstsq(A, y.unsqueeze(-1)).solution.squeeze(-1)
     direct = float(((y - A @ w) ** 2).sum() / tt.shape[0])
     assert got["in_sample"] == pytest.approx(direct, rel=1e-6)
-    R_irr, se = theory.linear_floor(a, b, k, d, 2048, L_prime=Lp, samples=20_000, seed=4, progress=False)
-    big = theory.sample_linear_floor(a, b, k, d, 2048, L_prime=Lp, samples=20_000, seed=4)
+    R_irr, se = floors.linear_floor(a, b, k, d, 2048, L_prime=Lp, samples=20_000, seed=4, progress=False)
+    big = floors.sample_linear_floor(a, b, k, d, 2048, L_prime=Lp, samples=20_000, seed=4)
     assert abs(big["held_out"] - R_irr) <= 4 * math.hypot(se, big["held_out_se"]) + 0.02 * R_irr

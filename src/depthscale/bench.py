@@ -4,9 +4,9 @@ The work is one preset's fig6 depth sweep (nonlinear model, difficult task k=2, 
 preset's depths, seeds 0..seeds-1). One *sweep step* advances every model of the sweep by one
 optimiser step on fresh contexts (sampling included). Three ways of doing it are timed in one run:
 
-- naive: `benchmarks/naive_loop.py`, a research script's loop — one model at a time, the paper's
+- naive: `naive.train_naive`, a research script's loop — one model at a time, the paper's
   (P+1)x(P+1) masked attention layer by layer, `torch.optim.Adam` per model;
-- packed: depthscale's engine (`training._train_step`, what `train_pack` runs every step): all
+- packed: depthscale's engine (`training.train_step`, what `train_pack` runs every step): all
   models in one pack, the models that share a seed's batch as one computation;
 - single (detail): the same engine with a pack of one model, models one at a time — it separates
   what packing buys from what the parallel-ensemble algebra buys.
@@ -20,20 +20,21 @@ Timings are medians over steps; on a shared machine, repeat and compare.
 from __future__ import annotations
 
 import gc
-import importlib.util
 import os
 import platform
 import sys
-import threading
 import time
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 import torch
 
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
+from depthscale.errors import InputError
+from depthscale.memory import PeakMemory, rss_bytes
 from depthscale.models import build_pack
-from depthscale.training import RowAdam, _step_batches, _train_step
+from depthscale.naive import train_naive
+from depthscale.registry import FIG3_SPECTRA
+from depthscale.training import RowAdam, base_lrs, step_batches, train_step
 
 DTYPES = ("float32", "tf32", "bf16")
 DEVICES = ("cpu", "cuda", "auto")
@@ -91,19 +92,19 @@ def sweep_flops(cfgs: list[RunConfig]) -> dict:
 
 def resolve_device(device: str = "auto") -> torch.device:
     if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' asked for, but torch sees no CUDA device")
+        raise InputError("device 'cuda' asked for, but torch sees no CUDA device")
     return torch.device(device)
 
 
 def _check_dtype(dtype: str, dev: torch.device) -> None:
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if dtype == "tf32" and dev.type != "cuda":
-        raise ValueError("dtype 'tf32' needs a CUDA device")
+        raise InputError("dtype 'tf32' needs a CUDA device")
 
 
 def _sync(dev: torch.device) -> None:
@@ -171,53 +172,7 @@ def tune_allocator(threshold: int = 1 << 30) -> bool:
         return False
 
 
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):  # not Linux: high-water mark only
-        import resource
-
-        scale = 1 if sys.platform == "darwin" else 1024
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-
-
-class PeakMemory:
-    """Peak memory of a block above its start: CUDA's allocator peak on a GPU; on the CPU, the
-    process's resident set sampled every `interval` s by a background thread."""
-
-    def __init__(self, dev: torch.device, interval: float = 0.002):
-        self.dev, self.interval, self.peak_bytes = dev, interval, 0
-
-    def __enter__(self):
-        gc.collect()
-        if self.dev.type == "cuda":
-            _sync(self.dev)
-            torch.cuda.reset_peak_memory_stats(self.dev)
-            self._base = torch.cuda.memory_allocated(self.dev)
-        else:
-            self._base = self._max = _rss_bytes()
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._poll, daemon=True)
-            self._thread.start()
-        return self
-
-    def _poll(self):
-        while not self._stop.wait(self.interval):
-            self._max = max(self._max, _rss_bytes())
-
-    def __exit__(self, *exc):
-        if self.dev.type == "cuda":
-            _sync(self.dev)
-            self.peak_bytes = torch.cuda.max_memory_allocated(self.dev) - self._base
-        else:
-            self._stop.set()
-            self._thread.join()
-            self.peak_bytes = max(self._max, _rss_bytes()) - self._base
-        return False
-
-
-def _peak_rss_child(engine: str, preset: str, seeds: int, steps: int, threads: int) -> int:
+def child_peak_rss(engine: str, preset: str, seeds: int, steps: int, threads: int) -> int:
     """(Run in a fresh process.) Peak resident memory above the level before the engine started
     (after a smoke-preset warm-up has loaded the kernels): `steps` packed sweep steps, or `steps`
     naive steps of the deepest model (the naive loop holds one model at a time, and the deepest
@@ -225,18 +180,17 @@ def _peak_rss_child(engine: str, preset: str, seeds: int, steps: int, threads: i
     import resource
 
     torch.set_num_threads(threads)
-    naive = load_naive_loop() if engine == "naive" else None
 
     def run(p: str, **over) -> None:
         cfgs = [c.replace(**over) for c in sweep_configs(p, seeds)]
         if engine == "packed":
             run_packed(cfgs, steps, 0, torch.device("cpu"))
         else:
-            naive.train_naive(max(cfgs, key=lambda c: c.L), steps)
+            train_naive(max(cfgs, key=lambda c: c.L), steps)
 
     run("smoke", batch=2)  # loads the kernels' code and data, so the baseline below includes them
     gc.collect()
-    base = _rss_bytes()
+    base = rss_bytes()
     run(preset)
     return max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
 
@@ -248,8 +202,8 @@ def cpu_peak_memory(engine: str, preset: str, seeds: int, steps: int = 2) -> int
     import json
     import subprocess
 
-    code = ("import json, sys; from depthscale.bench import _peak_rss_child; "
-            "print(_peak_rss_child(**json.loads(sys.argv[1])))")
+    code = ("import json, sys; from depthscale.bench import child_peak_rss; "
+            "print(child_peak_rss(**json.loads(sys.argv[1])))")
     args = json.dumps({"engine": engine, "preset": preset, "seeds": seeds, "steps": steps,
                        "threads": torch.get_num_threads()})
     out = subprocess.run([sys.executable, "-c", code, args], capture_output=True, text=True, check=True)
@@ -284,15 +238,15 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
     with precision(dtype, dev), (PeakMemory(dev) if track else nullcontext()) as mem:
         pack = build_pack(sub).to(dev)
         opt = RowAdam(pack)
-        lr0_M = torch.tensor([c.lr * c.L ** c.lr_depth_exp for c in sub], dtype=torch.float32)
+        lr0_M = base_lrs(sub)
         idx = list(range(len(sub)))
         for step in range(warmup + steps):
             _sync(dev)
             t0, c0 = time.perf_counter(), time.process_time()
-            batches = _step_batches(sub, idx, step, dev)  # what _train_step would sample, timed apart
+            batches = step_batches(sub, idx, step, dev)  # what train_step would sample, timed apart
             _sync(dev)
             t1 = time.perf_counter()
-            loss, _ = _train_step(pack, opt, sub, idx, step, lr0_M, dev, autocast=_amp(dtype), batches=batches)
+            loss, _ = train_step(pack, opt, sub, idx, step, lr0_M, dev, autocast=_amp(dtype), batches=batches)
             _sync(dev)
             if step >= warmup:
                 secs.append(time.perf_counter() - t0)
@@ -303,20 +257,6 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
             "peak_memory_bytes": mem.peak_bytes if track else None}
 
 
-def load_naive_loop():
-    """The baseline script `benchmarks/naive_loop.py` of the source checkout, as a module."""
-    cands = [Path(__file__).resolve().parents[2] / "benchmarks" / "naive_loop.py",
-             Path.cwd() / "benchmarks" / "naive_loop.py"]
-    for path in cands:
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("depthscale_naive_loop", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)  # type: ignore[union-attr]
-            return mod
-    raise FileNotFoundError("the naive baseline is benchmarks/naive_loop.py of a depthscale source "
-                            "checkout; run from the checkout (or pass naive=False)")
-
-
 def run_naive(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device, dtype: str = "float32",
               count_flops: bool = True, track_memory: bool | None = None) -> dict:
     """Time the baseline: every model trained alone for `warmup` + `steps` steps. A sweep step
@@ -324,7 +264,6 @@ def run_naive(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device,
     torch's FlopCounterMode on each model's first step (not timed) when `count_flops`. Peak
     memory as in `run_packed`."""
     track = dev.type == "cuda" if track_memory is None else track_memory
-    naive = load_naive_loop()
     per_model, per_model_cpu, losses, peaks, flops = [], [], [], [], 0
     with precision(dtype, dev):
         for cfg in cfgs:
@@ -345,10 +284,10 @@ def run_naive(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device,
 
                 counter = FlopCounterMode(display=False)
                 with counter:
-                    naive.train_naive(cfg, 1, dev, amp_dtype=_amp(dtype))
+                    train_naive(cfg, 1, dev, amp_dtype=_amp(dtype))
                 flops += counter.get_total_flops()
             with (PeakMemory(dev) if track else nullcontext()) as mem:
-                _, ls = naive.train_naive(cfg, warmup + steps, dev, on_step=on_step, amp_dtype=_amp(dtype))
+                _, ls = train_naive(cfg, warmup + steps, dev, on_step=on_step, amp_dtype=_amp(dtype))
             per_model.append(_median(times))
             per_model_cpu.append(_median(cpu))
             losses.append(torch.tensor(ls))
@@ -369,8 +308,6 @@ def run_single(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
 def linear_configs(preset: str = "cpu", L: int | None = None, seeds: int = 1) -> list[RunConfig]:
     """The fig3 runs of one depth (default the preset's deepest): the linear model on the easy task,
     every Table 2 spectrum x `seeds` seeds, one pack (linear packs mix spectra and seeds)."""
-    from depthscale.experiments import FIG3_SPECTRA
-
     L = max(PRESET_DEPTHS[preset]) if L is None else int(L)
     return [make_config(preset, model="linear", task="easy", a=a, b=b, L=L, seed=s)
             for s in range(seeds) for a, b in FIG3_SPECTRA]
@@ -415,7 +352,7 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     shallowest and deepest depth of the preset (batched linear packs against one run at a time)."""
     steps = 20 if steps is None else int(steps)
     if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+        raise InputError(f"steps must be >= 1, got {steps}")
     dev = resolve_device(device)
     _check_dtype(dtype, dev)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
@@ -526,5 +463,6 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     return out
 
 
-__all__ = ["bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops", "sweep_configs", "seed_groups",
-           "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory", "resolve_device", "DTYPES", "DEVICES"]
+__all__ = ["bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops",
+           "sweep_configs", "seed_groups", "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory",
+           "child_peak_rss", "resolve_device", "DTYPES", "DEVICES"]

@@ -31,31 +31,25 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from depthscale.experiments import (FIG3_SPECTRA, FIG3C_MODES, FIG4_SPECTRA, FIG7_MODES,
-                                    FIG7_SPECTRUM, FIG56_SPECTRA, ORIGIN, PAPER, PRESET_KS,
-                                    TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, Results, Theory, depth_set,
-                                    paper_L0_top2, preset_shape, resolve_ids)
-from depthscale.figures import (gap_fit, loss_fit, mode_crossings, plateau, reducible_modes, reference_slopes,
-                                rel_change_last_two, selection_quantiles)
+from depthscale.analysis import (gap_fit, loss_fit, mode_crossings, plateau, reducible_modes, reference_slopes,
+                                 rel_change_last_two, selection_quantiles)
+from depthscale.atomic import plain
+from depthscale.errors import InputError
+from depthscale.formatting import label, number
+from depthscale.registry import (FIG3_SPECTRA, FIG3C_MODES, FIG4_SPECTRA, FIG7_MODES, FIG7_SPECTRUM, FIG56_SPECTRA,
+                                 ORIGIN, PAPER, PRESET_KS, TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, depth_set,
+                                 paper_L0_top2, preset_shape, resolve_ids)
+from depthscale.results import Results, Theory
+from depthscale.theory import two_zeta, zeta
 
 
 class MissingRuns(Exception):
     """A claim's data are not in the store."""
 
 
-def _lab(a, b, k=None) -> str:
-    return f"({a:g},{b:g})" if k is None else f"k={k} ({a:g},{b:g})"
-
-
 def _g(x) -> str:
-    if x is None:
-        return "—"
-    x = float(x)
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.4g}"
+    """A number in a claim's detail: 4 significant digits, 'nan' for NaN."""
+    return number(x, table=False)
 
 
 def require(res: Results, model: str, task: str, k: int, spectra, depths=None) -> None:
@@ -63,7 +57,7 @@ def require(res: Results, model: str, task: str, k: int, spectra, depths=None) -
     miss = []
     for a, b in spectra:
         s = res.series(model, task, k, a, b, depths)
-        miss += [f"{model}/{task}{'' if task == 'easy' else f' k={k}'} {_lab(a, b)} L={L}" for L in s.missing]
+        miss += [f"{model}/{task}{'' if task == 'easy' else f' k={k}'} {label(a, b)} L={L}" for L in s.missing]
     if miss:
         more = f" (+{len(miss) - 4} more)" if len(miss) > 4 else ""
         raise MissingRuns(f"missing runs: {len(miss)} cell(s): " + "; ".join(miss[:4]) + more)
@@ -85,8 +79,6 @@ def c1(res, th):
     slope is judged against the slopes of the finite-size references fitted over the same depths:
     the best shared GD step (constrained) and the best polynomial (free) in the empirical S."""
     require(res, "linear", "easy", 1, FIG3_SPECTRA)
-    from depthscale.theory import zeta
-
     paper = {(float(r["a"]), float(r["b"])): r["alpha"] for r in PAPER["table2_linear_easy"]}
     meas, parts, ok = {}, [], True
     for a, b in FIG3_SPECTRA:
@@ -98,11 +90,11 @@ def c1(res, th):
         good = (f is not None and math.isfinite(se) and math.isfinite(lo) and math.isfinite(hi)
                 and min(lo, hi) - 2 * se <= f.alpha <= max(lo, hi) + 2 * se)
         ok &= good
-        meas[_lab(a, b)] = {"alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,
+        meas[label(a, b)] = {"alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,
                             "alpha_constrained_finite": lo, "alpha_free_finite": hi,
-                            "zeta": z, "two_zeta": 2 * z, "paper_alpha": paper[(a, b)]}
-        parts.append(f"{_lab(a, b)} α={_g(f.alpha if f else None)}±{_g(se)} in [{_g(lo)},{_g(hi)}] "
-                     f"(asymptotic [{_g(z)},{_g(2 * z)}], paper {_g(paper[(a, b)])}), "
+                            "zeta": z, "two_zeta": two_zeta(a, b), "paper_alpha": paper[(a, b)]}
+        parts.append(f"{label(a, b)} α={_g(f.alpha if f else None)}±{_g(se)} in [{_g(lo)},{_g(hi)}] "
+                     f"(asymptotic [{_g(z)},{_g(two_zeta(a, b))}], paper {_g(paper[(a, b)])}), "
                      f"R²={_g(f.r2 if f else None)} {'ok' if good else 'NO'}")
     return meas, ok, "; ".join(parts)
 
@@ -116,12 +108,12 @@ def c2(res, th):
         s = res.series("linear", "easy", 1, a, b)
         cr = mode_crossings(s, modes, d, a, b)
         if len(cr) < 2:
-            raise MissingRuns(f"missing runs: no mode-wise losses for {_lab(a, b)}")
+            raise MissingRuns(f"missing runs: no mode-wise losses for {label(a, b)}")
         v = [cr[m] for m in modes]
         good = all(x <= y for x, y in zip(v, v[1:])) and len(set(v)) > 1
         ok &= good
-        meas[_lab(a, b)] = {f"mode {m}": (None if math.isinf(x) else x) for m, x in zip(modes, v)}
-        parts.append(f"{_lab(a, b)} L*=" + ",".join("never" if math.isinf(x) else f"{x:g}" for x in v)
+        meas[label(a, b)] = {f"mode {m}": (None if math.isinf(x) else x) for m, x in zip(modes, v)}
+        parts.append(f"{label(a, b)} L*=" + ",".join("never" if math.isinf(x) else f"{x:g}" for x in v)
                      + (" ok" if good else " NO"))
     return meas, ok, f"first depth with R_k/(ω_k λ_k) < 2% for modes {modes}: " + "; ".join(parts)
 
@@ -138,8 +130,8 @@ def c3(res, th):
         top1 = float(np.nanmin(s.get("top1_mass")))
         good = R1 < 0.01 and gain <= 0.01 and top1 > 0.95
         ok &= good
-        meas[_lab(a, b)] = {"R1_over_var": R1, "depth_gain_over_var": gain, "top1_min": top1}
-        parts.append(f"{_lab(a, b)} R_1/Var={_g(R1)}, gain={_g(gain)}, top1_min={_g(top1)} "
+        meas[label(a, b)] = {"R1_over_var": R1, "depth_gain_over_var": gain, "top1_min": top1}
+        parts.append(f"{label(a, b)} R_1/Var={_g(R1)}, gain={_g(gain)}, top1_min={_g(top1)} "
                      + ("ok" if good else "NO"))
     return meas, ok, "; ".join(parts)
 
@@ -152,12 +144,12 @@ def c4a(res, th):
         R = dict(zip(s.depths.tolist(), s.get("R")))
         Lmax = int(s.depths[-1])
         if 2 not in R:
-            raise MissingRuns(f"missing runs: linear/difficult k=2 {_lab(a, b)} L=2")
+            raise MissingRuns(f"missing runs: linear/difficult k=2 {label(a, b)} L=2")
         ratio = R[2] / R[Lmax]
         good = ratio <= 1.1
         ok &= good
-        meas[_lab(a, b)] = ratio
-        parts.append(f"{_lab(a, b)} R_2/R_{Lmax}={_g(ratio)} {'ok' if good else 'NO'}")
+        meas[label(a, b)] = ratio
+        parts.append(f"{label(a, b)} R_2/R_{Lmax}={_g(ratio)} {'ok' if good else 'NO'}")
     return meas, ok, "; ".join(parts)
 
 
@@ -176,10 +168,10 @@ def c4b(res, th):
             good = min(abs(rel), abs(rel_fin)) <= 0.05
             ok &= good
             near = "R_irr" if abs(rel) <= abs(rel_fin) else "finite-P floor"
-            meas[_lab(a, b, k)] = {"plateau": m, "R_irr": fl["R_irr"], "rel_diff": rel,
+            meas[label(a, b, k)] = {"plateau": m, "R_irr": fl["R_irr"], "rel_diff": rel,
                                    "finite_P_floor": fl["finite_P"], "rel_diff_finite_P": rel_fin,
                                    "approaches": near}
-            parts.append(f"{_lab(a, b, k)} R_{Lmax}={_g(m)} vs R_irr={_g(fl['R_irr'])}±{_g(fl['se'])} "
+            parts.append(f"{label(a, b, k)} R_{Lmax}={_g(m)} vs R_irr={_g(fl['R_irr'])}±{_g(fl['se'])} "
                          f"({100 * rel:+.1f}%), finite-P {_g(fl['finite_P'])}±{_g(fl['finite_P_se'])} "
                          f"({100 * rel_fin:+.1f}%): nearer {near} {'ok' if good else 'NO'}")
     return meas, ok, "; ".join(parts)
@@ -192,8 +184,8 @@ def c5a(res, th):
         _, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
         good = f is not None and 0.8 <= f.alpha <= 1.2 and f.r2 >= 0.99
         ok &= good
-        meas[_lab(a, b)] = {"alpha": f.alpha if f else None, "r2": f.r2 if f else None}
-        parts.append(f"{_lab(a, b)} α={_g(f.alpha if f else None)}±{_g(f.alpha_se if f else None)}, "
+        meas[label(a, b)] = {"alpha": f.alpha if f else None, "r2": f.r2 if f else None}
+        parts.append(f"{label(a, b)} α={_g(f.alpha if f else None)}±{_g(f.alpha_se if f else None)}, "
                      f"R²={_g(f.r2 if f else None)} {'ok' if good else 'NO'}")
     return meas, ok, "; ".join(parts)
 
@@ -211,16 +203,16 @@ def c5b(res, th):
         R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]
         if fn is None:
             ok = False
-            meas[_lab(a, b)] = None
-            parts.append(f"{_lab(a, b)} nonlinear fit failed NO")
+            meas[label(a, b)] = None
+            parts.append(f"{label(a, b)} nonlinear fit failed NO")
             continue
         ratio = R_irr / fn.L0 if fn.L0 > 0 else math.inf
         good = fn.L0 <= R_irr / 2
         ok &= good
-        meas[_lab(a, b)] = {"L0_nonlinear": fn.L0, "R_irr_same_geometry": R_irr, "ratio": ratio,
+        meas[label(a, b)] = {"L0_nonlinear": fn.L0, "R_irr_same_geometry": R_irr, "ratio": ratio,
                             "L0_linear_own_geometry": fl.L0 if fl else None,
                             "paper_ratio_d16_vs_d128": pl / pn}
-        parts.append(f"{_lab(a, b)} L0 {_g(fn.L0)} vs R_irr {_g(R_irr)} at the same d, P: ratio "
+        parts.append(f"{label(a, b)} L0 {_g(fn.L0)} vs R_irr {_g(R_irr)} at the same d, P: ratio "
                      f"{_g(ratio)} (paper {pl / pn:.1f}, d=16 beside d=128) {'ok' if good else 'NO'}")
     return meas, ok, "; ".join(parts)
 
@@ -239,8 +231,8 @@ def c5c(res, th):
                "L0/paper": L0 / p - 1, "L0/floor": L0 / fl - 1}
         good = f is not None and all(abs(v) <= 0.05 for v in rel.values())
         ok &= good
-        meas[_lab(a, b)] = {"R_Lmax": R_deep, "L0": f.L0 if f else None, "paper_L0": p, "floor": fl}
-        parts.append(f"{_lab(a, b)} R_{int(s.depths[-1])}={_g(R_deep)}, L0={_g(L0)} vs paper {_g(p)}, "
+        meas[label(a, b)] = {"R_Lmax": R_deep, "L0": f.L0 if f else None, "paper_L0": p, "floor": fl}
+        parts.append(f"{label(a, b)} R_{int(s.depths[-1])}={_g(R_deep)}, L0={_g(L0)} vs paper {_g(p)}, "
                      f"floor {_g(fl)} (" + ", ".join(f"{k} {100 * v:+.1f}%" for k, v in rel.items())
                      + (") ok" if good else ") NO"))
     return meas, ok, "; ".join(parts)
@@ -255,8 +247,8 @@ def c6(res, th):
         dC, dG = rel_change_last_two(s, "C"), rel_change_last_two(s, "gap")
         good = dC < 0.1 and dG < 0.1
         ok &= good
-        meas[_lab(a, b)] = {"C": dC, "A_minus_C": dG}
-        parts.append(f"{_lab(a, b)} ΔC/C={_g(dC)}, Δ(A-C)/(A-C)={_g(dG)} {'ok' if good else 'NO'}")
+        meas[label(a, b)] = {"C": dC, "A_minus_C": dG}
+        parts.append(f"{label(a, b)} ΔC/C={_g(dC)}, Δ(A-C)/(A-C)={_g(dG)} {'ok' if good else 'NO'}")
     return meas, ok, "; ".join(parts)
 
 
@@ -278,7 +270,7 @@ def c7(res, th):
     sn, nn = _spread(s_nl, FIG7_MODES)
     sl, nl = _spread(s_li, FIG7_MODES)
     ok = bool(np.isfinite(sn) and np.isfinite(sl) and sn < sl)
-    detail = (f"{_lab(a, b)}: mean over L>=2 of the range across modes of the normalised reducible "
+    detail = (f"{label(a, b)}: mean over L>=2 of the range across modes of the normalised reducible "
               f"loss: nonlinear {_g(sn)} ({nn} modes fitted) vs linear {_g(sl)} ({nl} modes fitted)")
     return {"nonlinear_spread": sn, "linear_spread": sl}, ok, detail
 
@@ -353,12 +345,12 @@ def c11(res, th):
         f, g, _ = gap_fit(res, a, b)
         good = g is not None and 0.8 <= g.alpha <= 1.2
         ok &= good
-        meas[_lab(a, b)] = g.alpha if g else None
+        meas[label(a, b)] = g.alpha if g else None
         if g is None:
             why = "loss fit failed" if f is None else f"L0={_g(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
-            parts.append(f"{_lab(a, b)} no fit ({why}) NO")
+            parts.append(f"{label(a, b)} no fit ({why}) NO")
             continue
-        parts.append(f"{_lab(a, b)} α={_g(g.alpha)}±{_g(g.alpha_se)}, R²={_g(g.r2)}"
+        parts.append(f"{label(a, b)} α={_g(g.alpha)}±{_g(g.alpha_se)}, R²={_g(g.r2)}"
                      + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
                      + (" ok" if good else " NO"))
     return meas, ok, "; ".join(parts)
@@ -402,28 +394,13 @@ CLAIMS: tuple[tuple[str, str, str, Callable, tuple[str, ...]], ...] = (
 )
 
 
-def _clean(x):
-    """JSON-safe: nan/inf -> None, numpy -> Python."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, np.ndarray)):
-        return [_clean(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
-
-
 def check(claim_id: str, res: Results, th: Theory) -> dict:
     """One claim on one preset's results."""
     for cid, text, expected, fn, uses in CLAIMS:
         if cid == claim_id:
             break
     else:
-        raise ValueError(f"unknown claim {claim_id!r}; known: {', '.join(c[0] for c in CLAIMS)}")
+        raise InputError(f"unknown claim {claim_id!r}; known: {', '.join(c[0] for c in CLAIMS)}")
     out = {"id": cid, "claim": text, "preset": res.preset, "expected": expected, "uses": list(uses)}
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -433,7 +410,7 @@ def check(claim_id: str, res: Results, th: Theory) -> dict:
         measured, ok, detail = None, False, str(e)
     except Exception as e:  # noqa: BLE001 - a broken check is a FAIL with its reason, never a PASS
         measured, ok, detail = None, False, f"error while checking: {type(e).__name__}: {e}"
-    out.update(measured=_clean(measured), detail=detail)
+    out.update(measured=plain(measured), detail=detail)
     out["pass"] = bool(ok)
     return out
 

@@ -1,54 +1,31 @@
 """The `depthscale` command. Run options are generated from RunConfig's fields, so the CLI and the
-stored configuration can never disagree. Bad input: one line on stderr, exit code 2, and the store
-is left as it was (docs/bad_inputs.md lists every bad input tested and what it gets). Warnings
-are one line each on stderr ("depthscale: warning: ...")."""
+stored configuration can never disagree. Bad input (any errors.UserError: arguments.py checks
+the flags, the library the rest): one line on stderr, exit code 2, and the store is left as it was
+(docs/bad_inputs.md lists every bad input tested and what it gets); any other exception is a bug
+and shows its traceback. Warnings are one line each on stderr ("depthscale: warning: ...")."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
 import sys
 import warnings
-from pathlib import Path
 
-from depthscale.config import PRESETS, ConfigError, RunConfig, field_docs, make_config
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, add_config_fields, check_int, check_memory,
+                                  check_theory, config_from, existing_store, help_text, open_store, out_dir, out_file,
+                                  parse_depths, parse_floats, parse_shard, path_arg, pick_device, require_submitit,
+                                  slurm_options, store_if_any)
+from depthscale.atomic import plain
+from depthscale.config import PRESETS, ConfigError
+from depthscale.errors import UserError
 
 EXIT_USAGE = 2
-MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
-MAX_SAMPLES = 10**8  # theory: Monte Carlo samples (2e5 take seconds; memory is checked as well)
-MAX_BENCH_STEPS = 100_000  # bench: timed steps (the default is 20)
-MAX_EXPONENT = 100.0  # spectrum exponents a, b: k^-a underflows to 0 far beyond (the paper's are <= 2)
-
-
-class UsageError(Exception):
-    """Bad input from the command line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse's default prints the usage too)
-        raise UsageError(message)
-
-
-def _fmt(desc: str, example: str) -> dict:
-    return dict(description=desc, epilog="example:\n  " + example,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
 
 
 def _print_json(obj) -> None:
-    print(json.dumps(_jsonable(obj), separators=(", ", ": ")))
+    print(json.dumps(plain(obj), separators=(", ", ": ")))
 
 
 def _emit(args, obj: dict, text: str | None = None) -> None:
@@ -60,161 +37,21 @@ def _emit(args, obj: dict, text: str | None = None) -> None:
                                                        for k, v in obj.items()))
 
 
-def _parse_floats(s: str, name: str) -> list[float]:
-    try:
-        vals = [float(v) for v in s.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"--{name} must be a comma-separated list of numbers, got {s!r}") from None
-    if not vals:
-        raise UsageError(f"--{name} is empty")
-    bad = [v for v in vals if not math.isfinite(v)]
-    if bad:
-        raise UsageError(f"--{name} must hold finite numbers, got {bad[0]!r}")
-    return vals
-
-
-def _parse_depths(s: str, name: str = "depths") -> list[int]:
-    vals = _parse_floats(s, name)
-    bad = [v for v in vals if not (v >= 1 and float(v).is_integer())]
-    if bad:
-        raise UsageError(f"--{name} must be integers >= 1, got {bad[0]!r}")
-    return [int(v) for v in vals]
-
-
-def _path_arg(value: str, name: str) -> Path:
-    """A --store / --out path: never empty (an empty one would mean the current directory)."""
-    if value is None or not str(value).strip():
-        raise UsageError(f"--{name} is empty: give a path")
-    return Path(value)
-
-
-def _out_dir(value: str) -> Path:
-    """--out of reproduce / report: a directory, existing or to be created (checked before any work)."""
-    out = _path_arg(value, "out")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {value!r} is a file, not a directory")
-    for parent in out.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"--out {value!r}: {parent} is a file, not a directory")
-            break
-    return out
-
-
-def _out_file(value: str) -> Path:
-    """--out of collect: a .parquet or .csv file to (over)write."""
-    out = _path_arg(value, "out")
-    if out.suffix.lower() not in (".parquet", ".csv"):
-        raise UsageError(f"--out {value!r}: use a .parquet or .csv suffix")
-    if out.is_dir():
-        raise UsageError(f"--out {value!r} is a directory")
-    for parent in out.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"--out {value!r}: {parent} is a file, not a directory")
-            break
-    return out
-
-
-def _check_int(value, name: str, lo: int, hi: int | None = None) -> None:
-    if value is None:
-        return
-    if value < lo or (hi is not None and value > hi):
-        rule = f">= {lo}" if hi is None else f"between {lo} and {hi:,}"
-        raise UsageError(f"--{name} must be {rule}, got {value}")
-
-
-def _check_real(value, name: str) -> None:
-    if value is not None and not math.isfinite(value):
-        raise UsageError(f"--{name} must be a finite number, got {value!r}")
-
-
-def _add_config_fields(p: argparse.ArgumentParser) -> None:
-    docs = field_docs()
-    for f in dataclasses.fields(RunConfig):
-        if f.name == "preset":
-            continue
-        typ = {"int": int, "float": float, "str": str}[str(f.type)]
-        names = ["--" + f.name] + (["--depth"] if f.name == "L" else [])
-        p.add_argument(*names, dest=f.name, type=typ, default=None, metavar=f.name.upper() if len(f.name) > 1 else f.name,
-                       help=f"{docs.get(f.name, '')} [preset default]")
-
-
-def _config_from(args) -> RunConfig:
-    over = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
-            if f.name != "preset" and getattr(args, f.name, None) is not None}
-    cfg = make_config(args.preset, **over)
-    _check_bounds(cfg)
-    return cfg
-
-
-def _check_bounds(cfg: RunConfig) -> None:
-    """Bounds RunConfig.validate does not check (yet): both seeds in [0, MAX_SEED), the spectrum
-    exponents at most MAX_EXPONENT."""
-    for name in ("seed", "eval_seed"):
-        v = getattr(cfg, name)
-        if not 0 <= v < MAX_SEED:
-            raise UsageError(f"{name} must be an integer in [0, 2**60), got {v}")
-    for name in ("a", "b"):
-        v = getattr(cfg, name)
-        if v > MAX_EXPONENT:
-            raise UsageError(f"{name} must be <= {MAX_EXPONENT:g}, got {v!r}")
-
-
-def _device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is available")
-    return name
-
-
-def _store(path: str):
-    from depthscale.store import Store
-
-    return Store(_path_arg(path, "store"))
-
-
-def _existing_store(path: str):
-    """The store at `path` opened read-only; a missing one is an error (and is not created)."""
-    from depthscale.store import Store
-
-    return Store(_path_arg(path, "store"), readonly=True)
-
-
-def _store_if_any(path: str):
-    """The store at `path` read-only if it exists, else None (nothing is created)."""
-    from depthscale.store import Store
-
-    root = _path_arg(path, "store")
-    return Store(root, readonly=True) if (root / "runs").is_dir() else None
-
-
-def _check_memory(packs, executor: str, workers, device: str, allow: bool) -> None:
-    if allow:
-        return
-    from depthscale.sweeps import check_memory
-
-    check_memory(packs, executor, workers, device, flag="--allow-memory")
-
-
 # ---------------------------------------------------------------- commands
 def _num(x, spec: str) -> str:
     return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
 def cmd_train(args) -> int:
-    from depthscale.store import diverged
+    from depthscale.divergence import diverged
     from depthscale.training import train_one
 
-    cfg = _config_from(args)
-    device = _device(args.device)
-    existing = _store_if_any(args.store)
+    cfg = config_from(args)
+    device = pick_device(args.device)
+    existing = store_if_any(args.store)
     if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
-        _check_memory([[cfg]], "inline", None, device, args.allow_memory)
-    store = _store(args.store)
+        check_memory([[cfg]], "inline", None, device, args.allow_memory)
+    store = open_store(args.store)
     met = train_one(cfg, store, device, progress=None if not args.json else False)
     div = store.divergence(cfg.run_id) or diverged(met)
     keys = ["run_id", "loss", "loss_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
@@ -235,16 +72,13 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _sweep_configs(args) -> tuple[list[RunConfig], str]:
+def _sweep_configs(args) -> tuple[list, str]:
     if bool(args.experiment) == bool(args.grid):
         raise UsageError("give exactly one of --experiment ID or --grid FILE")
     if args.experiment:
-        from depthscale.experiments import all_configs, experiment_ids
+        from depthscale.registry import all_configs, parse_ids
 
-        ids = experiment_ids() if args.experiment == "all" else args.experiment.split(",")
-        for i in ids:
-            if i not in experiment_ids():
-                raise UsageError(f"unknown experiment {i!r} (known: {', '.join(experiment_ids())})")
+        ids = parse_ids(args.experiment)
         # a comma list names its manifest with '_' (sweep names allow no commas)
         return all_configs(ids, args.preset), f"{'_'.join(ids) if args.experiment != 'all' else 'all'}-{args.preset}"
     from depthscale.sweeps import expand_grid, load_grid
@@ -257,63 +91,21 @@ def _sweep_configs(args) -> tuple[list[RunConfig], str]:
     return expand_grid(load_grid(args.grid), args.preset), f"{name}-{args.preset}"
 
 
-def _parse_shard(s: str | None):
-    if s is None:
-        return None
-    from depthscale.sweeps import parse_shard
-
-    return parse_shard(s)
-
-
-# --slurm-X flag -> the slurm executor's option (sweeps.SLURM_OPTIONS)
-SLURM_FLAGS = {"partition": "partition", "time": "time_min", "parallelism": "array_parallelism",
-               "gpus": "gpus", "cpus": "cpus", "mem": "mem_gb"}
-
-
-def _slurm_options(args) -> dict:
-    given = {flag: getattr(args, "slurm_" + flag) for flag in SLURM_FLAGS
-             if getattr(args, "slurm_" + flag, None) is not None}
-    if given and args.executor != "slurm":
-        raise UsageError(f"--slurm-{next(iter(given))} needs --executor slurm")
-    for flag, v in given.items():
-        if flag in ("time", "parallelism", "cpus"):
-            _check_int(v, "slurm-" + flag, 1)
-        elif flag in ("gpus",):
-            _check_int(v, "slurm-" + flag, 0)
-        elif flag == "mem":
-            _check_real(v, "slurm-mem")
-            if v <= 0:
-                raise UsageError(f"--slurm-mem must be > 0 (GB), got {v!r}")
-        elif not str(v).strip():
-            raise UsageError(f"--slurm-{flag} is empty")
-    return {SLURM_FLAGS[flag]: v for flag, v in given.items()}
-
-
-def _require_submitit(executor: str) -> None:
-    if executor == "slurm":
-        try:
-            import submitit  # noqa: F401
-        except ImportError:
-            raise UsageError("--executor slurm needs submitit: pip install 'depthscale[slurm]'") from None
-
-
 def cmd_sweep(args) -> int:
     from depthscale.sweeps import plan, run_sweep
 
-    _path_arg(args.store, "store")
-    _check_int(args.workers, "workers", 1)
-    slurm = _slurm_options(args)
-    _require_submitit(args.executor)
+    path_arg(args.store, "store")
+    check_int(args.workers, "workers", 1)
+    slurm = slurm_options(args)
+    require_submitit(args.executor)
     cfgs, name = _sweep_configs(args)
-    for c in cfgs:
-        _check_bounds(c)
-    shard = _parse_shard(args.shard)
+    shard = parse_shard(args.shard)
     # SLURM jobs pick their device on the node (the submitting host may have no GPU)
-    device = args.device if args.executor == "slurm" else _device(args.device)
+    device = args.device if args.executor == "slurm" else pick_device(args.device)
     # refuse a sweep that cannot fit before the store is created or its manifest written
-    _check_memory(plan(cfgs, _store_if_any(args.store), shard=shard), args.executor, args.workers,
-                  device, args.allow_memory)
-    store = _store(args.store)
+    check_memory(plan(cfgs, store_if_any(args.store), shard=shard), args.executor, args.workers,
+                 device, args.allow_memory)
+    store = open_store(args.store)
     counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
                        device=device, name=name, slurm=slurm, allow_memory=True)
     _emit(args, counts)
@@ -321,7 +113,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_status(args) -> int:
-    store = _existing_store(args.store)
+    store = existing_store(args.store)
     st = store.status().reset_index()  # one row per sweep: total, then a count per state
     problems = store.problems()  # diverged and broken runs: where and why
     if args.json:
@@ -341,8 +133,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_collect(args) -> int:
-    out = _out_file(args.out)
-    store = _existing_store(args.store)
+    out = out_file(args.out)
+    store = existing_store(args.store)
     df = store.collect_to(out)
     div = int((df["state"] == "diverged").sum()) if len(df) else 0
     print(f"wrote {len(df)} runs to {args.out}" + (f" ({div} diverged: column state)" if div else ""))
@@ -352,8 +144,8 @@ def cmd_collect(args) -> int:
 def cmd_fit(args) -> int:
     from depthscale.fits import fit_dict
 
-    L = _parse_floats(args.depths, "depths")
-    R = _parse_floats(args.losses, "losses")
+    L = parse_floats(args.depths, "depths")
+    R = parse_floats(args.losses, "losses")
     if len(L) != len(R):
         raise UsageError(f"--depths has {len(L)} values but --losses has {len(R)}")
     if min(L) <= 0:
@@ -380,56 +172,26 @@ def cmd_fit(args) -> int:
     return 0
 
 
-def _check_theory(args) -> None:
-    """Every theory input, whether or not the chosen computation reads it, and the memory its
-    Monte Carlo would take."""
-    for name in ("a", "b"):
-        v = getattr(args, name)
-        _check_real(v, name)
-        if abs(v) > MAX_EXPONENT:
-            raise UsageError(f"--{name} must be between 0 and {MAX_EXPONENT:g}, got {v!r}")
-    for name in ("d", "P", "k", "samples"):
-        _check_int(getattr(args, name), name, 1, MAX_SAMPLES if name == "samples" else None)
-    if not 0 <= args.seed < MAX_SEED:
-        raise UsageError(f"--seed must be an integer in [0, 2**60), got {args.seed}")
-    if args.k > args.P:
-        raise UsageError(f"k must be <= P = {args.P}, got {args.k}")
-    _parse_depths(args.depths)
-    if args.temperatures is not None:
-        _parse_floats(args.temperatures, "temperatures")
-    from depthscale.memory import available_bytes, fmt_bytes
-
-    taus = 101 if args.temperatures is None else len(_parse_floats(args.temperatures, "temperatures"))
-    # bytes per Monte Carlo sample, measured (floor: 8 float64 per input dimension; softmax-floor:
-    # 8 per temperature; the finite-P curve: 2 per entry of a d x d matrix)
-    per = {"floor": 64 * args.d, "softmax-floor": 64 * taus,
-           "curve": 16 * args.d * args.d if args.finite_P else 0}.get(args.what, 0)
-    need, avail = per * args.samples, available_bytes("cpu")
-    if avail is not None and need > avail and not args.allow_memory:
-        raise UsageError(f"theory {args.what} with --samples {args.samples} needs about {fmt_bytes(need)} of "
-                         f"memory (estimate); {fmt_bytes(avail)} is available: fewer samples, or --allow-memory")
-
-
 def cmd_theory(args) -> int:
-    from depthscale import theory
+    from depthscale import linear_floor, softmax_floor, theory
 
-    _check_theory(args)
+    check_theory(args)
     if args.what == "exponents":
         res = theory.exponents(args.a, args.b)
         bad = [k for k, v in res.items() if not math.isfinite(v)]
         if bad:
             raise UsageError(f"--a {args.a!r} --b {args.b!r}: {bad[0]} is not finite (overflow)")
     elif args.what == "curve":
-        depths = _parse_depths(args.depths)
+        depths = parse_depths(args.depths)
         res = theory.curve(args.a, args.b, args.d, depths)
         if args.finite_P:
             res["finite_P"] = theory.sample_free_curve(args.a, args.b, args.d, args.P, depths,
                                                        samples=args.samples, seed=args.seed)
     elif args.what == "softmax-floor":
-        taus = None if args.temperatures is None else _parse_floats(args.temperatures, "temperatures")
-        res = theory.softmax_floor(args.a, args.b, args.k, args.d, args.P, samples=args.samples,
+        taus = None if args.temperatures is None else parse_floats(args.temperatures, "temperatures")
+        res = softmax_floor.softmax_floor(args.a, args.b, args.k, args.d, args.P, samples=args.samples,
                                    seed=args.seed, temperatures=taus,
-                                   depths=_parse_depths(args.depths))
+                                   depths=parse_depths(args.depths))
         if not args.json:
             i = res["iid_depth"]
             print(f"single head {res['single_head']:.4f} ± {res['single_head_se']:.4f} "
@@ -440,31 +202,28 @@ def cmd_theory(args) -> int:
                   + ", ".join(f"L={L}: {R:.4f}" for L, R in zip(res["best_stack"]["depths"], res["best_stack"]["R"])))
             return 0
     else:
-        res = theory.floor(args.a, args.b, args.k, args.d, args.P, args.samples, args.seed)
+        res = linear_floor.floor(args.a, args.b, args.k, args.d, args.P, args.samples, args.seed)
     _emit(args, res)
     return 0
 
 
 def cmd_reproduce(args) -> int:
-    from depthscale.experiments import experiment_ids
+    from depthscale.registry import parse_ids
     from depthscale.report import reproduce
 
-    _path_arg(args.store, "store")
-    _out_dir(args.out)
-    _check_int(args.workers, "workers", 1)
-    _require_submitit(args.executor)
-    ids = experiment_ids() if args.id == "all" else args.id.split(",")
-    for i in ids:
-        if i not in experiment_ids():
-            raise UsageError(f"unknown experiment {i!r} (known: {', '.join(experiment_ids())})")
+    path_arg(args.store, "store")
+    out_dir(args.out)
+    check_int(args.workers, "workers", 1)
+    require_submitit(args.executor)
+    ids = parse_ids(args.id)
     # SLURM jobs pick their device on the node (and a submission that does not wait builds nothing here)
-    device = args.device if args.executor == "slurm" else _device(args.device)
+    device = args.device if args.executor == "slurm" else pick_device(args.device)
     if not args.no_run:  # refuse what cannot fit before the store is created
-        from depthscale.experiments import all_configs
+        from depthscale.registry import all_configs
         from depthscale.sweeps import plan
 
-        _check_memory(plan(all_configs(ids, args.preset), _store_if_any(args.store)), args.executor,
-                      args.workers, device, args.allow_memory)
+        check_memory(plan(all_configs(ids, args.preset), store_if_any(args.store)), args.executor,
+                     args.workers, device, args.allow_memory)
     reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
               workers=args.workers, run=not args.no_run, allow_memory=True)
     print(f"figures, tables and claims.json written to {args.out}")
@@ -474,8 +233,8 @@ def cmd_reproduce(args) -> int:
 def cmd_report(args) -> int:
     from depthscale.report import report
 
-    _out_dir(args.out)
-    _existing_store(args.store)
+    out_dir(args.out)
+    existing_store(args.store)
     paths = report(args.store, args.out, preset=args.preset)
     print(f"report written: {paths}")
     return 0
@@ -484,16 +243,16 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     from depthscale.bench import bench
 
-    _check_int(args.steps, "steps", 1, MAX_BENCH_STEPS)
-    res = bench(preset=args.preset, device=_device(args.device), dtype=args.dtype, steps=args.steps)
+    check_int(args.steps, "steps", 1, MAX_BENCH_STEPS)
+    res = bench(preset=args.preset, device=pick_device(args.device), dtype=args.dtype, steps=args.steps)
     _emit(args, res, None if args.json else "\n".join(f"{k}: {v}" for k, v in res.items()))
     return 0
 
 
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="depthscale", description="Inverse-depth scaling in attention (arXiv 2610.11063).")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    p = Parser(prog="depthscale", description="Inverse-depth scaling in attention (arXiv 2610.11063).")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
 
     def common_preset(sp, required=False):
         sp.add_argument("--preset", choices=PRESETS, default=None if required else "cpu", required=required,
@@ -506,20 +265,20 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--allow-memory", dest="allow_memory", action="store_true",
                         help="run even where the memory estimate exceeds the available memory")
 
-    sp = sub.add_parser("train", help="train one model", **_fmt(
+    sp = sub.add_parser("train", help="train one model", **help_text(
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
         "run resumes from its checkpoint.",
         "depthscale train --model nonlinear --task difficult --k 2 --a 0 --b 0 --depth 4 --preset smoke --store runs --json"))
     common_preset(sp)
-    _add_config_fields(sp)
+    add_config_fields(sp)
     sp.add_argument("--store", required=True, help="run store directory")
     sp.add_argument("--json", action="store_true", help="print one JSON line")
     allow_memory(sp)
     device(sp)
     sp.set_defaults(fn=cmd_train)
 
-    sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **_fmt(
+    sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **help_text(
         "Expand an experiment id (SPEC §7) or a grid file into runs, skip finished ones, and train the "
         "rest in packs. Safe to run many at once on one store; resumes after any failure.",
         "depthscale sweep --experiment fig6 --preset cpu --store runs --executor process\n"
@@ -540,20 +299,20 @@ def build_parser() -> argparse.ArgumentParser:
     device(sp)
     sp.set_defaults(fn=cmd_sweep)
 
-    sp = sub.add_parser("status", help="done / running / failed per experiment", **_fmt(
+    sp = sub.add_parser("status", help="done / running / failed per experiment", **help_text(
         "Count the runs of each sweep in a store by state.", "depthscale status --store runs"))
     sp.add_argument("--store", required=True)
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_status)
 
-    sp = sub.add_parser("collect", help="gather finished runs into one table", **_fmt(
+    sp = sub.add_parser("collect", help="gather finished runs into one table", **help_text(
         "One row per finished run: every config field and every scalar metric.",
         "depthscale collect --store runs --out runs.parquet"))
     sp.add_argument("--store", required=True)
     sp.add_argument("--out", required=True, help="FILE.parquet or FILE.csv")
     sp.set_defaults(fn=cmd_collect)
 
-    sp = sub.add_parser("fit", help="fit R = L0 + c L^-alpha", **_fmt(
+    sp = sub.add_parser("fit", help="fit R = L0 + c L^-alpha", **help_text(
         "Least squares on log R with bounds and several starts (SPEC §6.1).",
         "depthscale fit --depths 1,2,4,8 --losses 10,6,4,3 --json"))
     sp.add_argument("--depths", required=True)
@@ -562,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(fn=cmd_fit)
 
-    sp = sub.add_parser("theory", help="linear-attention theory and the softmax-ensemble floor", **_fmt(
+    sp = sub.add_parser("theory", help="linear-attention theory and the softmax-ensemble floor", **help_text(
         "exponents: zeta and 2 zeta; curve: constrained and free reference curves (--finite-P: and the "
         "free curve of the empirical S at P); floor: the linear model's R_irr by "
         "Monte Carlo (SPEC §6.2-6.3); softmax-floor: the best single cosine-softmax head and the best "
@@ -587,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     allow_memory(sp)
     sp.set_defaults(fn=cmd_theory)
 
-    sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **_fmt(
+    sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **help_text(
         "Run whatever is missing for the experiments (resumable), then write each figure (PNG, PDF), "
         "table (CSV, Markdown) and claims.json.",
         "depthscale reproduce all --preset cpu --store runs --out out"))
@@ -602,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     device(sp)
     sp.set_defaults(fn=cmd_reproduce)
 
-    sp = sub.add_parser("report", help="write the reproduction report", **_fmt(
+    sp = sub.add_parser("report", help="write the reproduction report", **help_text(
         "One Markdown and one self-contained HTML report: figures, tables, the paper's numbers beside "
         "ours, PASS/FAIL per claim.", "depthscale report --store runs --out out"))
     sp.add_argument("--store", required=True)
@@ -610,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--preset", choices=PRESETS, default=None)
     sp.set_defaults(fn=cmd_report)
 
-    sp = sub.add_parser("bench", help="packed engine vs a naive loop", **_fmt(
+    sp = sub.add_parser("bench", help="packed engine vs a naive loop", **help_text(
         "Time the fig6 depth sweep trained one model at a time and as one pack.",
         "depthscale bench --preset cpu --json"))
     common_preset(sp)
@@ -634,16 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return args.fn(args) or 0
-    except (UsageError, ConfigError) as exc:
+    except UserError as exc:  # the user's input; anything else is a bug and shows its traceback
+        if os.environ.get("DEPTHSCALE_DEBUG") and not isinstance(exc, (UsageError, ConfigError)):
+            raise
         print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:  # known user-facing errors from the library
-        from depthscale.errors import is_user_error
-
-        if is_user_error(exc):
-            print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
-            return EXIT_USAGE
-        raise
     finally:
         warnings.showwarning = shown
 

@@ -13,6 +13,8 @@ import json
 import math
 from dataclasses import dataclass, fields
 
+from depthscale.errors import InputError
+
 MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
@@ -24,7 +26,7 @@ PRESETS = ("smoke", "cpu", "paper")
 ENSEMBLE_MODELS = ("nonlinear", "layer_values")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A bad configuration value; the message is one line naming the field and the value."""
 
 
@@ -93,11 +95,24 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, dct: dict) -> "RunConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(dct) - known)
+        unknown = sorted(set(dct) - set(FIELD_NAMES))
         if unknown:
             raise ConfigError(f"unknown config field {unknown[0]!r}")
         return cls(**dct)
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
+FLOAT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.type in ("float", float))
+INT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.type in ("int", int))
+
+
+def config_dict(cfg: "RunConfig | dict", drop: tuple[str, ...] = ()) -> dict:
+    """The fields of a config (a RunConfig or its dict) without the fields `drop`: what a run id,
+    a pack key or a recipe key is made of."""
+    dct = cfg.to_dict() if isinstance(cfg, RunConfig) else dict(cfg)
+    for name in drop:
+        dct.pop(name, None)
+    return dct
 
 
 def _require(cond: bool, name: str, value, rule: str) -> None:
@@ -136,8 +151,9 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.qk_init in QK_INITS, "qk_init", cfg.qk_init, f"one of {', '.join(QK_INITS)}")
     _require(cfg.schedule in SCHEDULES, "schedule", cfg.schedule, f"one of {', '.join(SCHEDULES)}")
     _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
-    _require(0 <= cfg.seed < 2**60, "seed", cfg.seed, ">= 0 and < 2**60")
-    _require(0 <= cfg.eval_seed < 2**60, "eval_seed", cfg.eval_seed, ">= 0 and < 2**60")
+    _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
+    for name in ("seed", "eval_seed"):  # mixed into 64-bit generator seeds (contexts.step_seed, model init)
+        _require(0 <= getattr(cfg, name) < 2**60, name, getattr(cfg, name), "an integer in [0, 2**60)")
     for name in ("a", "b"):
         _require(getattr(cfg, name) <= 100, name, getattr(cfg, name), "<= 100 (k^-100 underflows float32 at k = 3)")
     _require(cfg.tau_min > 0, "tau_min", cfg.tau_min, "> 0")
@@ -151,9 +167,7 @@ def validate(cfg: RunConfig) -> None:
 
 def run_id(cfg: RunConfig) -> str:
     """Hash of the full configuration (the `preset` label excluded: it changes no number)."""
-    dct = cfg.to_dict()
-    dct.pop("preset")
-    blob = json.dumps(dct, sort_keys=True, separators=(",", ":"))
+    blob = json.dumps(config_dict(cfg, ("preset",)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -283,9 +297,8 @@ def recipe_fields(preset: str, model: str, task: str, k: int | None = None) -> d
 def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     """A preset's config, with the tuned recipe for its model and task, then any field
     overridden; unknown fields are a ConfigError."""
-    known = {f.name for f in fields(RunConfig)}
     for name in overrides:
-        if name not in known:
+        if name not in FIELD_NAMES:
             raise ConfigError(f"unknown config field {name!r}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
     base = preset_fields(preset)
@@ -317,6 +330,7 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-__all__ = ["RunConfig", "ConfigError", "make_config", "preset_fields", "run_id", "validate",
+__all__ = ["RunConfig", "ConfigError", "make_config", "preset_fields", "run_id", "validate", "config_dict",
+           "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS",
            "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "field_docs", "geometry",
            "geometry_kind", "GEOMETRIES"]

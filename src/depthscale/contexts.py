@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from depthscale.errors import InputError
+
 
 def spectrum(d: int, exponent: float, dtype=torch.float32, device="cpu") -> torch.Tensor:
     """k^(-exponent) for k = 1..d (no normalisation)."""
@@ -45,12 +47,6 @@ class Contexts:
     def B(self) -> int:
         return self.X_BxPxd.shape[0]
 
-    def to(self, device) -> "Contexts":
-        return Contexts(**{k: v.to(device) for k, v in self.__dict__.items()})
-
-    def slice(self, i0: int, i1: int) -> "Contexts":
-        return Contexts(**{k: (v if k in ("lam_d", "omega_d") else v[i0:i1]) for k, v in self.__dict__.items()})
-
 
 def top_k_by_cosine(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, k: int) -> torch.Tensor:
     """Indices of the k context inputs with the largest cosine to x_test, sorted by relevance."""
@@ -63,7 +59,7 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
                     device="cpu") -> Contexts:
     """Sample B independent contexts on `device` from the generator `gen` (SPEC §2)."""
     if task not in ("easy", "difficult"):
-        raise ValueError(f"task must be easy or difficult, got {task!r}")
+        raise InputError(f"task must be easy or difficult, got {task!r}")
     lam = spectrum(d, a, dtype, device)
     omega = spectrum(d, b, dtype, device)
     O = haar_orthogonal(B, d, gen, dtype, device)

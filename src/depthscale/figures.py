@@ -1,10 +1,9 @@
-"""Every figure and table of the paper rebuilt from stored results (SPEC §7, §8), never retraining.
+"""Every figure of the paper rebuilt from stored results (SPEC §7), never retraining.
 
-Input: `experiments.Results` (the store's finished runs of one preset) and `experiments.Theory`.
-Points are means over seeds, error bars the SE over seeds (none with one seed). Power-law fits
-(fits.py) are made to the seed means. A panel whose runs are missing says so in the panel.
-Figures use matplotlib's object API with the Agg canvas (no pyplot, no global backend switch)
-and are written as PNG and PDF; tables as CSV and Markdown, with the paper's values beside ours.
+Input: `results.Results` (the store's finished runs of one preset) and `results.Theory`. Points
+are means over seeds, error bars the SE over seeds (none with one seed); fit lines come from
+analysis.py. A panel whose runs are missing says so in the panel. Figures use matplotlib's object
+API with the Agg canvas (no pyplot, no global backend switch) and are written as PNG and PDF.
 """
 
 from __future__ import annotations
@@ -15,113 +14,16 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from depthscale.experiments import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA,
-                                    FIG7_MODES, FIG7_SPECTRUM, FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA,
-                                    ORIGIN, PAPER, PRESET_KS, REGISTRY, TABLE3_K2, TABLE3_K16,
-                                    TOP2_SPECTRA, Results, Series, Theory, depth_set, paper_L0_top2)
-from depthscale.fits import FitResult, fit_gap, fit_power_law
-
-MODE_FLOOR = 0.02  # normalised mode-wise loss that counts as learned (Fig. 3c)
-
-
-# ================================================================ analysis (shared with claims)
-
-def fit_series(s: Series, floor: bool, metric: str = "R") -> FitResult | None:
-    """Power-law fit of a series' seed means against depth; None when it cannot be fitted."""
-    if not s:
-        return None
-    L, y = s.depths.astype(float), s.get(metric)
-    ok = np.isfinite(y) & (y > 0)
-    if ok.sum() < (3 if floor else 2):
-        return None
-    try:
-        return fit_power_law(L[ok], y[ok], floor=floor)
-    except (ValueError, np.linalg.LinAlgError):
-        return None
+from depthscale.analysis import (MODE_FLOOR, fit_series, mode_curves, normalised_modes, reducible_modes,
+                                 selection_quantiles)
+from depthscale.formatting import label
+from depthscale.registry import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES,
+                                 FIG7_SPECTRUM, FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA, ORIGIN, PAPER,
+                                 PRESET_KS, REGISTRY, depth_set, preset_shape)
+from depthscale.results import Results, Theory
 
 
-def loss_fit(res: Results, model: str, task: str, k: int, a: float, b: float,
-             floor: bool | None = None) -> tuple[Series, FitResult | None]:
-    """The loss series over the preset's depths and its fit (L0 = 0 on the easy task)."""
-    s = res.series(model, task, k, a, b)
-    return s, fit_series(s, task != "easy" if floor is None else floor)
-
-
-def gap_fit(res: Results, a: float, b: float, k: int = 2) -> tuple[FitResult | None, FitResult | None, Series]:
-    """Table 5: L0 from the nonlinear loss fit, then L0 - C_L = c L^-alpha (L >= 2)."""
-    s, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
-    if f is None:
-        return None, None, s
-    C = s.get("C")
-    ok = np.isfinite(C) & (s.depths > 1)
-    if ok.sum() < 2:
-        return f, None, s
-    try:
-        return f, fit_gap(s.depths[ok].astype(float), C[ok], f.L0), s
-    except ValueError:
-        return f, None, s
-
-
-def mode_curves(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
-    """Seed-mean R_k over the series' depths for each mode k (1-based) present."""
-    out = {}
-    arrs = s.arrays.get("mode_R", [])
-    if not arrs or any(x is None for x in arrs):
-        return out
-    M = np.stack([x[0] for x in arrs])  # depths x d
-    for m in modes:
-        if 1 <= m <= M.shape[1]:
-            out[m] = M[:, m - 1]
-    return out
-
-
-def normalised_modes(s: Series, modes: Sequence[int], d: int, a: float, b: float) -> dict[int, np.ndarray]:
-    """R_k / (omega_k lambda_k) (Fig. 3c)."""
-    k = np.arange(1, d + 1, dtype=float)
-    lw = k ** (-a) * k ** (-b)
-    return {m: v / lw[m - 1] for m, v in mode_curves(s, modes).items()}
-
-
-def mode_crossings(s: Series, modes: Sequence[int], d: int, a: float, b: float,
-                   threshold: float = MODE_FLOOR) -> dict[int, float]:
-    """Smallest depth at which each mode's normalised loss is below `threshold` (inf if never)."""
-    out = {}
-    for m, v in normalised_modes(s, modes, d, a, b).items():
-        below = np.flatnonzero(v < threshold)
-        out[m] = float(s.depths[below[0]]) if below.size else math.inf
-    return out
-
-
-def reducible_modes(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
-    """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b)."""
-    out = {}
-    if not s or s.depths[0] != 1:
-        return out
-    for m, v in mode_curves(s, modes).items():
-        ok = np.isfinite(v) & (v > 0)
-        if ok.sum() < 3:
-            continue
-        try:
-            f = fit_power_law(s.depths[ok].astype(float), v[ok], floor=True)
-        except ValueError:
-            continue
-        den = v[0] - f.L0
-        if den > 0:
-            out[m] = (v - f.L0) / den
-    return out
-
-
-def rel_change_last_two(s: Series, metric: str) -> float:
-    """|X(Lmax) - X(Lmax/2)| / |X(Lmax/2)| over the last two depths present (nan if < 2)."""
-    y = s.get(metric)
-    ok = np.flatnonzero(np.isfinite(y))
-    if ok.size < 2:
-        return math.nan
-    prev, last = y[ok[-2]], y[ok[-1]]
-    return abs(last - prev) / abs(prev) if prev != 0 else math.inf
-
-
-# ================================================================ figure helpers
+# ================================================================ helpers
 
 def _new_figure(ncols: int, nrows: int = 1, width: float = 4.0, height: float = 3.3):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -138,11 +40,6 @@ def _colors(n: int):
 
     cmap = colormaps["viridis"]
     return [cmap(x) for x in (np.linspace(0.0, 0.85, n) if n > 1 else [0.0])]
-
-
-def _label(a: float, b: float, k: int | None = None) -> str:
-    s = f"({a:g},{b:g})"
-    return s if k is None else f"k={k} {s}"
 
 
 def _missing(ax, text: str = "missing runs", blank: bool = False) -> None:
@@ -209,7 +106,7 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
     Lmax = depth_set(res.preset, "all")[-1]
     for (k, (a, b)), col in zip(groups, colors):
         s = res.series(model, task, k, a, b)
-        lab = _label(a, b, k if len({g[0] for g in groups}) > 1 else None)
+        lab = label(a, b, k if len({g[0] for g in groups}) > 1 else None)
         if hlines is not None:
             h = hlines(k, a, b)
             if h is not None and np.isfinite(h[0]) and h[0] > 0:
@@ -255,7 +152,7 @@ def _decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str
             continue
         drawn += 1
         _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col,
-                  label=_label(a, b, k if len({g[0] for g in groups}) > 1 else None))
+                  label=label(a, b, k if len({g[0] for g in groups}) > 1 else None))
         if L0_lines and (k, a, b) in L0_lines:
             ax.axhline(L0_lines[(k, a, b)], color=col, ls=":", lw=0.8)
     _logx(ax)
@@ -318,7 +215,7 @@ def fig3(res: Results, th: Theory):
         _finish_legend(axis, 7)
     a, b = FIG3C_SPECTRUM
     s = res.series("linear", "easy", 1, a, b)
-    d = _preset_d(res)
+    d = preset_shape(res.preset, "linear")[0]
     norm = normalised_modes(s, FIG3C_MODES, d, a, b)
     for (m, v), col in zip(norm.items(), _colors(len(norm))):
         ok = np.isfinite(v) & (v > 0)
@@ -328,7 +225,7 @@ def fig3(res: Results, th: Theory):
     if not norm:
         _missing(ax[2])
     _finish_legend(ax[2], len(norm) + 1)
-    _panel_title(ax[2], "c", f"normalised mode-wise loss {_label(a, b)}")
+    _panel_title(ax[2], "c", f"normalised mode-wise loss {label(a, b)}")
     return fig
 
 
@@ -401,7 +298,7 @@ def fig7(res: Results, th: Theory):
         ok = np.isfinite(v) & (v > 0)
         ax[0].plot(s_nl.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
     _loglog(ax[0], ylabel="R_k")
-    _panel_title(ax[0], "a", f"nonlinear: mode-wise loss {_label(a, b)}")
+    _panel_title(ax[0], "a", f"nonlinear: mode-wise loss {label(a, b)}")
     for i, (s, name) in enumerate(((s_nl, "nonlinear"), (s_li, "linear")), start=1):
         red = reducible_modes(s, FIG7_MODES)
         for (m, v), col in zip(red.items(), _colors(len(red))):
@@ -442,7 +339,7 @@ def fig8(res: Results, th: Theory):
     ax[0].set_xlabel("along q")
     ax[0].set_ylabel("along t, orthogonal to q")
     ax[0].legend(fontsize=6.5, frameon=False, loc="lower left")
-    _panel_title(ax[0], "a", f"one top-2 context at {_label(*FIG8_SPECTRUM)}, 2-D projection")
+    _panel_title(ax[0], "a", f"one top-2 context at {label(*FIG8_SPECTRUM)}, 2-D projection")
     t_full, tb_full = np.asarray(g["t"], float), np.asarray(g["t_bar"], float)
     ax[1].scatter(tb_full, t_full, s=12, color="tab:purple")
     lo, hi = min(tb_full.min(), t_full.min()), max(tb_full.max(), t_full.max())
@@ -481,27 +378,34 @@ def fig10(res: Results, th: Theory):
     return _variant_figure(res, "layer_values", "per-layer values")
 
 
-def fig11(res: Results, th: Theory):
-    fig, ax = _new_figure(2)
-    ks = [k for k in (2, 16)]
-    loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in ks], fit=True)
-    _panel_title(ax[0], "a", "context updates: loss, (0,0)")
+def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabel: str, letter: str,
+                           title: str, n_legend: int) -> None:
+    """`metric` of the context_updates model at (0,0) vs depth for k = 2 and 16 (legend `name`
+    with k filled in), with horizontal reference lines `refs` [(value, axhline kwargs)]."""
     drawn = 0
-    for k, col in zip(ks, _colors(2)):
+    for k, col in zip((2, 16), _colors(2)):
         s = res.series("context_updates", "difficult", k, 0.0, 0.0)
-        y = s.get("m") if s else np.zeros(0)
+        y = s.get(metric) if s else np.zeros(0)
         ok = np.isfinite(y) if s else np.zeros(0, bool)
         if ok.any():
-            _errorbar(ax[1], s.depths[ok], y[ok], s.se["m"][ok], marker="o", color=col, label=f"k={k}")
+            _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=name.format(k))
             drawn += 1
-    ax[1].axhline(PAPER["context_updates"]["m_top16"], color="0.5", ls="--", lw=0.8,
-                  label="paper, k=16: m = -2.3")
-    _logx(ax[1])
-    ax[1].set_ylabel("learned m")
+    for value, kw in refs:
+        ax.axhline(value, **kw)
+    _logx(ax)
+    ax.set_ylabel(ylabel)
     if not drawn:
-        _missing(ax[1])
-    _finish_legend(ax[1], 3)
-    _panel_title(ax[1], "b", "learned context-update strength m")
+        _missing(ax)
+    _finish_legend(ax, n_legend)
+    _panel_title(ax, letter, title)
+
+
+def fig11(res: Results, th: Theory):
+    fig, ax = _new_figure(2)
+    loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True)
+    _panel_title(ax[0], "a", "context updates: loss, (0,0)")
+    paper = [(PAPER["context_updates"]["m_top16"], dict(color="0.5", ls="--", lw=0.8, label="paper, k=16: m = -2.3"))]
+    _context_updates_panel(ax[1], res, "m", "k={}", paper, "learned m", "b", "learned context-update strength m", 3)
     return fig
 
 
@@ -523,56 +427,10 @@ def fig12(res: Results, th: Theory):
         _panel_title(ax[i], "ab"[i], f"mean A_1, k={k}, L={s.depths[j]}: rho={rho:.3g}, R2={r2:.4g}")
         ax[i].set_xlabel("context token")
         ax[i].set_ylabel("context token")
-    drawn = 0
-    for k, col in zip((2, 16), _colors(2)):
-        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
-        y = s.get("rho") if s else np.zeros(0)
-        ok = np.isfinite(y) if s else np.zeros(0, bool)
-        if ok.any():
-            _errorbar(ax[2], s.depths[ok], y[ok], s.se["rho"][ok], marker="o", color=col, label=f"rho_{k}")
-            drawn += 1
-    for k, key in ((2, "rho_top2"), (16, "rho_top16")):
-        ax[2].axhline(PAPER["context_updates"][key], color="0.5", ls="--", lw=0.7)
-    _logx(ax[2])
-    ax[2].set_ylabel("rho (A_1 ~ rho I + (1-rho) 11^T/P)")
-    if not drawn:
-        _missing(ax[2])
-    _finish_legend(ax[2], 2)
-    _panel_title(ax[2], "c", "rho vs depth (dashed: paper)")
+    paper = [(PAPER["context_updates"][key], dict(color="0.5", ls="--", lw=0.7)) for key in ("rho_top2", "rho_top16")]
+    _context_updates_panel(ax[2], res, "rho", "rho_{}", paper, "rho (A_1 ~ rho I + (1-rho) 11^T/P)", "c",
+                           "rho vs depth (dashed: paper)", 2)
     return fig
-
-
-def selection_quantiles(res: Results) -> dict | None:
-    """Q_1(q), Q_Lmax(q), Delta Q(q) with SEs over seeds (fig13, claim 10); None if missing."""
-    from depthscale.measurements import PERCENTILES
-
-    L1, Lmax = depth_set(res.preset, "ends")
-    rows1 = res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L1)
-    rowsM = res.runs("nonlinear", "difficult", 2, 0.0, 0.0, Lmax)
-    from depthscale.experiments import _array
-
-    def stack(rows):
-        got = [_array(r.get("selection_percentiles")) for r in rows]
-        got = [g for g in got if g is not None]
-        return np.stack(got) if got else None
-
-    Q1, QM = stack(rows1), stack(rowsM)
-    if Q1 is None or QM is None:
-        return None
-    seeds1 = [r["seed"] for r in rows1 if _array(r.get("selection_percentiles")) is not None]
-    seedsM = [r["seed"] for r in rowsM if _array(r.get("selection_percentiles")) is not None]
-    common = sorted(set(seeds1) & set(seedsM))
-    if common:  # Delta Q per seed, paired
-        dQ = np.stack([Q1[seeds1.index(s)] - QM[seedsM.index(s)] for s in common])
-    else:
-        dQ = (Q1.mean(0) - QM.mean(0))[None]
-
-    def se(x):
-        return x.std(0, ddof=1) / math.sqrt(len(x)) if len(x) > 1 else np.full(x.shape[1], np.nan)
-
-    return {"q": np.asarray(PERCENTILES, float), "L1": L1, "Lmax": Lmax,
-            "Q1": Q1.mean(0), "Q1_se": se(Q1), "QL": QM.mean(0), "QL_se": se(QM),
-            "dQ": dQ.mean(0), "dQ_se": se(dQ), "n": len(common) or 1}
 
 
 def fig13(res: Results, th: Theory):
@@ -618,195 +476,6 @@ FIGURES: dict[str, Callable] = {"fig1": fig1, "fig3": fig3, "fig4": fig4, "fig5"
                                 "fig11": fig11, "fig12": fig12, "fig13": fig13, "fig14": fig14}
 
 
-def _preset_d(res: Results) -> int:
-    from depthscale.experiments import preset_shape
-
-    return preset_shape(res.preset, "linear")[0]
-
-
-# ================================================================ tables
-
-def _f(x) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def table1(res: Results, th: Theory):
-    import pandas as pd
-
-    P = PAPER["table1_L0_difficult_k2"]
-    rows = []
-    for (a, b), pnl, pli in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
-        s_nl, f_nl = loss_fit(res, "nonlinear", "difficult", 2, a, b)
-        _, f_li = loss_fit(res, "linear", "difficult", 2, a, b)
-        L0n, L0l = (f.L0 if f else math.nan for f in (f_nl, f_li))
-        var = s_nl.get("var_ystar")
-        R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]  # the linear floor at the nonlinear d, P
-        rows.append({"a": a, "b": b, "L0_nonlinear": L0n, "L0_linear": L0l,
-                     "ratio_linear_over_nonlinear": L0l / L0n if L0n > 0 else math.nan,
-                     "R_irr_at_nonlinear_geometry": R_irr,
-                     "ratio_equal_geometry": R_irr / L0n if L0n > 0 else math.nan,
-                     "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
-                     "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
-                     "paper_ratio": pli / pnl})
-    return pd.DataFrame(rows)
-
-
-def reference_slopes(th: Theory, a: float, b: float, depths: Sequence[int]) -> dict:
-    """Fitted L0 = 0 slopes of the finite-size reference curves at this preset's d, P over the
-    trained depths `depths` (claim 1): the best shared step of in-context gradient descent on the
-    empirical S (constrained) and the best polynomial in it (free), each its in-sample minimum."""
-    cur = th.curves(a, b)
-    out = {}
-    for name, key in (("constrained", "finite_P_constrained"), ("free", "finite_P")):
-        ref = cur.get(key)
-        if not ref:
-            out[name] = math.nan
-            continue
-        by_L = dict(zip(ref["depths"], ref["in_sample"]))
-        Ls = [L for L in depths if L in by_L and by_L[L] > 0]
-        out[name] = fit_power_law(Ls, [by_L[L] for L in Ls], floor=False).alpha if len(Ls) >= 3 else math.nan
-    return out
-
-
-def table2(res: Results, th: Theory):
-    import pandas as pd
-    from depthscale.theory import zeta
-
-    paper = {(float(r["a"]), float(r["b"])): r for r in PAPER["table2_linear_easy"]}
-    rows = []
-    for a, b in FIG3_SPECTRA:
-        s, f = loss_fit(res, "linear", "easy", 1, a, b)
-        z = zeta(a, b)
-        ref = reference_slopes(th, a, b, [int(L) for L in s.depths]) if s else {"constrained": math.nan,
-                                                                               "free": math.nan}
-        rows.append({"a": a, "b": b, "zeta": z, "alpha": f.alpha if f else math.nan,
-                     "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan,
-                     "two_zeta": 2 * z, "alpha_constrained_finite": ref["constrained"],
-                     "alpha_free_finite": ref["free"], "paper_alpha": paper[(a, b)]["alpha"]})
-    return pd.DataFrame(rows)
-
-
-def plateau(res: Results, model: str, k: int, a: float, b: float) -> tuple[float, float, int]:
-    """Measured plateau of the linear model: seed-mean R at the deepest depth, its SE, and Lmax."""
-    Lmax = depth_set(res.preset, "all")[-1]
-    s = res.series(model, "difficult", k, a, b, (Lmax,))
-    if not s:
-        return math.nan, math.nan, Lmax
-    return float(s.get("R")[0]), float(s.se["R"][0]), Lmax
-
-
-def table3(res: Results, th: Theory):
-    import pandas as pd
-
-    paper = {(r["k"], float(r["a"]), float(r["b"])): r for r in PAPER["table3_linear_floor"]}
-    rows = []
-    for k, spectra in ((2, TABLE3_K2), (16, TABLE3_K16)):
-        for a, b in spectra:
-            p = paper[(k, a, b)]
-            if k in PRESET_KS[res.preset]:
-                fl = th.floor(a, b, k)
-                R_irr, se, fin, fin_se = fl["R_irr"], fl["se"], fl["finite_P"], fl["finite_P_se"]
-            else:
-                R_irr = se = fin = fin_se = math.nan
-            m, m_se, _ = plateau(res, "linear", k, a, b)
-            rows.append({"k": k, "a": a, "b": b, "R_irr": R_irr, "R_irr_se": se,
-                         "finite_P_floor": fin, "finite_P_floor_se": fin_se,
-                         "plateau": m, "plateau_se": m_se,
-                         "diff_pct": 100 * (m - R_irr) / R_irr if R_irr and np.isfinite(R_irr) else math.nan,
-                         "diff_finite_P_pct": 100 * (m - fin) / fin if fin and np.isfinite(fin) else math.nan,
-                         "paper_R_irr": p["theory"], "paper_R_irr_se": p["theory_se"],
-                         "paper_measured": p["measured"],
-                         "paper_diff_pct": 100 * (p["measured"] - p["theory"]) / p["theory"]})
-    return pd.DataFrame(rows)
-
-
-def table4(res: Results, th: Theory):
-    import pandas as pd
-
-    rows = []
-    for p in PAPER["table4_nonlinear_fits"]:
-        k, a, b = p["k"], float(p["a"]), float(p["b"])
-        _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
-        rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if f else math.nan,
-                     "alpha": f.alpha if f else math.nan, "alpha_se": f.alpha_se if f else math.nan,
-                     "r2": f.r2 if f else math.nan, "paper_L0": p["L0"], "paper_alpha": p["alpha"],
-                     "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
-    return pd.DataFrame(rows)
-
-
-def table5(res: Results, th: Theory):
-    import pandas as pd
-
-    rows = []
-    for p in PAPER["table5_gap_fits"]:
-        a, b = float(p["a"]), float(p["b"])
-        f, g, _ = gap_fit(res, a, b)
-        rows.append({"a": a, "b": b, "L0": f.L0 if f else math.nan,
-                     "alpha": g.alpha if g else math.nan, "alpha_se": g.alpha_se if g else math.nan,
-                     "r2": g.r2 if g else math.nan, "points_dropped": g.n_dropped if g else math.nan,
-                     "paper_alpha": p["alpha"], "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
-    return pd.DataFrame(rows)
-
-
-def table6(res: Results, th: Theory):
-    """The nonlinear floor, three ways, on every top-2 spectrum of Tables 1 and 4."""
-    import pandas as pd
-
-    paper = paper_L0_top2()
-    rows = []
-    for a, b in TOP2_SPECTRA:
-        s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
-        R = s.get("R") if s else np.zeros(0)
-        R_deep = float(R[-1]) if len(R) and np.isfinite(R[-1]) else math.nan
-        sf = th.softmax_floor(a, b, 2)
-        p = paper[(a, b)]
-        L0 = f.L0 if f else math.nan
-        rows.append({"a": a, "b": b, "paper_L0": p, "single_head": sf["single_head"],
-                     "ensemble_floor": sf["ensemble_floor"], "ensemble_floor_se": sf["se"],
-                     "L0": L0, "R_Lmax": R_deep, "Lmax": int(s.depths[-1]) if s else math.nan,
-                     "paper_over_floor": p / sf["ensemble_floor"],
-                     "L0_over_paper": L0 / p, "R_Lmax_over_paper": R_deep / p,
-                     "R_Lmax_over_floor": R_deep / sf["ensemble_floor"],
-                     "iid_C": sf["iid_depth"]["C"], "iid_delta": sf["iid_depth"]["delta"]})
-    return pd.DataFrame(rows)
-
-
-TABLES: dict[str, Callable] = {"table1": table1, "table2": table2, "table3": table3,
-                               "table4": table4, "table5": table5, "table6": table6}
-
-
-# ================================================================ writing
-
-def fmt(x, digits: int = 4) -> str:
-    """A number for a table cell: 4 significant digits, '—' for nan/None."""
-    if x is None:
-        return "—"
-    if isinstance(x, (bool, np.bool_)):
-        return "yes" if x else "no"
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if not math.isfinite(v):
-        return "—" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    if v == int(v) and abs(v) < 1e6:
-        return f"{v:g}"
-    return f"{v:.{digits}g}"
-
-
-def markdown_table(df) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, row in df.iterrows():
-        lines.append("| " + " | ".join(fmt(row[c]) for c in cols) + " |")
-    return "\n".join(lines) + "\n"
-
-
 def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
     """Build figure `fig_id` and write <out_dir>/<fig_id>.png and .pdf."""
     out_dir = Path(out_dir)
@@ -821,27 +490,4 @@ def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> 
     return paths
 
 
-def write_table(table_id: str, res: Results, th: Theory, out_dir: str | Path):
-    """Build table `table_id` and write <out_dir>/<table_id>.csv and .md. Returns (frame, paths)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df = TABLES[table_id](res, th)
-    paths = [out_dir / f"{table_id}.csv", out_dir / f"{table_id}.md"]
-    df.to_csv(paths[0], index=False)
-    e = REGISTRY[table_id]
-    paths[1].write_text(f"### {table_id}: {e.title} [preset {res.preset}]\n\n" + markdown_table(df))
-    return df, paths
-
-
-def write(exp_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
-    """Write a figure or a table; returns the files written."""
-    if exp_id in FIGURES:
-        return write_figure(exp_id, res, th, out_dir)
-    if exp_id in TABLES:
-        return write_table(exp_id, res, th, out_dir)[1]
-    raise ValueError(f"unknown figure or table {exp_id!r}")
-
-
-__all__ = ["FIGURES", "TABLES", "write", "write_figure", "write_table", "markdown_table", "fmt",
-           "fit_series", "loss_fit", "gap_fit", "mode_curves", "normalised_modes", "mode_crossings",
-           "reducible_modes", "rel_change_last_two", "selection_quantiles", "plateau", "MODE_FLOOR"]
+__all__ = ["FIGURES", "write_figure", "loss_panel"]

@@ -25,16 +25,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares
 
+from depthscale.errors import InputError
+
 ALPHA_MAX = 100.0  # upper bound on alpha, keeps the optimiser away from flat runaway directions
 
-__all__ = [
-    "FitResult",
-    "BootstrapResult",
-    "fit_power_law",
-    "fit_gap",
-    "bootstrap_alpha",
-    "fit_dict",
-]
+__all__ = ["FitResult", "fit_power_law", "fit_gap", "fit_dict"]
 
 
 @dataclass(frozen=True)
@@ -61,25 +56,14 @@ class FitResult:
         return self.L0 + self.c * np.asarray(L, dtype=np.float64) ** (-self.alpha)
 
 
-@dataclass(frozen=True)
-class BootstrapResult:
-    """Percentile interval of alpha from resampling seeds."""
-
-    alpha: float  # fit to the mean over all seeds
-    lo: float  # lower percentile
-    hi: float  # upper percentile
-    level: float  # coverage of [lo, hi]
-    alphas: np.ndarray  # bootstrap distribution, shape (n_boot,)
-
-
 def _as_1d(name: str, x, positive: bool) -> np.ndarray:
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+        raise InputError(f"{name} must be 1-D, got shape {arr.shape}")
     bad = ~np.isfinite(arr) | ((arr <= 0) if positive else False)
     if np.any(bad):
         what = "finite and > 0" if positive else "finite"
-        raise ValueError(f"{name} must be {what}, got {float(arr[bad][0])!r}")
+        raise InputError(f"{name} must be {what}, got {float(arr[bad][0])!r}")
     return arr
 
 
@@ -87,15 +71,15 @@ def _check_inputs(L, R, weights, R_name: str = "R") -> tuple[np.ndarray, np.ndar
     L = _as_1d("L", L, positive=True)
     R = _as_1d(R_name, R, positive=True)
     if L.shape != R.shape:
-        raise ValueError(f"L and {R_name} must have the same length, got {L.size} and {R.size}")
+        raise InputError(f"L and {R_name} must have the same length, got {L.size} and {R.size}")
     if weights is None:
         w = np.ones_like(L)
     else:
         w = _as_1d("weights", weights, positive=True)
         if w.shape != L.shape:
-            raise ValueError(f"weights must have length {L.size}, got {w.size}")
+            raise InputError(f"weights must have length {L.size}, got {w.size}")
     if L.size < 2:
-        raise ValueError(f"need at least 2 points to fit, got {L.size}")
+        raise InputError(f"need at least 2 points to fit, got {L.size}")
     return L, R, w
 
 
@@ -139,7 +123,7 @@ def fit_power_law(L, R, floor: bool = True, n_starts: int = 6, weights=None) -> 
     """
     L, R, w = _check_inputs(L, R, weights)
     if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
-        raise ValueError(f"n_starts must be an integer >= 1, got {n_starts!r}")
+        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
     logL, logR, sw = np.log(L), np.log(R), np.sqrt(w)
     p = 3 if floor else 2
 
@@ -211,54 +195,23 @@ def fit_gap(L, C, L0: float, n_starts: int = 6, weights=None) -> FitResult:
     L = _as_1d("L", L, positive=True)
     C = _as_1d("C", C, positive=False)
     if L.shape != C.shape:
-        raise ValueError(f"L and C must have the same length, got {L.size} and {C.size}")
+        raise InputError(f"L and C must have the same length, got {L.size} and {C.size}")
     if not (isinstance(L0, (int, float, np.floating, np.integer)) and math.isfinite(L0)):
-        raise ValueError(f"L0 must be a finite number, got {L0!r}")
+        raise InputError(f"L0 must be a finite number, got {L0!r}")
     gap = float(L0) - C
     keep = gap > 0
     n_dropped = int((~keep).sum())
     if keep.sum() < 2:
-        raise ValueError(f"need at least 2 points with L0 - C_L > 0, got {int(keep.sum())}")
+        raise InputError(f"need at least 2 points with L0 - C_L > 0, got {int(keep.sum())}")
     w = None if weights is None else np.asarray(weights, dtype=np.float64)
     if w is not None and w.shape != L.shape:
-        raise ValueError(f"weights must have length {L.size}, got {w.size}")
+        raise InputError(f"weights must have length {L.size}, got {w.size}")
     res = fit_power_law(L[keep], gap[keep], floor=False, n_starts=n_starts,
                         weights=None if w is None else w[keep])
     note = ""
     if n_dropped:
         note = f"dropped {n_dropped} point(s) with L0 - C_L <= 0 at L = {L[~keep].tolist()}"
     return replace(res, L0=float(L0), n_dropped=n_dropped, note=note)
-
-
-def bootstrap_alpha(L, R_by_seed, n_boot: int, rng: np.random.Generator, floor: bool = True,
-                    level: float = 0.95, n_starts: int = 6) -> BootstrapResult:
-    """Percentile interval of alpha from resampling seeds with replacement.
-
-    ``R_by_seed`` has shape (n_seeds, n_L); each replicate fits the mean over resampled seeds.
-    """
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    Rs = np.asarray(R_by_seed, dtype=np.float64)
-    L = _as_1d("L", L, positive=True)
-    if Rs.ndim != 2 or Rs.shape[1] != L.size:
-        raise ValueError(f"R_by_seed must have shape (n_seeds, {L.size}), got {Rs.shape}")
-    if Rs.shape[0] < 2:
-        raise ValueError(f"need at least 2 seeds to bootstrap, got {Rs.shape[0]}")
-    bad = ~(np.isfinite(Rs) & (Rs > 0))
-    if np.any(bad):
-        raise ValueError(f"R_by_seed must be finite and > 0, got {float(Rs[bad][0])!r}")
-    if not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    n_seeds = Rs.shape[0]
-    alphas = np.empty(n_boot)
-    for i in range(n_boot):
-        idx = rng.integers(0, n_seeds, size=n_seeds)
-        alphas[i] = fit_power_law(L, Rs[idx].mean(axis=0), floor=floor, n_starts=n_starts).alpha
-    point = fit_power_law(L, Rs.mean(axis=0), floor=floor, n_starts=n_starts).alpha
-    lo, hi = np.quantile(alphas, [(1 - level) / 2, (1 + level) / 2])
-    return BootstrapResult(alpha=point, lo=float(lo), hi=float(hi), level=float(level), alphas=alphas)
 
 
 def fit_dict(depths, losses, floor: bool = True) -> dict:

@@ -10,10 +10,17 @@ user error naming the estimate and the available memory, unless told to allow it
 
 Available memory: the device's free memory for CUDA; on the CPU, /proc/meminfo's MemAvailable,
 lowered to the cgroup's limit (memory.max - memory.current) inside a container.
+
+Measured memory (what the estimate was checked against; bench.py reports it): `PeakMemory`, the
+peak of a block above its start, and `rss_bytes`, this process's resident set.
 """
 
 from __future__ import annotations
 
+import gc
+import os
+import sys
+import threading
 from typing import Sequence
 
 from depthscale.config import ENSEMBLE_MODELS, ConfigError, RunConfig
@@ -128,6 +135,57 @@ def _cgroup_free() -> int | None:
         return None
 
 
+def rss_bytes() -> int:
+    """Resident memory of this process now (Linux); elsewhere its high-water mark."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: high-water mark only
+        import resource
+
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+class PeakMemory:
+    """Peak memory of a block above its start: CUDA's allocator peak on a GPU; on the CPU, the
+    process's resident set sampled every `interval` s by a background thread."""
+
+    def __init__(self, dev, interval: float = 0.002):
+        self.dev, self.interval, self.peak_bytes = dev, interval, 0
+
+    def __enter__(self):
+        gc.collect()
+        if self.dev.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.dev)
+            torch.cuda.reset_peak_memory_stats(self.dev)
+            self._base = torch.cuda.memory_allocated(self.dev)
+        else:
+            self._base = self._max = rss_bytes()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.wait(self.interval):
+            self._max = max(self._max, rss_bytes())
+
+    def __exit__(self, *exc):
+        if self.dev.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.dev)
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.dev) - self._base
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak_bytes = max(self._max, rss_bytes()) - self._base
+        return False
+
+
 def fmt_bytes(n: float) -> str:
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
@@ -163,4 +221,5 @@ def check_packs(packs: Sequence[Sequence[RunConfig]], device: str = "cpu", concu
                         f"{fmt_bytes(avail)} is available on {device}: make it smaller, or pass {flag} to try anyway")
 
 
-__all__ = ["pack_bytes", "available_bytes", "check_packs", "MemoryRefused", "fmt_bytes", "HEADROOM"]
+__all__ = ["pack_bytes", "available_bytes", "check_packs", "MemoryRefused", "fmt_bytes", "HEADROOM", "PeakMemory",
+           "rss_bytes"]

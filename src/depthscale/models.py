@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from depthscale.config import ENSEMBLE_MODELS, MODELS
+from depthscale.errors import InputError
 
 RMS_EPS = 1e-6
 
@@ -109,9 +110,9 @@ class ModelOutput:
     extras: dict | None = None  # e.g. context_updates: A1_BxPxP (layer 1 context attention)
 
 
-def _init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
-                       qk_init: str = "independent", wx_init: str = "gaussian",
-                       gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5) -> dict:
+def init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
+                      qk_init: str = "independent", wx_init: str = "gaussian",
+                      gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5) -> dict:
     """One model's parameters, drawn on the CPU from its own seed: identical whether the model is
     trained alone or inside a pack, on any device."""
     g = torch.Generator().manual_seed(int(seed) * 7 + 3)
@@ -198,11 +199,11 @@ class AttentionPack(nn.Module):
                  gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5):
         super().__init__()
         if kind not in MODELS:
-            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
+            raise InputError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
         if len(depths) != len(seeds) or not depths:
-            raise ValueError("depths and seeds must be non-empty lists of equal length")
+            raise InputError("depths and seeds must be non-empty lists of equal length")
         if kind not in ENSEMBLE_MODELS and len(set(depths)) != 1:
-            raise ValueError(f"a {kind} pack needs one depth, got {sorted(set(depths))}")
+            raise InputError(f"a {kind} pack needs one depth, got {sorted(set(depths))}")
         self.kind, self.d, self.N = kind, d, N
         self.depths = [int(L) for L in depths]
         self.M = len(depths)
@@ -210,8 +211,8 @@ class AttentionPack(nn.Module):
         for L in self.depths:
             offs.append(offs[-1] + L)
         self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
-        per = [_init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init,
-                                  gain_init, spread, gd_step) for L, s in zip(self.depths, seeds)]
+        per = [init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init,
+                                 gain_init, spread, gd_step) for L, s in zip(self.depths, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -229,8 +230,10 @@ class AttentionPack(nn.Module):
             return self.owner_T
         return torch.arange(self.M, device=self.owner_T.device)
 
-    def model_slice(self, name: str, m: int) -> torch.Tensor:
-        t = getattr(self, name)
+    def model_slice(self, name: str, m: int, t: torch.Tensor | None = None) -> torch.Tensor:
+        """Model m's rows of parameter `name`, or of `t`, a tensor laid out like it (e.g. the
+        optimiser's moments of that parameter)."""
+        t = getattr(self, name) if t is None else t
         if name in self.layer_params:
             return t[self.offsets[m]:self.offsets[m + 1]]
         return t[m]
@@ -449,4 +452,4 @@ def build_pack(cfgs: list) -> AttentionPack:
                          c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step)
 
 
-__all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm"]
+__all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm", "init_model_params"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import html
 import logging
-import platform
+import math
 import time
 import traceback
 import warnings
@@ -31,9 +31,17 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from depthscale import claims, versions
+from depthscale.atomic import as_float, write_json_atomic
 from depthscale.config import PRESETS
-from depthscale.experiments import (FLOOR_SAMPLES, GEOMETRY_EVIDENCE, PAPER, REGISTRY, Results, Theory,
-                                    all_configs, geometry_line, resolve_ids, resolve_seeds, theory_needs)
+from depthscale.errors import InputError
+from depthscale.figures import write_figure
+from depthscale.formatting import number
+from depthscale.registry import (FLOOR_SAMPLES, GEOMETRY_EVIDENCE, PAPER, REGISTRY, all_configs, check_preset,
+                                 geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
+from depthscale.results import Results, Theory, split_diverged
+from depthscale.store import Store
+from depthscale.tables import TABLES, markdown_table, write_table
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +65,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     claims and the report.
 
     ids: 'all', an id, a comma-separated string or a list (SPEC §7 ids: fig1, fig3..fig14,
-    table1..table5). seeds: a count or a list (default experiments.PRESET_SEEDS[preset]).
+    table1..table5). seeds: a count or a list (default registry.PRESET_SEEDS[preset]).
     executor/shard/workers/max_pack/slurm/device: passed to sweeps.run_sweep. run=False only
     builds from what is stored. build: write the artifacts (default: yes, except for a shard or
     a SLURM submission that does not wait, whose runs are not finished when this returns).
@@ -68,8 +76,6 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     ids = resolve_ids(ids)
     overrides = dict(overrides or {})
     configs = all_configs(ids, preset, seeds, **overrides)
-    from depthscale.store import Store
-
     store = Store(store_dir)
     counts = None
     if run and configs:
@@ -98,27 +104,26 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     computed on `device` the first time and cached in <out_dir>/<preset>/theory.json.
     Returns {"report_md", "report_html", "claims_json", "presets", "passed", "failed", "errors"}.
     """
-    from depthscale.store import Store
-
     ids = resolve_ids(ids)
     store = Store(store_dir, readonly=True)
-    df = store.collect()  # a broken run is skipped with a warning naming it
+    # a broken run is skipped with a warning naming it; a diverged one is finished, but no result:
+    # kept out of every figure, table and claim
+    df, diverged = split_diverged(store.collect())
     broken = [store.run_info(r) for r in store.run_ids() if store.is_broken(r)]
-    diverged = df[df["state"] == "diverged"] if len(df) and "state" in df.columns else df.iloc[0:0]
-    if len(diverged):  # finished, but not results: kept out of every figure, table and claim
-        df = df[df["state"] != "diverged"].reset_index(drop=True)
     if preset is None:
         found = {p for frame in (df, diverged) if len(frame) and "preset" in frame.columns
                  for p in frame["preset"]}
         presets = [p for p in PRESETS[::-1] if p in found]
         if not presets:
-            raise ValueError(f"store {store.root} has no finished runs of a known preset; pass preset=")
+            raise InputError(f"store {store.root} has no finished runs of a known preset; pass preset=")
     else:
-        if preset not in PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+        check_preset(preset)
         presets = [preset]
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # the user's path (e.g. not writable)
+        raise InputError(str(e)) from None
     sections, all_claims, errors = [], [], []
     for p in presets:
         sec = build_preset(p, df, store, out_dir, ids, overrides, device, progress)
@@ -126,8 +131,6 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         sections.append(sec)
         all_claims += sec["claims"]
         errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
-    from depthscale.store import write_json_atomic
-
     claims_path = out_dir / "claims.json"
     write_json_atomic(claims_path, all_claims)
     header = _header()
@@ -173,9 +176,6 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
                  overrides: dict | None = None, device: str = "cpu",
                  progress: bool | None = None) -> dict:
     """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/."""
-    from depthscale import claims
-    from depthscale.store import write_json_atomic
-
     pdir = out_dir / preset
     pdir.mkdir(parents=True, exist_ok=True)
     res = Results(df, preset, store, overrides)
@@ -194,36 +194,24 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
     cl = claims.check_all(res, th, ids)
     write_json_atomic(pdir / "claims.json", cl)
     prov = provenance(res, ids, time.perf_counter() - t0)
+    runs = {row["id"]: row[preset] for row in summary((preset,))}
     return {"preset": preset, "ids": list(ids), "artifacts": artifacts, "tables": tables,
-            "claims": cl, "errors": errs, "provenance": prov}
+            "claims": cl, "errors": errs, "provenance": prov, "runs": runs}
 
 
 def _write_one(exp_id: str, res: Results, th: Theory, pdir: Path, tables: dict) -> list[Path]:
-    from depthscale import figures
-
-    if exp_id in figures.TABLES:
-        frame, paths = figures.write_table(exp_id, res, th, pdir)
+    if exp_id in TABLES:
+        frame, paths = write_table(exp_id, res, th, pdir)
         tables[exp_id] = frame
         return paths
-    return figures.write_figure(exp_id, res, th, pdir)
+    return write_figure(exp_id, res, th, pdir)
 
 
 # ---------------------------------------------------------------- provenance
 
-def _versions() -> dict:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in ("depthscale", "torch", "numpy", "scipy", "pandas", "matplotlib"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
 def _header() -> dict:
-    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "versions": _versions(),
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "versions": versions(("torch", "numpy", "scipy", "pandas", "matplotlib")),
             "paper": PAPER["source"]}
 
 
@@ -250,10 +238,7 @@ def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("n
 
 
 def _isnum(x) -> bool:
-    try:
-        return float(x) == float(x)
-    except (TypeError, ValueError):
-        return False
+    return not math.isnan(as_float(x))
 
 
 # ---------------------------------------------------------------- rendering
@@ -288,8 +273,6 @@ def _versions_line(header: dict) -> str:
 
 
 def render_markdown(header: dict, sections: list[dict]) -> str:
-    from depthscale.figures import markdown_table
-
     out = ["# depthscale report", "",
            f"Reproduction of *{header['paper']}*.", "",
            f"- generated: {header['date']}",
@@ -311,7 +294,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
         for i in sec["ids"]:
             e = REGISTRY[i]
             out += [f"### {i}: {e.title}", "", f"*{e.shows}* — models: {', '.join(e.models) or 'theory'}; "
-                    f"task: {e.task}; spectra: {e.spectra_text}; geometry: {e.geometry(p)}", ""]
+                    f"task: {e.task}; spectra: {e.spectra_text}; geometry: {e.geometry(p)}{_runs_text(sec, i)}", ""]
             if i in sec["errors"]:
                 out += [f"(not built: {sec['errors'][i]})", ""]
             elif i in sec["tables"]:
@@ -323,6 +306,11 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
                 if png:
                     out += [f"![{i}]({png})", "", f"[PDF]({pdf})" if pdf else "", ""]
     return "\n".join(out) + "\n"
+
+
+def _runs_text(sec: dict, exp_id: str) -> str:
+    n = (sec.get("runs") or {}).get(exp_id)
+    return "" if n is None else f"; runs: {n} (default seeds)"
 
 
 def _md_cell(text: str) -> str:
@@ -344,15 +332,13 @@ img{max-width:100%;height:auto;border:1px solid #eee} .small{color:#555;font-siz
 
 
 def _html_table(df) -> str:
-    from depthscale.figures import fmt
-
     cols = list(df.columns)
     head = "".join(f'<th class="{"paper" if c.startswith("paper") else ""}">{html.escape(c)}</th>'
                    for c in cols)
     body = []
     for _, row in df.iterrows():
         cells = "".join(f'<td class="num{" paper" if c.startswith("paper") else ""}">'
-                        f"{html.escape(fmt(row[c]))}</td>" for c in cols)
+                        f"{html.escape(number(row[c]))}</td>" for c in cols)
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -394,7 +380,8 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
             parts.append(f"<h3 id=\"{esc(p)}-{esc(i)}\">{esc(i)}: {esc(e.title)}</h3>")
             parts.append(f"<p class=\"small\"><em>{esc(e.shows)}</em> — models: "
                          f"{esc(', '.join(e.models) or 'theory')}; task: {esc(e.task)}; "
-                         f"spectra: {esc(e.spectra_text)}; geometry: {esc(e.geometry(p))}</p>")
+                         f"spectra: {esc(e.spectra_text)}; geometry: {esc(e.geometry(p))}"
+                         f"{esc(_runs_text(sec, i))}</p>")
             if i in sec["errors"]:
                 parts.append(f"<p>(not built: {esc(sec['errors'][i])})</p>")
             elif i in sec["tables"]:

@@ -1,4 +1,4 @@
-"""Sweeps: expand a grid of configs, plan it against a store, execute it in packs.
+"""Sweeps: expand a grid of configs, plan it against a store, execute it in packs (executors.py).
 
 A sweep is a list of RunConfigs. `plan` drops the runs already done, keeps this shard's share,
 and groups the rest into packs (configs with equal `pack_key` that one call of the worker trains
@@ -17,35 +17,18 @@ estimated (depthscale.memory) and a sweep that would not fit is refused.
 
 from __future__ import annotations
 
-import ctypes
-import importlib
 import itertools
 import json
-import logging
 import math
 import os
 import re
-import signal
-import sys
-import threading
-import time
-import traceback
-from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from depthscale.config import PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id
-from depthscale.errors import MissingExtraError, SubmissionError
+from depthscale.config import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id
+from depthscale.executors import (COUNT_KEYS, EXECUTORS, check_slurm_options, concurrent_packs, import_submitit,
+                                  resolve_worker, run_inline, run_process, run_slurm)
 from depthscale.store import Store
-
-log = logging.getLogger(__name__)
-
-EXECUTORS = ("inline", "process", "slurm")
-COUNT_KEYS = ("ran", "skipped_done", "skipped_claimed", "failed")
-SLURM_OPTIONS = ("partition", "time_min", "cpus", "gpus", "mem_gb", "array_parallelism", "wait",
-                 "cluster", "folder", "additional")
-_FLOAT_FIELDS = tuple(f.name for f in fields(RunConfig) if f.type in ("float", float))
-_FIELD_NAMES = tuple(f.name for f in fields(RunConfig))
 
 
 # --- grids -----------------------------------------------------------------------------------
@@ -115,7 +98,7 @@ def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu") -> list[RunCon
             p = values.pop("preset", preset)
             if values.get("L") == "preset":
                 raise ConfigError("L = \"preset\" must be the only value of L")
-            cfg = make_config(p, **_coerce(values))
+            cfg = make_config(p, **values)  # (RunConfig stores an integer given for a float field as a float)
             out.setdefault(run_id(cfg), cfg)
     return list(out.values())
 
@@ -126,7 +109,7 @@ def _grid_axes(part: dict, preset: str) -> dict[str, list]:
     axes = {}
     for key, value in part.items():
         name = "L" if key == "depths" else key
-        if name not in _FIELD_NAMES:
+        if name not in FIELD_NAMES:
             raise ConfigError(f"unknown grid key {key!r}")
         values = list(value) if isinstance(value, (list, tuple)) else [value]
         if not values:
@@ -138,12 +121,6 @@ def _grid_axes(part: dict, preset: str) -> dict[str, list]:
             raise ConfigError(f"L = \"preset\" needs one known preset, got {presets!r}")
         axes["L"] = list(PRESET_DEPTHS[presets[0]])
     return axes
-
-
-def _coerce(values: dict) -> dict:
-    """Integers given for float fields become floats, so a=0 and a=0.0 are the same run."""
-    return {k: float(v) if k in _FLOAT_FIELDS and isinstance(v, int) and not isinstance(v, bool) else v
-            for k, v in values.items()}
 
 
 # --- planning --------------------------------------------------------------------------------
@@ -216,329 +193,6 @@ def plan(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, in
     return packs
 
 
-# --- executing one pack ----------------------------------------------------------------------
-
-def _resolve_worker(worker: Callable | str | None) -> Callable:
-    """The worker callable: None -> depthscale.training.run_pack; 'module:function' is imported."""
-    if worker is None:
-        from depthscale.training import run_pack
-
-        return run_pack
-    if isinstance(worker, str):
-        module, _, attr = worker.partition(":")
-        if not attr:
-            raise ConfigError(f"worker must be 'module:function', got {worker!r}")
-        return getattr(importlib.import_module(module), attr)
-    return worker
-
-
-class _Heartbeat:
-    """Background thread that refreshes the leases of `rids` every `interval` seconds."""
-
-    def __init__(self, store: Store, rids: list[str], interval: float) -> None:
-        self.store, self.rids, self.interval = store, rids, interval
-        self._stop = threading.Event()
-        self._lost: set[str] = set()
-        self._thread = threading.Thread(target=self._loop, name="depthscale-heartbeat", daemon=True)
-
-    def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            for rid in self.rids:
-                if rid in self._lost or self.store.is_done(rid):
-                    continue
-                try:
-                    ok = self.store.heartbeat(rid)
-                except OSError as e:  # a flaky shared filesystem: try again next beat
-                    log.warning("heartbeat on run %s failed: %s", rid, e)
-                    continue
-                if not ok:
-                    self._lost.add(rid)
-                    log.warning("lost the lease on run %s; another process may run it too", rid)
-
-
-def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | str | None = None,
-                 device: str = "cpu", progress: bool | None = None, owner: str = "") -> dict:
-    """Claim the pack's runs, train the claimed ones with `worker`, release. Returns counts.
-
-    An exception from the worker is recorded with `store.fail` for each claimed run it left
-    unfinished; a run the worker neither finished nor failed is recorded as failed too.
-    """
-    if not isinstance(store, Store):
-        store = Store(store)
-    fn = _resolve_worker(worker)
-    counts = dict.fromkeys(COUNT_KEYS, 0)
-    owner = owner or f"sweep:{os.getpid()}"
-    claimed = []
-    for cfg in pack:
-        rid = run_id(cfg)
-        if store.is_done(rid):
-            counts["skipped_done"] += 1
-        elif store.claim(rid, owner):
-            claimed.append(cfg)
-        elif store.is_done(rid):  # finished by someone else since the plan
-            counts["skipped_done"] += 1
-        else:
-            counts["skipped_claimed"] += 1
-    if not claimed:
-        return counts
-    rids = [run_id(c) for c in claimed]
-    before = {rid: _failed_stamp(store, rid) for rid in rids}  # FAILED of an earlier attempt
-
-    def unrecorded(rid: str) -> bool:
-        return not store.is_done(rid) and _failed_stamp(store, rid) == before[rid]
-
-    interval = min(60.0, store.lease_timeout / 5)
-    _apply_threads()
-    try:
-        with _Heartbeat(store, rids, interval):
-            try:
-                fn(claimed, store, device=device, progress=progress)
-            except Exception as e:
-                reason = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
-                log.error("worker failed on a pack of %d runs: %s: %s", len(claimed), type(e).__name__, e)
-                for rid in filter(unrecorded, rids):
-                    store.fail(rid, reason)
-        for rid in rids:
-            if store.is_done(rid):
-                counts["ran"] += 1
-            else:
-                if unrecorded(rid):
-                    store.fail(rid, "the worker returned without finishing or failing this run")
-                counts["failed"] += 1
-    finally:
-        for rid in rids:
-            store.release(rid)
-    return counts
-
-
-def _failed_stamp(store: Store, rid: str) -> tuple | None:
-    """Identity of the run's FAILED file (each atomic write makes a new inode), or None."""
-    try:
-        st = (store.run_dir(rid) / "FAILED").stat()
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_mtime_ns
-
-
-# --- executors -------------------------------------------------------------------------------
-
-def available_cores() -> int:
-    """Cores this process may use (its CPU affinity where the OS tells, else cpu_count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-_THREADS: int | None = None  # this worker process's share of the cores (process executor)
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-ORPHAN_POLL = 0.5  # seconds between the watchdog's checks of the parent
-
-
-def _init_process_worker(threads: int, parent: int | None = None) -> None:
-    """Pool initializer: give each worker process its share of the cores, so workers do not
-    oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
-    before any task is unpickled, so the environment is set before torch (or numpy) is imported;
-    `_apply_threads` calls torch.set_num_threads once torch is loaded."""
-    global _THREADS
-    _THREADS = threads
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
-    if parent is not None:
-        _die_with_parent(parent)
-    _apply_threads()
-
-
-def _die_with_parent(parent: int) -> None:
-    """Make this worker exit when the process `parent` dies, however it dies (SIGKILL included),
-    so that a killed sweep leaves no orphans training on. Linux: the kernel sends SIGKILL on the
-    parent's death (prctl PR_SET_PDEATHSIG); everywhere: a daemon thread that polls getppid()
-    every ORPHAN_POLL seconds and exits when the parent is gone (re-parented to init)."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent:  # died before the signal was armed
-        os._exit(1)
-        return
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_POLL)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="depthscale-orphan-watchdog", daemon=True).start()
-
-
-def _apply_threads() -> None:
-    torch = sys.modules.get("torch")  # never import it here: a worker that needs it has done so
-    if _THREADS is not None and torch is not None and torch.get_num_threads() != _THREADS:
-        torch.set_num_threads(_THREADS)
-
-
-def _add(total: dict, counts: dict) -> None:
-    for k in COUNT_KEYS:
-        total[k] += counts.get(k, 0)
-
-
-def _run_inline(packs, store, worker, device, progress, bar) -> dict:
-    total = dict.fromkeys(COUNT_KEYS, 0)
-    for pack in packs:
-        counts = execute_pack(pack, store, worker, device=device, progress=progress)
-        _add(total, counts)
-        bar.update(len(pack))
-    return total
-
-
-# Relative cost of one layer of one context per step, measured at the cpu preset (d = N = 32,
-# P = 128, one thread): nonlinear-family packs 1.1 ms per layer at batch 256, linear and
-# single_stream ~5x that, context_updates ~48x (its P x P context attention, O(P^2 N) per layer).
-_LAYER_COST = {"nonlinear": 1.0, "layer_values": 1.0, "linear": 5.0, "single_stream": 5.0,
-               "context_updates": 48.0}
-
-
-def pack_cost(pack: list[RunConfig]) -> float:
-    """A rough estimate of a pack's training cost (arbitrary units), to start the longest packs
-    first: steps x batch x layers x a per-model weight, scaled with P (P^2 for context_updates)."""
-    c0 = pack[0]
-    size = (c0.P / 128) ** (2 if c0.model == "context_updates" else 1) * (c0.N / 32)
-    return c0.max_steps * c0.batch * sum(c.L for c in pack) * _LAYER_COST.get(c0.model, 1.0) * size
-
-
-def _run_process(packs, store, worker, device, workers, bar) -> dict:
-    import concurrent.futures as cf
-    import multiprocessing
-
-    # longest first (LPT): a long pack started last would leave the other workers idle at the end
-    packs = sorted(packs, key=pack_cost, reverse=True)
-
-    total = dict.fromkeys(COUNT_KEYS, 0)
-    cores = available_cores()
-    n = max(1, min(workers or cores, len(packs)))
-    threads = max(1, cores // n)
-    ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
-                                initargs=(threads, os.getpid())) as pool:
-        futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
-                   for pack in packs}
-        for fut in cf.as_completed(futures):
-            pack = futures[fut]
-            try:
-                _add(total, fut.result())
-            except Exception as e:  # the worker process died (e.g. killed for memory)
-                log.error("a worker process failed on a pack of %d runs: %s: %s",
-                          len(pack), type(e).__name__, e)
-                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
-            bar.update(len(pack))
-    return total
-
-
-def _slurm_task(pack: list[RunConfig], root: str, lease_timeout: float, worker, device: str) -> dict:
-    """One SLURM array task: run one pack against the store at `root` (device "auto" is decided
-    here, on the node: the submitting host may have no GPU)."""
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    store = Store(root, lease_timeout=lease_timeout)
-    job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "?"))
-    task = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
-    return execute_pack(pack, store, worker, device=device, progress=False, owner=f"slurm:{job}_{task}")
-
-
-def _run_slurm(packs, store, worker, device, name, opts) -> dict:
-    """Submit one array job with a task per pack. Options (all optional):
-
-    partition, time_min (timeout per task, minutes), cpus (per task), gpus (per task),
-    mem_gb, array_parallelism (max tasks at once), wait (block and gather counts),
-    cluster ("slurm", or "local"/"debug" to try it without SLURM), folder (log directory,
-    default <store>/slurm/<name>), additional (dict of extra sbatch parameters).
-    """
-    submitit = _import_submitit()
-    opts = check_slurm_options(opts)
-    folder = Path(opts.get("folder") or store.root / "slurm" / (name or "sweep"))
-    executor = submitit.AutoExecutor(folder=folder, cluster=opts.get("cluster"))
-    params = {"name": f"depthscale-{name or 'sweep'}", "timeout_min": int(opts.get("time_min", 60)),
-              "cpus_per_task": int(opts.get("cpus", 1)), "nodes": 1, "tasks_per_node": 1}
-    if opts.get("gpus"):
-        params["gpus_per_node"] = int(opts["gpus"])
-    if opts.get("mem_gb"):
-        params["mem_gb"] = opts["mem_gb"]
-    if opts.get("partition"):
-        params["slurm_partition"] = opts["partition"]
-    if opts.get("array_parallelism"):
-        params["slurm_array_parallelism"] = int(opts["array_parallelism"])
-    if opts.get("additional"):
-        params["slurm_additional_parameters"] = dict(opts["additional"])
-    executor.update_parameters(**params)
-    n = len(packs)
-    try:
-        jobs = executor.map_array(_slurm_task, packs, [str(store.root)] * n, [store.lease_timeout] * n,
-                                  [worker] * n, [device] * n)
-    except Exception as e:  # sbatch failed: no controller, bad partition, limits...
-        lines = [ln for ln in str(e).splitlines() if ln.strip()]
-        why = next((ln.strip() for ln in lines if "error" in ln.lower()), lines[0].strip() if lines else "")
-        raise SubmissionError(f"SLURM submission failed: {type(e).__name__}: {why}") from None
-    out = {"job_ids": [j.job_id for j in jobs], "slurm_folder": str(folder)}
-    if opts.get("wait"):
-        total = dict.fromkeys(COUNT_KEYS, 0)
-        for job, pack in zip(jobs, packs):
-            try:
-                _add(total, job.result())
-            except Exception as e:
-                log.error("SLURM job %s failed: %s", job.job_id, str(e).splitlines()[0] if str(e) else e)
-                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
-        out.update(total)
-    return out
-
-
-def _import_submitit():
-    try:
-        import submitit
-    except ImportError:
-        raise MissingExtraError("the slurm executor needs submitit: pip install 'depthscale[slurm]'") from None
-    return submitit
-
-
-def check_slurm_options(opts: dict | None) -> dict:
-    """The slurm executor's options, checked (names from SLURM_OPTIONS; numbers >= 1)."""
-    opts = dict(opts or {})
-    unknown = sorted(set(opts) - set(SLURM_OPTIONS))
-    if unknown:
-        raise ConfigError(f"unknown slurm option {unknown[0]!r}; known: {', '.join(sorted(SLURM_OPTIONS))}")
-    for key in ("time_min", "cpus", "array_parallelism"):
-        v = opts.get(key)
-        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-            raise ConfigError(f"slurm option {key} must be an integer >= 1, got {v!r}")
-    for key in ("gpus", "mem_gb"):
-        v = opts.get(key)
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                                  and math.isfinite(v)):
-            raise ConfigError(f"slurm option {key} must be a number >= 0, got {v!r}")
-    return opts
-
-
-def concurrent_packs(executor: str, packs: list, workers: int | None = None) -> int:
-    """How many of `packs` run at once on this machine (0 for slurm: they run on the nodes)."""
-    if executor == "slurm":
-        return 0
-    if executor == "process":
-        return max(1, min(workers or available_cores(), len(packs)))
-    return 1
-
-
 def check_memory(packs: list[list[RunConfig]], executor: str = "inline", workers: int | None = None,
                  device: str = "cpu", flag: str = "allow_memory=True") -> None:
     """Refuse (memory.MemoryRefused) packs that would not fit in this machine's memory, the
@@ -574,13 +228,13 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
                                     and workers >= 1):
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     if executor == "slurm":  # before anything is written
-        _import_submitit()
+        import_submitit()
         slurm = check_slurm_options(slurm)
     if not isinstance(store, Store):
         store = Store(store)
     configs = list(configs)
     shard = parse_shard(shard)
-    fn = _resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
+    fn = resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
     packs = plan(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
                  retry_failed=retry_failed)
     if not allow_memory:
@@ -596,7 +250,7 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     if not packs:
         return result
     if executor == "slurm":
-        out = _run_slurm(packs, store, fn, device, name, slurm)
+        out = run_slurm(packs, store, fn, device, name, slurm)
         for k in COUNT_KEYS:
             out[k] = result[k] + out.get(k, 0)
         return {**result, **out}
@@ -605,14 +259,12 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     disable = None if progress is None else not progress
     with tqdm(total=planned, unit="run", desc=name or "sweep", disable=disable) as bar:
         if executor == "inline":
-            counts = _run_inline(packs, store, fn, device, progress, bar)
+            counts = run_inline(packs, store, fn, device, progress, bar)
         else:
-            counts = _run_process(packs, store, fn, device, workers, bar)
+            counts = run_process(packs, store, fn, device, workers, bar)
     for k in COUNT_KEYS:
         result[k] += counts[k]
     return result
 
 
-__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "pack_cost", "execute_pack", "run_sweep",
-           "available_cores", "check_memory", "check_slurm_options", "concurrent_packs", "EXECUTORS",
-           "SLURM_OPTIONS"]
+__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "run_sweep", "check_memory"]

@@ -11,14 +11,15 @@ pack is updated exactly as it would be alone, and a stopped model's rows are fro
 from __future__ import annotations
 
 import math
-import platform
 import time
 from dataclasses import dataclass, field
 
 import torch
 
-from depthscale.config import ENSEMBLE_MODELS, RunConfig
+from depthscale import versions
+from depthscale.config import ENSEMBLE_MODELS, RunConfig, config_dict
 from depthscale.contexts import make_generator, sample_for, step_seed
+from depthscale.errors import InputError
 from depthscale.measurements import decomposition, eval_contexts, measure, top1_mass
 from depthscale.models import AttentionPack, build_pack
 
@@ -35,15 +36,9 @@ SPECTRUM_PACKED_MODELS = ("linear",)
 def pack_key(cfg: RunConfig) -> tuple:
     """Runs with equal keys can be trained as one pack: everything but the seed (for the
     parallel-ensemble models, the depth; for the linear model, the spectrum) must agree."""
-    dct = cfg.to_dict()
-    dct.pop("seed")
-    dct.pop("preset")
-    if cfg.model in ENSEMBLE_MODELS:
-        dct.pop("L")
-    if cfg.model in SPECTRUM_PACKED_MODELS:
-        dct.pop("a")
-        dct.pop("b")
-    return tuple(sorted(dct.items()))
+    drop = ("seed", "preset") + (("L",) if cfg.model in ENSEMBLE_MODELS else ()) \
+        + (("a", "b") if cfg.model in SPECTRUM_PACKED_MODELS else ())
+    return tuple(sorted(config_dict(cfg, drop).items()))
 
 
 def spectrum_key(cfg: RunConfig) -> tuple:
@@ -54,6 +49,16 @@ def spectrum_key(cfg: RunConfig) -> tuple:
 def data_key(cfg: RunConfig) -> tuple:
     """Runs with equal keys share their training data stream (seed and spectrum)."""
     return (cfg.seed, cfg.a, cfg.b)
+
+
+def base_lr(cfg: RunConfig) -> float:
+    """A run's learning rate before the schedule: lr (at L = 1) scaled to its depth, lr * L^lr_depth_exp."""
+    return cfg.lr * cfg.L ** cfg.lr_depth_exp
+
+
+def base_lrs(cfgs: list[RunConfig]) -> torch.Tensor:
+    """`base_lr` of every run of a pack (float32, M)."""
+    return torch.tensor([base_lr(c) for c in cfgs], dtype=torch.float32)
 
 
 def lr_factor(cfg: RunConfig, step: int) -> float:
@@ -136,20 +141,16 @@ class RowAdam:
             p.grad = None
 
     def state_of(self, m: int) -> dict:
-        return {"m": {n: self.pack_slice(self.m[n], n, m).clone() for n in self.params},
-                "v": {n: self.pack_slice(self.v[n], n, m).clone() for n in self.params},
+        """Model m's moments and step count (the pack knows which rows are model m's)."""
+        return {"m": {n: self.pack.model_slice(n, m, self.m[n]).clone() for n in self.params},
+                "v": {n: self.pack.model_slice(n, m, self.v[n]).clone() for n in self.params},
                 "t": float(self.t[m])}
 
     def load_state(self, m: int, st: dict) -> None:
         for n in self.params:
-            self.pack_slice(self.m[n], n, m).copy_(st["m"][n])
-            self.pack_slice(self.v[n], n, m).copy_(st["v"][n])
+            self.pack.model_slice(n, m, self.m[n]).copy_(st["m"][n])
+            self.pack.model_slice(n, m, self.v[n]).copy_(st["v"][n])
         self.t[m] = st["t"]
-
-    def pack_slice(self, t: torch.Tensor, name: str, m: int) -> torch.Tensor:
-        if name in self.pack.layer_params:
-            return t[self.pack.offsets[m]:self.pack.offsets[m + 1]]
-        return t[m]
 
 
 @dataclass
@@ -219,7 +220,7 @@ def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], bat
     return losses
 
 
-def _step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> dict:
+def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> dict:
     """The training contexts of `step` for the models `idx`: one batch per data_key (seed and
     spectrum), drawn from the seed's stream exactly as for a run trained alone."""
     firsts: dict[tuple, RunConfig] = {}
@@ -229,15 +230,15 @@ def _step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> d
             for key, c in sorted(firsts.items())}
 
 
-def _train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
+def train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
                 lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None,
                 batches: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """One optimiser step of the models `idx`: fresh batches (one per seed; `_step_batches` unless
+    """One optimiser step of the models `idx`: fresh batches (one per seed; `step_batches` unless
     given), forward, backward, row-wise Adam. Returns the training losses (detached) and whether
     each was finite. `autocast` (e.g. torch.bfloat16) runs the forward under torch.autocast."""
     c0 = cfgs[0]
     if batches is None:
-        batches = _step_batches(cfgs, idx, step, device)
+        batches = step_batches(cfgs, idx, step, device)
     with torch.autocast(torch.device(device).type, dtype=autocast, enabled=autocast is not None):
         losses = _pack_losses(pack, cfgs, idx, batches).float()
     finite = torch.isfinite(losses)
@@ -248,19 +249,12 @@ def _train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx:
     return losses.detach(), finite
 
 
-def _versions(device: str) -> dict:
-    from depthscale import __version__
-
-    return {"depthscale": __version__, "torch": torch.__version__, "python": platform.python_version(),
-            "platform": platform.platform(), "device": str(device)}
-
-
 def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress: bool | None = None,
                resume: dict | None = None, on_finish=None) -> list[dict]:
     """Train the pack; returns each run's metrics. `resume` maps run index -> checkpoint dict
     (all at one step). `on_finish(i, metrics, curves)` is called as soon as a run stops."""
     if len({pack_key(c) for c in cfgs}) != 1:
-        raise ValueError("configs of one pack must share a pack_key")
+        raise InputError("configs of one pack must share a pack_key")
     c0 = cfgs[0]
     M = len(cfgs)
     pack = build_pack(cfgs).to(device)
@@ -270,7 +264,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     if resume:
         steps = {ck["step"] for ck in resume.values()}
         if len(steps) != 1 or len(resume) != M:
-            raise ValueError("a resumed pack needs one checkpoint per run, all at one step")
+            raise InputError("a resumed pack needs one checkpoint per run, all at one step")
         start = steps.pop()
         for i, ck in resume.items():
             pack.load_model_state(i, {n: t.to(device) for n, t in ck["params"].items()})
@@ -283,7 +277,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     for c in cfgs:
         if spectrum_key(c) not in monitor:
             monitor[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts, c.eval_seed + MONITOR_SEED_OFFSET, device)
-    lr0_M = torch.tensor([c.lr * c.L ** c.lr_depth_exp for c in cfgs], dtype=torch.float32)
+    lr0_M = base_lrs(cfgs)
     active = [s.stopped_because is None for s in states]
     results: list[dict | None] = [None] * M
 
@@ -302,7 +296,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
         met = measure(pack, i, eval_chunks[key], c0.task) if reason != "nan" else {}
         met.update(run_id=cfgs[i].run_id, steps=step, stopped_because=reason,
                    train_seconds=st.seconds, final_monitor_loss=st.history[-1] if st.history else float("nan"),
-                   lr_used=float(lr0_M[i]), **_versions(device))
+                   lr_used=float(lr0_M[i]), **versions(("torch",)), device=str(device))
         if reason == "nan":
             met.update(R=float("nan"), R_se=float("nan"), A=float("nan"), C=float("nan"))
         results[i] = met
@@ -322,7 +316,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
             idx = [i for i in range(M) if active[i]]
             if not idx:
                 break
-            _, finite = _train_step(pack, opt, cfgs, idx, step, lr0_M, device)
+            _, finite = train_step(pack, opt, cfgs, idx, step, lr0_M, device)
             now = time.perf_counter()
             for i in idx:
                 states[i].seconds += (now - t_last) / len(idx)
@@ -398,4 +392,5 @@ def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | 
     return store.load_metrics(cfg.run_id)
 
 
-__all__ = ["train_pack", "run_pack", "train_one", "pack_key", "lr_factor", "converged", "RowAdam"]
+__all__ = ["train_pack", "run_pack", "train_one", "pack_key", "lr_factor", "base_lr", "base_lrs", "converged", "RowAdam",
+           "train_step", "step_batches"]

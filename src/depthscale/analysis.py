@@ -1,0 +1,177 @@
+"""What the figures, tables and claims read off the results: power-law fits of a series (SPEC
+§6.1), the Table 5 gap fit, mode-wise curves and where modes are learned, the selection-loss
+quantiles, the measured plateau and the slopes of the finite-size reference curves.
+
+Input: `results.Results` (the store's finished runs of one preset) and `results.Theory`. Fits are
+made to the seed means; a series that cannot be fitted gives None, never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from depthscale.fits import FitResult, fit_gap, fit_power_law
+from depthscale.measurements import PERCENTILES
+from depthscale.registry import depth_set
+from depthscale.results import Results, Series, Theory, as_array
+
+MODE_FLOOR = 0.02  # normalised mode-wise loss that counts as learned (Fig. 3c)
+
+
+def fit_series(s: Series, floor: bool, metric: str = "R") -> FitResult | None:
+    """Power-law fit of a series' seed means against depth; None when it cannot be fitted."""
+    if not s:
+        return None
+    L, y = s.depths.astype(float), s.get(metric)
+    ok = np.isfinite(y) & (y > 0)
+    if ok.sum() < (3 if floor else 2):
+        return None
+    try:
+        return fit_power_law(L[ok], y[ok], floor=floor)
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+
+
+def loss_fit(res: Results, model: str, task: str, k: int, a: float, b: float,
+             floor: bool | None = None) -> tuple[Series, FitResult | None]:
+    """The loss series over the preset's depths and its fit (L0 = 0 on the easy task)."""
+    s = res.series(model, task, k, a, b)
+    return s, fit_series(s, task != "easy" if floor is None else floor)
+
+
+def gap_fit(res: Results, a: float, b: float, k: int = 2) -> tuple[FitResult | None, FitResult | None, Series]:
+    """Table 5: L0 from the nonlinear loss fit, then L0 - C_L = c L^-alpha (L >= 2)."""
+    s, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+    if f is None:
+        return None, None, s
+    C = s.get("C")
+    ok = np.isfinite(C) & (s.depths > 1)
+    if ok.sum() < 2:
+        return f, None, s
+    try:
+        return f, fit_gap(s.depths[ok].astype(float), C[ok], f.L0), s
+    except ValueError:
+        return f, None, s
+
+
+def mode_curves(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
+    """Seed-mean R_k over the series' depths for each mode k (1-based) present."""
+    out = {}
+    arrs = s.arrays.get("mode_R", [])
+    if not arrs or any(x is None for x in arrs):
+        return out
+    M = np.stack([x[0] for x in arrs])  # depths x d
+    for m in modes:
+        if 1 <= m <= M.shape[1]:
+            out[m] = M[:, m - 1]
+    return out
+
+
+def normalised_modes(s: Series, modes: Sequence[int], d: int, a: float, b: float) -> dict[int, np.ndarray]:
+    """R_k / (omega_k lambda_k) (Fig. 3c)."""
+    k = np.arange(1, d + 1, dtype=float)
+    lw = k ** (-a) * k ** (-b)
+    return {m: v / lw[m - 1] for m, v in mode_curves(s, modes).items()}
+
+
+def mode_crossings(s: Series, modes: Sequence[int], d: int, a: float, b: float,
+                   threshold: float = MODE_FLOOR) -> dict[int, float]:
+    """Smallest depth at which each mode's normalised loss is below `threshold` (inf if never)."""
+    out = {}
+    for m, v in normalised_modes(s, modes, d, a, b).items():
+        below = np.flatnonzero(v < threshold)
+        out[m] = float(s.depths[below[0]]) if below.size else math.inf
+    return out
+
+
+def reducible_modes(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
+    """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b)."""
+    out = {}
+    if not s or s.depths[0] != 1:
+        return out
+    for m, v in mode_curves(s, modes).items():
+        ok = np.isfinite(v) & (v > 0)
+        if ok.sum() < 3:
+            continue
+        try:
+            f = fit_power_law(s.depths[ok].astype(float), v[ok], floor=True)
+        except ValueError:
+            continue
+        den = v[0] - f.L0
+        if den > 0:
+            out[m] = (v - f.L0) / den
+    return out
+
+
+def rel_change_last_two(s: Series, metric: str) -> float:
+    """|X(Lmax) - X(Lmax/2)| / |X(Lmax/2)| over the last two depths present (nan if < 2)."""
+    y = s.get(metric)
+    ok = np.flatnonzero(np.isfinite(y))
+    if ok.size < 2:
+        return math.nan
+    prev, last = y[ok[-2]], y[ok[-1]]
+    return abs(last - prev) / abs(prev) if prev != 0 else math.inf
+
+
+def selection_quantiles(res: Results) -> dict | None:
+    """Q_1(q), Q_Lmax(q), Delta Q(q) with SEs over seeds (fig13, claim 10); None if missing."""
+    L1, Lmax = depth_set(res.preset, "ends")
+    rows1 = res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L1)
+    rowsM = res.runs("nonlinear", "difficult", 2, 0.0, 0.0, Lmax)
+
+    def stack(rows):
+        got = [as_array(r.get("selection_percentiles")) for r in rows]
+        got = [g for g in got if g is not None]
+        return np.stack(got) if got else None
+
+    Q1, QM = stack(rows1), stack(rowsM)
+    if Q1 is None or QM is None:
+        return None
+    seeds1 = [r["seed"] for r in rows1 if as_array(r.get("selection_percentiles")) is not None]
+    seedsM = [r["seed"] for r in rowsM if as_array(r.get("selection_percentiles")) is not None]
+    common = sorted(set(seeds1) & set(seedsM))
+    if common:  # Delta Q per seed, paired
+        dQ = np.stack([Q1[seeds1.index(s)] - QM[seedsM.index(s)] for s in common])
+    else:
+        dQ = (Q1.mean(0) - QM.mean(0))[None]
+
+    def se(x):
+        return x.std(0, ddof=1) / math.sqrt(len(x)) if len(x) > 1 else np.full(x.shape[1], np.nan)
+
+    return {"q": np.asarray(PERCENTILES, float), "L1": L1, "Lmax": Lmax,
+            "Q1": Q1.mean(0), "Q1_se": se(Q1), "QL": QM.mean(0), "QL_se": se(QM),
+            "dQ": dQ.mean(0), "dQ_se": se(dQ), "n": len(common) or 1}
+
+
+def plateau(res: Results, model: str, k: int, a: float, b: float) -> tuple[float, float, int]:
+    """Measured plateau of the linear model: seed-mean R at the deepest depth, its SE, and Lmax."""
+    Lmax = depth_set(res.preset, "all")[-1]
+    s = res.series(model, "difficult", k, a, b, (Lmax,))
+    if not s:
+        return math.nan, math.nan, Lmax
+    return float(s.get("R")[0]), float(s.se["R"][0]), Lmax
+
+
+def reference_slopes(th: Theory, a: float, b: float, depths: Sequence[int]) -> dict:
+    """Fitted L0 = 0 slopes of the finite-size reference curves at this preset's d, P over the
+    trained depths `depths` (claim 1): the best shared step of in-context gradient descent on the
+    empirical S (constrained) and the best polynomial in it (free), each its in-sample minimum."""
+    cur = th.curves(a, b)
+    out = {}
+    for name, key in (("constrained", "finite_P_constrained"), ("free", "finite_P")):
+        ref = cur.get(key)
+        if not ref:
+            out[name] = math.nan
+            continue
+        by_L = dict(zip(ref["depths"], ref["in_sample"]))
+        Ls = [L for L in depths if L in by_L and by_L[L] > 0]
+        out[name] = fit_power_law(Ls, [by_L[L] for L in Ls], floor=False).alpha if len(Ls) >= 3 else math.nan
+    return out
+
+
+__all__ = ["fit_series", "loss_fit", "gap_fit", "mode_curves", "normalised_modes", "mode_crossings",
+           "reducible_modes", "rel_change_last_two", "selection_quantiles", "plateau", "reference_slopes",
+           "MODE_FLOOR"]

@@ -1,0 +1,154 @@
+"""Files written whole or not at all, and the JSON in them.
+
+Every file depthscale writes goes through `write_atomic`: a temp file beside the target, fsync,
+then ``os.replace``, so a reader sees the old content or the new one, never a part. New files get
+the mode open() would give under the umask (mkstemp alone gives 0600, which would hide results
+from collaborators on a shared filesystem).
+
+JSON: `plain` turns numpy and torch values into Python ones; with strict=True (the store's files,
+the CLI's output, claims) every non-finite number becomes null, never a bare NaN or Infinity.
+`as_float` reads a number back (null, a string or a bool read as NaN).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+def _file_mode() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+FILE_MODE = _file_mode()  # mode of every new file (what open() gives under the umask)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename inside `directory` durable (best effort: not every filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike, write: Callable) -> None:
+    """Call write(binary file) on a temp file beside `path`, fsync it, then rename it over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def _to_python(obj: Any) -> Any:
+    """numpy and torch scalars and arrays as Python numbers and lists; sets and tuples as lists."""
+    if hasattr(obj, "tolist"):  # numpy arrays and scalars, torch tensors
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serializable")
+
+
+def plain(obj: Any, strict: bool = True) -> Any:
+    """`obj` with numpy/torch values as plain Python ones; strict: every non-finite float as None."""
+    if isinstance(obj, float):
+        return obj if not strict or math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: plain(v, strict) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [plain(v, strict) for v in obj]
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return plain(_to_python(obj), strict)
+
+
+def dumps(obj: Any, indent: int | None = 1, strict: bool = True) -> bytes:
+    """JSON bytes; strict: non-finite numbers become null (never a bare NaN or Infinity)."""
+    if strict:
+        return (json.dumps(plain(obj), indent=indent, allow_nan=False) + "\n").encode()
+    return (json.dumps(obj, indent=indent, default=_to_python) + "\n").encode()
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any, indent: int | None = 1,
+                      strict: bool = False) -> None:
+    """Write `obj` as JSON to `path` atomically (numpy/torch values converted to plain numbers).
+    strict=True writes non-finite numbers as null (the store's own files are always strict)."""
+    blob = dumps(obj, indent, strict)
+    write_atomic(path, lambda fh: fh.write(blob))
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    blob = text.encode()
+    write_atomic(path, lambda fh: fh.write(blob))
+
+
+def save_torch_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """torch.save `obj` to `path` atomically."""
+    import torch
+
+    write_atomic(path, lambda fh: torch.save(obj, fh))
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, or a directory squatting on a file's name; nothing if it is gone."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def remove_temp_files(directory: Path, spare_prefix: str = "", spare_seconds: float = 0.0) -> None:
+    """Delete the temp files (``.*.tmp``) a killed writer left in `directory`; those whose name
+    starts with `spare_prefix` are left until they are `spare_seconds` old."""
+    for p in directory.glob(".*.tmp"):
+        try:
+            if not (spare_prefix and p.name.startswith(spare_prefix)) or time.time() - p.stat().st_mtime > spare_seconds:
+                p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def as_float(x: Any) -> float:
+    """x as a float; NaN where it is no number (null, a string, a bool)."""
+    if isinstance(x, bool):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+__all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
+           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_temp_files"]

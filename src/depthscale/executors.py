@@ -1,0 +1,360 @@
+"""Executing packs: one pack against the store (`execute_pack`: claim its runs, train them while a
+background thread heartbeats the leases, record what failed, release), and the three ways of
+executing many: "inline" (this process), "process" (a local spawn pool, threads split between
+workers; a worker exits when the sweep's process dies, even by SIGKILL) and "slurm" (a submitit job
+array; `pip install 'depthscale[slurm]'`). sweeps.run_sweep plans the packs and picks the executor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import logging
+import math
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from depthscale.config import ConfigError, RunConfig, run_id
+from depthscale.errors import MissingExtraError, SubmissionError
+from depthscale.store import Store
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("inline", "process", "slurm")
+COUNT_KEYS = ("ran", "skipped_done", "skipped_claimed", "failed")
+SLURM_OPTIONS = ("partition", "time_min", "cpus", "gpus", "mem_gb", "array_parallelism", "wait",
+                 "cluster", "folder", "additional")
+
+
+# --- executing one pack ----------------------------------------------------------------------
+
+def resolve_worker(worker: Callable | str | None) -> Callable:
+    """The worker callable: None -> depthscale.training.run_pack; 'module:function' is imported."""
+    if worker is None:
+        from depthscale.training import run_pack
+
+        return run_pack
+    if isinstance(worker, str):
+        module, _, attr = worker.partition(":")
+        if not attr:
+            raise ConfigError(f"worker must be 'module:function', got {worker!r}")
+        return getattr(importlib.import_module(module), attr)
+    return worker
+
+
+class _Heartbeat:
+    """Background thread that refreshes the leases of `rids` every `interval` seconds."""
+
+    def __init__(self, store: Store, rids: list[str], interval: float) -> None:
+        self.store, self.rids, self.interval = store, rids, interval
+        self._stop = threading.Event()
+        self._lost: set[str] = set()
+        self._thread = threading.Thread(target=self._loop, name="depthscale-heartbeat", daemon=True)
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            for rid in self.rids:
+                if rid in self._lost or self.store.is_done(rid):
+                    continue
+                try:
+                    ok = self.store.heartbeat(rid)
+                except OSError as e:  # a flaky shared filesystem: try again next beat
+                    log.warning("heartbeat on run %s failed: %s", rid, e)
+                    continue
+                if not ok:
+                    self._lost.add(rid)
+                    log.warning("lost the lease on run %s; another process may run it too", rid)
+
+
+def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | str | None = None,
+                 device: str = "cpu", progress: bool | None = None, owner: str = "") -> dict:
+    """Claim the pack's runs, train the claimed ones with `worker`, release. Returns counts.
+
+    An exception from the worker is recorded with `store.fail` for each claimed run it left
+    unfinished; a run the worker neither finished nor failed is recorded as failed too.
+    """
+    if not isinstance(store, Store):
+        store = Store(store)
+    fn = resolve_worker(worker)
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    owner = owner or f"sweep:{os.getpid()}"
+    claimed = []
+    for cfg in pack:
+        rid = run_id(cfg)
+        if store.is_done(rid):
+            counts["skipped_done"] += 1
+        elif store.claim(rid, owner):
+            claimed.append(cfg)
+        elif store.is_done(rid):  # finished by someone else since the plan
+            counts["skipped_done"] += 1
+        else:
+            counts["skipped_claimed"] += 1
+    if not claimed:
+        return counts
+    rids = [run_id(c) for c in claimed]
+    before = {rid: _failed_stamp(store, rid) for rid in rids}  # FAILED of an earlier attempt
+
+    def unrecorded(rid: str) -> bool:
+        return not store.is_done(rid) and _failed_stamp(store, rid) == before[rid]
+
+    interval = min(60.0, store.lease_timeout / 5)
+    _apply_threads()
+    try:
+        with _Heartbeat(store, rids, interval):
+            try:
+                fn(claimed, store, device=device, progress=progress)
+            except Exception as e:
+                reason = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+                log.error("worker failed on a pack of %d runs: %s: %s", len(claimed), type(e).__name__, e)
+                for rid in filter(unrecorded, rids):
+                    store.fail(rid, reason)
+        for rid in rids:
+            if store.is_done(rid):
+                counts["ran"] += 1
+            else:
+                if unrecorded(rid):
+                    store.fail(rid, "the worker returned without finishing or failing this run")
+                counts["failed"] += 1
+    finally:
+        for rid in rids:
+            store.release(rid)
+    return counts
+
+
+def _failed_stamp(store: Store, rid: str) -> tuple | None:
+    """Identity of the run's FAILED file (each atomic write makes a new inode), or None."""
+    try:
+        st = (store.run_dir(rid) / "FAILED").stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+# --- executors -------------------------------------------------------------------------------
+
+def available_cores() -> int:
+    """Cores this process may use (its CPU affinity where the OS tells, else cpu_count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_THREADS: int | None = None  # this worker process's share of the cores (process executor)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+ORPHAN_POLL = 0.5  # seconds between the watchdog's checks of the parent
+
+
+def _init_process_worker(threads: int, parent: int | None = None) -> None:
+    """Pool initializer: give each worker process its share of the cores, so workers do not
+    oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
+    before any task is unpickled, so the environment is set before torch (or numpy) is imported;
+    `_apply_threads` calls torch.set_num_threads once torch is loaded."""
+    global _THREADS
+    _THREADS = threads
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    if parent is not None:
+        _die_with_parent(parent)
+    _apply_threads()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Make this worker exit when the process `parent` dies, however it dies (SIGKILL included),
+    so that a killed sweep leaves no orphans training on. Linux: the kernel sends SIGKILL on the
+    parent's death (prctl PR_SET_PDEATHSIG); everywhere: a daemon thread that polls getppid()
+    every ORPHAN_POLL seconds and exits when the parent is gone (re-parented to init)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # died before the signal was armed
+        os._exit(1)
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="depthscale-orphan-watchdog", daemon=True).start()
+
+
+def _apply_threads() -> None:
+    torch = sys.modules.get("torch")  # never import it here: a worker that needs it has done so
+    if _THREADS is not None and torch is not None and torch.get_num_threads() != _THREADS:
+        torch.set_num_threads(_THREADS)
+
+
+def _add(total: dict, counts: dict) -> None:
+    for k in COUNT_KEYS:
+        total[k] += counts.get(k, 0)
+
+
+def run_inline(packs, store, worker, device, progress, bar) -> dict:
+    total = dict.fromkeys(COUNT_KEYS, 0)
+    for pack in packs:
+        counts = execute_pack(pack, store, worker, device=device, progress=progress)
+        _add(total, counts)
+        bar.update(len(pack))
+    return total
+
+
+# Relative cost of one layer of one context per step, measured at the cpu preset (d = N = 32,
+# P = 128, one thread): nonlinear-family packs 1.1 ms per layer at batch 256, linear and
+# single_stream ~5x that, context_updates ~48x (its P x P context attention, O(P^2 N) per layer).
+_LAYER_COST = {"nonlinear": 1.0, "layer_values": 1.0, "linear": 5.0, "single_stream": 5.0,
+               "context_updates": 48.0}
+
+
+def pack_cost(pack: list[RunConfig]) -> float:
+    """A rough estimate of a pack's training cost (arbitrary units), to start the longest packs
+    first: steps x batch x layers x a per-model weight, scaled with P (P^2 for context_updates)."""
+    c0 = pack[0]
+    size = (c0.P / 128) ** (2 if c0.model == "context_updates" else 1) * (c0.N / 32)
+    return c0.max_steps * c0.batch * sum(c.L for c in pack) * _LAYER_COST.get(c0.model, 1.0) * size
+
+
+def run_process(packs, store, worker, device, workers, bar) -> dict:
+    import concurrent.futures as cf
+    import multiprocessing
+
+    # longest first (LPT): a long pack started last would leave the other workers idle at the end
+    packs = sorted(packs, key=pack_cost, reverse=True)
+
+    total = dict.fromkeys(COUNT_KEYS, 0)
+    cores = available_cores()
+    n = max(1, min(workers or cores, len(packs)))
+    threads = max(1, cores // n)
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
+                                initargs=(threads, os.getpid())) as pool:
+        futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
+                   for pack in packs}
+        for fut in cf.as_completed(futures):
+            pack = futures[fut]
+            try:
+                _add(total, fut.result())
+            except Exception as e:  # the worker process died (e.g. killed for memory)
+                log.error("a worker process failed on a pack of %d runs: %s: %s",
+                          len(pack), type(e).__name__, e)
+                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
+            bar.update(len(pack))
+    return total
+
+
+def _slurm_task(pack: list[RunConfig], root: str, lease_timeout: float, worker, device: str) -> dict:
+    """One SLURM array task: run one pack against the store at `root` (device "auto" is decided
+    here, on the node: the submitting host may have no GPU)."""
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    store = Store(root, lease_timeout=lease_timeout)
+    job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "?"))
+    task = os.environ.get("SLURM_ARRAY_TASK_ID", "0")
+    return execute_pack(pack, store, worker, device=device, progress=False, owner=f"slurm:{job}_{task}")
+
+
+def run_slurm(packs, store, worker, device, name, opts) -> dict:
+    """Submit one array job with a task per pack. Options (all optional):
+
+    partition, time_min (timeout per task, minutes), cpus (per task), gpus (per task),
+    mem_gb, array_parallelism (max tasks at once), wait (block and gather counts),
+    cluster ("slurm", or "local"/"debug" to try it without SLURM), folder (log directory,
+    default <store>/slurm/<name>), additional (dict of extra sbatch parameters).
+    """
+    submitit = import_submitit()
+    opts = check_slurm_options(opts)
+    folder = Path(opts.get("folder") or store.root / "slurm" / (name or "sweep"))
+    executor = submitit.AutoExecutor(folder=folder, cluster=opts.get("cluster"))
+    params = {"name": f"depthscale-{name or 'sweep'}", "timeout_min": int(opts.get("time_min", 60)),
+              "cpus_per_task": int(opts.get("cpus", 1)), "nodes": 1, "tasks_per_node": 1}
+    if opts.get("gpus"):
+        params["gpus_per_node"] = int(opts["gpus"])
+    if opts.get("mem_gb"):
+        params["mem_gb"] = opts["mem_gb"]
+    if opts.get("partition"):
+        params["slurm_partition"] = opts["partition"]
+    if opts.get("array_parallelism"):
+        params["slurm_array_parallelism"] = int(opts["array_parallelism"])
+    if opts.get("additional"):
+        params["slurm_additional_parameters"] = dict(opts["additional"])
+    executor.update_parameters(**params)
+    n = len(packs)
+    try:
+        jobs = executor.map_array(_slurm_task, packs, [str(store.root)] * n, [store.lease_timeout] * n,
+                                  [worker] * n, [device] * n)
+    except Exception as e:  # sbatch failed: no controller, bad partition, limits...
+        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+        why = next((ln.strip() for ln in lines if "error" in ln.lower()), lines[0].strip() if lines else "")
+        raise SubmissionError(f"SLURM submission failed: {type(e).__name__}: {why}") from None
+    out = {"job_ids": [j.job_id for j in jobs], "slurm_folder": str(folder)}
+    if opts.get("wait"):
+        total = dict.fromkeys(COUNT_KEYS, 0)
+        for job, pack in zip(jobs, packs):
+            try:
+                _add(total, job.result())
+            except Exception as e:
+                log.error("SLURM job %s failed: %s", job.job_id, str(e).splitlines()[0] if str(e) else e)
+                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
+        out.update(total)
+    return out
+
+
+def import_submitit():
+    try:
+        import submitit
+    except ImportError:
+        raise MissingExtraError("the slurm executor needs submitit: pip install 'depthscale[slurm]'") from None
+    return submitit
+
+
+def check_slurm_options(opts: dict | None) -> dict:
+    """The slurm executor's options, checked (names from SLURM_OPTIONS; numbers >= 1)."""
+    opts = dict(opts or {})
+    unknown = sorted(set(opts) - set(SLURM_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown slurm option {unknown[0]!r}; known: {', '.join(sorted(SLURM_OPTIONS))}")
+    for key in ("time_min", "cpus", "array_parallelism"):
+        v = opts.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ConfigError(f"slurm option {key} must be an integer >= 1, got {v!r}")
+    for key in ("gpus", "mem_gb"):
+        v = opts.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                                  and math.isfinite(v)):
+            raise ConfigError(f"slurm option {key} must be a number >= 0, got {v!r}")
+    return opts
+
+
+def concurrent_packs(executor: str, packs: list, workers: int | None = None) -> int:
+    """How many of `packs` run at once on this machine (0 for slurm: they run on the nodes)."""
+    if executor == "slurm":
+        return 0
+    if executor == "process":
+        return max(1, min(workers or available_cores(), len(packs)))
+    return 1
+
+
+__all__ = ["execute_pack", "resolve_worker", "run_inline", "run_process", "run_slurm", "import_submitit",
+           "check_slurm_options", "concurrent_packs", "available_cores", "pack_cost", "EXECUTORS", "COUNT_KEYS",
+           "SLURM_OPTIONS"]

@@ -1,0 +1,315 @@
+"""Reading results back: the theory numbers an experiment needs (`Theory`, computed once and
+cached as JSON) and the store's finished runs of one preset as the registry names them
+(`Results`: runs by cell; `Series`: seed means and SEs along depth).
+
+Choices where SPEC is silent:
+- Points are seed means; SEs are over seeds (nan with one seed).
+- A run with non-finite R, or a diverged one (store), is no result: it enters no mean.
+- Runs are matched to the registry by cell (model, task, k, a, b, L) and seed within the preset;
+  where a cell has runs of several recipes, the current recipe's are used (see `Results`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from depthscale.atomic import as_float, plain, write_json_atomic
+from depthscale.config import FIELD_NAMES, FLOAT_FIELDS, INT_FIELDS, PRESET_DEPTHS, config_dict, make_config
+from depthscale.errors import InputError
+from depthscale.linear_floor import fig8_sample, linear_floor, sample_linear_floor
+from depthscale.registry import (FIG8_SPECTRUM, FINITE_P_SAMPLES, FLOOR_SAMPLES, REGISTRY, SOFTMAX_FLOOR_SAMPLES,
+                                 THEORY_SEED, TheoryNeed, check_preset, depth_set, model_depths, preset_shape,
+                                 resolve_ids)
+from depthscale.softmax_floor import softmax_floor
+from depthscale.theory import constrained_curve, free_curve, sample_constrained_curve, sample_free_curve, spectra, zeta
+
+
+# --- theory (computed on demand, cached as JSON) ---
+
+def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: bool = False) -> dict:
+    """The number(s) a theory need stands for, at the preset's geometry (registry.TheoryNeed)."""
+    d, P = preset_shape(preset, need.model)
+    if need.kind == "softmax_floor":
+        return softmax_floor(need.a, need.b, need.k, d, P, samples=SOFTMAX_FLOOR_SAMPLES[preset],
+                             seed=THEORY_SEED, depths=PRESET_DEPTHS[preset], device=device, progress=progress)
+    if need.kind == "floor":
+        R_irr, se = linear_floor(need.a, need.b, need.k, d, P, samples=FLOOR_SAMPLES[preset],
+                                 seed=THEORY_SEED, device=device, progress=progress)
+        fp = sample_linear_floor(need.a, need.b, need.k, d, P, samples=FLOOR_SAMPLES[preset], seed=THEORY_SEED)
+        return {"R_irr": R_irr, "se": se, "samples": FLOOR_SAMPLES[preset], "d": d, "P": P,
+                "finite_P": fp["held_out"], "finite_P_se": fp["held_out_se"]}
+    if need.kind == "fig8":
+        return plain(fig8_sample(d, P, need.k, need.a, need.b, THEORY_SEED), strict=False)
+    if need.kind == "curves":
+        depths = np.unique(np.round(np.geomspace(1, PRESET_DEPTHS[preset][-1], 40)).astype(int))
+        lam, omega = spectra(d, need.a, need.b)
+        out = {"depths": depths.tolist(),
+               "constrained": constrained_curve(lam, omega, depths).tolist(),
+               "free": free_curve(lam, omega, depths).tolist(),
+               "zeta": zeta(need.a, need.b),
+               "finite_P": sample_free_curve(need.a, need.b, d, P, PRESET_DEPTHS[preset],
+                                             samples=FINITE_P_SAMPLES[preset], seed=THEORY_SEED),
+               "finite_P_constrained": sample_constrained_curve(
+                   need.a, need.b, d, P, PRESET_DEPTHS[preset], samples=FINITE_P_SAMPLES[preset], seed=THEORY_SEED)}
+        return out
+    raise InputError(f"unknown theory kind {need.kind!r}")
+
+
+class Theory:
+    """Theory results of one preset, computed once and cached in a JSON file (if given)."""
+
+    def __init__(self, preset: str, cache: str | Path | None = None, device: str = "cpu",
+                 progress: bool = False):
+        check_preset(preset)
+        self.preset, self.device, self.progress = preset, device, progress
+        self.cache = Path(cache) if cache is not None else None
+        self._data: dict = {}
+        if self.cache is not None and self.cache.exists():
+            try:
+                self._data = json.loads(self.cache.read_text())
+            except (OSError, ValueError):
+                self._data = {}
+
+    def get(self, need: TheoryNeed) -> dict:
+        key = need.key(self.preset)
+        if key not in self._data:
+            self._data[key] = compute_need(need, self.preset, self.device, self.progress)
+            self._save()
+        return self._data[key]
+
+    def floor(self, a: float, b: float, k: int, model: str = "linear") -> dict:
+        """R_irr of the linear model at the geometry of `model`'s runs."""
+        return self.get(TheoryNeed("floor", float(a), float(b), int(k), model))
+
+    def softmax_floor(self, a: float, b: float, k: int) -> dict:
+        """The softmax-ensemble floor at the nonlinear geometry (softmax_floor.softmax_floor)."""
+        return self.get(TheoryNeed("softmax_floor", float(a), float(b), int(k), "nonlinear"))
+
+    def curves(self, a: float, b: float) -> dict:
+        return self.get(TheoryNeed("curves", float(a), float(b)))
+
+    def fig8(self) -> dict:
+        return self.get(TheoryNeed("fig8", *FIG8_SPECTRUM, 2))
+
+    def _save(self) -> None:
+        if self.cache is None:
+            return
+        self.cache.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.cache, self._data)
+
+
+# --- reading results back ---
+
+_CELL = ("model", "task", "k", "a", "b", "L")
+SCALARS = ("R", "R_se", "A", "C", "gap", "var_ystar", "R_rel", "top1_mass", "selection_mean",
+           "m", "rho", "rho_r2", "mode_R_sum")
+ARRAYS = ("mode_R", "selection_percentiles", "A1_mean")
+
+
+def _normalise(dct: dict) -> dict:
+    """Config values with the types of RunConfig (JSON and pandas may turn 0.0 into 0 or 1 into 1.0)."""
+    out = dict(dct)
+    for f in FLOAT_FIELDS:
+        if f in out:
+            out[f] = float(out[f])
+    for f in INT_FIELDS:
+        if f in out and out[f] == out[f]:
+            out[f] = int(out[f])
+    return out
+
+
+def _recipe_key(row: dict) -> str:
+    """Hash of a run's config without its cell (model, task, k, a, b, L) and seed."""
+    dct = config_dict(_normalise(row), _CELL + ("seed", "preset"))
+    return hashlib.sha256(json.dumps(dct, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def split_diverged(df):
+    """(the finished runs that count, the diverged ones) of a `Store.collect` frame: a diverged
+    run (a finite but exploded R included) is finished but no result."""
+    if not len(df) or "state" not in df.columns:
+        return df, df.iloc[0:0]
+    bad = df["state"] == "diverged"
+    return df[~bad].reset_index(drop=True), df[bad]
+
+
+@dataclass
+class Series:
+    """One (model, task, k, a, b) over depth: seed means and SEs over seeds per metric."""
+
+    depths: np.ndarray  # depths with at least one finite run
+    mean: dict  # metric -> array over depths
+    se: dict  # metric -> SE over seeds (nan with one seed)
+    n: np.ndarray  # finite runs per depth
+    run_ids: list  # per depth, the run ids used
+    missing: tuple = ()  # expected depths with no finite run
+    arrays: dict = field(default_factory=dict)  # metric -> list over depths of (mean array, se array)
+
+    def __bool__(self) -> bool:
+        return len(self.depths) > 0
+
+    def get(self, metric: str) -> np.ndarray:
+        return self.mean.get(metric, np.full(len(self.depths), np.nan))
+
+
+class Results:
+    """The finished runs of one preset, as the registry names them (from `Store.collect`).
+
+    A cell (model, task, k, a, b, L) may hold several seeds. Where the store holds runs of a cell
+    with different recipes (other training settings), the runs whose config equals the registry's
+    current one are used; failing that, the recipe most common in the store. `non_default` counts
+    the cells that used a non-current recipe.
+    """
+
+    def __init__(self, df, preset: str, store=None, overrides: dict | None = None):
+        import pandas as pd
+
+        check_preset(preset)
+        self.preset, self.store, self.overrides = preset, store, dict(overrides or {})
+        df = df if df is not None else pd.DataFrame()
+        if len(df) and "preset" in df.columns:
+            df = df[df["preset"] == preset]
+        self.df = df.reset_index(drop=True)
+        self.non_default: set = set()
+        self._index: dict[tuple, list[dict]] = {}
+        records = self.df.to_dict("records") if len(self.df) else []
+        counts: dict[str, int] = {}
+        for row in records:
+            row.update(_normalise({k: row[k] for k in FIELD_NAMES if k in row}))
+            row["_recipe"] = _recipe_key({k: row[k] for k in FIELD_NAMES if k in row})
+            counts[row["_recipe"]] = counts.get(row["_recipe"], 0) + 1
+            key = self._cell_key(row["model"], row["task"], row["k"], row["a"], row["b"], row["L"])
+            self._index.setdefault(key, []).append(row)
+        self._recipe_rank = counts
+        self._curves: dict = {}
+
+    @classmethod
+    def from_store(cls, store, preset: str, overrides: dict | None = None) -> "Results":
+        """The store's finished runs; diverged ones (a finite but exploded R included) are left out."""
+        return cls(split_diverged(store.collect())[0], preset, store, overrides)
+
+    @staticmethod
+    def _cell_key(model, task, k, a, b, L) -> tuple:
+        return (model, task, 1 if task == "easy" else int(k), float(a), float(b), int(L))
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+    def runs(self, model: str, task: str, k: int, a: float, b: float, L: int) -> list[dict]:
+        """The finished runs of one cell (one per seed), config fields and metrics as a dict."""
+        rows = self._index.get(self._cell_key(model, task, k, a, b, L), [])
+        if not rows:
+            return []
+        want = make_config(self.preset, **{**self.overrides, "model": model, "task": task, "k": k,
+                                           "a": float(a), "b": float(b), "L": int(L), "seed": 0})
+        want_recipe = _recipe_key(want.to_dict())
+        exact = [r for r in rows if r["_recipe"] == want_recipe]
+        if exact:
+            chosen = exact
+        else:
+            best = max(sorted({r["_recipe"] for r in rows}), key=lambda r: self._recipe_rank[r])
+            chosen = [r for r in rows if r["_recipe"] == best]
+            self.non_default.add(self._cell_key(model, task, k, a, b, L))
+        by_seed: dict[int, dict] = {}
+        for r in sorted(chosen, key=lambda r: r["run_id"]):
+            by_seed.setdefault(r["seed"], r)
+        return [by_seed[s] for s in sorted(by_seed)]
+
+    def series(self, model: str, task: str, k: int, a: float, b: float,
+               depths: Sequence[int] | str | None = None) -> Series:
+        """Seed means and SEs over seeds of every scalar metric (and arrays) along depth
+        (default: the model's registered depth set, `model_depths`).
+        A run with non-finite R (diverged) is left out; a depth with none is `missing`."""
+        if depths is None:
+            depths = model_depths(model)
+        if isinstance(depths, str):
+            depths = depth_set(self.preset, depths)
+        Ls, n, ids, missing = [], [], [], []
+        vals: dict[str, list] = {m: [] for m in SCALARS}
+        arrs: dict[str, list] = {m: [] for m in ARRAYS}
+        for L in depths:
+            rows = [r for r in self.runs(model, task, k, a, b, L) if _finite(r.get("R"))]
+            if not rows:
+                missing.append(int(L))
+                continue
+            Ls.append(int(L))
+            n.append(len(rows))
+            ids.append([r["run_id"] for r in rows])
+            for m in SCALARS:
+                if m == "gap":
+                    x = [as_float(r.get("A")) - as_float(r.get("C")) for r in rows]
+                else:
+                    x = [as_float(r.get(m)) for r in rows]
+                vals[m].append(_mean_se(np.array(x, dtype=float)))
+            for m in ARRAYS:
+                got = [as_array(r.get(m)) for r in rows]
+                got = [g for g in got if g is not None]
+                if got and len({g.shape for g in got}) == 1:
+                    st = np.stack(got)
+                    se = st.std(0, ddof=1) / math.sqrt(len(got)) if len(got) > 1 else np.full(st.shape[1:], np.nan)
+                    arrs[m].append((st.mean(0), se))
+                else:
+                    arrs[m].append(None)
+        mean = {m: np.array([v[0] for v in vals[m]]) for m in SCALARS}
+        se = {m: np.array([v[1] for v in vals[m]]) for m in SCALARS}
+        return Series(np.array(Ls, dtype=int), mean, se, np.array(n, dtype=int), ids,
+                      tuple(missing), {m: arrs[m] for m in ARRAYS})
+
+    def curves(self, run_id: str) -> dict | None:
+        """Training curves of a run from the store (None without a store or if unreadable)."""
+        if self.store is None:
+            return None
+        if run_id not in self._curves:
+            try:
+                self._curves[run_id] = self.store.load_curves(run_id)
+            except Exception:  # noqa: BLE001 - a missing curves file is a missing panel
+                self._curves[run_id] = None
+        return self._curves[run_id]
+
+    def used_rows(self, ids: Iterable[str] | None = None) -> list[dict]:
+        """Every run the experiments `ids` use (deduplicated)."""
+        seen: dict[str, dict] = {}
+        for i in resolve_ids(ids):
+            for g in REGISTRY[i].groups_for(self.preset):
+                for a, b in g.spectra:
+                    for L in g.depths_for(self.preset):
+                        for r in self.runs(g.model, g.task, g.k, a, b, L):
+                            seen.setdefault(r["run_id"], r)
+        return list(seen.values())
+
+
+def _finite(x) -> bool:
+    return math.isfinite(as_float(x))
+
+
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan"), float("nan")
+    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
+    return float(x.mean()), se
+
+
+def as_array(x) -> np.ndarray | None:
+    """A stored array metric (a list, or the JSON string collect makes of it) as an array; None if absent."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    if isinstance(x, str):
+        try:
+            x = json.loads(x)
+        except ValueError:
+            return None
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["Theory", "Results", "Series", "compute_need", "split_diverged", "as_array", "SCALARS", "ARRAYS"]

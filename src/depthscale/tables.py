@@ -1,0 +1,160 @@
+"""Tables 1-5 of the paper and our Table 6, rebuilt from stored results (SPEC §7, §8): each a
+pandas DataFrame with the paper's values beside ours (columns `paper_*`), written as CSV and
+Markdown. Never retrains; a missing cell is NaN ('—' in Markdown).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from depthscale.analysis import gap_fit, loss_fit, plateau, reference_slopes
+from depthscale.formatting import number
+from depthscale.registry import (FIG3_SPECTRA, FIG56_SPECTRA, PAPER, PRESET_KS, REGISTRY, TABLE3_K2, TABLE3_K16,
+                                 TOP2_SPECTRA, paper_L0_top2)
+from depthscale.results import Results, Theory
+from depthscale.theory import two_zeta, zeta
+
+
+def table1(res: Results, th: Theory):
+    import pandas as pd
+
+    P = PAPER["table1_L0_difficult_k2"]
+    rows = []
+    for (a, b), pnl, pli in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
+        s_nl, f_nl = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+        _, f_li = loss_fit(res, "linear", "difficult", 2, a, b)
+        L0n, L0l = (f.L0 if f else math.nan for f in (f_nl, f_li))
+        var = s_nl.get("var_ystar")
+        R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]  # the linear floor at the nonlinear d, P
+        rows.append({"a": a, "b": b, "L0_nonlinear": L0n, "L0_linear": L0l,
+                     "ratio_linear_over_nonlinear": L0l / L0n if L0n > 0 else math.nan,
+                     "R_irr_at_nonlinear_geometry": R_irr,
+                     "ratio_equal_geometry": R_irr / L0n if L0n > 0 else math.nan,
+                     "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
+                     "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
+                     "paper_ratio": pli / pnl})
+    return pd.DataFrame(rows)
+
+
+def table2(res: Results, th: Theory):
+    import pandas as pd
+
+    paper = {(float(r["a"]), float(r["b"])): r for r in PAPER["table2_linear_easy"]}
+    rows = []
+    for a, b in FIG3_SPECTRA:
+        s, f = loss_fit(res, "linear", "easy", 1, a, b)
+        z = zeta(a, b)
+        ref = reference_slopes(th, a, b, [int(L) for L in s.depths]) if s else {"constrained": math.nan,
+                                                                               "free": math.nan}
+        rows.append({"a": a, "b": b, "zeta": z, "alpha": f.alpha if f else math.nan,
+                     "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan,
+                     "two_zeta": two_zeta(a, b), "alpha_constrained_finite": ref["constrained"],
+                     "alpha_free_finite": ref["free"], "paper_alpha": paper[(a, b)]["alpha"]})
+    return pd.DataFrame(rows)
+
+
+def table3(res: Results, th: Theory):
+    import pandas as pd
+
+    paper = {(r["k"], float(r["a"]), float(r["b"])): r for r in PAPER["table3_linear_floor"]}
+    rows = []
+    for k, spectra in ((2, TABLE3_K2), (16, TABLE3_K16)):
+        for a, b in spectra:
+            p = paper[(k, a, b)]
+            if k in PRESET_KS[res.preset]:
+                fl = th.floor(a, b, k)
+                R_irr, se, fin, fin_se = fl["R_irr"], fl["se"], fl["finite_P"], fl["finite_P_se"]
+            else:
+                R_irr = se = fin = fin_se = math.nan
+            m, m_se, _ = plateau(res, "linear", k, a, b)
+            rows.append({"k": k, "a": a, "b": b, "R_irr": R_irr, "R_irr_se": se,
+                         "finite_P_floor": fin, "finite_P_floor_se": fin_se,
+                         "plateau": m, "plateau_se": m_se,
+                         "diff_pct": 100 * (m - R_irr) / R_irr if R_irr and np.isfinite(R_irr) else math.nan,
+                         "diff_finite_P_pct": 100 * (m - fin) / fin if fin and np.isfinite(fin) else math.nan,
+                         "paper_R_irr": p["theory"], "paper_R_irr_se": p["theory_se"],
+                         "paper_measured": p["measured"],
+                         "paper_diff_pct": 100 * (p["measured"] - p["theory"]) / p["theory"]})
+    return pd.DataFrame(rows)
+
+
+def table4(res: Results, th: Theory):
+    import pandas as pd
+
+    rows = []
+    for p in PAPER["table4_nonlinear_fits"]:
+        k, a, b = p["k"], float(p["a"]), float(p["b"])
+        _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+        rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if f else math.nan,
+                     "alpha": f.alpha if f else math.nan, "alpha_se": f.alpha_se if f else math.nan,
+                     "r2": f.r2 if f else math.nan, "paper_L0": p["L0"], "paper_alpha": p["alpha"],
+                     "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
+    return pd.DataFrame(rows)
+
+
+def table5(res: Results, th: Theory):
+    import pandas as pd
+
+    rows = []
+    for p in PAPER["table5_gap_fits"]:
+        a, b = float(p["a"]), float(p["b"])
+        f, g, _ = gap_fit(res, a, b)
+        rows.append({"a": a, "b": b, "L0": f.L0 if f else math.nan,
+                     "alpha": g.alpha if g else math.nan, "alpha_se": g.alpha_se if g else math.nan,
+                     "r2": g.r2 if g else math.nan, "points_dropped": g.n_dropped if g else math.nan,
+                     "paper_alpha": p["alpha"], "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
+    return pd.DataFrame(rows)
+
+
+def table6(res: Results, th: Theory):
+    """The nonlinear floor, three ways, on every top-2 spectrum of Tables 1 and 4."""
+    import pandas as pd
+
+    paper = paper_L0_top2()
+    rows = []
+    for a, b in TOP2_SPECTRA:
+        s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+        R = s.get("R") if s else np.zeros(0)
+        R_deep = float(R[-1]) if len(R) and np.isfinite(R[-1]) else math.nan
+        sf = th.softmax_floor(a, b, 2)
+        p = paper[(a, b)]
+        L0 = f.L0 if f else math.nan
+        rows.append({"a": a, "b": b, "paper_L0": p, "single_head": sf["single_head"],
+                     "ensemble_floor": sf["ensemble_floor"], "ensemble_floor_se": sf["se"],
+                     "L0": L0, "R_Lmax": R_deep, "Lmax": int(s.depths[-1]) if s else math.nan,
+                     "paper_over_floor": p / sf["ensemble_floor"],
+                     "L0_over_paper": L0 / p, "R_Lmax_over_paper": R_deep / p,
+                     "R_Lmax_over_floor": R_deep / sf["ensemble_floor"],
+                     "iid_C": sf["iid_depth"]["C"], "iid_delta": sf["iid_depth"]["delta"]})
+    return pd.DataFrame(rows)
+
+
+TABLES: dict[str, Callable] = {"table1": table1, "table2": table2, "table3": table3,
+                               "table4": table4, "table5": table5, "table6": table6}
+
+
+def markdown_table(df) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(number(row[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_table(table_id: str, res: Results, th: Theory, out_dir: str | Path):
+    """Build table `table_id` and write <out_dir>/<table_id>.csv and .md. Returns (frame, paths)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = TABLES[table_id](res, th)
+    paths = [out_dir / f"{table_id}.csv", out_dir / f"{table_id}.md"]
+    df.to_csv(paths[0], index=False)
+    e = REGISTRY[table_id]
+    paths[1].write_text(f"### {table_id}: {e.title} [preset {res.preset}]\n\n" + markdown_table(df))
+    return df, paths
+
+
+__all__ = ["TABLES", "table1", "table2", "table3", "table4", "table5", "table6", "markdown_table", "write_table"]
