@@ -147,7 +147,7 @@ def test_reused_pid_does_not_keep_a_lease(store):
     store.release(rid)
 
 
-def _foreign_lease(store, rid, age):
+def foreign_lease(store, rid, age):
     path = store.run_dir(rid) / "lease"
     write_json_atomic(path, {"owner": "far", "host": "some-other-node", "pid": 1,
                              "start": None, "time": time.time() - age, "token": "far-token"})
@@ -157,9 +157,9 @@ def _foreign_lease(store, rid, age):
 def test_lease_on_another_host_expires_after_timeout(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
     rid = run_id(make_config("smoke"))
-    _foreign_lease(store, rid, age=1.0)
+    foreign_lease(store, rid, age=1.0)
     assert not store.claim(rid, "me") and store.run_state(rid) == "running"
-    _foreign_lease(store, rid, age=60.0)
+    foreign_lease(store, rid, age=60.0)
     assert store.run_state(rid) == "pending"
     assert store.claim(rid, "me")
     store.release(rid)
@@ -177,7 +177,7 @@ def test_breaking_a_stale_lease_has_one_winner(tmp_path, monkeypatch):
 
     monkeypatch.setattr(lease, "read_lease", slow_read_lease)
     for _ in range(10):
-        _foreign_lease(Store(root, lease_timeout=5.0), rid, age=60.0)
+        foreign_lease(Store(root, lease_timeout=5.0), rid, age=60.0)
         stores = [Store(root, lease_timeout=5.0) for _ in range(8)]
         barrier, wins = threading.Barrier(len(stores)), []
 
@@ -209,7 +209,7 @@ def test_heartbeat_keeps_lease_fresh_and_lost_lease_discards_result(tmp_path):
     assert time.time() - path.stat().st_mtime < 5
     # another host breaks the lease (here: we fake one that saw it stale) and takes the run
     path.unlink()
-    _foreign_lease(store, rid, age=0.0)
+    foreign_lease(store, rid, age=0.0)
     assert not store.heartbeat(rid)
     with pytest.warns(UserWarning, match="lost the lease"):
         assert not store.finish(rid, {"R_L": 1.0}, {})

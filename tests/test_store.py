@@ -18,6 +18,7 @@ from depthscale.config import make_config, run_id
 from depthscale.store import Store, StoreError
 
 import fake_worker
+from test_lease import foreign_lease
 
 
 @pytest.fixture
@@ -242,13 +243,6 @@ def test_bad_run_id_is_refused(store):
 
 # --- manifests and status ---
 
-def _foreign_lease(store, rid, age):
-    path = store.run_dir(rid) / "lease"
-    write_json_atomic(path, {"owner": "far", "host": "some-other-node", "pid": 1,
-                             "start": None, "time": time.time() - age, "token": "far-token"})
-    os.utime(path, (time.time() - age, time.time() - age))
-
-
 def test_status_counts_per_sweep(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
     cfgs = fake_worker.configs(8)
@@ -258,7 +252,7 @@ def test_status_counts_per_sweep(tmp_path):
     _finish(store, cfgs[0])
     _finish(store, cfgs[1])
     assert store.claim(rids[2], "me")
-    _foreign_lease(store, rids[3], age=60.0)  # stale: counts as pending
+    foreign_lease(store, rids[3], age=60.0)  # stale: counts as pending
     store.fail(rids[4], "boom")
     _finish(store, cfgs[6], stopped_because="nan", steps=3)
     _finish(store, cfgs[7])

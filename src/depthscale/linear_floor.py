@@ -104,7 +104,6 @@ def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PR
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(seed)
     f64 = dict(dtype=torch.float64, device=dev)
-    sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
     omega_t = torch.as_tensor(omega, **f64)
     B_t = torch.as_tensor(B, **f64)
     moments = _Moments(1 + n_basis)
@@ -113,14 +112,7 @@ def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PR
               desc=f"floor a={a} b={b} k={k}", unit="q", unit_scale=True) as bar:
         while done < n_ctx:
             nb = min(batch, n_ctx - done)
-            x = torch.randn(nb, P, d, generator=gen, **f64) * sqrt_lam  # (nb, P, d)
-            q = torch.randn(nb, m, d, generator=gen, **f64) * sqrt_lam  # (nb, m, d)
-            x_unit = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-            scores = q @ x_unit.transpose(1, 2)  # (nb, m, P), cosine up to the factor 1/|q|
-            top = torch.topk(scores, k, dim=-1).indices  # (nb, m, k)
-            sel = torch.gather(x.unsqueeze(1).expand(nb, m, P, d), 2,
-                               top.unsqueeze(-1).expand(nb, m, k, d))  # (nb, m, k, d)
-            t = sel.mean(dim=2)  # (nb, m, d), eq. 41
+            _, q, t = _topk_contexts(lam, P, k, nb, m, gen, **f64)  # queries and targets (eq. 41)
             T_i = (t * t * omega_t).sum(-1)  # t^T Omega t
             h_i = (q * t) @ B_t  # (nb, m, n): h~ in the G-orthonormal basis
             z = torch.cat([T_i.unsqueeze(-1), h_i], dim=-1).mean(dim=1)  # per-context means
