@@ -27,7 +27,7 @@ from scipy.special import gammaln, log_ndtr
 from tqdm import tqdm
 
 from depthscale.errors import InputError
-from depthscale.theory import check_int, check_k_P, lanczos, poly_basis, spectra
+from depthscale.theory import basis_images, check_int, check_k_P, lanczos, poly_basis, spectra
 
 L_PRIME = 8  # default number of powers Sigma^1..Sigma^L' in the floor (module docstring)
 
@@ -172,15 +172,8 @@ def sample_linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int
 
     def features(x, q):
         S = x.transpose(1, 2) @ x / P  # (n, d, d)
-        prev, cur = torch.zeros_like(q), q  # psi_{-1} = 0, psi_0 = const
-        out = []
-        for j in range(alpha.size):
-            s_cur = (S.unsqueeze(1) @ cur.unsqueeze(-1)).squeeze(-1)  # S psi_j(S) q
-            out.append(s_cur)
-            if j + 1 < alpha.size:
-                nxt = (s_cur - alpha[j] * cur - (beta_c[j - 1] * prev if j else 0.0)) / beta_c[j]
-                prev, cur = cur, nxt
-        return torch.stack(out, -1)  # (n, m, d, n_basis)
+        images = basis_images(lambda v: (S.unsqueeze(1) @ v.unsqueeze(-1)).squeeze(-1), q, (alpha, beta_c))
+        return torch.stack(images, -1)  # (n, m, d, n_basis): S psi_j(S) q
 
     n_b = alpha.size
     Gm, hv, T, n_seen = torch.zeros(n_b, n_b, **f64), torch.zeros(n_b, **f64), 0.0, 0

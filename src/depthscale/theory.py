@@ -217,6 +217,22 @@ def poly_basis(lam, omega, P, gen, n_poly, population, contexts=256):
     return alpha, beta
 
 
+def basis_images(apply_S, v: torch.Tensor, coeffs) -> list[torch.Tensor]:
+    """S psi_m(S) v for m < len(alpha), psi_m the orthonormal polynomials of the recurrence
+    coefficients `coeffs` = (alpha, beta) (poly_basis) and `apply_S` a product with S; the
+    three-term recurrence, never a power of S. psi_0 is a constant (its scale is irrelevant)."""
+    alpha, beta_c = coeffs
+    prev, cur = torch.zeros_like(v), v  # psi_{-1} = 0, psi_0 = const
+    out = []
+    for m in range(alpha.size):
+        s_cur = apply_S(cur)  # S psi_m(S) v: the image and the next recurrence step
+        out.append(s_cur)
+        if m + 1 < alpha.size:
+            nxt = (s_cur - alpha[m] * cur - (beta_c[m - 1] * prev if m else 0.0)) / beta_c[m]
+            prev, cur = cur, nxt
+    return out
+
+
 def _poly_features(lam, omega, P, n, coeffs, gen, population):
     """f_m = beta^T S psi_m(S) x_test (m < n_poly) and y* = beta^T x_test on n fresh contexts;
     S is the empirical U^T U / P, or Sigma with population=True."""
@@ -236,13 +252,8 @@ def _poly_features(lam, omega, P, n, coeffs, gen, population):
 
             def apply_S(v, S=S):
                 return (S @ v.unsqueeze(-1)).squeeze(-1)
-        prev, cur = torch.zeros_like(x), x  # psi_{-1} = 0, psi_0 = const (scale is irrelevant)
-        for m in range(alpha.size):
-            s_cur = apply_S(cur)  # S psi_m(S) x: the feature and the next recurrence step
-            F[lo:lo + c, m] = (beta * s_cur).sum(1)
-            if m + 1 < alpha.size:
-                nxt = (s_cur - alpha[m] * cur - (beta_c[m - 1] * prev if m else 0.0)) / beta_c[m]
-                prev, cur = cur, nxt
+        for m, s_img in enumerate(basis_images(apply_S, x, coeffs)):
+            F[lo:lo + c, m] = (beta * s_img).sum(1)
         y[lo:lo + c] = (beta * x).sum(1)
     return F.numpy(), y.numpy()
 
@@ -336,5 +347,5 @@ def curve(a: float, b: float, d: int, depths) -> dict:
 
 
 __all__ = ["spectra", "zeta", "two_zeta", "exponents", "constrained_curve", "free_curve", "curve",
-           "sample_free_curve", "sample_constrained_curve", "lanczos", "poly_basis", "check_int",
+           "sample_free_curve", "sample_constrained_curve", "lanczos", "poly_basis", "basis_images", "check_int",
            "check_k_P", "check_exponent", "check_depths"]
