@@ -143,7 +143,66 @@ def test_bad_inputs():
 
 def test_fit_dict():
     out = fit_dict(DEPTHS.tolist(), (1.0 + 2.0 * DEPTHS**-1.0).tolist())
-    assert set(out) == {"L0", "c", "alpha", "alpha_se", "r2"}
-    assert all(isinstance(v, float) for v in out.values())
+    assert set(out) == {"L0", "c", "alpha", "alpha_se", "r2", "n", "status", "reason"}
+    assert all(isinstance(out[k], float) for k in ("L0", "c", "alpha", "alpha_se", "r2"))
+    assert out["n"] == DEPTHS.size and out["status"] == "ok" and out["reason"] == ""
     np.testing.assert_allclose([out["L0"], out["c"], out["alpha"]], [1.0, 2.0, 1.0], rtol=1e-7)
     assert fit_dict(DEPTHS, 2.0 * DEPTHS**-1.0, floor=False)["L0"] == 0.0
+
+
+def test_a_well_posed_fit_is_ok():
+    rng = np.random.default_rng(5)
+    f = fit_power_law(DENSE_DEPTHS, noisy(1.0 + 3.0 * DENSE_DEPTHS**-1.0, 0.01, rng))
+    assert f.status == "ok" and f.ok and f.reason == ""
+    g = fit_power_law(DEPTHS[:3], 3.0 * DEPTHS[:3] ** -1.0 * [1.0, 1.01, 0.99], floor=False)
+    assert g.status == "ok", g.reason  # 3 points, 2 parameters: one residual degree of freedom
+
+
+@pytest.mark.parametrize("L, R, floor, why", [
+    # the issue's example: 3 points for 3 parameters, and the loss rises at L = 4
+    ([1, 2, 4], [3.62, 3.18, 3.28], True, "3 points for 3 parameters (need at least 4)"),
+    ([1, 2], [2.0, 1.0], False, "2 points for 2 parameters (need at least 3)"),
+    # a pure power law: the best floor is its bound 0
+    (DEPTHS, 3.0 * DEPTHS**-1.0 * (1 + 0.01 * np.sin(DEPTHS)), True, "L0 = 0 at its bound 0"),
+    # the loss rises with depth: alpha sits on its lower bound
+    (DEPTHS, 1.0 + 0.1 * np.log(DEPTHS), True, "at its bound [0, 100]"),
+    (DEPTHS, 1.0 + 0.1 * np.log(DEPTHS), False, "at its bound [0, 100]"),
+])
+def test_degenerate_fits_say_why(L, R, floor, why):
+    f = fit_power_law(L, R, floor=floor)
+    assert f.status == "degenerate" and not f.ok
+    assert why in f.reason, f.reason
+    d = fit_dict(L, R, floor=floor)
+    assert d["status"] == "degenerate" and why in d["reason"]
+
+
+def test_degeneracy_rules():
+    from depthscale.fits import degeneracy
+
+    assert degeneracy(9, True, 1.0, 0.1, 2.0, 0.1, 0.99) == ""
+    assert "no finite SE of alpha" in degeneracy(9, True, 1.0, math.nan, 2.0, 0.1, 0.99)
+    assert "no finite SE of L0" in degeneracy(9, True, 1.0, 0.1, 2.0, math.nan, 0.99)
+    assert "R^2 undefined" in degeneracy(9, False, 1.0, 0.1, 0.0, math.nan, math.nan)
+    assert "did not converge" in degeneracy(9, False, 1.0, 0.1, 0.0, math.nan, 0.9, success=False)
+    assert "alpha = 100" in degeneracy(9, False, 100.0, 0.1, 0.0, math.nan, 0.9)
+    # several reasons are all given
+    assert degeneracy(3, True, 1.0, math.nan, 2.0, math.nan, 0.9).count(";") == 1
+
+
+def test_gap_fit_carries_the_status():
+    f = fit_gap(DEPTHS[1:3], 2.0 - DEPTHS[1:3] ** -1.0, 2.0)  # 2 points for c and alpha
+    assert f.status == "degenerate" and "2 points for 2 parameters" in f.reason
+
+
+def test_cli_fit_flags_the_degenerate_fit(capsys):
+    """`depthscale fit --depths 1,2,4 --losses 3.62,3.18,3.28 --json` (the issue's example)."""
+    import json
+
+    from depthscale import cli
+
+    assert cli.main(["fit", "--depths", "1,2,4", "--losses", "3.62,3.18,3.28", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "degenerate" and "3 points for 3 parameters" in out["reason"]
+    assert out["alpha_se"] is None  # no SE: null in strict JSON
+    assert cli.main(["fit", "--depths", "1,2,4,8,16", "--losses", "10,6,4.1,3.4,3.2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "ok"

@@ -3,7 +3,9 @@
 quantiles, the measured plateau and the slopes of the finite-size reference curves.
 
 Input: `results.Results` (the store's finished runs of one preset) and `results.Theory`. Fits are
-made to the seed means; a series that cannot be fitted gives None, never an exception.
+made to the seed means; a series that cannot be fitted gives None, never an exception. A fit that
+can be made but is degenerate (fits.FitResult.status) is returned as it is: the caller draws it as
+data only and judges no claim on it.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ def mode_crossings(s: Series, modes: Sequence[int], d: int, a: float, b: float,
 
 
 def reducible_modes(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
-    """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b)."""
+    """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b).
+    A mode whose fit is degenerate (fits.FitResult.status) has no R_k,inf and is left out."""
     out = {}
     if not s or s.depths[0] != 1:
         return out
@@ -99,6 +102,8 @@ def reducible_modes(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
         try:
             f = fit_power_law(s.depths[ok].astype(float), v[ok], floor=True)
         except ValueError:
+            continue
+        if not f.ok:
             continue
         den = v[0] - f.L0
         if den > 0:
@@ -168,7 +173,8 @@ def reference_slopes(th: Theory, a: float, b: float, depths: Sequence[int]) -> d
             continue
         by_L = dict(zip(ref["depths"], ref["in_sample"]))
         Ls = [L for L in depths if L in by_L and by_L[L] > 0]
-        out[name] = fit_power_law(Ls, [by_L[L] for L in Ls], floor=False).alpha if len(Ls) >= 3 else math.nan
+        f = fit_power_law(Ls, [by_L[L] for L in Ls], floor=False) if len(Ls) >= 3 else None
+        out[name] = f.alpha if f is not None and f.ok else math.nan
     return out
 
 

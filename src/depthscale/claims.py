@@ -21,6 +21,9 @@ Operational choices:
   at L = 1 the context states are updated after the only read of them, so m gets no gradient and
   keeps its initial value (0).
 - Claim 9: rho at every depth.
+- A claim built on a fit judges only a well-posed one: a degenerate fit (fits.FitResult.status:
+  too few points, a parameter on its bound, no SE, R² undefined) makes its item FAIL, and the
+  detail says "degenerate fit" with the reason.
 """
 
 from __future__ import annotations
@@ -50,6 +53,19 @@ class MissingRuns(Exception):
 def _g(x) -> str:
     """A number in a claim's detail: 4 significant digits, 'nan' for NaN."""
     return number(x, table=False)
+
+
+def fit_problem(f) -> str:
+    """Why fit `f` cannot carry a claim ('' when it can): no fit, or a degenerate one and its reason."""
+    if f is None:
+        return "no fit"
+    return "" if f.ok else f"degenerate fit: {f.reason}"
+
+
+def _verdict(good: bool, f) -> str:
+    """'ok', 'NO', or 'NO (degenerate fit: reason)' at the end of an item's detail."""
+    why = fit_problem(f)
+    return "ok" if good else f"NO ({why})" if why else "NO"
 
 
 def require(res: Results, model: str, task: str, k: int, spectra, depths=None) -> None:
@@ -87,15 +103,16 @@ def c1(res, th):
         ref = reference_slopes(th, a, b, [int(L) for L in s.depths])
         lo, hi = ref["constrained"], ref["free"]
         se = f.alpha_se if f is not None and math.isfinite(f.alpha_se) else math.nan
-        good = (f is not None and math.isfinite(se) and math.isfinite(lo) and math.isfinite(hi)
+        good = (not fit_problem(f) and math.isfinite(se) and math.isfinite(lo) and math.isfinite(hi)
                 and min(lo, hi) - 2 * se <= f.alpha <= max(lo, hi) + 2 * se)
         ok &= good
         meas[label(a, b)] = {"alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,
                             "alpha_constrained_finite": lo, "alpha_free_finite": hi,
-                            "zeta": z, "two_zeta": two_zeta(a, b), "paper_alpha": paper[(a, b)]}
+                            "zeta": z, "two_zeta": two_zeta(a, b), "paper_alpha": paper[(a, b)],
+                            "fit_status": f.status if f else None}
         parts.append(f"{label(a, b)} α={_g(f.alpha if f else None)}±{_g(se)} in [{_g(lo)},{_g(hi)}] "
                      f"(asymptotic [{_g(z)},{_g(two_zeta(a, b))}], paper {_g(paper[(a, b)])}), "
-                     f"R²={_g(f.r2 if f else None)} {'ok' if good else 'NO'}")
+                     f"R²={_g(f.r2 if f else None)} {_verdict(good, f)}")
     return meas, ok, "; ".join(parts)
 
 
@@ -182,11 +199,12 @@ def c5a(res, th):
     meas, parts, ok = {}, [], True
     for a, b in TOP2_SPECTRA:
         _, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
-        good = f is not None and 0.8 <= f.alpha <= 1.2 and f.r2 >= 0.99
+        good = not fit_problem(f) and 0.8 <= f.alpha <= 1.2 and f.r2 >= 0.99
         ok &= good
-        meas[label(a, b)] = {"alpha": f.alpha if f else None, "r2": f.r2 if f else None}
+        meas[label(a, b)] = {"alpha": f.alpha if f else None, "r2": f.r2 if f else None,
+                             "fit_status": f.status if f else None}
         parts.append(f"{label(a, b)} α={_g(f.alpha if f else None)}±{_g(f.alpha_se if f else None)}, "
-                     f"R²={_g(f.r2 if f else None)} {'ok' if good else 'NO'}")
+                     f"R²={_g(f.r2 if f else None)} {_verdict(good, f)}")
     return meas, ok, "; ".join(parts)
 
 
@@ -201,10 +219,10 @@ def c5b(res, th):
         _, fn = loss_fit(res, "nonlinear", "difficult", 2, a, b)
         _, fl = loss_fit(res, "linear", "difficult", 2, a, b)
         R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]
-        if fn is None:
+        if fit_problem(fn):
             ok = False
             meas[label(a, b)] = None
-            parts.append(f"{label(a, b)} nonlinear fit failed NO")
+            parts.append(f"{label(a, b)} nonlinear L0: {fit_problem(fn)} NO")
             continue
         ratio = R_irr / fn.L0 if fn.L0 > 0 else math.inf
         good = fn.L0 <= R_irr / 2
@@ -229,12 +247,13 @@ def c5c(res, th):
         L0 = f.L0 if f else math.nan
         rel = {"R_Lmax/paper": R_deep / p - 1, "R_Lmax/floor": R_deep / fl - 1,
                "L0/paper": L0 / p - 1, "L0/floor": L0 / fl - 1}
-        good = f is not None and all(abs(v) <= 0.05 for v in rel.values())
+        good = not fit_problem(f) and all(abs(v) <= 0.05 for v in rel.values())
         ok &= good
-        meas[label(a, b)] = {"R_Lmax": R_deep, "L0": f.L0 if f else None, "paper_L0": p, "floor": fl}
+        meas[label(a, b)] = {"R_Lmax": R_deep, "L0": f.L0 if f else None, "paper_L0": p, "floor": fl,
+                             "fit_status": f.status if f else None}
         parts.append(f"{label(a, b)} R_{int(s.depths[-1])}={_g(R_deep)}, L0={_g(L0)} vs paper {_g(p)}, "
                      f"floor {_g(fl)} (" + ", ".join(f"{k} {100 * v:+.1f}%" for k, v in rel.items())
-                     + (") ok" if good else ") NO"))
+                     + f") {_verdict(good, f)}")
     return meas, ok, "; ".join(parts)
 
 
@@ -272,6 +291,9 @@ def c7(res, th):
     ok = bool(np.isfinite(sn) and np.isfinite(sl) and sn < sl)
     detail = (f"{label(a, b)}: mean over L>=2 of the range across modes of the normalised reducible "
               f"loss: nonlinear {_g(sn)} ({nn} modes fitted) vs linear {_g(sl)} ({nl} modes fitted)")
+    if min(nn, nl) < 2:
+        detail += ("; fewer than 2 modes with a well-posed (non-degenerate) fit of R_k,inf"
+                   f" over {len(s_nl.depths)} depths: NO")
     return {"nonlinear_spread": sn, "linear_spread": sl}, ok, detail
 
 
@@ -282,11 +304,11 @@ def c8a(res, th):
     meas, parts, ok = {}, [], True
     for model, k in items:
         _, f = loss_fit(res, model, "difficult", k, 0.0, 0.0)
-        good = f is not None and 0.6 <= f.alpha <= 1.3
+        good = not fit_problem(f) and 0.6 <= f.alpha <= 1.3
         ok &= good
         meas[model] = f.alpha if f else None
         parts.append(f"{model} α={_g(f.alpha if f else None)}±{_g(f.alpha_se if f else None)} "
-                     f"{'ok' if good else 'NO'}")
+                     f"{_verdict(good, f)}")
     return meas, ok, "; ".join(parts)
 
 
@@ -343,16 +365,18 @@ def c11(res, th):
     meas, parts, ok = {}, [], True
     for a, b in FIG56_SPECTRA:
         f, g, _ = gap_fit(res, a, b)
-        good = g is not None and 0.8 <= g.alpha <= 1.2
+        good = not fit_problem(f) and not fit_problem(g) and 0.8 <= g.alpha <= 1.2
         ok &= good
         meas[label(a, b)] = g.alpha if g else None
         if g is None:
             why = "loss fit failed" if f is None else f"L0={_g(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
             parts.append(f"{label(a, b)} no fit ({why}) NO")
             continue
+        verdict = ("ok" if good else f"NO (L0 from a {fit_problem(f)})" if fit_problem(f)
+                   else _verdict(good, g))
         parts.append(f"{label(a, b)} α={_g(g.alpha)}±{_g(g.alpha_se)}, R²={_g(g.r2)}"
                      + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
-                     + (" ok" if good else " NO"))
+                     + f" {verdict}")
     return meas, ok, "; ".join(parts)
 
 
@@ -421,4 +445,4 @@ def check_all(res: Results, th: Theory, ids: str | Iterable[str] | None = "all")
     return [check(cid, res, th) for cid, _, _, _, uses in CLAIMS if wanted & set(uses)]
 
 
-__all__ = ["CLAIMS", "check", "check_all", "require", "MissingRuns"]
+__all__ = ["CLAIMS", "check", "check_all", "require", "MissingRuns", "fit_problem"]

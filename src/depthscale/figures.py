@@ -2,13 +2,19 @@
 
 Input: `results.Results` (the store's finished runs of one preset) and `results.Theory`. Points
 are means over seeds, error bars the SE over seeds (none with one seed); fit lines come from
-analysis.py. A panel whose runs are missing says so in the panel. Figures use matplotlib's object
-API with the Agg canvas (no pyplot, no global backend switch) and are written as PNG and PDF.
+analysis.py and are drawn only for a well-posed fit (fits.FitResult.status "ok"), with α ± SE in
+the legend entry of their series; a degenerate fit is drawn as data only and the panel says why.
+A panel whose runs are missing says so in the panel. Labels are mathtext ($R_L$, $C_L$, ...);
+legends are titled with what they list; log axes get enough labelled ticks to be read. The
+figure carries no title or provenance: the report's heading and provenance say what and which
+preset. Figures use matplotlib's object API with the Agg canvas (no pyplot, no global backend
+switch) and are written as PNG and PDF, the PDF with TrueType (Type 42) fonts (`STYLE`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -19,11 +25,16 @@ from depthscale.analysis import (MODE_FLOOR, fit_series, mode_curves, normalised
 from depthscale.formatting import label
 from depthscale.registry import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES,
                                  FIG7_SPECTRUM, FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA, ORIGIN, PAPER,
-                                 PRESET_KS, REGISTRY, depth_set, preset_shape)
+                                 PRESET_KS, depth_set, preset_shape)
 from depthscale.results import Results, Theory
 
 
 # ================================================================ helpers
+
+# rcParams every figure is built and saved under: TrueType (Type 42) fonts in PDF/PS, not Type 3
+STYLE = {"pdf.fonttype": 42, "ps.fonttype": 42, "mathtext.fontset": "dejavusans",
+         "legend.title_fontsize": 7, "legend.fontsize": 6.5}
+
 
 def _new_figure(ncols: int, nrows: int = 1, width: float = 4.0, height: float = 3.3):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -40,6 +51,9 @@ def _colors(n: int):
 
     cmap = colormaps["viridis"]
     return [cmap(x) for x in (np.linspace(0.0, 0.85, n) if n > 1 else [0.0])]
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")  # with colour: series apart in greyscale too
 
 
 def _missing(ax, text: str = "missing runs", blank: bool = False) -> None:
@@ -61,50 +75,125 @@ def _errorbar(ax, x, y, se, **kw):
 
 
 def _logx(ax) -> None:
-    """Depth axis: log base 2, plain integer labels (no mathtext: it dominates render time)."""
+    """Depth axis: log base 2, plain integer labels (no mathtext in ticks: it dominates render time)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator([2.0 ** i for i in range(0, 13)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("depth L")
+    ax.set_xlabel("depth $L$")
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Major ticks for a log axis spanning [lo, hi]: the sparsest of 1, (1, 3), (1, 2, 5),
+    (1, 1.5, 2, 3, 5, 7) and 1..9 per decade that puts at least 3 ticks inside the range; over
+    many decades every n-th power of ten; on a range too narrow for any of them, 3-5 evenly
+    spaced round values (so a panel never shows fewer than 2 labelled ticks)."""
+    if not (lo > 0 and hi > lo and math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    if e1 - e0 > 7:
+        step = math.ceil((e1 - e0) / 6)
+        return [10.0 ** e for e in range(e0, e1 + 1) if e % step == 0 and lo <= 10.0 ** e <= hi]
+    for subs in ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), tuple(range(1, 10))):
+        ticks = [m * 10.0 ** e for e in range(e0, e1 + 1) for m in subs if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 3:
+            return ticks
+    from matplotlib.ticker import MaxNLocator
+
+    return [float(t) for t in MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+            if lo <= t <= hi and t > 0]
+
+
+def tick_text(v: float, digits: int = 3) -> str:
+    """A tick label: plain below 10^4 and above 10^-3 (to `digits` significant digits), else
+    m×10ⁿ with a Unicode superscript (no mathtext: ticks are many)."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    if 1e-3 <= abs(v) < 1e4:
+        return f"{v:.{digits}g}"
+    e = math.floor(math.log10(abs(v)) + 1e-9)
+    m = float(f"{v / 10.0 ** e:.{digits}g}")
+    power = "10" + str(e).translate(_SUPERSCRIPT)
+    return power if m == 1 else f"{m:g}×{power}"
 
 
 def _logy(ax) -> None:
-    """Log y axis with plain labels (call after plotting: the tick density follows the range)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """Log y axis with readable labels (call after plotting: the ticks follow the range)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
-    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
-    subs = (1.0, 2.0, 5.0) if decades < 1.5 else (1.0, 3.0) if decades < 3 else (1.0,)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    ticks = log_ticks(lo, hi)
+    if len(ticks) < 2:
+        return  # matplotlib's own log ticks
+    digits = next((n for n in range(2, 7) if len({tick_text(t, n) for t in ticks}) == len(ticks)), 6)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v, digits)))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _loglog(ax, xlabel: str = "depth L", ylabel: str = "loss R_L") -> None:
+def _loglog(ax, xlabel: str = "depth $L$", ylabel: str = "loss $R_L$") -> None:
     _logx(ax)
     _logy(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
 
 
-def _finish_legend(ax, n: int) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6.5, ncol=1 if n <= 5 else 2, frameon=False)
+def _finish_legend(ax, n: int, title: str | None = None, room: bool = False) -> None:
+    """Legend titled `title`; room=True first raises the top of the y axis so that the legend,
+    in the upper right corner, sits above the data instead of on it."""
+    handles = ax.get_legend_handles_labels()[0]
+    if not handles:
+        return
+    ncol = 1 if n <= 5 else 2
+    loc = "best"
+    if room:
+        lines = math.ceil(len(handles) / ncol) + (title.count("\n") + 1 if title else 0)
+        frac = min(0.6, 0.055 * lines + 0.05)  # share of the axes height the legend needs
+        lo, hi = ax.get_ylim()
+        if ax.get_yscale() == "log" and lo > 0 and hi > lo:
+            ax.set_ylim(lo, hi * (hi / lo) ** (frac / (1 - frac)))
+            _logy(ax)
+        elif hi > lo:
+            ax.set_ylim(lo, hi + (hi - lo) * frac / (1 - frac))
+        loc = "upper right"
+    ax.legend(fontsize=6.5, ncol=ncol, title=title, loc=loc, frameon=True, framealpha=0.85,
+              edgecolor="none", borderpad=0.3)
+
+
+def _spectra_title(groups) -> str:
+    """Legend title for a list of (k, (a, b)) groups."""
+    return "$k$, $(a, b)$" if len({g[0] for g in groups}) > 1 else "$(a, b)$"
+
+
+def _wrap(lines: list[str], width: int = 48) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.fill(x, width) for x in lines)
+
+
+def fit_text(f) -> str:
+    """α ± SE of a fit for a legend entry (mathtext)."""
+    se = f"{f.alpha_se:.2f}" if math.isfinite(f.alpha_se) else "?"
+    return rf"$\alpha = {f.alpha:.2f} \pm {se}$"
 
 
 def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[int, tuple]],
                fit: bool | None = None, metric: str = "R", hlines: Callable | None = None,
-               fit_floor: bool | None = None, ylabel: str = "loss R_L") -> dict:
+               fit_floor: bool | None = None, ylabel: str = "loss $R_L$") -> dict:
     """Seed-mean `metric` vs depth for (k, (a, b)) pairs, with fit lines (fit=True) and optional
-    horizontal theory lines `hlines(k, a, b) -> (value, se) | None`. Returns the fits."""
+    horizontal theory lines `hlines(k, a, b) -> (value, se) | None`. A well-posed fit is drawn as a
+    line with α ± SE in the series' legend entry; a degenerate one as data only (joined points),
+    the panel naming the reason. Returns the well-posed fits."""
     colors = _colors(len(groups))
-    fits, missing, drawn = {}, [], 0
+    fits, missing, drawn, degenerate = {}, [], 0, {}
     Lmax = depth_set(res.preset, "all")[-1]
-    for (k, (a, b)), col in zip(groups, colors):
+    for i, ((k, (a, b)), col) in enumerate(zip(groups, colors)):
         s = res.series(model, task, k, a, b)
         lab = label(a, b, k if len({g[0] for g in groups}) > 1 else None)
         if hlines is not None:
@@ -117,21 +206,27 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
             missing.append(lab)
             continue
         drawn += 1
-        _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=lab,
-                  ls="-" if not fit else "none")
-        if fit:
-            f = fit_series(s, task != "easy" if fit_floor is None else fit_floor, metric)
-            if f is not None:
-                fits[(k, a, b)] = f
-                Lg = np.geomspace(1, Lmax, 100)
-                ax.plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
+        f = fit_series(s, task != "easy" if fit_floor is None else fit_floor, metric) if fit else None
+        if f is not None and not f.ok:  # grouped by the kind of reason (the values left out)
+            why = re.sub(r" = -?[0-9.]+(e[-+]?[0-9]+)?", "", f.reason).replace("alpha", "α")
+            degenerate.setdefault(why, []).append(lab)
+        law = f is not None and f.ok
+        _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker=MARKERS[i % len(MARKERS)], color=col,
+                  label=f"{lab}: {fit_text(f)}" if law else lab, ls="none" if law else "-")
+        if law:
+            fits[(k, a, b)] = f
+            Lg = np.geomspace(1, Lmax, 100)
+            ax.plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
     _loglog(ax, ylabel=ylabel)
     if drawn == 0:
         _missing(ax, "missing runs")
-    elif missing:
-        ax.text(0.02, 0.02, "missing: " + ", ".join(missing), transform=ax.transAxes, fontsize=6,
-                color="0.4")
-    _finish_legend(ax, len(groups))
+    # remarks go under the legend's title, so that the legend's placement keeps them off the data
+    notes = ["missing: " + ", ".join(missing)] if drawn and missing else []
+    notes += [f"no law drawn, degenerate fit ({why}): {', '.join(labs)}"
+              if len(degenerate) > 1 or len(labs) < drawn else f"no law drawn: degenerate fits ({why})"
+              for why, labs in degenerate.items()]
+    title = _spectra_title(groups) + ("\n" + _wrap(notes) if notes else "")
+    _finish_legend(ax, len(groups), title, room=True)
     return fits
 
 
@@ -140,7 +235,7 @@ def _decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str
     """C_L or A_L - C_L (metric 'C' or 'gap') vs depth, L >= 2."""
     colors = _colors(len(groups))
     drawn = 0
-    for (k, (a, b)), col in zip(groups, colors):
+    for i, ((k, (a, b)), col) in enumerate(zip(groups, colors)):
         s = res.series(model, "difficult", k, a, b)
         if not s:
             continue
@@ -151,7 +246,7 @@ def _decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str
         if not ok.any():
             continue
         drawn += 1
-        _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col,
+        _errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker=MARKERS[i % len(MARKERS)], color=col,
                   label=label(a, b, k if len({g[0] for g in groups}) > 1 else None))
         if L0_lines and (k, a, b) in L0_lines:
             ax.axhline(L0_lines[(k, a, b)], color=col, ls=":", lw=0.8)
@@ -161,7 +256,7 @@ def _decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str
     ax.set_ylabel(ylabel)
     if not drawn:
         _missing(ax)
-    _finish_legend(ax, len(groups))
+    _finish_legend(ax, len(groups), _spectra_title(groups), room=True)
 
 
 def _pairs(k: int, spectra) -> list[tuple[int, tuple]]:
@@ -181,16 +276,16 @@ def fig1(res: Results, th: Theory):
     loss_panel(ax[1], res, "nonlinear", "easy", _pairs(1, FIG4_SPECTRA))
     _panel_title(ax[1], "b", "nonlinear, easy")
     loss_panel(ax[2], res, "linear", "difficult", _pairs(2, FIG56_SPECTRA))
-    _panel_title(ax[2], "c", "linear, difficult (k=2)")
+    _panel_title(ax[2], "c", "linear, difficult ($k=2$)")
     loss_panel(ax[3], res, "nonlinear", "difficult", _pairs(2, FIG56_SPECTRA))
-    _panel_title(ax[3], "d", "nonlinear, difficult (k=2)")
+    _panel_title(ax[3], "d", "nonlinear, difficult ($k=2$)")
     return fig
 
 
 def fig3(res: Results, th: Theory):
     fig, ax = _new_figure(3)
-    for i, (sel, name) in enumerate(((lambda s: s[0] == 2.0, "a=2, b varies"),
-                                     (lambda s: s[1] == 2.0, "b=2, a varies"))):
+    for i, (sel, name) in enumerate(((lambda s: s[0] == 2.0, "$a=2$, $b$ varies"),
+                                     (lambda s: s[1] == 2.0, "$b=2$, $a$ varies"))):
         spectra = [s for s in FIG3_SPECTRA if sel(s)]
         colors = _colors(len(spectra))
         for (a, b), col in zip(spectra, colors):  # finite-size reference curves, same colour
@@ -209,22 +304,29 @@ def fig3(res: Results, th: Theory):
             ax[i].set_ylim(bottom=max(ax[i].get_ylim()[0], data.min() / 30))
             _logy(ax[i])
         _panel_title(ax[i], "ab"[i], f"linear, easy, {name}")
-    for axis in ax[:2]:  # legend entries for the theory curves
-        axis.plot([], [], ls=":", color="0.4", label="best shared GD step (constrained)")
-        axis.plot([], [], ls="--", color="0.4", label="best polynomial (free)")
-        _finish_legend(axis, 7)
+    # one key for the line styles, below the panels; the colour of a spectrum is the same for its
+    # data, its fit and its two theory curves (panel legends)
+    from matplotlib.lines import Line2D
+
+    key = [Line2D([], [], color="0.3", marker="o", ls="none", ms=4, label="trained (seed mean)"),
+           Line2D([], [], color="0.3", ls="-", lw=0.9, label=r"fit $c\,L^{-\alpha}$"),
+           Line2D([], [], color="0.3", ls="--", lw=0.9, label="theory: best polynomial in $S$ (free)"),
+           Line2D([], [], color="0.3", ls=":", lw=0.9, label="theory: best shared GD step (constrained)")]
+    fig.legend(handles=key, loc="outside lower center", ncol=4, frameon=False, fontsize=7,
+               title="line style (the colour of a spectrum is shared by its data, fit and theory)",
+               title_fontsize=7)
     a, b = FIG3C_SPECTRUM
     s = res.series("linear", "easy", 1, a, b)
     d = preset_shape(res.preset, "linear")[0]
     norm = normalised_modes(s, FIG3C_MODES, d, a, b)
     for (m, v), col in zip(norm.items(), _colors(len(norm))):
         ok = np.isfinite(v) & (v > 0)
-        ax[2].plot(s.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
-    ax[2].axhline(MODE_FLOOR, color="k", ls="--", lw=0.8, label="2% floor")
-    _loglog(ax[2], ylabel="R_k / (omega_k lambda_k)")
+        ax[2].plot(s.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"$k={m}$")
+    ax[2].axhline(MODE_FLOOR, color="k", ls="--", lw=0.8, label="2% (learned)")
+    _loglog(ax[2], ylabel=r"$R_k\,/\,(\omega_k \lambda_k)$")
     if not norm:
         _missing(ax[2])
-    _finish_legend(ax[2], len(norm) + 1)
+    _finish_legend(ax[2], len(norm) + 1, "mode", room=True)
     _panel_title(ax[2], "c", f"normalised mode-wise loss {label(a, b)}")
     return fig
 
@@ -232,9 +334,9 @@ def fig3(res: Results, th: Theory):
 def fig4(res: Results, th: Theory):
     fig, ax = _new_figure(3)
     loss_panel(ax[0], res, "nonlinear", "easy", _pairs(1, [s for s in FIG4_SPECTRA if s[1] == 0]))
-    _panel_title(ax[0], "a", "nonlinear, easy, b=0")
+    _panel_title(ax[0], "a", "nonlinear, easy, $b=0$")
     loss_panel(ax[1], res, "nonlinear", "easy", _pairs(1, [s for s in FIG4_SPECTRA if s[0] == 0]))
-    _panel_title(ax[1], "b", "nonlinear, easy, a=0")
+    _panel_title(ax[1], "b", "nonlinear, easy, $a=0$")
     drawn = 0
     depths = depth_set(res.preset, "all")
     for L, col in zip(depths, _colors(len(depths))):
@@ -243,14 +345,14 @@ def fig4(res: Results, th: Theory):
         if not cur or not cur.get("step"):
             continue
         y = np.asarray(cur["top1_mass"], float)
-        ax[2].plot(cur["step"], y, color=col, lw=1.1, label=f"L={L}")
+        ax[2].plot(cur["step"], y, color=col, lw=1.1, label=f"{L}")
         drawn += 1
     ax[2].set_xlabel("training step")
     ax[2].set_ylabel("top-1 attention mass")
     ax[2].set_ylim(-0.02, 1.02)
     if not drawn:
         _missing(ax[2], "missing runs or curves")
-    _finish_legend(ax[2], drawn)
+    _finish_legend(ax[2], drawn, "depth $L$")
     _panel_title(ax[2], "c", "top-1 mass during training at (1,0), seed 0")
     return fig
 
@@ -260,10 +362,10 @@ def fig5(res: Results, th: Theory):
     floor = lambda k, a, b: (th.floor(a, b, k)["R_irr"], th.floor(a, b, k)["se"])  # noqa: E731
     loss_panel(ax[0], res, "linear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]),
                hlines=floor)
-    _panel_title(ax[0], "a", "linear, difficult, a=0 (dashed: R_irr)")
+    _panel_title(ax[0], "a", r"linear, difficult, $a=0$ (dashed: $R_{\mathrm{irr}}$)")
     loss_panel(ax[1], res, "linear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0]),
                hlines=floor)
-    _panel_title(ax[1], "b", "linear, difficult, b=0 (dashed: R_irr)")
+    _panel_title(ax[1], "b", r"linear, difficult, $b=0$ (dashed: $R_{\mathrm{irr}}$)")
     return fig
 
 
@@ -277,14 +379,14 @@ def fig6(res: Results, th: Theory):
     fl = _softmax_floor_line(th)
     loss_panel(ax[0], res, "nonlinear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]), fit=True,
                hlines=fl)
-    _panel_title(ax[0], "a", "a=0, fits L0 + c L^-alpha; dashed: ens. floor")
+    _panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: ens. floor")
     b0 = _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0])
     fits = loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl)
-    _panel_title(ax[1], "b", "b=0; dashed: ensemble floor")
-    _decomp_panel(ax[2], res, "nonlinear", b0, "C", "C_L", {k: f.L0 for k, f in fits.items()})
-    _panel_title(ax[2], "c", "C_L at b=0 (dotted: fitted L0)")
-    _decomp_panel(ax[3], res, "nonlinear", b0, "gap", "A_L - C_L")
-    _panel_title(ax[3], "d", "A_L - C_L at b=0")
+    _panel_title(ax[1], "b", "$b=0$; dashed: ensemble floor")
+    _decomp_panel(ax[2], res, "nonlinear", b0, "C", "$C_L$", {k: f.L0 for k, f in fits.items()})
+    _panel_title(ax[2], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
+    _decomp_panel(ax[3], res, "nonlinear", b0, "gap", "$A_L - C_L$")
+    _panel_title(ax[3], "d", "$A_L - C_L$ at $b=0$")
     return fig
 
 
@@ -296,23 +398,24 @@ def fig7(res: Results, th: Theory):
     raw = mode_curves(s_nl, FIG7_MODES)
     for (m, v), col in zip(raw.items(), _colors(len(raw))):
         ok = np.isfinite(v) & (v > 0)
-        ax[0].plot(s_nl.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
-    _loglog(ax[0], ylabel="R_k")
+        ax[0].plot(s_nl.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"$k={m}$")
+    _loglog(ax[0], ylabel="$R_k$")
     _panel_title(ax[0], "a", f"nonlinear: mode-wise loss {label(a, b)}")
     for i, (s, name) in enumerate(((s_nl, "nonlinear"), (s_li, "linear")), start=1):
         red = reducible_modes(s, FIG7_MODES)
         for (m, v), col in zip(red.items(), _colors(len(red))):
-            ax[i].plot(s.depths, v, "o-", color=col, ms=4, lw=1.1, label=f"mode {m}")
+            ax[i].plot(s.depths, v, "o-", color=col, ms=4, lw=1.1, label=f"$k={m}$")
         _logx(ax[i])
-        ax[i].set_ylabel("(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf)")
+        ax[i].set_ylabel(r"$(R_k(L) - R_{k,\infty})\,/\,(R_k(1) - R_{k,\infty})$")
         ax[i].axhline(0, color="0.6", lw=0.6)
         if not red:
-            _missing(ax[i], "missing runs (or too few depths to fit R_k,inf)")
-        _finish_legend(ax[i], len(red))
+            _missing(ax[i], "missing runs, or no well-posed fit of $R_{k,\\infty}$\n"
+                            "(degenerate: too few depths, or $R_{k,\\infty}$ on its bound 0)")
+        _finish_legend(ax[i], len(red), "mode")
         _panel_title(ax[i], "bc"[i - 1], f"{name}: normalised reducible loss")
     if not raw:
         _missing(ax[0])
-    _finish_legend(ax[0], len(raw))
+    _finish_legend(ax[0], len(raw), "mode", room=True)
     return fig
 
 
@@ -326,46 +429,46 @@ def fig8(res: Results, th: Theory):
         ax[0].plot([], [], color=color, label=label)
 
     qn = q / max(np.linalg.norm(q), 1e-12) * max(np.linalg.norm(t), 1e-12) * 1.5
-    arrow((0, 0), qn, "k", "query q (scaled)")
-    ax[0].scatter(xs[:, 0], xs[:, 1], color="tab:blue", s=25, label="selected x_i", zorder=3)
-    arrow((0, 0), t, "tab:red", "target t")
-    arrow((0, 0), tb, "tab:green", "t_bar = c Sigma q")
-    arrow(tb, t, "tab:orange", "residual t - t_bar", lw=1.0)
+    arrow((0, 0), qn, "k", "query $q$ (scaled)")
+    ax[0].scatter(xs[:, 0], xs[:, 1], color="tab:blue", s=25, label="selected $x_i$", zorder=3)
+    arrow((0, 0), t, "tab:red", "target $t$")
+    arrow((0, 0), tb, "tab:green", r"$\bar t = c\,\Sigma q$")
+    arrow(tb, t, "tab:orange", r"residual $t - \bar t$", lw=1.0)
     pts = np.vstack([xs, t, tb, qn, [0, 0]])
     lim = 1.15 * np.abs(pts).max()
     ax[0].set_xlim(-lim, lim)
     ax[0].set_ylim(-lim, lim)
     ax[0].set_aspect("equal")
-    ax[0].set_xlabel("along q")
-    ax[0].set_ylabel("along t, orthogonal to q")
+    ax[0].set_xlabel("along $q$")
+    ax[0].set_ylabel("along $t$, orthogonal to $q$")
     ax[0].legend(fontsize=6.5, frameon=False, loc="lower left")
     _panel_title(ax[0], "a", f"one top-2 context at {label(*FIG8_SPECTRUM)}, 2-D projection")
     t_full, tb_full = np.asarray(g["t"], float), np.asarray(g["t_bar"], float)
     ax[1].scatter(tb_full, t_full, s=12, color="tab:purple")
     lo, hi = min(tb_full.min(), t_full.min()), max(tb_full.max(), t_full.max())
     ax[1].plot([lo, hi], [lo, hi], color="0.5", lw=0.8, ls="--")
-    ax[1].set_xlabel("t_bar_k (predictable part)")
-    ax[1].set_ylabel("t_k")
-    _panel_title(ax[1], "b", "coordinates in the eigenbasis of Sigma")
+    ax[1].set_xlabel(r"$\bar t_k$ (predictable part)")
+    ax[1].set_ylabel("$t_k$")
+    _panel_title(ax[1], "b", r"coordinates in the eigenbasis of $\Sigma$")
     return fig
 
 
 def _variant_figure(res: Results, model: str, name: str):
     fig, ax = _new_figure(2)
     loss_panel(ax[0], res, model, "difficult", _pairs(2, ORIGIN), fit=True)
-    _panel_title(ax[0], "a", f"{name}: loss, (0,0), k=2")
+    _panel_title(ax[0], "a", f"{name}: loss, (0,0), $k=2$")
     s = res.series(model, "difficult", 2, 0.0, 0.0)
     drawn = 0
-    for metric, col, lab in (("C", "tab:blue", "C_L"), ("gap", "tab:orange", "A_L - C_L")):
+    for metric, col, lab in (("C", "tab:blue", "$C_L$"), ("gap", "tab:orange", "$A_L - C_L$")):
         y = s.get(metric) if s else np.zeros(0)
         ok = np.isfinite(y) & (s.depths > 1) & (y > 0) if s else np.zeros(0, bool)
         if ok.any():
             _errorbar(ax[1], s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=lab)
             drawn += 1
-    _loglog(ax[1], ylabel="C_L, A_L - C_L")
+    _loglog(ax[1], ylabel="$C_L$, $A_L - C_L$")
     if not drawn:
         _missing(ax[1])
-    _finish_legend(ax[1], 2)
+    _finish_legend(ax[1], 2, "(0,0), $k=2$", room=True)
     _panel_title(ax[1], "b", f"{name}: decomposition")
     return fig
 
@@ -396,7 +499,7 @@ def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabe
     ax.set_ylabel(ylabel)
     if not drawn:
         _missing(ax)
-    _finish_legend(ax, n_legend)
+    _finish_legend(ax, n_legend, "(0,0)")
     _panel_title(ax, letter, title)
 
 
@@ -404,8 +507,10 @@ def fig11(res: Results, th: Theory):
     fig, ax = _new_figure(2)
     loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True)
     _panel_title(ax[0], "a", "context updates: loss, (0,0)")
-    paper = [(PAPER["context_updates"]["m_top16"], dict(color="0.5", ls="--", lw=0.8, label="paper, k=16: m = -2.3"))]
-    _context_updates_panel(ax[1], res, "m", "k={}", paper, "learned m", "b", "learned context-update strength m", 3)
+    m16 = PAPER["context_updates"]["m_top16"]
+    paper = [(m16, dict(color="0.5", ls="--", lw=0.8, label=f"paper, $k=16$: $m = {m16:g}$"))]
+    _context_updates_panel(ax[1], res, "m", "$k={}$", paper, "learned $m$", "b",
+                           "learned context-update strength $m$", 3)
     return fig
 
 
@@ -418,18 +523,19 @@ def fig12(res: Results, th: Theory):
         if j is None:
             _missing(ax[i], "missing runs" + ("" if _has_k(res, k) else f" (k={k} not in this preset)"),
                      blank=True)
-            _panel_title(ax[i], "ab"[i], f"mean A_1, k={k}")
+            _panel_title(ax[i], "ab"[i], f"mean $A_1$, $k={k}$")
             continue
         A = arrs[j][0]
         im = ax[i].imshow(A, cmap="magma", interpolation="nearest")
         fig.colorbar(im, ax=ax[i], shrink=0.8)
         rho, r2 = s.get("rho")[j], s.get("rho_r2")[j]
-        _panel_title(ax[i], "ab"[i], f"mean A_1, k={k}, L={s.depths[j]}: rho={rho:.3g}, R2={r2:.4g}")
+        _panel_title(ax[i], "ab"[i], rf"mean $A_1$, $k={k}$, $L={s.depths[j]}$: $\rho={rho:.3g}$, $R^2={r2:.4g}$")
         ax[i].set_xlabel("context token")
         ax[i].set_ylabel("context token")
     paper = [(PAPER["context_updates"][key], dict(color="0.5", ls="--", lw=0.7)) for key in ("rho_top2", "rho_top16")]
-    _context_updates_panel(ax[2], res, "rho", "rho_{}", paper, "rho (A_1 ~ rho I + (1-rho) 11^T/P)", "c",
-                           "rho vs depth (dashed: paper)", 2)
+    _context_updates_panel(ax[2], res, "rho", "$k={}$", paper,
+                           r"$\rho$ in $A_1 \approx \rho I + (1-\rho)\,\mathbf{1}\mathbf{1}^\top/P$", "c",
+                           r"$\rho$ vs depth (dashed: paper)", 2)
     return fig
 
 
@@ -440,17 +546,17 @@ def fig13(res: Results, th: Theory):
         for i in range(2):
             _missing(ax[i])
     else:
-        _errorbar(ax[0], sq["q"], sq["Q1"], sq["Q1_se"], marker="o", color="tab:blue", label=f"L={sq['L1']}")
-        _errorbar(ax[0], sq["q"], sq["QL"], sq["QL_se"], marker="s", color="tab:red", label=f"L={sq['Lmax']}")
+        _errorbar(ax[0], sq["q"], sq["Q1"], sq["Q1_se"], marker="o", color="tab:blue", label=f"{sq['L1']}")
+        _errorbar(ax[0], sq["q"], sq["QL"], sq["QL_se"], marker="s", color="tab:red", label=f"{sq['Lmax']}")
         _logy(ax[0])
-        _finish_legend(ax[0], 2)
+        _finish_legend(ax[0], 2, "depth $L$")
         _errorbar(ax[1], sq["q"], sq["dQ"], sq["dQ_se"], marker="o", color="tab:purple")
         ax[1].axhline(0, color="0.5", lw=0.8)
-    ax[0].set_xlabel("percentile q")
-    ax[0].set_ylabel("Q_L(q) of E_L = |p_bar - p*|^2")
-    _panel_title(ax[0], "a", "selection-loss percentiles, (0,0), k=2")
-    ax[1].set_xlabel("percentile q")
-    ax[1].set_ylabel("Delta Q(q) = Q_1(q) - Q_Lmax(q)")
+    ax[0].set_xlabel("percentile $q$")
+    ax[0].set_ylabel(r"$Q_L(q)$ of $E_L = |\bar p - p^*|^2$")
+    _panel_title(ax[0], "a", "selection-loss percentiles, (0,0), $k=2$")
+    ax[1].set_xlabel("percentile $q$")
+    ax[1].set_ylabel(r"$\Delta Q(q) = Q_1(q) - Q_{L_{\max}}(q)$")
     _panel_title(ax[1], "b", "gain from depth per percentile")
     return fig
 
@@ -460,14 +566,14 @@ def fig14(res: Results, th: Theory):
     k2 = _pairs(2, FIG14_K2)
     fl = _softmax_floor_line(th)
     loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl)
-    _panel_title(ax[0], "a", "k=2; dashed: ensemble floor")
+    _panel_title(ax[0], "a", "$k=2$; dashed: ensemble floor")
     loss_panel(ax[1], res, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True,
                hlines=fl if _has_k(res, 16) else None)
-    _panel_title(ax[1], "b", "nonlinear, k=16" + ("" if _has_k(res, 16) else " (not in this preset)"))
-    _decomp_panel(ax[2], res, "nonlinear", k2, "C", "C_L")
-    _panel_title(ax[2], "c", "C_L, k=2")
-    _decomp_panel(ax[3], res, "nonlinear", k2, "gap", "A_L - C_L")
-    _panel_title(ax[3], "d", "A_L - C_L, k=2")
+    _panel_title(ax[1], "b", "nonlinear, $k=16$" + ("" if _has_k(res, 16) else " (not in this preset)"))
+    _decomp_panel(ax[2], res, "nonlinear", k2, "C", "$C_L$")
+    _panel_title(ax[2], "c", "$C_L$, $k=2$")
+    _decomp_panel(ax[3], res, "nonlinear", k2, "gap", "$A_L - C_L$")
+    _panel_title(ax[3], "d", "$A_L - C_L$, $k=2$")
     return fig
 
 
@@ -480,14 +586,15 @@ def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> 
     """Build figure `fig_id` and write <out_dir>/<fig_id>.png and .pdf."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig = FIGURES[fig_id](res, th)
-    e = REGISTRY[fig_id]
-    fig.suptitle(f"{fig_id}: {e.title}  [preset {res.preset}]", fontsize=10)
-    paths = [out_dir / f"{fig_id}.png", out_dir / f"{fig_id}.pdf"]
-    fig.savefig(paths[0], dpi=110)
-    fig.set_layout_engine("none")  # keep the constrained layout computed for the PNG
-    fig.savefig(paths[1])
+    from matplotlib import rc_context
+
+    with rc_context(STYLE):  # no title or preset inside the figure: the report carries both
+        fig = FIGURES[fig_id](res, th)
+        paths = [out_dir / f"{fig_id}.png", out_dir / f"{fig_id}.pdf"]
+        fig.savefig(paths[0], dpi=110)
+        fig.set_layout_engine("none")  # keep the constrained layout computed for the PNG
+        fig.savefig(paths[1])
     return paths
 
 
-__all__ = ["FIGURES", "write_figure", "loss_panel"]
+__all__ = ["FIGURES", "STYLE", "write_figure", "loss_panel", "log_ticks", "tick_text", "fit_text"]

@@ -15,6 +15,11 @@ log R (residuals log R - log model). Conventions fixed here:
 - R^2 is computed in log space (the space of the fit): 1 - sum w r^2 / sum w (log R - mean_w
   log R)^2; nan when all log R are equal.
 - Optional ``weights`` multiply the squared log residuals (inverse variances of log R).
+- Every fit is judged (``status``): "degenerate" with a ``reason`` when it has fewer points than
+  parameters + 1 (no residual degree of freedom to test the law), alpha or a fitted L0 ends on a
+  bound, the SE of alpha (or of a fitted L0) is missing or not finite, R^2 is undefined, or the
+  optimiser did not converge; else "ok". A degenerate fit is data, not a law: figures draw its
+  points only and claims built on it FAIL with the reason.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from depthscale.errors import InputError
 
 ALPHA_MAX = 100.0  # upper bound on alpha, keeps the optimiser away from flat runaway directions
 
-__all__ = ["FitResult", "fit_power_law", "fit_gap", "fit_dict"]
+__all__ = ["FitResult", "fit_power_law", "fit_gap", "fit_dict", "degeneracy"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,13 @@ class FitResult:
     success: bool = True  # least_squares reported convergence
     n_dropped: int = 0  # points dropped before fitting (fit_gap)
     note: str = ""  # human-readable remark (e.g. why points were dropped)
+    status: str = "ok"  # "ok" or "degenerate" (see the module docstring)
+    reason: str = ""  # why the fit is degenerate ("" when ok)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the fit is a law one may draw and judge (status "ok")."""
+        return self.status == "ok"
 
     def predict(self, L: np.ndarray | float) -> np.ndarray:
         """Model value L0 + c L^-alpha."""
@@ -116,6 +128,28 @@ def _starts(logL: np.ndarray, logR: np.ndarray, R: np.ndarray, w: np.ndarray, fl
     return [s if floor else s[:2] for s in starts]
 
 
+def degeneracy(n: int, floor: bool, alpha: float, alpha_se: float, L0: float, L0_se: float, r2: float,
+               alpha_at_bound: bool = False, L0_at_bound: bool = False, success: bool = True) -> str:
+    """Why a fit of `n` points is degenerate ('' when it is not): the rules of the module docstring."""
+    p = 3 if floor else 2
+    why = []
+    if n < p + 1:
+        why.append(f"{n} points for {p} parameters (need at least {p + 1})")
+    if alpha_at_bound or not (0.0 < alpha < ALPHA_MAX):
+        why.append(f"alpha = {alpha:.4g} at its bound [0, {ALPHA_MAX:g}]")
+    if floor and (L0_at_bound or not L0 > 0.0):
+        why.append(f"L0 = {L0:.4g} at its bound 0")
+    if not math.isfinite(alpha_se):
+        why.append("no finite SE of alpha")
+    elif floor and not L0_at_bound and L0 > 0.0 and not math.isfinite(L0_se):
+        why.append("no finite SE of L0")
+    if not math.isfinite(r2):
+        why.append("R^2 undefined")
+    if not success:
+        why.append("the optimiser did not converge")
+    return "; ".join(why)
+
+
 def fit_power_law(L, R, floor: bool = True, n_starts: int = 6, weights=None) -> FitResult:
     """Fit R = L0 + c L^-alpha (eq. 16) by bounded least squares on log R.
 
@@ -174,6 +208,13 @@ def fit_power_law(L, R, floor: bool = True, n_starts: int = 6, weights=None) -> 
     tss = float(np.sum(w * (logR - mean_logR) ** 2))
     r2 = 1.0 - rss / tss if tss > 0 else math.nan
     c = float(np.exp(theta[0]))
+    why = degeneracy(int(n), floor, float(theta[1]), float(se[1]), float(theta[2]) if floor else 0.0,
+                     float(se[2]) if floor else math.nan, float(r2),
+                     # on a bound up to round-off (the optimiser may stop a hair inside it)
+                     alpha_at_bound=bool(best.active_mask[1] != 0 or theta[1] <= 1e-8
+                                         or theta[1] >= ALPHA_MAX * (1 - 1e-8)),
+                     L0_at_bound=bool(floor and (best.active_mask[2] != 0 or theta[2] <= 1e-8 * float(R.min()))),
+                     success=bool(best.success))
     return FitResult(
         L0=float(theta[2]) if floor else 0.0,
         c=c,
@@ -187,6 +228,8 @@ def fit_power_law(L, R, floor: bool = True, n_starts: int = 6, weights=None) -> 
         dof=int(dof),
         floor=floor,
         success=bool(best.success),
+        status="degenerate" if why else "ok",
+        reason=why,
     )
 
 
@@ -215,6 +258,8 @@ def fit_gap(L, C, L0: float, n_starts: int = 6, weights=None) -> FitResult:
 
 
 def fit_dict(depths, losses, floor: bool = True) -> dict:
-    """JSON-ready fit summary: dict(L0, c, alpha, alpha_se, r2) as plain floats."""
+    """JSON-ready fit summary: L0, c, alpha, alpha_se, r2 (plain floats), n, status ("ok" or
+    "degenerate") and reason ("" when ok)."""
     f = fit_power_law(depths, losses, floor=floor)
-    return dict(L0=f.L0, c=f.c, alpha=f.alpha, alpha_se=f.alpha_se, r2=f.r2)
+    return dict(L0=f.L0, c=f.c, alpha=f.alpha, alpha_se=f.alpha_se, r2=f.r2, n=f.n, status=f.status,
+                reason=f.reason)

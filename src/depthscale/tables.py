@@ -1,6 +1,8 @@
 """Tables 1-5 of the paper and our Table 6, rebuilt from stored results (SPEC §7, §8): each a
 pandas DataFrame with the paper's values beside ours (columns `paper_*`), written as CSV and
-Markdown. Never retrains; a missing cell is NaN ('—' in Markdown).
+Markdown. Never retrains; a missing cell is NaN ('—' in Markdown). Every fitted number comes
+with the fit's status beside it (column `fit*`: "ok", or "degenerate: <reason>", or "no fit"):
+a degenerate fit's numbers are shown, never as a law (fits.FitResult.status).
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ from depthscale.results import Results, Theory
 from depthscale.theory import two_zeta, zeta
 
 
+def fit_status(f) -> str:
+    """A table cell saying whether fit `f` is a law: 'ok', 'degenerate: <reason>' or 'no fit'."""
+    if f is None:
+        return "no fit"
+    return "ok" if f.ok else f"degenerate: {f.reason}"
+
+
 def table1(res: Results, th: Theory):
     import pandas as pd
 
@@ -35,6 +44,7 @@ def table1(res: Results, th: Theory):
                      "R_irr_at_nonlinear_geometry": R_irr,
                      "ratio_equal_geometry": R_irr / L0n if L0n > 0 else math.nan,
                      "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
+                     "fit_nonlinear": fit_status(f_nl), "fit_linear": fit_status(f_li),
                      "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
                      "paper_ratio": pli / pnl})
     return pd.DataFrame(rows)
@@ -52,7 +62,7 @@ def table2(res: Results, th: Theory):
                                                                                "free": math.nan}
         rows.append({"a": a, "b": b, "zeta": z, "alpha": f.alpha if f else math.nan,
                      "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan,
-                     "two_zeta": two_zeta(a, b), "alpha_constrained_finite": ref["constrained"],
+                     "fit": fit_status(f), "two_zeta": two_zeta(a, b), "alpha_constrained_finite": ref["constrained"],
                      "alpha_free_finite": ref["free"], "paper_alpha": paper[(a, b)]["alpha"]})
     return pd.DataFrame(rows)
 
@@ -91,7 +101,8 @@ def table4(res: Results, th: Theory):
         _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
         rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if f else math.nan,
                      "alpha": f.alpha if f else math.nan, "alpha_se": f.alpha_se if f else math.nan,
-                     "r2": f.r2 if f else math.nan, "paper_L0": p["L0"], "paper_alpha": p["alpha"],
+                     "r2": f.r2 if f else math.nan, "fit": fit_status(f), "paper_L0": p["L0"],
+                     "paper_alpha": p["alpha"],
                      "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
     return pd.DataFrame(rows)
 
@@ -106,6 +117,7 @@ def table5(res: Results, th: Theory):
         rows.append({"a": a, "b": b, "L0": f.L0 if f else math.nan,
                      "alpha": g.alpha if g else math.nan, "alpha_se": g.alpha_se if g else math.nan,
                      "r2": g.r2 if g else math.nan, "points_dropped": g.n_dropped if g else math.nan,
+                     "fit_L0": fit_status(f), "fit": fit_status(g),
                      "paper_alpha": p["alpha"], "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
     return pd.DataFrame(rows)
 
@@ -125,7 +137,7 @@ def table6(res: Results, th: Theory):
         L0 = f.L0 if f else math.nan
         rows.append({"a": a, "b": b, "paper_L0": p, "single_head": sf["single_head"],
                      "ensemble_floor": sf["ensemble_floor"], "ensemble_floor_se": sf["se"],
-                     "L0": L0, "R_Lmax": R_deep, "Lmax": int(s.depths[-1]) if s else math.nan,
+                     "L0": L0, "fit": fit_status(f), "R_Lmax": R_deep, "Lmax": int(s.depths[-1]) if s else math.nan,
                      "paper_over_floor": p / sf["ensemble_floor"],
                      "L0_over_paper": L0 / p, "R_Lmax_over_paper": R_deep / p,
                      "R_Lmax_over_floor": R_deep / sf["ensemble_floor"],
@@ -157,4 +169,4 @@ def write_table(table_id: str, res: Results, th: Theory, out_dir: str | Path):
     return df, paths
 
 
-__all__ = ["TABLES", "table1", "table2", "table3", "table4", "table5", "table6", "markdown_table", "write_table"]
+__all__ = ["TABLES", "fit_status", "table1", "table2", "table3", "table4", "table5", "table6", "markdown_table", "write_table"]
