@@ -60,6 +60,11 @@ def table(r: dict) -> str:
             f"(forward {r['flops_forward_per_step'] / 1e9:.2f} GFLOP); naive: torch FlopCounterMode on its step.\n"
             f"fraction of peak without data sampling: {r['fraction_of_peak_excluding_data']:.0%}; "
             f"same work: naive and packed losses agree to {r.get('same_work_loss_max_rel_diff', float('nan')):.1e} (max rel.)")
+    if "roofline_s" in r:
+        tail += (f"\nroofline: step {r['step_s'] * 1e3:.1f} ms against a per-op roofline of {r['roofline_s'] * 1e3:.1f} ms "
+                 f"(ratio {r['roofline_ratio']:.2f}; matmul peak {r['peak_matmul_flops_per_s'] / 1e9:.1f} GFLOP/s, "
+                 f"triad bandwidth {r['mem_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
+                 f"{r['roofline']['bytes_per_step'] / 1e6:.0f} MB per step)")
     notes = "".join(f"\nnote: {n}" for n in r.get("notes", []))
     return head + "\n".join(lines) + tail + notes
 

@@ -58,8 +58,14 @@ class FakeStore:
     def save_checkpoint(self, run_id, ck):
         self.checkpoints[run_id] = ck
 
-    def finish(self, run_id, metrics, curves):
+    def finish(self, run_id, metrics, curves, params=None):
         self.finished[run_id] = (metrics, curves)
+
+    def start_curves(self, run_id, curves):  # the live curves (train_pack appends at each evaluation)
+        pass
+
+    def append_curves(self, run_id, rows):
+        pass
 
 
 def test_model_trained_in_a_pack_equals_model_trained_alone():
@@ -70,7 +76,7 @@ def test_model_trained_in_a_pack_equals_model_trained_alone():
         alone = FakeStore()
         res = train_pack([cfg], store=alone, progress=False)[0]
         assert res["R"] == pytest.approx(res_pack[i]["R"], rel=1e-4)
-        assert alone.finished[cfg.run_id][1]["loss"] == pytest.approx(packed.finished[cfg.run_id][1]["loss"], rel=1e-4)
+        assert alone.finished[cfg.run_id][1]["R"] == pytest.approx(packed.finished[cfg.run_id][1]["R"], rel=1e-4)
         pa, pb = alone.checkpoints[cfg.run_id]["params"], packed.checkpoints[cfg.run_id]["params"]
         for name in pa:
             assert torch.allclose(pa[name], pb[name], rtol=1e-4, atol=1e-6), name
@@ -79,7 +85,7 @@ def test_model_trained_in_a_pack_equals_model_trained_alone():
 @pytest.mark.parametrize("kind", ["nonlinear", "layer_values"])
 def test_ensemble_forward_of_a_group_equals_each_model_alone(kind):
     ctx = sample_contexts(5, 4, 7, 0.5, 0.25, "difficult", 2, make_generator(0), dtype=torch.float64)
-    pk = AttentionPack(kind, 4, 6, [3, 1, 2, 4], [0, 1, 2, 3], init_qk=0.5).double()
+    pk = AttentionPack(kind, 4, 6, [3, 1, 2, 4], [0, 1, 2, 3], qk_std=0.5).double()
     models = [3, 0, 2]  # not contiguous, not in pack order
     f, p = pk.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models)
     r0 = 0
@@ -174,7 +180,11 @@ def test_peak_memory_and_matmul_peak_report_sane_numbers():
 
 def test_bench_reports_every_key_on_the_smoke_preset():
     out = bench("smoke", "cpu", steps=1, naive_steps=1, warmup=0, seeds=1, single=False, peak_size=256,
-                memory=False)
+                memory=False, bandwidth_size=1 << 16)
+    for key in ("step_s", "roofline_s", "roofline_ratio", "mem_bandwidth_bytes_per_s"):
+        assert out[key] > 0
+    assert out["roofline_ratio"] == pytest.approx(out["step_s"] / out["roofline_s"])
+    assert out["step_s"] == out["packed_seconds_per_sweep_step"]
     for key in ("naive_steps_per_s", "packed_steps_per_s", "speedup", "flops_per_s",
                 "peak_matmul_flops_per_s", "fraction_of_peak", "flops_per_step", "peak_memory_bytes",
                 "naive_seconds_per_sweep_step", "packed_seconds_per_sweep_step", "work"):
@@ -197,3 +207,28 @@ def test_batched_linear_pack_does_the_same_work_as_one_at_a_time():
     for i in range(len(cfgs)):
         alone = run_packed(cfgs, 3, 0, dev, models=[i])["losses"][:, 0]
         assert torch.allclose(together[:, i], alone, rtol=1e-5)
+
+
+def test_roofline_ops_count_the_flops_of_the_flop_formula_and_every_big_pass():
+    """step_ops' matmul FLOPs of forward and backward equal flops_per_step's (less the tiny E_l and
+    gains terms it leaves out); its bytes are at least the passes over the B x T x P scores; the
+    roofline of each op is the larger of its two times."""
+    from depthscale.bench import flops_per_step, mem_bandwidth, roofline, step_ops
+
+    d, N, P, B, groups = 16, 16, 64, 256, [[1, 2, 4], [1, 2, 4]]
+    ops = step_ops(d, N, P, B, groups, "difficult", n_params=1000)
+    fl = flops_per_step("nonlinear", d, N, P, B, groups)
+    T, G = 7, 3
+    # left out: E_l and the gains (forward, and twice that backward), and the x_test scales
+    small = len(groups) * (3 * (4 * T * N * N * d + 2 * T * d * d * N) + 3 * (2 * G * N * N + 2 * G * N)
+                           + 2 * 2 * B * d * G * N)
+    model = sum(o["flops"] for o in ops if o["phase"] in ("forward", "backward"))
+    assert model == pytest.approx(fl["total"] - small, rel=1e-12)
+    S = B * T * P * 4 * len(groups)
+    assert sum(o["bytes"] for o in ops if o["phase"] != "sampling") > 10 * S
+    r = roofline(ops, peak_flops=1e11, bandwidth=1e10)
+    for o in r["ops"]:
+        assert o["roofline_s"] == pytest.approx(max(o["flops"] / 1e11, o["bytes"] / 1e10))
+    assert r["roofline_s"] >= max(r["flop_time_s"], r["byte_time_s"]) - 1e-15
+    bw = mem_bandwidth("cpu", n=1 << 16, repeats=2)
+    assert bw["bytes_per_s"] > 1e8 and bw["n"] == 1 << 16

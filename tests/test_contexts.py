@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.contexts import haar_orthogonal, make_generator, sample_contexts, spectrum
+from depthscale.contexts import haar_orthogonal, make_generator, sample_contexts, spectrum, top_k_by_cosine
 
 
 @pytest.mark.parametrize("a,b", [(0.0, 0.0), (1.0, 0.5)])
@@ -77,3 +77,65 @@ def test_easy_target_is_matched_label():
     assert torch.equal(c.xq_Bxd, c.X_BxPxd[rows, j])
     assert torch.equal(c.ystar_B, c.y_BxP[rows, j])
     assert len(set(j.tolist())) > 5  # j is uniform, not fixed
+
+
+@pytest.mark.parametrize("task,k,noise", [("easy", 1, 0.0), ("difficult", 2, 0.0), ("difficult", 3, 0.1)])
+def test_shared_draws_give_the_same_numbers_bit_for_bit(task, k, noise):
+    """Runs of one seed and different spectra share their random draws (contexts._raw_draws):
+    every tensor, and the generator's state afterwards, equals a fresh draw, bit for bit — for one
+    generator per spectrum (training batches) and for chunks drawn in turn from one generator
+    (evaluation sets)."""
+    from depthscale.contexts import clear_draw_cache
+
+    spectra = [(0.0, 0.0), (0.5, 2.0), (2.0, 0.5)]
+
+    def draw(a, b, fresh):
+        out, gen = [], make_generator(7)
+        for _ in range(3):
+            if fresh:
+                clear_draw_cache()
+            out.append(sample_contexts(5, 4, 9, a, b, task, k, gen, noise))
+        return out, gen.get_state()
+
+    for a, b in spectra:  # the first spectrum fills the cache, the others read it
+        shared, st_shared = draw(a, b, fresh=False)
+        alone, st_alone = draw(a, b, fresh=True)
+        assert torch.equal(st_shared, st_alone)
+        for c1, c2 in zip(shared, alone):
+            for f in ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B", "sel_Bxk", "t_Bxd", "beta_Bxd", "O_Bxdxd"):
+                assert torch.equal(getattr(c1, f), getattr(c2, f)), f
+    # the draws differ between chunks and spectra scale them differently
+    c_a, _ = draw(0.0, 0.0, False)
+    c_b, _ = draw(2.0, 0.5, False)
+    assert not torch.equal(c_a[0].X_BxPxd, c_a[1].X_BxPxd)
+    assert not torch.equal(c_a[0].X_BxPxd, c_b[0].X_BxPxd)
+    assert torch.equal(c_a[0].O_Bxdxd, c_b[0].O_Bxdxd)
+
+
+def test_cached_draws_are_not_changed_by_callers():
+    from depthscale.contexts import clear_draw_cache
+
+    clear_draw_cache()
+    for task in ("difficult", "easy"):
+        c1 = sample_contexts(4, 3, 5, 0.0, 0.0, task, 2, make_generator(3))
+        for f in ("O_Bxdxd", "X_BxPxd", "sel_Bxk", "beta_Bxd"):
+            getattr(c1, f).zero_()
+        c2 = sample_contexts(4, 3, 5, 0.0, 0.0, task, 2, make_generator(3))
+        clear_draw_cache()
+        c3 = sample_contexts(4, 3, 5, 0.0, 0.0, task, 2, make_generator(3))
+        for f in ("O_Bxdxd", "X_BxPxd", "sel_Bxk", "beta_Bxd"):
+            assert torch.equal(getattr(c2, f), getattr(c3, f)), f
+
+
+def test_top_k_by_cosine_scores_equal_torch_cosine_similarity_bit_for_bit():
+    """top_k_by_cosine computes torch's cosine similarity without expanding x_test: same numbers."""
+    g = torch.Generator().manual_seed(5)
+    for B, P, d in [(256, 64, 16), (64, 256, 32), (3, 5, 2)]:
+        X = torch.randn(B, P, d, generator=g) * torch.rand(d, generator=g)
+        xq = torch.randn(B, d, generator=g)
+        ref = torch.nn.functional.cosine_similarity(X, xq.unsqueeze(1), dim=-1)
+        k = min(4, P)
+        assert torch.equal(top_k_by_cosine(X, xq, k), torch.topk(ref, k, dim=-1, sorted=True).indices)
+        xn = torch.linalg.vector_norm(X, 2, dim=-1, keepdim=True).clamp_min(1e-8)
+        qn = torch.linalg.vector_norm(xq, 2, dim=-1, keepdim=True).clamp_min(1e-8)
+        assert torch.equal(((X / xn) * (xq / qn).unsqueeze(1)).sum(-1), ref)

@@ -30,7 +30,7 @@ import torch
 
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
 from depthscale.errors import InputError
-from depthscale.memory import PeakMemory, rss_bytes
+from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
 from depthscale.models import build_pack
 from depthscale.naive import train_naive
 from depthscale.registry import FIG3_SPECTRA
@@ -86,6 +86,93 @@ def sweep_flops(cfgs: list[RunConfig]) -> dict:
     c0 = cfgs[0]
     groups = [[cfgs[i].L for i in g] for g in seed_groups(cfgs)]
     return flops_per_step(c0.model, c0.d, c0.N, c0.P, c0.batch, groups)
+
+
+# ------------------------------------------------------------ roofline ----
+
+F32 = 4  # bytes per element
+
+
+def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
+             n_params: int = 0) -> list[dict]:
+    """The major ops of one packed training step of the nonlinear model, as the engine executes
+    them (`contexts.sample_contexts`, `AttentionPack.ensemble_forward`, its two hand-written
+    backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
+    and every output written once (float32). `groups`: the depths of the models sharing a batch.
+    Ops on small tensors (parameters, E_l, the B x T predictions) are left out; they are a few
+    percent of the bytes. Returns dicts {op, phase, flops, bytes}, summed over groups."""
+    ops: dict[tuple, list] = {}
+
+    def add(phase: str, op: str, flops: float, elems: float) -> None:
+        acc = ops.setdefault((phase, op), [0.0, 0.0])
+        acc[0] += flops
+        acc[1] += elems * F32
+
+    for depths in groups:
+        G, T = len(depths), sum(depths)
+        S = B * T * P  # the score tensor: one entry per context, layer and context token
+        H = B * P * G * N  # the projections W_x x of every model and context token
+        X, u = B * P * d, B * T * d
+        # sampling: Gaussians and Haar rotations, rotation into the spectrum, labels, targets
+        add("sampling", "Gaussians (O, z_X, z_beta)", 0, B * d * d + B * (P + 1) * d + B * d)
+        add("sampling", "Haar rotations (batched QR)", B * 8 / 3 * d**3, 3 * B * d * d)
+        add("sampling", "rotate inputs x = O Λ^½ z", 2 * B * (P + 1) * d * d, 3 * B * (P + 1) * d + B * d * d)
+        add("sampling", "labels y = X β", 2 * B * P * d, X + B * P)
+        if task == "difficult":
+            add("sampling", "cosine top-k", 4 * B * P * d, X + B * P)
+        # forward
+        add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
+        add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
+        add("forward", "u = x_test [E_1..E_T] · r_test", 2 * B * T * d * d, 3 * u)
+        add("forward", "scores s = u Xᵀ", 2 * B * T * d * P, u + X + S)
+        add("forward", "s ← r_i s (per model)", 0, 2 * S + B * G * P)
+        add("forward", "softmax", 0, 2 * S)
+        add("forward", "readout p·y", 2 * S, S + B * P)
+        # backward
+        add("backward", "ds = p (y − p·y) dpy", 0, 2 * S + B * P)
+        add("backward", "d r_i = Σ_l ds s / r", 0, 3 * S + B * G * P)
+        add("backward", "ds ← r_i ds (per model)", 0, 2 * S + B * G * P)
+        add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
+        add("backward", "dE = x_testᵀ du (and d r_test)", 2 * B * T * d * d, 3 * u)
+        add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
+        add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)
+    add("optimiser", "Adam (read p, g, m, v; write p, m, v)", 0, 7 * n_params)
+    return [{"phase": k[0], "op": k[1], "flops": v[0], "bytes": v[1]} for k, v in ops.items()]
+
+
+def mem_bandwidth(device="cpu", n: int | None = None, repeats: int = 7) -> dict:
+    """A STREAM-like triad in torch, a = b + s c (`torch.add(b, c, alpha=s, out=a)`, one pass:
+    12 bytes per float32 element), on arrays of n elements — by default 2^25 (128 MiB each, four
+    times the 32 MiB L3 of this machine; 2^28 on a GPU) — best of `repeats` after a warm-up, at
+    torch's thread count. Returns bytes_per_s, n, threads."""
+    dev = resolve_device(str(device)) if isinstance(device, str) else device
+    n = n or (1 << (28 if dev.type == "cuda" else 25))
+    gen = torch.Generator(device=dev).manual_seed(0)
+    b = torch.randn(n, generator=gen, device=dev)
+    c = torch.randn(n, generator=gen, device=dev)
+    a = torch.empty(n, device=dev)
+    torch.add(b, c, alpha=3.0, out=a)
+    _sync(dev)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.add(b, c, alpha=3.0, out=a)
+        _sync(dev)
+        best = min(best, time.perf_counter() - t0)
+    return {"bytes_per_s": 3 * F32 * n / best, "n": n, "threads": torch.get_num_threads()}
+
+
+def roofline(ops: list[dict], peak_flops: float, bandwidth: float) -> dict:
+    """Per-op roofline: each op takes at least max(FLOPs / peak, bytes / bandwidth); the step's
+    roofline is the sum over ops (ops run one after another). Returns roofline_s, the FLOP-only
+    and byte-only totals, and the ops with their roofline time and bound."""
+    rows, total = [], 0.0
+    for o in ops:
+        tf, tb = o["flops"] / peak_flops, o["bytes"] / bandwidth
+        rows.append(dict(o, roofline_s=max(tf, tb), bound="flops" if tf >= tb else "memory"))
+        total += max(tf, tb)
+    return {"roofline_s": total, "flop_time_s": sum(o["flops"] for o in ops) / peak_flops,
+            "byte_time_s": sum(o["bytes"] for o in ops) / bandwidth, "ops": rows}
 
 
 # ------------------------------------------------------------- machine ----
@@ -152,24 +239,6 @@ def matmul_peak(device="cpu", dtype: str = "float32", n: int | None = None, repe
                 if rate > best:
                     best, best_n = rate, m
     return {"flops_per_s": best, "n": best_n, "dtype": dtype, "threads": torch.get_num_threads()}
-
-
-def tune_allocator(threshold: int = 1 << 30) -> bool:
-    """Keep freed memory in the process (glibc malloc: mmap and trim thresholds raised to
-    `threshold`), so that the large temporaries of every training step are not handed back to the
-    OS and page-faulted in again at the next step. A standard CPU tuning step (PyTorch's own guide
-    suggests jemalloc or tcmalloc for the same reason); it speeds up every engine, the naive loop
-    included, and costs resident memory that is not returned. Returns whether it applied."""
-    if sys.platform != "linux":
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)) and bool(libc.mallopt(M_TRIM_THRESHOLD, threshold))
-    except (OSError, AttributeError):  # not glibc
-        return False
 
 
 def child_peak_rss(engine: str, preset: str, seeds: int, steps: int, threads: int) -> int:
@@ -335,7 +404,7 @@ def bench_linear(preset: str = "cpu", device: str = "auto", dtype: str = "float3
 def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", steps: int | None = None,
           naive_steps: int = 2, warmup: int = 2, seeds: int = 3, naive: bool = True, single: bool = True,
           progress: bool = False, peak_size: int | None = None, tune_malloc: bool = True,
-          memory: bool = True, linear: bool = True) -> dict:
+          memory: bool = True, linear: bool = True, bandwidth_size: int | None = None) -> dict:
     """Time the naive loop and the packed engine on the preset's fig6 depth sweep, side by side.
 
     `steps`: timed packed sweep steps (default 20); `naive_steps`: timed steps per naive model.
@@ -346,6 +415,10 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     packed runs produced the same losses (same work); for tf32 / bf16, the largest relative
     deviation of the packed losses from a float32 run of the same steps. `peak_size`: side of the
     peak matmul.
+    `bandwidth_size`: elements per array of the triad (`mem_bandwidth`).
+    Roofline (issue 15): `step_s` (the median sweep step, sampling included), `roofline_s` (the
+    per-op roofline of the same step, `step_ops` / `roofline`), `roofline_ratio` = step_s /
+    roofline_s and `mem_bandwidth_bytes_per_s`; `roofline["ops"]` has each op's numbers.
     `tune_malloc`: call `tune_allocator` before timing (on the CPU; it applies to both engines).
     `memory`: on the CPU, measure peak memory in fresh processes (`cpu_peak_memory`); on a GPU
     it is the allocator's peak during the timed runs. `linear`: add `bench_linear` at the
@@ -362,6 +435,8 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     say(f"bench: {len(cfgs)} models, depths {PRESET_DEPTHS[preset]} x {seeds} seeds on {dev} ({dtype})")
     peak = matmul_peak(dev, dtype, n=peak_size)
     say(f"  matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
+    bw = mem_bandwidth(dev, n=bandwidth_size)
+    say(f"  memory bandwidth (triad) {bw['bytes_per_s'] / 1e9:.1f} GB/s")
     mem = {}
     if dev.type == "cpu" and memory:  # before tune_allocator, in fresh processes
         mem = {e: cpu_peak_memory(e, preset, seeds) for e in (("packed", "naive") if naive else ("packed",))}
@@ -386,6 +461,9 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
         a, b = nv["losses"][:n].double(), packed["losses"][:n].double()
         out.update(naive_steps_per_s=1.0 / naive_s)
     packed_s = _median(packed["seconds"])
+    n_params = sum(p.numel() for p in build_pack(cfgs).parameters())
+    roof = roofline(step_ops(c0.d, c0.N, c0.P, c0.batch, [[cfgs[i].L for i in g] for g in seed_groups(cfgs)],
+                             c0.task, n_params), peak["flops_per_s"], bw["bytes_per_s"])
     if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32
         ref = run_packed(cfgs, half, warmup, dev, "float32")["losses"].double()
         n = min(ref.shape[0], packed["losses"].shape[0])
@@ -414,6 +492,16 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
         packed_step_seconds=packed["seconds"],
         data_seconds_per_sweep_step={"packed": data["packed"], "naive": data["naive"]},
         fraction_of_peak_excluding_data=fl["total"] / model_s / peak["flops_per_s"],
+        step_s=packed_s,
+        roofline_s=roof["roofline_s"],
+        roofline_ratio=packed_s / roof["roofline_s"],
+        mem_bandwidth_bytes_per_s=bw["bytes_per_s"],
+        roofline={"flop_time_s": roof["flop_time_s"], "byte_time_s": roof["byte_time_s"],
+                  "bytes_per_step": sum(o["bytes"] for o in roof["ops"]),
+                  "flops_per_step_all_ops": sum(o["flops"] for o in roof["ops"]),
+                  "triad_elements": bw["n"], "ops": roof["ops"],
+                  "definition": "sum over the step's major ops of max(FLOPs / matmul peak, bytes / "
+                                "triad bandwidth); bytes = inputs read once + outputs written once"},
         work={"preset": preset, "model": c0.model, "task": c0.task, "k": c0.k, "a": c0.a, "b": c0.b,
               "d": c0.d, "N": c0.N, "P": c0.P, "batch": c0.batch, "depths": list(PRESET_DEPTHS[preset]),
               "seeds": seeds, "models": len(cfgs), "layers": sum(c.L for c in cfgs),
@@ -441,6 +529,7 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
         )
     if torch.get_num_threads() == 1:  # one thread: process time is the time on a core of one's own
         out["fraction_of_peak_cpu_seconds"] = fl["total"] / _median(packed["cpu_seconds"]) / peak["flops_per_s"]
+        out["roofline_ratio_cpu_seconds"] = _median(packed["cpu_seconds"]) / roof["roofline_s"]
     notes = []
     loads = [x for x in (load_before or [])[:1] + (_loadavg() or [])[:1]]
     busy = dev.type == "cpu" and loads and max(loads) > 0.75 * (os.cpu_count() or 1)
@@ -463,6 +552,7 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     return out
 
 
-__all__ = ["bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops",
+__all__ = ["step_ops", "mem_bandwidth", "roofline",
+           "bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops",
            "sweep_configs", "seed_groups", "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory",
            "child_peak_rss", "resolve_device", "DTYPES", "DEVICES"]

@@ -6,6 +6,7 @@ Shapes: B contexts, P context pairs, d input dims, k selected tokens.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -50,8 +51,60 @@ class Contexts:
 
 def top_k_by_cosine(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, k: int) -> torch.Tensor:
     """Indices of the k context inputs with the largest cosine to x_test, sorted by relevance."""
-    s_BxP = torch.nn.functional.cosine_similarity(X_BxPxd, xq_Bxd.unsqueeze(1), dim=-1)
+    # torch.nn.functional.cosine_similarity's arithmetic (each vector over its clamped norm, then
+    # the dot product), bit for bit, without expanding x_test to B x P x d first: 1.6x faster
+    eps = 1e-8
+    xn = torch.linalg.vector_norm(X_BxPxd, 2, dim=-1, keepdim=True).clamp_min_(eps)
+    qn = torch.linalg.vector_norm(xq_Bxd, 2, dim=-1, keepdim=True).clamp_min_(eps)
+    s_BxP = ((X_BxPxd / xn) * (xq_Bxd / qn).unsqueeze(1)).sum(-1)
     return torch.topk(s_BxP, k, dim=-1, largest=True, sorted=True).indices
+
+
+# The random draws of sample_contexts do not depend on the spectrum (a, b): the runs of one seed
+# and different spectra (a linear pack holds up to 11) draw the same Gaussians at every step, and
+# only scale them differently. The draws are kept for the next call from the same generator state
+# (same shapes), which then gets them, and the generator's state after them, without drawing again:
+# every number is the same, bit for bit, as a fresh draw. A few recent draws, small ones only.
+DRAW_CACHE_BYTES = 64 << 20
+DRAW_CACHE_ENTRIES = 4  # a pack draws one batch per seed and step: the latest few are all that repeat
+_DRAW_MAX_BYTES = 16 << 20
+_draws: OrderedDict = OrderedDict()
+
+
+def _nbytes(ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+def _raw_draws(B: int, d: int, P: int, task: str, noisy: bool, gen: torch.Generator, dtype, device):
+    """The spectrum-free draws of `sample_contexts`, in its order: the Haar rotations O, the
+    Gaussians of the inputs zX and of the teacher zb, the label noise (if `noisy`), the easy
+    task's matched index j (None otherwise). Served from the cache when `gen` is in a state it has
+    seen with these shapes (then `gen` is moved on to where the draws left it)."""
+    state = gen.get_state()
+    key = (B, d, P, task, bool(noisy), dtype, str(device), state.numpy().tobytes())
+    hit = _draws.get(key)
+    if hit is not None:
+        _draws.move_to_end(key)
+        gen.set_state(hit[1])
+        return hit[0]
+    O = haar_orthogonal(B, d, gen, dtype, device)
+    zX = torch.randn(B, P + 1, d, generator=gen, dtype=dtype, device=device)
+    zb = torch.randn(B, d, generator=gen, dtype=dtype, device=device)
+    zn = torch.randn(B, P, generator=gen, dtype=dtype, device=device) if noisy else None
+    j = torch.randint(0, P, (B,), generator=gen, device=device) if task == "easy" else None
+    draws = (O, zX, zb, zn, j)
+    size = _nbytes(draws)
+    if size <= _DRAW_MAX_BYTES:
+        _draws[key] = (draws, gen.get_state())
+        total = sum(_nbytes(v[0]) for v in _draws.values())
+        while (total > DRAW_CACHE_BYTES or len(_draws) > DRAW_CACHE_ENTRIES) and len(_draws) > 1:
+            _, (old, _) = _draws.popitem(last=False)
+            total -= _nbytes(old)
+    return draws
+
+
+def clear_draw_cache() -> None:
+    _draws.clear()
 
 
 def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
@@ -62,19 +115,17 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
         raise InputError(f"task must be easy or difficult, got {task!r}")
     lam = spectrum(d, a, dtype, device)
     omega = spectrum(d, b, dtype, device)
-    O = haar_orthogonal(B, d, gen, dtype, device)
+    O, zX, zb, zn, j = _raw_draws(B, d, P, task, noise > 0, gen, dtype, device)
     # x = O diag(sqrt(lam)) z has covariance Sigma = O diag(lam) O^T; same for beta with Omega.
-    zX = torch.randn(B, P + 1, d, generator=gen, dtype=dtype, device=device)
     X_all = torch.einsum("bij,bpj->bpi", O, zX * lam.sqrt())
-    zb = torch.randn(B, d, generator=gen, dtype=dtype, device=device)
     beta = torch.einsum("bij,bj->bi", O, zb * omega.sqrt())
+    O = O.clone()  # (the cached draw stays untouched whatever a caller does with its contexts)
     X, xq = X_all[:, :P], X_all[:, P]
     y = torch.einsum("bpd,bd->bp", X, beta)
     if noise > 0:
-        y = y + noise * torch.randn(B, P, generator=gen, dtype=dtype, device=device)
+        y = y + noise * zn
     if task == "easy":
-        j = torch.randint(0, P, (B,), generator=gen, device=device)
-        sel = j.unsqueeze(1)
+        sel = j.unsqueeze(1).clone()  # (not a view of the cached draw)
         xq = X[torch.arange(B, device=device), j]
     else:
         sel = top_k_by_cosine(X, xq, k)
@@ -100,5 +151,5 @@ def step_seed(seed: int, step: int) -> int:
     return (int(seed) * 1_000_003 + int(step) * 7_919 + 17) % (2**63 - 1)
 
 
-__all__ = ["Contexts", "sample_contexts", "sample_for", "spectrum", "haar_orthogonal",
+__all__ = ["Contexts", "sample_contexts", "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal",
            "top_k_by_cosine", "make_generator", "step_seed"]

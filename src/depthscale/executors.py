@@ -20,8 +20,10 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+from depthscale import timing
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import MissingExtraError, SubmissionError
+from depthscale.memory import tune_allocator
 from depthscale.store import Store
 
 log = logging.getLogger(__name__)
@@ -116,12 +118,14 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
     try:
         with _Heartbeat(store, rids, interval):
             try:
-                fn(claimed, store, device=device, progress=progress)
+                with timing.record() as rec:
+                    fn(claimed, store, device=device, progress=progress)
             except Exception as e:
                 reason = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
                 log.error("worker failed on a pack of %d runs: %s: %s", len(claimed), type(e).__name__, e)
                 for rid in filter(unrecorded, rids):
                     store.fail(rid, reason)
+        _write_timing(store, claimed, rec)
         for rid in rids:
             if store.is_done(rid):
                 counts["ran"] += 1
@@ -133,6 +137,17 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
         for rid in rids:
             store.release(rid)
     return counts
+
+
+def _write_timing(store: Store, claimed: list[RunConfig], rec: "timing.Record") -> None:
+    """The pack's phases (sampling, forward, ...) into <store>/timing/: written by the worker
+    itself, so that the process executor's packs are counted too. A failure to write is logged,
+    never fatal."""
+    torch = sys.modules.get("torch")
+    try:
+        timing.write_pack_record(store.root, claimed, rec, torch.get_num_threads() if torch else None)
+    except OSError as e:
+        log.warning("could not write the timing of a pack of %d runs: %s", len(claimed), e)
 
 
 def _failed_stamp(store: Store, rid: str) -> tuple | None:
@@ -172,6 +187,7 @@ def _init_process_worker(threads: int, parent: int | None = None) -> None:
         os.environ[var] = str(threads)
     if parent is not None:
         _die_with_parent(parent)
+    tune_allocator()  # a worker's step temporaries are reused, not page-faulted in again (x1.5)
     _apply_threads()
 
 
@@ -268,6 +284,7 @@ def _slurm_task(pack: list[RunConfig], root: str, lease_timeout: float, worker, 
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    tune_allocator()
     store = Store(root, lease_timeout=lease_timeout)
     job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "?"))
     task = os.environ.get("SLURM_ARRAY_TASK_ID", "0")

@@ -60,8 +60,8 @@ class _RmsScale(torch.autograd.Function):
 class _TestRowReadout(torch.autograd.Function):
     """The test row of every layer: p_t = softmax_i(rc_{m(t),i} (u_t . x_i)) and py_t = p_t . y,
     for T layers of G models on one batch (model j owns the layers bounds[j]; rc_BxGxP are its
-    context scales). Written out so the B x T x P scores take few passes: no gathered copy of rc,
-    in-place scaling, and the softmax-times-labels backward in two fused passes."""
+    scales, r_test r_i). Written out so the B x T x P scores take few passes: no gathered copy of
+    rc, in-place scaling, and the softmax-times-labels backward in three in-place passes."""
 
     @staticmethod
     def forward(ctx, u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, bounds):
@@ -85,8 +85,10 @@ class _TestRowReadout(torch.autograd.Function):
         dpy_BxT = torch.zeros(B, T, dtype=dt, device=p.device) if dpy_BxT is None else dpy_BxT.to(dt)
         dp_BxTxP = None if dp_BxTxP is None else dp_BxTxP.to(dt)
         if dp_BxTxP is None:  # ds = p (dpy y - dpy py): softmax backward of the readout
-            ds = torch.addcmul((-(py * dpy_BxT)).unsqueeze(-1), y.unsqueeze(1), dpy_BxT.unsqueeze(-1))
-            ds.mul_(p)
+            # (the addcmul in place on a materialised first operand: bit for bit the out-of-place
+            # addcmul of three broadcast operands, 2.7x faster)
+            ds = (-(py * dpy_BxT)).unsqueeze(-1).expand(B, T, P).contiguous()
+            ds.addcmul_(y.unsqueeze(1), dpy_BxT.unsqueeze(-1)).mul_(p)
         else:
             gp = torch.addcmul(dp_BxTxP, y.unsqueeze(1), dpy_BxT.unsqueeze(-1))
             ds = torch._softmax_backward_data(gp, p, -1, p.dtype)
@@ -110,7 +112,7 @@ class ModelOutput:
     extras: dict | None = None  # e.g. context_updates: A1_BxPxP (layer 1 context attention)
 
 
-def init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: int,
+def init_model_params(kind: str, d: int, N: int, L: int, qk_std: float, seed: int,
                       qk_init: str = "independent", wx_init: str = "gaussian",
                       gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5) -> dict:
     """One model's parameters, drawn on the CPU from its own seed: identical whether the model is
@@ -126,7 +128,7 @@ def init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: i
         p["Wv"] = r(L, N, N) / N**0.5
     else:
         p["Wv"] = r(N, N) / N**0.5
-    p["Wq"] = r(L, N, N) * init_qk
+    p["Wq"] = r(L, N, N) * qk_std
     if wx_init == "orthogonal":  # RMS-normed W_x x is then sqrt(N) x/|x|: scores see cosines
         Q, R = torch.linalg.qr(p["Wx"])
         p["Wx"] = Q * torch.sign(torch.diagonal(R)).unsqueeze(0)
@@ -139,12 +141,12 @@ def init_model_params(kind: str, d: int, N: int, L: int, init_qk: float, seed: i
             p["Wo"] = -p["Wo"]
     # "tied": W_k^l starts equal to W_q^l (then trained freely), so each layer's score matrix
     # W_q^T W_k starts as a small random positive semi-definite metric, a different one per layer
-    p["Wk"] = p["Wq"].clone() if qk_init == "tied" else r(L, N, N) * init_qk
+    p["Wk"] = p["Wq"].clone() if qk_init == "tied" else r(L, N, N) * qk_std
     if qk_init == "spread":
         base = spread_metric_factors(p["Wx"], L, *spread, g)
         p["Wq"], p["Wk"] = base + p["Wq"], base + p["Wk"]
     if qk_init == "gd":  # linear model: layer l starts as one in-context gradient-descent step
-        p.update(gd_start(p["Wy"], L, N, gd_step, init_qk, g))
+        p.update(gd_start(p["Wy"], L, N, gd_step, qk_std, g))
     if kind == "context_updates":
         p["m"] = torch.zeros(())
     return p
@@ -195,7 +197,7 @@ class AttentionPack(nn.Module):
     """
 
     def __init__(self, kind: str, d: int, N: int, depths: list[int], seeds: list[int],
-                 init_qk: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian",
+                 qk_std: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian",
                  gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5):
         super().__init__()
         if kind not in MODELS:
@@ -211,7 +213,7 @@ class AttentionPack(nn.Module):
         for L in self.depths:
             offs.append(offs[-1] + L)
         self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
-        per = [init_model_params(kind, d, N, L, init_qk, s, qk_init, wx_init,
+        per = [init_model_params(kind, d, N, L, qk_std, s, qk_init, wx_init,
                                  gain_init, spread, gd_step) for L, s in zip(self.depths, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
@@ -314,16 +316,20 @@ class AttentionPack(nn.Module):
         rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
         rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
         # E_l = (W_q^l W_x)^T (W_k^l W_x) for every layer
-        Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else Wx_GxNxd.index_select(0, local_T)
+        # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
+        Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else torch.cat(
+            [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
         E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
                             torch.bmm(sel_T(self.Wk), Wx_TxNxd))
         u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
-        u_BxTxd = u_BxTxd * (rq_BxG if G == 1 else rq_BxG.index_select(1, local_T)).unsqueeze(-1)
+        # the test token's scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a
+        # B x G x P product instead of a pass over u (B x T x d) forward and two backward
+        rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
         bounds, t0 = [], 0
         for L in depths:
             bounds.append((t0, t0 + L))
             t0 += L
-        py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, bounds)
+        py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, bounds)
         # gains g = W_o W_v W_y, per model (shared W_v) or per layer (layer_values)
         Wo, Wy = sel_M(self.Wo), sel_M(self.Wy)
         if self.kind == "layer_values":
@@ -383,17 +389,25 @@ class AttentionPack(nn.Module):
         # B_l = (W_k W_x)^T (W_q W_x) / N for every layer of every model
         Bm_GxLxdxd = torch.matmul(torch.matmul(Wk_GxLxNxN, Wx_GxNxd.unsqueeze(1)).transpose(-1, -2),
                                   torch.matmul(Wq_GxLxNxN, Wx_GxNxd.unsqueeze(1))) / N
-        G_GxBxNxd = Wy_GxN.view(G, 1, N, 1) * c_GxBxd.unsqueeze(2)
-        Wv_Gx1xNxN = Wv_GxNxN.unsqueeze(1)
+        # The recursion runs on the transposes, G_l^T = G_{l-1}^T - (1/L) (S^T B_l^T) (G_{l-1}^T W_v^T),
+        # with the B contexts' G^T stacked as B d rows per model: the products every context of a
+        # model shares (W_v^T on the right of G^T, B_l^T on the right of S^T) are then one large
+        # matmul per model, and only the last product is a batch of small d x d ones (the direct
+        # form needed three such batches and copies of W_v and B_l broadcast over B: 4-11% slower
+        # at L >= 4, docs/performance.md).
+        Gt_GxBdxN = (c_GxBxd.unsqueeze(-1) * Wy_GxN.view(G, 1, 1, N)).view(G, B * d, N)
+        WvT_GxNxN = Wv_GxNxN.transpose(1, 2)
+        St_GxBdxd = S_GxBxdxd.transpose(-1, -2).reshape(G, B * d, d)
         # f_l = W_o (W_v G_{l-1} B_l) x_test = (W_o W_v) G_{l-1} (B_l x_test): contract early
-        oV_Gx1x1xN = torch.matmul(Wo_GxN.unsqueeze(1), Wv_GxNxN).view(G, 1, 1, N)
+        oV_GxNx1 = torch.matmul(Wo_GxN.unsqueeze(1), Wv_GxNxN).view(G, N, 1)
         u_GxLxBxd = torch.matmul(xq_GxBxd.unsqueeze(1), Bm_GxLxdxd.transpose(-1, -2))  # (B_l x_test)^T
         oVG = []
         for l in range(L):
-            oVG.append(torch.matmul(oV_Gx1x1xN, G_GxBxNxd).squeeze(2))
+            oVG.append(torch.bmm(Gt_GxBdxN, oV_GxNx1).view(G, B, d))
             if l < L - 1:  # G_L is never read
-                VGB_GxBxNxd = torch.matmul(torch.matmul(Wv_Gx1xNxN, G_GxBxNxd), Bm_GxLxdxd[:, l].unsqueeze(1))
-                G_GxBxNxd = G_GxBxNxd - torch.matmul(VGB_GxBxNxd, S_GxBxdxd) / L  # - (1/L) W_v F S B_l S
+                GV_GxBxdxN = torch.bmm(Gt_GxBdxN, WvT_GxNxN).view(G, B, d, N)
+                SB_GxBxdxd = torch.bmm(St_GxBdxd, Bm_GxLxdxd[:, l].transpose(-1, -2)).view(G, B, d, d)
+                Gt_GxBdxN = Gt_GxBdxN - torch.matmul(SB_GxBxdxd, GV_GxBxdxN).view(G, B * d, N) / L
         f_GxBxL = (torch.stack(oVG, 1) * u_GxLxBxd).sum(-1).transpose(1, 2)
         return [ModelOutput(f_GxBxL[g].mean(1), f_GxBxL[g], None) for g in range(G)]
 
@@ -448,7 +462,7 @@ class AttentionPack(nn.Module):
 def build_pack(cfgs: list) -> AttentionPack:
     """A pack for RunConfigs that share a pack key (same kind, d, N, init)."""
     c0 = cfgs[0]
-    return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.init_qk,
+    return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.qk_std,
                          c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step)
 
 

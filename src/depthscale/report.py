@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import logging
 import math
 import time
@@ -31,7 +32,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale import claims, versions
+from depthscale import claims, timing, versions
 from depthscale.atomic import as_float, write_json_atomic
 from depthscale.config import PRESETS
 from depthscale.errors import InputError
@@ -180,20 +181,26 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
     pdir.mkdir(parents=True, exist_ok=True)
     res = Results(df, preset, store, overrides)
     th = Theory(preset, cache=pdir / "theory.json", device=device, progress=bool(progress))
-    artifacts, tables, errs = {}, {}, {}
+    th.get = timing.timed(th.get, "theory")  # the build's phases, for the provenance's timing table
+    artifacts, tables, errs, build = {}, {}, {}, {}
     t0 = time.perf_counter()
     for i in ids:
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", RuntimeWarning)  # partial data: nan, not noise
-                paths = _write_one(i, res, th, pdir, tables)
+                with timing.record() as rec, timing.phase("figures"):
+                    paths = _write_one(i, res, th, pdir, tables)
+                build[i] = rec.phases
             artifacts[i] = [str(pp.relative_to(out_dir)) for pp in paths]
         except Exception as e:  # noqa: BLE001 - one broken artifact must not sink the report
             errs[i] = f"{type(e).__name__}: {e}"
             log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
-    cl = claims.check_all(res, th, ids)
-    write_json_atomic(pdir / "claims.json", cl)
+    with timing.record() as rec, timing.phase("report"):
+        cl = claims.check_all(res, th, ids)
+        write_json_atomic(pdir / "claims.json", cl)
+    build["claims"] = rec.phases
     prov = provenance(res, ids, time.perf_counter() - t0)
+    prov["phase_timing"] = phase_timing(store, preset, ids, build, pdir, overrides)
     runs = {row["id"]: row[preset] for row in summary((preset,))}
     return {"preset": preset, "ids": list(ids), "artifacts": artifacts, "tables": tables,
             "claims": cl, "errors": errs, "provenance": prov, "runs": runs}
@@ -237,6 +244,33 @@ def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("n
     }
 
 
+def phase_timing(store, preset: str, ids: Sequence[str], build: dict, pdir: Path,
+                 overrides: dict | None = None) -> dict:
+    """Seconds per experiment and phase: training phases from the pack records the workers wrote
+    into <store>/timing/, build phases (theory, figures, report) of this build. Theory is cached
+    in theory.json, so a later build reads it in no time: the theory seconds shown are those of
+    the build that computed them (kept in <out>/<preset>/build_timing.json)."""
+    path = pdir / "build_timing.json"
+    try:
+        old = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        old = {}
+    for e, ph in build.items():
+        ph["theory"] = max(ph.get("theory", 0.0), (old.get(e) or {}).get("theory", 0.0))
+    write_json_atomic(path, build)
+    experiments = {i: {c.run_id for c in REGISTRY[i].configs(preset, None, **(overrides or {}))} for i in ids}
+    return timing.experiment_table(timing.read_records(store.root), experiments, build)
+
+
+def _timing_lines(prov: dict) -> list[str]:
+    tab = prov.get("phase_timing")
+    if not tab or not tab["rows"]:
+        return []
+    return ["", "Where the time went (seconds; training phases from the packs' own records, runs shared "
+            "by several experiments counted under the first; 'train wall' is the packs' wall time summed "
+            "over packs — packs run side by side, so it exceeds the job's wall time):", ""] + timing.markdown_lines(tab)
+
+
 def _isnum(x) -> bool:
     return not math.isnan(as_float(x))
 
@@ -272,6 +306,21 @@ def _versions_line(header: dict) -> str:
                                             "matplotlib", "python") if v.get(k)) + f"; {v['platform']}"
 
 
+def banner(preset: str) -> str | None:
+    """The warning shown at the top of a preset's section (the smoke preset's), or None."""
+    if preset != "smoke":
+        return None
+    from depthscale.config import PRESET_DEPTHS, geometry, preset_fields
+
+    g, depths = geometry(preset, "linear"), PRESET_DEPTHS[preset]
+    return (f"The smoke preset proves the pipeline, not the science: tiny models (d = {g['d']}, "
+            f"P = {g['P']}), depths {', '.join(map(str, depths))} only, a step cap of "
+            f"{preset_fields(preset)['max_steps']}. With {len(depths)} depths a fit with a floor (L0, c, α) has no residual "
+            "degree of freedom: such fits are degenerate and drawn as data only, and the claims built "
+            "on them FAIL for that reason. No verdict here says anything about the paper: use the cpu "
+            "or paper preset for results.")
+
+
 def render_markdown(header: dict, sections: list[dict]) -> str:
     out = ["# depthscale report", "",
            f"Reproduction of *{header['paper']}*.", "",
@@ -281,7 +330,10 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
     for sec in sections:
         p = sec["preset"]
         out += [f"## Preset `{p}`", ""]
+        if banner(p):
+            out += [f"> **Warning.** {banner(p)}", ""]
         out += [f"- {line}" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)] + [""]
+        out += _timing_lines(sec["provenance"])[1:] + ([""] if _timing_lines(sec["provenance"]) else [])
         n_pass = sum(c["pass"] for c in sec["claims"])
         out += [f"### Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass", "",
                 "| # | claim | expected | result | measured |", "|---|---|---|---|---|"]
@@ -328,6 +380,8 @@ font-variant-numeric:tabular-nums} td.paper,th.paper{background:#f7f3e8}
 .fail{color:#fff;background:#c62828;font-weight:bold;padding:0 .4em;border-radius:3px}
 img{max-width:100%;height:auto;border:1px solid #eee} .small{color:#555;font-size:.85em}
 .detail{font-size:.8em;color:#333}
+.banner{background:#fff4d6;border:1px solid #e0b000;border-left:6px solid #e0b000;padding:.6em .9em;
+margin:1em 0}
 """
 
 
@@ -359,9 +413,15 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
              f"<li>presets: {esc(', '.join(s['preset'] for s in sections))}</li></ul>"]
     for sec in sections:
         p = sec["preset"]
-        parts.append(f"<h2 id=\"{esc(p)}\">Preset <code>{esc(p)}</code></h2><ul class=\"small\">")
+        parts.append(f"<h2 id=\"{esc(p)}\">Preset <code>{esc(p)}</code></h2>")
+        if banner(p):
+            parts.append(f"<p class=\"banner\"><strong>Warning.</strong> {esc(banner(p))}</p>")
+        parts.append("<ul class=\"small\">")
         parts += [f"<li>{esc(line)}</li>" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)]
         parts.append("</ul>")
+        if _timing_lines(sec["provenance"]):
+            parts.append(f"<p class=\"small\">{esc(_timing_lines(sec['provenance'])[1])}</p>"
+                         + timing.html_table(sec["provenance"]["phase_timing"]))
         n_pass = sum(c["pass"] for c in sec["claims"])
         parts.append(f"<h3>Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass</h3>")
         parts.append("<table><thead><tr><th>#</th><th>claim</th><th>expected</th><th>result</th>"
