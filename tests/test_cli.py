@@ -125,7 +125,7 @@ GIB16 = 16 * 2**30  # the available memory the table is made with (the real one 
 TRAIN = ("train", "--preset", "smoke", "--store", "{store}")
 INT_FIELDS = ("d", "P", "N", "depth", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
               "patience", "checkpoint_every", "eval_contexts")
-NONNEG_FLOATS = ("a", "b", "noise", "init_qk", "rel_tol", "grad_clip", "metric_sigma")
+NONNEG_FLOATS = ("a", "b", "noise", "qk_std", "rel_tol", "grad_clip", "metric_sigma")
 GRIDS = {"empty.json": "", "empty.toml": "", "nokeys.json": "{}", "nolist.json": "[]", "badjson.json": "{",
          "badtoml.toml": "a = [", "grid.yaml": "a: 1", "unknown.json": '{"nope": 1}',
          "emptylist.json": '{"L": []}', "badmodel.json": '{"model": 3}', "seed.json": '{"seed": -1}',
@@ -162,8 +162,17 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("qk_init spread with gaussian W_x", TRAIN + ("--qk_init", "spread", "--wx_init", "gaussian"),
          "wx_init must be orthogonal"),
     ]
-    for f in ("model", "task", "schedule", "qk_init", "wx_init", "gain_init"):
-        cases.append((f"--{f} bogus", TRAIN + (f"--{f}", "bogus"), f"{f} must be one of"))
+    for f in ("model", "task", "schedule", "qk_init", "wx_init", "gain_init", "qk_lr"):
+        cases.append((f"--{f} bogus", TRAIN + (f"--{f}", "bogus"), f"argument --{f}: invalid choice: 'bogus'"))
+    cases += [
+        ("--init_qk (renamed --qk_std)", TRAIN + ("--init_qk", "0.1"), "unrecognized arguments: --init_qk 0.1"),
+        ("--keep_best maybe", TRAIN + ("--keep_best", "maybe"), "expected true or false"),
+        ("--log bogus", TRAIN + ("--log", "bogus"), "argument --log: invalid choice: 'bogus'"),
+        ("--log tensorboard without the package", TRAIN + ("--log", "tensorboard"),
+         "--log tensorboard needs the tensorboard package: pip install 'depthscale[tensorboard]'"),
+        ("a new store named runs (would nest)", ("train", "--preset", "smoke", "--store", "{tmp}/runs"),
+         "would nest as runs/runs/"),
+    ]
     cases += [
         ("--preset bogus", ("train", "--preset", "bogus", "--store", "{store}"), "invalid choice: 'bogus'"),
         ("--depth 100000000 (memory)", TRAIN + ("--depth", "100000000"), "is available on cpu"),
@@ -195,6 +204,13 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("empty --experiment", SWEEP + ("--experiment", ""), "give exactly one of"),
         ("unknown experiment", SWEEP + ("--experiment", "fig99"), "unknown experiment 'fig99'"),
         ("unknown experiment in a list", SWEEP + ("--experiment", "fig6,nope"), "unknown experiment 'nope'"),
+        ("unknown experiment in a spaced list", SWEEP + ("--experiment", "fig6, nope"), "unknown experiment 'nope'"),
+        ("empty item in a list", SWEEP + ("--experiment", "fig6,,fig5"), "unknown experiment ''"),
+        ("sweep --log bogus", SWEEP + ("--grid", "{grid:ok.json}", "--log", "bogus"), "invalid choice: 'bogus'"),
+        ("sweep --log tensorboard without the package", SWEEP + ("--grid", "{grid:ok.json}", "--log", "tensorboard"),
+         "pip install 'depthscale[tensorboard]'"),
+        ("sweep into a new store named runs", ("sweep", "--preset", "smoke", "--store", "{tmp}/runs", "--grid",
+                                               "{grid:ok.json}"), "would nest as runs/runs/"),
         ("missing grid file", SWEEP + ("--grid", "{missing}.json"), "no such file"),
         ("grid is a directory", SWEEP + ("--grid", "{dir}"), "no such file"),
         ("--shard 2/2", SWEEP + ("--grid", "{grid:ok.json}", "--shard", "2/2"), "shard must be i/n"),
@@ -214,6 +230,10 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
          "--slurm-cpus must be >= 1"),
         ("--slurm-mem 0", SWEEP + ("--grid", "{grid:ok.json}", "--executor", "slurm", "--slurm-mem", "0"),
          "--slurm-mem must be > 0"),
+        ("--pack-memory 0", SWEEP + ("--grid", "{grid:ok.json}", "--pack-memory", "0"),
+         "--pack-memory must be a finite number > 0"),
+        ("--pack-memory nan", SWEEP + ("--grid", "{grid:ok.json}", "--pack-memory", "nan"),
+         "--pack-memory must be a finite number > 0"),
         ("--slurm-time abc", SWEEP + ("--grid", "{grid:ok.json}", "--executor", "slurm", "--slurm-time", "abc"),
          "invalid int value"),
         ("slurm without submitit", SWEEP + ("--grid", "{grid:ok.json}", "--executor", "slurm"),
@@ -229,6 +249,15 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
             ("--store is a file", (cmd, "--store", "{file}") + out, "does not exist"),
         ]
     cases += [
+        ("a directory of stores, not a store", ("status", "--store", "{tmp}"), "stores inside it: empty, store"),
+        ("collect --sweep unknown", ("collect", "--store", "{store}", "--out", "{tmp}/t.csv", "--sweep", "nope"),
+         "no sweep 'nope' in store"),
+        ("collect --curves --sweep unknown", ("collect", "--store", "{store}", "--curves", "--out", "{tmp}/c.csv",
+                                              "--sweep", "nope"), "no sweep 'nope' in store"),
+        ("collect --curves --out .xlsx", ("collect", "--store", "{store}", "--curves", "--out", "{tmp}/c.xlsx"),
+         "use a .parquet or .csv suffix"),
+        ("collect --curves missing store", ("collect", "--store", "{missing}", "--curves", "--out", "{tmp}/c.csv"),
+         "does not exist"),
         ("empty --out", ("collect", "--store", "{store}", "--out", ""), "--out is empty"),
         ("--out .xlsx", ("collect", "--store", "{store}", "--out", "{tmp}/t.xlsx"), "use a .parquet or .csv suffix"),
         ("--out is a directory", ("collect", "--store", "{store}", "--out", "{dir}.csv"), "is a directory"),
@@ -279,12 +308,21 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("softmax-floor --temperatures nan", TH + ("softmax-floor", "--a", "0", "--b", "0", "--temperatures", "nan"),
          "finite numbers"),
         ("unknown theory", TH + ("bogus", "--a", "0", "--b", "0"), "invalid choice: 'bogus'"),
+        ("exponents with --samples (not its flag)", TH + ("exponents", "--a", "1", "--b", "1", "--samples", "10"),
+         "unrecognized arguments: --samples 10"),
+        ("floor with --finite-P (curve's flag)", TH + ("floor", "--a", "0", "--b", "0", "--finite-P"),
+         "unrecognized arguments: --finite-P"),
+        ("curve with --k (not its flag)", TH + ("curve", "--a", "1", "--b", "1", "--k", "2"),
+         "unrecognized arguments: --k 2"),
+        ("theory without a subcommand", TH, "the following arguments are required: {exponents,curve,floor,"),
         ("theory without --a", TH + ("floor", "--b", "0"), "the following arguments are required: --a"),
     ]
     REPRO = ("reproduce", "fig6", "--preset", "smoke", "--store", "{store}")
     cases += [
         ("unknown id", ("reproduce", "fig99", "--preset", "smoke", "--store", "{store}", "--out", "{tmp}/o"),
          "unknown experiment 'fig99'"),
+        ("unknown id in a spaced list", ("reproduce", "fig6, fig99", "--preset", "smoke", "--store", "{store}",
+                                         "--out", "{tmp}/o"), "unknown experiment 'fig99'"),
         ("--out is a file", REPRO + ("--out", "{file}"), "is a file, not a directory"),
         ("--out under a file", REPRO + ("--out", "{file}/out"), "is a file, not a directory"),
         ("empty --out", REPRO + ("--out", ""), "--out is empty"),
@@ -344,6 +382,8 @@ def test_every_bad_input_gets_one_line_exit_2_and_changes_nothing(tmp_path, caps
         with monkeypatch.context() as m:
             if what == "slurm without submitit":
                 m.setitem(sys.modules, "submitit", None)
+            if "without the package" in what:
+                m.setitem(sys.modules, "torch.utils.tensorboard", None)
             capsys.readouterr()
             code = cli.main(args)
             out = capsys.readouterr()

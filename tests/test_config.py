@@ -66,15 +66,18 @@ def test_spread_recipe_is_centred_per_k():
     assert make_config("cpu", model="linear", task="difficult", k=16).qk_init == "gd"  # the linear start
 
 
-def test_linear_easy_step_budget_grows_with_depth():
-    """The cpu linear easy-task budget: flat to L = 8, then ~L^1/4; the convergence rule judges only
-    its second half; an explicit max_steps wins; other recipes keep their flat budget."""
+def test_linear_step_budget_grows_with_depth():
+    """The cpu linear budgets: flat to L = 8, then ~L^1/4 (easy) and ~L^1/3 (difficult); the
+    convergence rule judges only their second half; an explicit max_steps wins; other recipes keep
+    their flat budget."""
     budgets = [make_config("cpu", model="linear", task="easy", L=L).max_steps for L in (1, 8, 16, 32, 64)]
     assert budgets == [1000, 1000, 1200, 1400, 1700]
     c = make_config("cpu", model="linear", task="easy", L=64)
     assert c.min_steps == 850 and c.qk_init == "gd"
     assert make_config("cpu", model="linear", task="easy", L=64, max_steps=300).max_steps == 300
-    assert make_config("cpu", model="linear", task="difficult", k=2, L=64).max_steps == \
-        make_config("cpu", model="linear", task="difficult", k=2, L=1).max_steps
+    hard = [make_config("cpu", model="linear", task="difficult", k=2, L=L).max_steps for L in (1, 8, 16, 32, 64)]
+    assert hard == [500, 500, 600, 800, 1000]  # ~L^1/3 past L = 8
+    assert make_config("cpu", model="nonlinear", task="difficult", L=64).max_steps == \
+        make_config("cpu", model="nonlinear", task="difficult", L=1).max_steps
     with pytest.raises(ConfigError, match="qk_init"):
         make_config("cpu", model="nonlinear", qk_init="gd")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,11 +31,13 @@ DAMAGES = ("missing", "empty", "truncated", "garbage", "not_object", "directory"
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, list[str]]:
-    """cli.main in this process: (exit code, stdout, stderr lines)."""
+    """cli.main in this process: (exit code, stdout, stderr lines but the progress lines: the preset
+    used, a line per finished run and the minute's heartbeat, printed when stderr is no terminal)."""
     capsys.readouterr()
     code = cli.main([str(a) for a in argv])
     out = capsys.readouterr()
-    return code, out.out, out.err.splitlines()
+    progress = re.compile(r"^depthscale: (preset |run [0-9a-f]{16} done: |\S+ \S+ pack of \d+: step )")
+    return code, out.out, [ln for ln in out.err.splitlines() if not progress.match(ln)]
 
 
 def snapshot(root: Path) -> dict:

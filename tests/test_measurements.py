@@ -30,7 +30,7 @@ def test_decomposition_identity_on_sample_means():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_identity_and_modes_for_every_model(kind):
-    cfg = make_config("smoke", model=kind, L=3, a=0.5, b=0.5, init_qk=0.3)
+    cfg = make_config("smoke", model=kind, L=3, a=0.5, b=0.5, qk_std=0.3)
     pack = build_pack([cfg])
     chunks = eval_contexts(cfg, 600, 3, chunk=300)
     r = measure(pack, 0, chunks, cfg.task)
@@ -41,7 +41,7 @@ def test_identity_and_modes_for_every_model(kind):
 
 
 def test_mode_sum_equals_beta_averaged_loss_exactly():
-    cfg = make_config("smoke", model="nonlinear", L=2, a=1.0, b=0.5, init_qk=0.3)
+    cfg = make_config("smoke", model="nonlinear", L=2, a=1.0, b=0.5, qk_std=0.3)
     pack = build_pack([cfg]).double()
     ctx = sample_contexts(200, cfg.d, cfg.P, 1.0, 0.5, "difficult", 2, make_generator(1), dtype=torch.float64)
     r = measure(pack, 0, [ctx], "difficult")

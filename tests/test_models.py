@@ -21,8 +21,8 @@ def ctx_for(seed=0, B=3, task="difficult", k=2, a=0.5, b=0.25):
     return sample_contexts(B, d, P, a, b, task, k, make_generator(seed), dtype=torch.float64)
 
 
-def pack64(kind, depths, seeds=None, init_qk=0.5):
-    pk = AttentionPack(kind, d, N, depths, seeds or list(range(len(depths))), init_qk).double()
+def pack64(kind, depths, seeds=None, qk_std=0.5):
+    pk = AttentionPack(kind, d, N, depths, seeds or list(range(len(depths))), qk_std).double()
     if kind == "context_updates":
         with torch.no_grad():
             pk.m.fill_(-0.7)
@@ -123,7 +123,7 @@ def test_linear_token_form_equals_covariance_form():
     """F_0 = W_y beta^T, F_l = F_{l-1} - (1/L) W_v F_{l-1} S B_l, y_hat = W_o (F_0 - F_L) x_test."""
     L = 4
     ctx = ctx_for(3, B=6, a=1.0, b=0.5)
-    pk = pack64("linear", [L], init_qk=0.7)
+    pk = pack64("linear", [L], qk_std=0.7)
     with torch.no_grad():
         out = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0]
     Wx, Wv, Wo, Wy = pk.Wx[0], pk.Wv[0], pk.Wo[0], pk.Wy[0]
@@ -197,7 +197,7 @@ def test_linear_gd_start_is_gradient_descent_in_context():
     residual polynomial of SPEC §6.2, computed here from beta directly (the model never sees it)."""
     ctx = ctx_for(8, B=6, task="easy", a=1.0, b=0.5)
     for L, step in ((1, 0.3), (5, 0.7)):
-        pk = AttentionPack("linear", d, N, [L], [3], init_qk=0.0, qk_init="gd", wx_init="orthogonal",
+        pk = AttentionPack("linear", d, N, [L], [3], qk_std=0.0, qk_init="gd", wx_init="orthogonal",
                            gd_step=step).double()
         with torch.no_grad():
             y_hat = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].y_hat_B
@@ -214,14 +214,14 @@ def test_cascaded_pack_needs_one_depth():
 
 def test_near_uniform_attention_at_init():
     ctx = ctx_for(7, B=16)
-    pk = AttentionPack("nonlinear", d, N, [4], [0], init_qk=0.02).double()
+    pk = AttentionPack("nonlinear", d, N, [4], [0], qk_std=0.02).double()
     with torch.no_grad():
         p = pk(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)[0].p_BxLxP
     assert (p - 1.0 / P).abs().max() < 0.02 / P * 10
 
 
 def test_tied_qk_init_starts_psd_and_distinct_per_layer():
-    pk = AttentionPack("nonlinear", d, N, [3], [0], init_qk=0.1, qk_init="tied").double()
+    pk = AttentionPack("nonlinear", d, N, [3], [0], qk_std=0.1, qk_init="tied").double()
     M_LxNxN = torch.einsum("lkn,lkj->lnj", pk.Wq, pk.Wk)  # W_q^T W_k per layer
     assert torch.allclose(M_LxNxN, M_LxNxN.transpose(1, 2))
     assert (torch.linalg.eigvalsh(M_LxNxN) > -1e-12).all()
@@ -246,7 +246,7 @@ def test_spread_init_starts_each_layer_at_its_temperature():
     from depthscale.models import build_pack
 
     L, tmin, tmax = 5, 4.0, 64.0
-    cfg = make_config("smoke", d=6, N=6, L=L, qk_init="spread", init_qk=0.0, tau_min=tmin, tau_max=tmax,
+    cfg = make_config("smoke", d=6, N=6, L=L, qk_init="spread", qk_std=0.0, tau_min=tmin, tau_max=tmax,
                       metric_sigma=0.7)
     pk = build_pack([cfg]).double()
     Wx = pk.Wx[0]

@@ -139,7 +139,7 @@ def test_cli_sweep_on_slurm_with_parallelism_and_time(tmp_path, cluster):
 def test_readme_cluster_command_submits(tmp_path, cluster):
     """The README's cluster command as written (the paper preset, --device cuda on a submitting
     host without a GPU: the device is the nodes' business) submits; the jobs are then cancelled."""
-    store = tmp_path / "runs"
+    store = tmp_path / "runs" / "paper"  # the README's /shared/runs/paper
     out = _cli("sweep", "--experiment", "fig6", "--preset", "paper", "--store", str(store), "--executor",
                "slurm", "--slurm-parallelism", "32", "--device", "cuda", "--json", env=cluster.env)
     try:

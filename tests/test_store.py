@@ -297,7 +297,9 @@ def test_collect_one_tidy_row_per_finished_run(tmp_path):
         cfg = store.load_config(row["run_id"])
         assert row["L"] == cfg.L and row["metric_L"] == 10 * cfg.L
         assert row["R_L"] == fake_worker.expected_R(cfg)
-        assert json.loads(row["per_layer"]) == [1.0, 2.0]
+        assert row["per_layer"] == [1.0, 2.0]  # a native list (JSON text only with arrays="json")
+        assert row["sweeps"] == [] and row["finished_at"].endswith("+00:00")
+    assert json.loads(store.collect(arrays="json")["per_layer"][0]) == [1.0, 2.0]
     assert "per_layer" not in store.collect(arrays="drop").columns
     store.write_manifest("two", list(df["run_id"][:2]))
     assert list(store.collect(sweep="two")["run_id"]) == list(df["run_id"][:2])
@@ -309,6 +311,12 @@ def test_collect_to_round_trips(tmp_path, suffix):
     out = tmp_path / "out" / f"results{suffix}"
     df = store.collect_to(out)
     back = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
+    if suffix == ".parquet":  # list-valued metrics are native list columns (read back as arrays)
+        for col in ("per_layer", "sweeps"):
+            assert all(isinstance(v, list) for v in df[col])
+            back[col] = [list(v) for v in back[col]]
+    else:  # a CSV cell holds them as JSON text
+        assert json.loads(back["per_layer"][0]) == [1.0, 2.0]
     pd.testing.assert_frame_equal(back, df, check_dtype=(suffix == ".parquet"))
     assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
 

@@ -58,7 +58,7 @@ def test_resume_from_checkpoint_equals_uninterrupted(tmp_path, model):
         a, b = ref.load_metrics(c.run_id), store2.load_metrics(c.run_id)
         assert a["R"] == pytest.approx(b["R"], rel=1e-6)
         assert a["steps"] == b["steps"] == 40
-        assert ref.load_curves(c.run_id)["loss"] == pytest.approx(store2.load_curves(c.run_id)["loss"], rel=1e-6)
+        assert ref.load_curves(c.run_id)["R"] == pytest.approx(store2.load_curves(c.run_id)["R"], rel=1e-6)
 
 
 def test_nan_stops_that_run_only():
@@ -135,15 +135,17 @@ def test_cli_train_json(tmp_path):
            "--store", str(tmp_path / "s"), "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     rec = json.loads(out.stdout.strip().splitlines()[-1])
-    for key in ("run_id", "loss", "loss_se", "A", "C", "steps", "stopped_because"):
+    for key in ("run_id", "R", "R_se", "A", "C", "steps", "stopped_because"):
         assert key in rec
-    assert rec["loss"] == pytest.approx(rec["C"] + (rec["A"] - rec["C"]) / 2, rel=1e-9)
+    assert "loss" not in rec and "loss_se" not in rec  # one name per quantity: R, as in metrics.json
+    assert rec["R"] == pytest.approx(rec["C"] + (rec["A"] - rec["C"]) / 2, rel=1e-9)
+    assert out.stderr.splitlines()[0] == "depthscale: preset smoke"
     again = subprocess.run(cmd, capture_output=True, text=True, check=True)  # loaded, not retrained
     assert json.loads(again.stdout.strip().splitlines()[-1]) == rec
 
 
 @pytest.mark.parametrize("args,fragment", [
-    (["--a", "-1"], "a must be"), (["--k", "99"], "k must be <= P"), (["--model", "mlp"], "model must be one of"),
+    (["--a", "-1"], "a must be"), (["--k", "99"], "k must be <= P"), (["--model", "mlp"], "invalid choice: 'mlp'"),
 ])
 def test_cli_bad_input_exit_2(tmp_path, args, fragment):
     out = subprocess.run([sys.executable, "-m", "depthscale", "train", "--preset", "smoke", "--store",

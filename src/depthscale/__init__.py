@@ -23,4 +23,13 @@ def versions(packages: tuple[str, ...] = ("torch", "numpy")) -> dict:
     return out
 
 
-__all__ = ["ConfigError", "RunConfig", "make_config", "versions", "__version__"]
+def __getattr__(name: str):
+    # load_model is store.load_model, imported on first use (the store loads torch)
+    if name == "load_model":
+        from depthscale.store import load_model
+
+        return load_model
+    raise AttributeError(f"module 'depthscale' has no attribute {name!r}")
+
+
+__all__ = ["ConfigError", "RunConfig", "make_config", "versions", "load_model", "__version__"]

@@ -9,7 +9,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from depthscale.config import RunConfig, field_docs, make_config
+from depthscale.config import FIELD_CHOICES, RunConfig, field_docs, make_config
 from depthscale.errors import UserError
 
 MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
@@ -27,10 +27,22 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written; every option's help ends with its default (choices
+    are shown by argparse as {a,b,...})."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default:" in text or action.default in (None, argparse.SUPPRESS) or action.required \
+                or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)) \
+                or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 def help_text(desc: str, example: str) -> dict:
     """A subcommand's description and its example (every --help shows one)."""
-    return dict(description=desc, epilog="example:\n  " + example,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+    return dict(description=desc, epilog="example:\n  " + example, formatter_class=HelpFormatter)
 
 
 def parse_floats(s: str, name: str) -> list[float]:
@@ -103,15 +115,33 @@ def check_real(value, name: str) -> None:
         raise UsageError(f"--{name} must be a finite number, got {value!r}")
 
 
+def parse_bool(text: str) -> bool:
+    """A boolean config flag: true/false, yes/no, 1/0, on/off."""
+    low = text.strip().lower()
+    if low in ("true", "yes", "1", "on"):
+        return True
+    if low in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def add_config_fields(p: argparse.ArgumentParser) -> None:
+    """A flag per RunConfig field (but preset): its comment as help, its choices where it takes one
+    of a set of words, and its default: the preset's (and the model's recipe), shown for cpu."""
     docs = field_docs()
+    cpu = make_config("cpu")
+    g = p.add_argument_group("run configuration (every RunConfig field; unset ones come from --preset)")
     for f in dataclasses.fields(RunConfig):
         if f.name == "preset":
             continue
-        typ = {"int": int, "float": float, "str": str}[str(f.type)]
+        typ = {"int": int, "float": float, "str": str, "bool": parse_bool}[str(f.type)]
         names = ["--" + f.name] + (["--depth"] if f.name == "L" else [])
-        p.add_argument(*names, dest=f.name, type=typ, default=None, metavar=f.name.upper() if len(f.name) > 1 else f.name,
-                       help=f"{docs.get(f.name, '')} [preset default]")
+        choices = FIELD_CHOICES.get(f.name)
+        metavar = "{true,false}" if str(f.type) == "bool" else (None if choices else f.name)
+        value = getattr(cpu, f.name)
+        shown = str(value).lower() if isinstance(value, bool) else value
+        g.add_argument(*names, dest=f.name, type=typ, default=None, choices=choices, metavar=metavar,
+                       help=f"{docs.get(f.name, '')} (default: the preset's; cpu, {cpu.model}, {cpu.task}: {shown})")
 
 
 def config_from(args) -> RunConfig:
@@ -145,10 +175,28 @@ def existing_store(path: str):
 
 def store_if_any(path: str):
     """The store at `path` read-only if it exists, else None (nothing is created)."""
+    from depthscale.errors import StoreError
     from depthscale.store import Store
 
     root = path_arg(path, "store")
-    return Store(root, readonly=True) if (root / "runs").is_dir() else None
+    try:
+        return Store(root, readonly=True)
+    except StoreError:
+        return None
+
+
+def parse_experiments(text: str) -> str:
+    """--experiment / reproduce's id: 'all' or a comma list (spaces around the commas allowed),
+    as the registry reads it."""
+    parts = [t.strip() for t in str(text).split(",")]
+    return ",".join(parts)
+
+
+def parse_loggers(value: str) -> tuple[str, ...]:
+    """--log: 'none' or a logger (the package it needs is checked: MissingExtraError names the extra)."""
+    from depthscale.training import check_loggers
+
+    return () if value in (None, "none") else check_loggers((value,))
 
 
 def check_memory(packs, executor: str, workers, device: str, allow: bool) -> None:
@@ -211,28 +259,33 @@ def check_theory(args) -> None:
         if abs(v) > MAX_EXPONENT:
             raise UsageError(f"--{name} must be between 0 and {MAX_EXPONENT:g}, got {v!r}")
     for name in ("d", "P", "k", "samples"):
-        check_int(getattr(args, name), name, 1, MAX_SAMPLES if name == "samples" else None)
-    if not 0 <= args.seed < MAX_SEED:
-        raise UsageError(f"--seed must be an integer in [0, 2**60), got {args.seed}")
-    if args.k > args.P:
+        check_int(getattr(args, name, None), name, 1, MAX_SAMPLES if name == "samples" else None)
+    seed = getattr(args, "seed", 0)
+    if not 0 <= seed < MAX_SEED:
+        raise UsageError(f"--seed must be an integer in [0, 2**60), got {seed}")
+    if getattr(args, "k", None) is not None and args.k > args.P:
         raise UsageError(f"k must be <= P = {args.P}, got {args.k}")
-    parse_depths(args.depths)
-    if args.temperatures is not None:
-        parse_floats(args.temperatures, "temperatures")
+    if getattr(args, "depths", None) is not None:
+        parse_depths(args.depths)
+    temperatures = getattr(args, "temperatures", None)
+    if temperatures is not None:
+        parse_floats(temperatures, "temperatures")
+    if args.what == "exponents":
+        return
     from depthscale.memory import available_bytes, fmt_bytes
 
-    taus = 101 if args.temperatures is None else len(parse_floats(args.temperatures, "temperatures"))
+    taus = 101 if temperatures is None else len(parse_floats(temperatures, "temperatures"))
     # bytes per Monte Carlo sample, measured (floor: 8 float64 per input dimension; softmax-floor:
     # 8 per temperature; the finite-P curve: 2 per entry of a d x d matrix)
     per = {"floor": 64 * args.d, "softmax-floor": 64 * taus,
-           "curve": 16 * args.d * args.d if args.finite_P else 0}.get(args.what, 0)
+           "curve": 16 * args.d * args.d if getattr(args, "finite_P", False) else 0}.get(args.what, 0)
     need, avail = per * args.samples, available_bytes("cpu")
     if avail is not None and need > avail and not args.allow_memory:
         raise UsageError(f"theory {args.what} with --samples {args.samples} needs about {fmt_bytes(need)} of "
                          f"memory (estimate); {fmt_bytes(avail)} is available: fewer samples, or --allow-memory")
 
 
-__all__ = ["UsageError", "Parser", "help_text", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
+__all__ = ["UsageError", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
            "check_int", "check_real", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
            "store_if_any", "check_memory", "parse_shard", "slurm_options", "require_submitit", "check_theory",
            "SLURM_FLAGS", "MAX_SEED", "MAX_SAMPLES", "MAX_BENCH_STEPS", "MAX_EXPONENT"]

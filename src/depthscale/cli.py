@@ -15,8 +15,8 @@ import warnings
 
 from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, add_config_fields, check_int, check_memory,
                                   check_theory, config_from, existing_store, help_text, open_store, out_dir, out_file,
-                                  parse_depths, parse_floats, parse_shard, path_arg, pick_device, require_submitit,
-                                  slurm_options, store_if_any)
+                                  parse_depths, parse_experiments, parse_floats, parse_loggers, parse_shard, path_arg,
+                                  pick_device, require_submitit, slurm_options, store_if_any)
 from depthscale.atomic import plain
 from depthscale.config import PRESETS, ConfigError
 from depthscale.errors import UserError
@@ -38,6 +38,14 @@ def _emit(args, obj: dict, text: str | None = None) -> None:
 
 
 # ---------------------------------------------------------------- commands
+TRAIN_SWEEP = "train"  # the manifest `depthscale train` adds its runs to
+
+
+def _say_preset(preset) -> None:
+    """Which preset a command used: one line on stderr (stdout stays clean for --json)."""
+    print(f"depthscale: preset {preset}", file=sys.stderr, flush=True)
+
+
 def _num(x, spec: str) -> str:
     return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
@@ -48,16 +56,19 @@ def cmd_train(args) -> int:
 
     cfg = config_from(args)
     device = pick_device(args.device)
+    loggers = parse_loggers(args.log)
     existing = store_if_any(args.store)
     if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
         check_memory([[cfg]], "inline", None, device, args.allow_memory)
     store = open_store(args.store)
-    met = train_one(cfg, store, device, progress=None if not args.json else False)
+    _say_preset(args.preset)
+    store.add_to_manifest(TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
+    met = train_one(cfg, store, device, progress=None if not args.json else False, loggers=loggers)
     div = store.divergence(cfg.run_id) or diverged(met)
-    keys = ["run_id", "loss", "loss_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
+    keys = ["run_id", "R", "R_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
             "state", "diverged_step", "diverged_reason"]
     # L, model and task come from the config: a diverged run's metrics hold no measurements
-    out = dict(met, loss=met.get("R"), loss_se=met.get("R_se"), L=cfg.L, model=cfg.model, task=cfg.task,
+    out = dict(met, L=cfg.L, model=cfg.model, task=cfg.task,
                state="diverged" if div else "done", diverged_step=div["step"] if div else None,
                diverged_reason=div["reason"] if div else None)
     if args.json:
@@ -66,8 +77,8 @@ def cmd_train(args) -> int:
         print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} DIVERGED at step {div['step']}: "
               f"{div['reason']} ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
     else:
-        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} loss={_num(out['loss'], '.4g')} "
-              f"± {_num(out['loss_se'], '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
+        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} R={_num(out.get('R'), '.4g')} "
+              f"± {_num(out.get('R_se'), '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
               f"{out['steps']} steps ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
     return 0
 
@@ -78,9 +89,10 @@ def _sweep_configs(args) -> tuple[list, str]:
     if args.experiment:
         from depthscale.registry import all_configs, parse_ids
 
-        ids = parse_ids(args.experiment)
+        text = parse_experiments(args.experiment)
+        ids = parse_ids(text)
         # a comma list names its manifest with '_' (sweep names allow no commas)
-        return all_configs(ids, args.preset), f"{'_'.join(ids) if args.experiment != 'all' else 'all'}-{args.preset}"
+        return all_configs(ids, args.preset), f"{'_'.join(ids) if text != 'all' else 'all'}-{args.preset}"
     from depthscale.sweeps import expand_grid, load_grid
 
     if not os.path.isfile(args.grid):
@@ -92,22 +104,38 @@ def _sweep_configs(args) -> tuple[list, str]:
 
 
 def cmd_sweep(args) -> int:
-    from depthscale.sweeps import plan, run_sweep
+    from depthscale.sweeps import pack_memory_budget, plan, run_sweep
 
     path_arg(args.store, "store")
     check_int(args.workers, "workers", 1)
     slurm = slurm_options(args)
     require_submitit(args.executor)
+    loggers = parse_loggers(args.log)
     cfgs, name = _sweep_configs(args)
     shard = parse_shard(args.shard)
     # SLURM jobs pick their device on the node (the submitting host may have no GPU)
     device = args.device if args.executor == "slurm" else pick_device(args.device)
     # refuse a sweep that cannot fit before the store is created or its manifest written
-    check_memory(plan(cfgs, store_if_any(args.store), shard=shard), args.executor, args.workers,
-                 device, args.allow_memory)
+    if args.pack_memory is not None:
+        if not math.isfinite(args.pack_memory) or args.pack_memory <= 0:
+            raise UsageError(f"--pack-memory must be a finite number > 0 (GB), got {args.pack_memory!r}")
+        budget = int(args.pack_memory * 1e9)
+    else:
+        budget = pack_memory_budget(args.executor, args.workers, device, slurm)  # packs split to fit it
+    check_memory(plan(cfgs, store_if_any(args.store), shard=shard, pack_memory=budget), args.executor,
+                 args.workers, device, args.allow_memory)
     store = open_store(args.store)
+    _say_preset(args.preset)
+    worker = None
+    if loggers:  # the default worker with its loggers bound (a partial pickles to the workers)
+        from functools import partial
+
+        from depthscale.training import run_pack
+
+        worker = partial(run_pack, loggers=loggers)
     counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
-                       device=device, name=name, slurm=slurm, allow_memory=True)
+                       device=device, name=name, slurm=slurm, allow_memory=True, worker=worker,
+                       pack_memory=budget)
     _emit(args, counts)
     return 0
 
@@ -135,9 +163,18 @@ def cmd_status(args) -> int:
 def cmd_collect(args) -> int:
     out = out_file(args.out)
     store = existing_store(args.store)
-    df = store.collect_to(out)
+    if args.sweep is not None:
+        store.load_manifest(args.sweep)  # an unknown sweep: one line naming it, before anything is written
+    if args.curves:
+        df = store.collect_curves_to(out, sweep=args.sweep)
+        runs = int(df["run_id"].nunique()) if len(df) else 0
+        _emit(args, {"out": str(out), "rows": len(df), "runs": runs, "columns": list(df.columns)},
+              f"wrote {len(df)} curve rows of {runs} runs to {args.out} (columns run_id, step, metric, value)")
+        return 0
+    df = store.collect_to(out, sweep=args.sweep)
     div = int((df["state"] == "diverged").sum()) if len(df) else 0
-    print(f"wrote {len(df)} runs to {args.out}" + (f" ({div} diverged: column state)" if div else ""))
+    _emit(args, {"out": str(out), "runs": len(df), "diverged": div, "columns": list(df.columns)},
+          f"wrote {len(df)} runs to {args.out}" + (f" ({div} diverged: column state)" if div else ""))
     return 0
 
 
@@ -165,7 +202,8 @@ def cmd_fit(args) -> int:
         except (ArithmeticError, Warning) as e:
             raise UsageError(f"cannot fit these numbers ({type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else 'overflow'}); rescale --losses") from None
-    bad = [k for k, v in res.items() if k != "alpha_se" and not (isinstance(v, float) and math.isfinite(v))]
+    # alpha_se may be missing: the fit is then reported as degenerate (status, reason), not refused
+    bad = [k for k in ("L0", "c", "alpha") if not math.isfinite(res[k])]
     if bad:
         raise UsageError(f"the fit gives a non-finite {bad[0]}: rescale --losses")
     _emit(args, res)
@@ -215,19 +253,38 @@ def cmd_reproduce(args) -> int:
     out_dir(args.out)
     check_int(args.workers, "workers", 1)
     require_submitit(args.executor)
-    ids = parse_ids(args.id)
+    ids = parse_ids(parse_experiments(args.id))
     # SLURM jobs pick their device on the node (and a submission that does not wait builds nothing here)
     device = args.device if args.executor == "slurm" else pick_device(args.device)
     if not args.no_run:  # refuse what cannot fit before the store is created
         from depthscale.registry import all_configs
-        from depthscale.sweeps import plan
+        from depthscale.sweeps import pack_memory_budget, plan
 
-        check_memory(plan(all_configs(ids, args.preset), store_if_any(args.store)), args.executor,
-                     args.workers, device, args.allow_memory)
-    reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
-              workers=args.workers, run=not args.no_run, allow_memory=True)
-    print(f"figures, tables and claims.json written to {args.out}")
+        budget = pack_memory_budget(args.executor, args.workers, device)  # packs split to fit it
+        check_memory(plan(all_configs(ids, args.preset), store_if_any(args.store), pack_memory=budget),
+                     args.executor, args.workers, device, args.allow_memory)
+    _say_preset(args.preset)
+    res = reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
+                    workers=args.workers, run=not args.no_run, allow_memory=True)
+    if args.json:
+        _print_json(res)
+    else:
+        print(f"figures, tables and claims.json written to {args.out}")
+        if "report_md" in res:
+            print(_report_text(res))
     return 0
+
+
+def _report_text(res: dict) -> str:
+    """What `report` (and `reproduce`) wrote, as lines of text."""
+    lines = [f"report: {res['report_md']} and {res['report_html']}",
+             f"claims: {res['claims_json']}: {res['passed']} PASS, {res['failed']} FAIL",
+             f"presets: {', '.join(res['presets'])}"]
+    for key in ("diverged", "broken"):
+        if res.get(key):
+            lines.append(f"{key} runs (left out): {', '.join(res[key])}")
+    lines += [f"error: {e}" for e in res.get("errors", [])]
+    return "\n".join(lines)
 
 
 def cmd_report(args) -> int:
@@ -235,8 +292,12 @@ def cmd_report(args) -> int:
 
     out_dir(args.out)
     existing_store(args.store)
-    paths = report(args.store, args.out, preset=args.preset)
-    print(f"report written: {paths}")
+    res = report(args.store, args.out, preset=args.preset)
+    _say_preset(", ".join(res["presets"]) if args.preset is None else args.preset)
+    if args.json:
+        _print_json(res)
+    else:
+        print(_report_text(res))
     return 0
 
 
@@ -244,22 +305,39 @@ def cmd_bench(args) -> int:
     from depthscale.bench import bench
 
     check_int(args.steps, "steps", 1, MAX_BENCH_STEPS)
+    _say_preset(args.preset)
     res = bench(preset=args.preset, device=pick_device(args.device), dtype=args.dtype, steps=args.steps)
     _emit(args, res, None if args.json else "\n".join(f"{k}: {v}" for k, v in res.items()))
     return 0
 
 
 # ---------------------------------------------------------------- parser
+STORE_HELP = "store directory: it holds runs/ and sweeps/ (a path to its runs/ directory works too)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="depthscale", description="Inverse-depth scaling in attention (arXiv 2610.11063).")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
 
     def common_preset(sp, required=False):
         sp.add_argument("--preset", choices=PRESETS, default=None if required else "cpu", required=required,
-                        help="smoke (seconds), cpu (minutes on 2 cores), paper (GPU)")
+                        help="smoke (seconds: proves the pipeline, not the science), cpu (2 cores), "
+                             "paper (full scale: GPUs); the command says on stderr which it used")
 
     def device(sp):
-        sp.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
+        sp.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu",
+                        help="where to train (auto: cuda if available)")
+
+    def store(sp, hlp=STORE_HELP):  # the --store flag of each command
+        sp.add_argument("--store", required=True, help=hlp)
+
+    def json_flag(sp, hlp="print JSON on stdout (messages go to stderr)"):
+        sp.add_argument("--json", action="store_true", help=hlp)
+
+    def log(sp):
+        sp.add_argument("--log", choices=["none", "tensorboard"], default="none",
+                        help="also write each run's curves as TensorBoard event files into <run dir>/tensorboard "
+                             "(needs pip install 'depthscale[tensorboard]')")
 
     def allow_memory(sp):
         sp.add_argument("--allow-memory", dest="allow_memory", action="store_true",
@@ -269,56 +347,78 @@ def build_parser() -> argparse.ArgumentParser:
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
         "run resumes from its checkpoint.",
-        "depthscale train --model nonlinear --task difficult --k 2 --a 0 --b 0 --depth 4 --preset smoke --store runs --json"))
+        "depthscale train --model nonlinear --task difficult --k 2 --a 0 --b 0 --depth 4 --preset smoke --store runs/smoke --json"))
     common_preset(sp)
-    add_config_fields(sp)
-    sp.add_argument("--store", required=True, help="run store directory")
-    sp.add_argument("--json", action="store_true", help="print one JSON line")
+    store(sp, STORE_HELP + '; created if missing; the run is added to its sweep "train"')
+    json_flag(sp, "print one JSON line: run_id, R, R_se, A, C, steps, ... (messages go to stderr)")
+    log(sp)
     allow_memory(sp)
     device(sp)
+    add_config_fields(sp)
     sp.set_defaults(fn=cmd_train)
 
     sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **help_text(
         "Expand an experiment id (SPEC §7) or a grid file into runs, skip finished ones, and train the "
         "rest in packs. Safe to run many at once on one store; resumes after any failure.",
-        "depthscale sweep --experiment fig6 --preset cpu --store runs --executor process\n"
-        "  depthscale sweep --grid grid.toml --preset smoke --store runs --shard 0/4"))
-    sp.add_argument("--experiment", help="experiment id, comma list, or all")
-    sp.add_argument("--grid", help="JSON or TOML grid of RunConfig fields (lists are crossed)")
+        "depthscale sweep --experiment fig6,fig5 --preset cpu --store runs/cpu --executor process\n"
+        "  depthscale sweep --grid grid.toml --preset smoke --store runs/smoke --shard 0/4"))
+    sp.add_argument("--experiment", help="an experiment id (fig1, fig3..fig14, table1..table6), a comma list "
+                                         "(fig6,fig5) or all (default: none; give this or --grid)")
+    sp.add_argument("--grid", help="JSON or TOML grid of RunConfig fields, lists crossed "
+                                   "(default: none; give this or --experiment)")
     common_preset(sp)
-    sp.add_argument("--store", required=True)
-    sp.add_argument("--executor", choices=["inline", "process", "slurm"], default="inline")
-    sp.add_argument("--workers", type=int, default=None, help="process executor: worker processes")
-    sp.add_argument("--shard", help="i/n: run only shard i of n (for hand-written job arrays)")
-    for opt, typ, hlp in (("partition", str, "SLURM partition"), ("time", int, "minutes per job"),
-                          ("parallelism", int, "max array tasks at once"), ("gpus", int, "GPUs per job"),
-                          ("cpus", int, "CPUs per job"), ("mem", float, "GB of memory per job")):
+    store(sp)
+    sp.add_argument("--executor", choices=["inline", "process", "slurm"], default="inline",
+                    help="inline: this process; process: a pool of local workers; slurm: a job array")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="process executor: worker processes (default: one per core, at most one per pack)")
+    sp.add_argument("--shard", help="i/n: run only shard i of n, for hand-written job arrays (default: all)")
+    for opt, typ, hlp in (("partition", str, "SLURM partition (default: the cluster's)"),
+                          ("time", int, "minutes per job (default: 60)"),
+                          ("parallelism", int, "max array tasks at once (default: no limit)"),
+                          ("gpus", int, "GPUs per job (default: 0)"), ("cpus", int, "CPUs per job (default: 1)"),
+                          ("mem", float, "GB of memory per job (default: the cluster's)")):
         sp.add_argument(f"--slurm-{opt}", dest=f"slurm_{opt}", type=typ, default=None, help=hlp)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--pack-memory", dest="pack_memory", type=float, default=None, metavar="GB",
+                    help="split packs until each one's memory estimate fits this many GB (default: this "
+                         "machine's memory shared by the workers, or --slurm-mem; set it for GPUs on a cluster)")
+    json_flag(sp, "print the counts as one JSON line (messages go to stderr)")
+    log(sp)
     allow_memory(sp)
     device(sp)
     sp.set_defaults(fn=cmd_sweep)
 
     sp = sub.add_parser("status", help="done / running / failed per experiment", **help_text(
-        "Count the runs of each sweep in a store by state.", "depthscale status --store runs"))
-    sp.add_argument("--store", required=True)
-    sp.add_argument("--json", action="store_true")
+        "Count the runs of each sweep in a store by state (runs of `depthscale train` are the sweep "
+        "'train'), and list the diverged and broken ones.", "depthscale status --store runs/cpu"))
+    store(sp)
+    json_flag(sp, "print one JSON list: a record per sweep")
     sp.set_defaults(fn=cmd_status)
 
-    sp = sub.add_parser("collect", help="gather finished runs into one table", **help_text(
-        "One row per finished run: every config field and every scalar metric.",
-        "depthscale collect --store runs --out runs.parquet"))
-    sp.add_argument("--store", required=True)
-    sp.add_argument("--out", required=True, help="FILE.parquet or FILE.csv")
+    sp = sub.add_parser("collect", help="gather runs into one table", **help_text(
+        "One row per finished run: every config field, its state, sweeps and finish time, and every "
+        "metric (list-valued ones as native list columns in Parquet, JSON strings in CSV); with "
+        "--curves, every run's training curves (finished or still training) as one long table: "
+        "run_id, step, metric, value. docs/columns.md describes every column.",
+        "depthscale collect --store runs/cpu --out runs.parquet\n"
+        "  depthscale collect --store runs/cpu --curves --sweep fig6-cpu --out curves.csv"))
+    store(sp)
+    sp.add_argument("--out", required=True, help="FILE.parquet or FILE.csv (by suffix)")
+    sp.add_argument("--sweep", default=None, help="only the runs of this sweep, as `status` names it (default: every run)")
+    sp.add_argument("--curves", action="store_true",
+                    help="write the training curves (run_id, step, metric, value) instead of one row per run")
+    json_flag(sp, "print what was written as one JSON line")
     sp.set_defaults(fn=cmd_collect)
 
     sp = sub.add_parser("fit", help="fit R = L0 + c L^-alpha", **help_text(
-        "Least squares on log R with bounds and several starts (SPEC §6.1).",
+        "Least squares on log R with bounds and several starts (SPEC §6.1). status is 'degenerate', "
+        "with the reason, when there are fewer points than parameters + 1, alpha or L0 ends on a bound, "
+        "the SE of alpha is missing or R^2 is undefined: then the numbers are not a law.",
         "depthscale fit --depths 1,2,4,8 --losses 10,6,4,3 --json"))
-    sp.add_argument("--depths", required=True)
-    sp.add_argument("--losses", required=True)
+    sp.add_argument("--depths", required=True, help="comma list of depths L")
+    sp.add_argument("--losses", required=True, help="comma list of losses R_L, one per depth")
     sp.add_argument("--no-floor", action="store_true", help="fix L0 = 0")
-    sp.add_argument("--json", action="store_true")
+    json_flag(sp)
     sp.set_defaults(fn=cmd_fit)
 
     sp = sub.add_parser("theory", help="linear-attention theory and the softmax-ensemble floor", **help_text(
@@ -328,54 +428,89 @@ def build_parser() -> argparse.ArgumentParser:
         "infinitely deep ensemble of them (nonnegative mixture of temperatures, one gain; SPEC §3.4), "
         "with the loss of L layers drawn from that mixture.",
         "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json"))
-    sp.add_argument("what", choices=["exponents", "curve", "floor", "softmax-floor"])
-    sp.add_argument("--a", type=float, required=True)
-    sp.add_argument("--b", type=float, required=True)
-    sp.add_argument("--d", type=int, default=32)
-    sp.add_argument("--P", type=int, default=128)
-    sp.add_argument("--k", type=int, default=2)
-    sp.add_argument("--depths", default="1,2,4,8,16,32,64")
-    sp.add_argument("--samples", type=int, default=4096)
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--temperatures", default=None,
-                    help="softmax-floor: comma list of head temperatures (default: -10 ... 500, 101 values)")
-    sp.add_argument("--finite-P", dest="finite_P", action="store_true",
-                    help="curve: add the free curve of the empirical S at this P (easy task; "
-                         "--samples contexts to fit, as many to measure)")
-    sp.add_argument("--json", action="store_true")
-    allow_memory(sp)
     sp.set_defaults(fn=cmd_theory)
+    what = sp.add_subparsers(dest="what", required=True, parser_class=Parser, metavar="{exponents,curve,floor,softmax-floor}")
+
+    def theory_sub(name, hlp, desc, example, flags):
+        tp = what.add_parser(name, help=hlp, **help_text(desc, example))
+        tp.add_argument("--a", type=float, required=True, help="input-spectrum exponent, lambda_k = k^-a")
+        tp.add_argument("--b", type=float, required=True, help="teacher-spectrum exponent, omega_k = k^-b")
+        if "d" in flags:
+            tp.add_argument("--d", type=int, default=32, help="input dimension")
+        if "P" in flags:
+            tp.add_argument("--P", type=int, default=128, help="context length")
+        if "k" in flags:
+            tp.add_argument("--k", type=int, default=2, help="tokens averaged by the top-k target")
+        if "depths" in flags:
+            tp.add_argument("--depths", default="1,2,4,8,16,32,64", help="comma list of depths L")
+        if "samples" in flags:
+            tp.add_argument("--samples", type=int, default=4096, help=flags["samples"])
+            tp.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo samples")
+        if "temperatures" in flags:
+            tp.add_argument("--temperatures", default=None,
+                            help="comma list of head temperatures (default: -10 ... 500, 101 values)")
+        if "finite_P" in flags:
+            tp.add_argument("--finite-P", dest="finite_P", action="store_true",
+                            help="add the free curve of the empirical S at this P (easy task; "
+                                 "--samples contexts to fit, as many to measure)")
+        json_flag(tp)
+        if "samples" in flags:
+            allow_memory(tp)
+
+    theory_sub("exponents", "zeta and 2 zeta of a spectrum", "zeta and 2 zeta of the spectrum (a, b): the "
+               "bounds of the linear model's depth exponent alpha on the easy task (SPEC §6.2).",
+               "depthscale theory exponents --a 2 --b 1 --json", {})
+    theory_sub("curve", "constrained and free reference curves", "The linear model's reference curves of R_L "
+               "over depth at dimension d (population Sigma; --finite-P: and the free curve of the empirical "
+               "S at P).", "depthscale theory curve --a 2 --b 1 --d 32 --P 128 --finite-P --samples 10000 --json",
+               {"d": 1, "P": 1, "depths": 1, "finite_P": 1,
+                "samples": "--finite-P: contexts to fit the free curve (as many again to measure it)"})
+    theory_sub("floor", "the linear model's floor R_irr (difficult task)", "R_irr of the top-k task by Monte "
+               "Carlo, and its finite-P counterpart (SPEC §6.3).",
+               "depthscale theory floor --a 0 --b 0 --k 2 --d 128 --P 1024 --samples 20000 --seed 0 --json",
+               {"d": 1, "P": 1, "k": 1, "samples": "Monte Carlo contexts"})
+    theory_sub("softmax-floor", "the softmax-ensemble floor", "The best single cosine-softmax head and the best "
+               "infinitely deep ensemble of them (nonnegative mixture of temperatures, one gain; SPEC §3.4), "
+               "with the loss of L layers drawn from that mixture and the best stack of L heads.",
+               "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json",
+               {"d": 1, "P": 1, "k": 1, "depths": 1, "temperatures": 1, "samples": "Monte Carlo contexts"})
 
     sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **help_text(
         "Run whatever is missing for the experiments (resumable), then write each figure (PNG, PDF), "
         "table (CSV, Markdown) and claims.json.",
-        "depthscale reproduce all --preset cpu --store runs --out out"))
-    sp.add_argument("id", help="experiment id (fig1..fig14, table1..table5), comma list, or all")
+        "depthscale reproduce all --preset cpu --store runs/cpu --out report/cpu"))
+    sp.add_argument("id", help="an experiment id (fig1, fig3..fig14, table1..table6), a comma list (fig6,fig5) or all")
     common_preset(sp)
-    sp.add_argument("--store", required=True)
-    sp.add_argument("--out", required=True)
-    sp.add_argument("--executor", choices=["inline", "process", "slurm"], default="process")
-    sp.add_argument("--workers", type=int, default=None)
+    store(sp, STORE_HELP + "; created if missing")
+    sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
+    sp.add_argument("--executor", choices=["inline", "process", "slurm"], default="process",
+                    help="inline: this process; process: a pool of local workers; slurm: a job array")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="process executor: worker processes (default: one per core, at most one per pack)")
     sp.add_argument("--no-run", action="store_true", help="only draw from what is stored")
+    json_flag(sp, "print what was run and written as one JSON line")
     allow_memory(sp)
     device(sp)
     sp.set_defaults(fn=cmd_reproduce)
 
     sp = sub.add_parser("report", help="write the reproduction report", **help_text(
         "One Markdown and one self-contained HTML report: figures, tables, the paper's numbers beside "
-        "ours, PASS/FAIL per claim.", "depthscale report --store runs --out out"))
-    sp.add_argument("--store", required=True)
-    sp.add_argument("--out", required=True)
-    sp.add_argument("--preset", choices=PRESETS, default=None)
+        "ours, PASS/FAIL per claim.", "depthscale report --store runs/cpu --out report/cpu"))
+    store(sp)
+    sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
+    sp.add_argument("--preset", choices=PRESETS, default=None,
+                    help="the preset to report (default: every preset with finished runs in the store)")
+    json_flag(sp, "print what was written (paths, PASS/FAIL counts) as one JSON line")
     sp.set_defaults(fn=cmd_report)
 
     sp = sub.add_parser("bench", help="packed engine vs a naive loop", **help_text(
         "Time the fig6 depth sweep trained one model at a time and as one pack.",
         "depthscale bench --preset cpu --json"))
     common_preset(sp)
-    sp.add_argument("--dtype", choices=["float32", "tf32", "bf16"], default="float32")
-    sp.add_argument("--steps", type=int, default=None)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--dtype", choices=["float32", "tf32", "bf16"], default="float32",
+                    help="arithmetic of the timed steps")
+    sp.add_argument("--steps", type=int, default=None, help="timed steps (default: 20)")
+    json_flag(sp)
     device(sp)
     sp.set_defaults(fn=cmd_bench)
     return p

@@ -18,10 +18,17 @@ from depthscale.errors import InputError
 MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
+QK_LRS = ("absolute", "relative")
 QK_INITS = ("independent", "tied", "spread", "gd")
 WX_INITS = ("gaussian", "orthogonal")
 GAIN_INITS = ("random", "positive")
 PRESETS = ("smoke", "cpu", "paper")
+# the fields that take one of a fixed set of words (the CLI shows them as choices)
+FIELD_CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "task": TASKS, "schedule": SCHEDULES,
+                                             "qk_init": QK_INITS, "wx_init": WX_INITS, "gain_init": GAIN_INITS,
+                                             "qk_lr": QK_LRS}
+# field names of earlier versions -> today's (stored configs are read with them renamed)
+RENAMED_FIELDS: dict[str, str] = {"init_qk": "qk_std"}
 # models whose layers form a parallel ensemble, f_l = g_l p_l . y (SPEC §3.1): packable across depths
 ENSEMBLE_MODELS = ("nonlinear", "layer_values")
 
@@ -41,10 +48,10 @@ class RunConfig:
     k: int = 2  # number of selected tokens (difficult task)
     noise: float = 0.0  # label noise std
     # --- model (SPEC §3) ---
-    model: str = "nonlinear"  # one of MODELS
+    model: str = "nonlinear"  # the attention stack: nonlinear (the paper's controlled model), linear, or a variant (SPEC §3)
     N: int = 32  # hidden width (N >= d)
     L: int = 1  # depth (number of attention layers)
-    init_qk: float = 0.02  # std of W_q, W_k entries (small: attention starts near uniform)
+    qk_std: float = 0.02  # init std of the W_q, W_k entries (small: attention starts near uniform); qk_init picks the init mode
     qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max])
     tau_min: float = 7.0  # qk_init=spread: cosine temperature of the first layer at init
     tau_max: float = 30.0  # qk_init=spread: cosine temperature of the last layer at init
@@ -65,6 +72,8 @@ class RunConfig:
     rel_tol: float = 1e-3  # relative improvement that counts as progress
     min_steps: int = 0  # the convergence rule cannot stop a run before this step (an early plateau is not convergence)
     checkpoint_every: int = 500  # steps between checkpoints
+    qk_lr: str = "absolute"  # absolute | relative (qk_init=gd: W_q, W_k learn at lr times their start scale sqrt(gd_step L N), so the step size of the gradient-descent start can move by a fixed fraction per step at any depth)
+    keep_best: bool = True  # measure the parameters with the lowest monitor loss seen (early stopping's model selection; a late loss spike is not the run's result)
     grad_clip: float = 0.0  # per-model grad-norm clip (0 = off; Adam is scale-free, and a clip
     # dominated by one large gradient starves the small W_q, W_k gradients below Adam's eps)
     # --- evaluation (SPEC §5) ---
@@ -95,6 +104,7 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, dct: dict) -> "RunConfig":
+        dct = {RENAMED_FIELDS.get(k, k): v for k, v in dct.items()}
         unknown = sorted(set(dct) - set(FIELD_NAMES))
         if unknown:
             raise ConfigError(f"unknown config field {unknown[0]!r}")
@@ -136,10 +146,12 @@ def validate(cfg: RunConfig) -> None:
             _require(_is_int(v), f.name, v, "an integer")
         elif f.type in ("float", float):
             _require(_is_real(v), f.name, v, "a finite number")
+        elif f.type in ("bool", bool):
+            _require(isinstance(v, bool), f.name, v, "true or false")
     for name in ("d", "P", "N", "L", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
                  "patience", "checkpoint_every", "eval_contexts"):
         _require(getattr(cfg, name) >= 1, name, getattr(cfg, name), ">= 1")
-    for name in ("a", "b", "noise", "init_qk", "warmup", "rel_tol", "grad_clip", "metric_sigma", "min_steps"):
+    for name in ("a", "b", "noise", "qk_std", "warmup", "rel_tol", "grad_clip", "metric_sigma", "min_steps"):
         _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0 and finite")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
@@ -150,6 +162,7 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.wx_init in WX_INITS, "wx_init", cfg.wx_init, f"one of {', '.join(WX_INITS)}")
     _require(cfg.qk_init in QK_INITS, "qk_init", cfg.qk_init, f"one of {', '.join(QK_INITS)}")
     _require(cfg.schedule in SCHEDULES, "schedule", cfg.schedule, f"one of {', '.join(SCHEDULES)}")
+    _require(cfg.qk_lr in QK_LRS, "qk_lr", cfg.qk_lr, f"one of {', '.join(QK_LRS)}")
     _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
     _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
     for name in ("seed", "eval_seed"):  # mixed into 64-bit generator seeds (contexts.step_seed, model init)
@@ -225,7 +238,7 @@ def preset_fields(preset: str) -> dict:
 
 # Training recipe per (preset, model, task): the part of the configuration that is tuned, not
 # given by the paper (SPEC §3.4). Keys are matched most-specific first; see docs/recipe.md.
-_SOFTMAX_RECIPE = dict(wx_init="orthogonal", init_qk=0.02, lr=3e-3, gain_init="positive")  # recipe.md §3, §5
+_SOFTMAX_RECIPE = dict(wx_init="orthogonal", qk_std=0.02, lr=3e-3, gain_init="positive")  # recipe.md §3, §5
 _SHAPE_RECIPE = dict(qk_init="spread", tau_min=7.0, tau_max=30.0, metric_sigma=0.5, lr_depth_exp=-0.5)  # recipe.md §9
 _RECIPES: dict[tuple[str, str, str], dict] = {
     # cpu: the measured recipe (docs/recipe.md); 1,500 steps (800 at batch 64 for linear) keep the main job on 2 cores
@@ -233,12 +246,13 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     # linear: every layer starts as one step of in-context gradient descent (qk_init = gd), the rate
     # falls as L^-1/4 (L^0 blew up at L = 64, L^-1 stalled), and the step budget grows with depth
     # (_DEPTH_STEPS); from a random start L = 64 was 16x above this after 3,000 steps (recipe.md §10)
-    ("cpu", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, init_qk=0.01, lr=1e-3,
+    ("cpu", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, qk_std=0.01, lr=1e-3,
                                  lr_depth_exp=-0.25, batch=64, max_steps=800, warmup=50),
     # top-1 mass of the deep easy-task ensembles was still rising at 1,500 steps (L = 64: 0.947 ->
     # 0.978 at 3,000): recipe.md §7
     ("cpu", "nonlinear", "easy"): dict(max_steps=3000),
-    # from the gradient-descent start the plateau is reached within 100-600 steps (recipe.md §10)
+    # from the gradient-descent start the plateau is reached within 100-600 steps at L <= 8; deeper
+    # runs get more (_DEPTH_STEPS; recipe.md §10, §11)
     ("cpu", "linear", "difficult"): dict(max_steps=500),
     # the deep ensembles were still improving at 1,500 and 3,000 steps, and the convergence rule
     # stopped depths 2 and 4 inside plateaus that later break: 4,000 steps, run to the cap (recipe.md §6).
@@ -253,7 +267,7 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     ("paper", "*", "*"): dict(_SOFTMAX_RECIPE),
     ("paper", "nonlinear", "difficult"): dict(_SHAPE_RECIPE),
     ("paper", "layer_values", "difficult"): dict(_SHAPE_RECIPE),
-    ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, init_qk=0.01, lr=1e-3,
+    ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, qk_std=0.01, lr=1e-3,
                                    lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
 }
@@ -274,6 +288,9 @@ _RECIPES_BY_K: dict[tuple[str, str, str, int], dict] = {
 # multiple of 100), for the (preset, model, task) listed; an explicit max_steps wins.
 _DEPTH_STEPS: dict[tuple[str, str, str], tuple[int, int, float]] = {
     ("cpu", "linear", "easy"): (1000, 8, 0.25),  # 1,000 steps to L = 8, then 1,200, 1,400, 1,700 at L = 16, 32, 64
+    # the deep difficult-task runs were still falling at 500 steps ((0.5, 0.5), k = 16, L = 64: 0.231
+    # at 500, 0.2105 at 1,000 against a finite-P floor of 0.204): 500 to L = 8, then 600, 800, 1,000
+    ("cpu", "linear", "difficult"): (500, 8, 1 / 3),
 }
 
 
@@ -331,6 +348,6 @@ def field_docs() -> dict[str, str]:
 
 
 __all__ = ["RunConfig", "ConfigError", "make_config", "preset_fields", "run_id", "validate", "config_dict",
-           "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS",
+           "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
            "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "field_docs", "geometry",
            "geometry_kind", "GEOMETRIES"]

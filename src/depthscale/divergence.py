@@ -39,7 +39,7 @@ def first_bad_step(curves: Any, metrics: dict) -> int | None:
     """First logged step whose monitor loss is non-finite or above DIVERGED_FACTOR x Var(y*)."""
     if not isinstance(curves, dict):
         return None
-    steps, losses = curves.get("step"), curves.get("loss")
+    steps, losses = curves.get("step"), curves.get("R", curves.get("loss"))  # ("loss": earlier versions)
     if not isinstance(steps, list) or not isinstance(losses, list):
         return None
     var = as_float(metrics.get("var_ystar"))

@@ -35,7 +35,7 @@ class NaiveAttentionStack(nn.Module):
         super().__init__()
         if cfg.model != "nonlinear":
             raise InputError("the naive baseline implements the nonlinear model only")
-        p = init_model_params("nonlinear", cfg.d, cfg.N, cfg.L, cfg.init_qk, cfg.seed, cfg.qk_init, cfg.wx_init,
+        p = init_model_params("nonlinear", cfg.d, cfg.N, cfg.L, cfg.qk_std, cfg.seed, cfg.qk_init, cfg.wx_init,
                               cfg.gain_init)
         self.L = cfg.L
         self.Wx = nn.Parameter(p["Wx"])  # N x d

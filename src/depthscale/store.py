@@ -5,14 +5,23 @@ Layout under the store root::
     runs/<run_id>/config.json    the RunConfig, the run id, package versions, device
     runs/<run_id>/checkpoint.pt  the trainer's latest checkpoint (deleted once the run is done)
     runs/<run_id>/metrics.json   final measurements: scalars and small arrays
-    runs/<run_id>/curves.json    training curves, each a list over logged steps
+    runs/<run_id>/curves.json    training curves, each a list over logged steps (CURVE_KEYS: step, R,
+                                 A, C, top1_mass, lr)
+    runs/<run_id>/curves.jsonl   the same curves while the run trains: one JSON row per evaluation,
+                                 appended as it comes (deleted once the run is done)
+    runs/<run_id>/params.pt      the finished run's parameters (one model's state_dict; `load_model`)
+    runs/<run_id>/tensorboard/   TensorBoard event files (`--log tensorboard`)
     runs/<run_id>/DONE           completion marker, written last (a run is finished iff it exists)
     runs/<run_id>/FAILED         the reason the last attempt raised (a retry may still finish)
     runs/<run_id>/lease          who is running it now (host, pid, heartbeat time)
-    sweeps/<name>.json           manifest: the run ids a named sweep wants
+    sweeps/<name>.json           manifest: the run ids a named sweep wants (`depthscale train` adds
+                                 its runs to the manifest "train")
     slurm/                       submitit logs of SLURM jobs
 
-Every file is written atomically (temp file in the same directory, fsync, ``os.replace``), so a
+The root is the directory that holds runs/ and sweeps/; a path to the runs/ directory of a store
+opens that store, and a new store may not be named "runs" (it would nest as runs/runs/).
+
+Every file (but curves.jsonl, which is only appended to) is written atomically (temp file in the same directory, fsync, ``os.replace``), so a
 reader sees the old content or the new one, never a part. JSON is strict: a non-finite number is
 written as ``null``. A finished run is never re-run and its files are never rewritten: ``finish``
 and ``fail`` on a done run change nothing.
@@ -58,9 +67,43 @@ DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
 REQUIRED_METRICS = ("stopped_because",)  # keys every finished run's metrics.json holds
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
+RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
+
+
+def _row_line(row: dict) -> str:
+    return dumps(row, indent=None).decode()
+
+
+def _renamed_curves(curves):
+    if isinstance(curves, dict) and any(k in curves for k in RENAMED_CURVES):
+        return {RENAMED_CURVES.get(k, k): v for k, v in curves.items()}
+    return curves
 
 
 # --- the store -------------------------------------------------------------------------------
+
+def store_root(path: str | os.PathLike, readonly: bool = False) -> Path:
+    """The store a path names: the directory holding runs/ and sweeps/. A path to the runs/
+    directory of a store names that store; a new store named "runs" would nest as runs/runs/ and
+    is refused (StoreError), as is a read of a directory that holds no store."""
+    p = Path(path).expanduser().absolute()
+    if (p / "runs").is_dir():
+        return p
+    if p.name == "runs" and p.is_dir() and (p.parent / "sweeps").is_dir():
+        return p.parent  # the runs/ directory of a store
+    if readonly or p.name == "runs":
+        try:
+            inside = sorted(q.name for q in p.iterdir() if (q / "runs").is_dir()) if p.is_dir() else []
+        except OSError:
+            inside = []
+        hint = f" (stores inside it: {', '.join(inside)})" if inside else ""
+        if readonly:
+            raise StoreError(f"store {p} does not exist (no runs/ directory){hint}")
+        raise StoreError(f"store {p}: a store holds runs/ and sweeps/, so this one would nest as runs/runs/; "
+                         f"name the store itself, e.g. {p / 'mystore'}{hint}")
+    return p
+
 
 class Store:
     """A directory of runs, safe to share between processes and machines.
@@ -72,7 +115,7 @@ class Store:
 
     def __init__(self, root: str | os.PathLike, lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
                  readonly: bool = False) -> None:
-        self.root = Path(root).expanduser().absolute()
+        self.root = store_root(root, readonly)
         if not lease_timeout > 0:
             raise StoreError(f"lease_timeout must be > 0 seconds, got {lease_timeout!r}")
         self.lease_timeout = float(lease_timeout)
@@ -80,8 +123,6 @@ class Store:
         self._leases: dict[str, str] = {}  # run id -> token of a lease this object holds
         self._checked: dict[str, tuple] = {}  # run id -> (file signature, broken reason or None)
         if readonly:
-            if not self.runs_root.is_dir():
-                raise StoreError(f"store {self.root} does not exist (no runs/ directory)")
             return
         try:
             for sub in (self.root, self.runs_root, self.sweeps_root):
@@ -245,6 +286,14 @@ class Store:
             return None, text[len(prefix):] if text.startswith(prefix) else text
         return (doc, metrics), None
 
+    def done_info(self, rid: str) -> dict:
+        """What DONE records of a finished run (time: POSIX seconds, host, pid); {} if unreadable."""
+        try:
+            doc = self._read_json(rid, "DONE")
+        except StoreError:
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
     def divergence(self, rid: str) -> dict | None:
         """For a done run whose training diverged: {"step", "reason"}; None otherwise."""
         if not self.is_done(rid):
@@ -284,9 +333,10 @@ class Store:
         except OSError:
             return None
 
-    def finish(self, rid: str, metrics: dict, curves: dict) -> bool:
-        """Record a finished run: metrics.json, curves.json, then DONE; then drop the checkpoint
-        and release this object's lease on it.
+    def finish(self, rid: str, metrics: dict, curves: dict, params: dict | None = None) -> bool:
+        """Record a finished run: params.pt (the model's parameters, if given), metrics.json,
+        curves.json, then DONE; then drop the checkpoint and the live curves and release this
+        object's lease on it.
 
         Returns False (with a warning) and writes nothing if the run is already done, or if this
         object's lease on it was broken and someone else now holds it (their result will count).
@@ -301,11 +351,13 @@ class Store:
                           stacklevel=2)
             return False
         self._clear_broken(d)
+        if params is not None:
+            save_torch_atomic(d / "params.pt", dict(params))
         write_json_atomic(d / "metrics.json", dict(metrics), strict=True)
         write_json_atomic(d / "curves.json", dict(curves), indent=None, strict=True)  # long lists: compact
         write_json_atomic(d / "DONE", {"time": time.time(), "host": lease.hostname(), "pid": os.getpid()},
                           strict=True)
-        for name in ("FAILED", "checkpoint.pt"):
+        for name in ("FAILED", "checkpoint.pt", CURVES_LIVE):
             try:
                 (d / name).unlink()
             except FileNotFoundError:
@@ -332,7 +384,7 @@ class Store:
         if reason is None:
             return
         log.warning("run %s was broken (%s): running it again", d, reason)
-        for name in ("DONE", "metrics.json", "curves.json"):
+        for name in ("DONE", "metrics.json", "curves.json", "params.pt"):
             remove_path(d / name)
         try:
             self.load_config(d.name)
@@ -368,8 +420,80 @@ class Store:
         return self._read_json(rid, "metrics.json")
 
     def load_curves(self, rid: str) -> dict:
+        """The finished run's curves (curves.json; a curve named "loss" by earlier versions is R)."""
         self._require_done(rid)
-        return self._read_json(rid, "curves.json")
+        return _renamed_curves(self._read_json(rid, "curves.json"))
+
+    # --- live curves: appended while a run trains ---
+    def start_curves(self, rid: str, curves: dict) -> None:
+        """(Re)start the run's live curves with the rows of `curves` (a dict of equal-length
+        lists: empty for a fresh run, a checkpoint's for a resumed one), so that rows logged after
+        the checkpoint by a killed attempt are dropped, never doubled. Atomic."""
+        if self.is_done(rid):
+            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
+        keys = list(curves)
+        rows = [dict(zip(keys, vals)) for vals in zip(*(curves[k] for k in keys))] if keys else []
+        write_text_atomic(self.run_dir(rid) / CURVES_LIVE, "".join(_row_line(r) for r in rows))
+
+    def append_curves(self, rid: str, rows: list[dict]) -> None:
+        """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
+        self._check_writable()
+        with open(self.run_dir(rid) / CURVES_LIVE, "a", encoding="utf-8") as fh:
+            fh.write("".join(_row_line(r) for r in rows))
+            fh.flush()
+
+    def read_curves(self, rid: str) -> dict | None:
+        """The run's curves as far as they go, finished or not: a done (or diverged) run's
+        curves.json, else the rows its training has appended so far (a partly written last row is
+        left out); None when there are none or the run is broken. Keys as in curves.json."""
+        for _ in range(2):  # the run may finish (and drop its live file) while this reads
+            if (self.run_path(rid) / "DONE").exists():
+                return self.load_curves(rid) if self.is_done(rid) else None
+            try:
+                text = (self.run_path(rid) / CURVES_LIVE).read_bytes().decode(errors="replace")
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return None
+            rows = []
+            for line in text.splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a row cut short by a kill
+                    continue
+                if isinstance(row, dict):
+                    rows.append(row)
+            keys = list(dict.fromkeys(k for r in rows for k in r))
+            return _renamed_curves({k: [r.get(k) for r in rows] for k in keys}) if rows else None
+        return None
+
+    # --- the finished model ---
+    def load_params(self, rid: str, map_location: Any = "cpu") -> dict:
+        """The finished run's parameters (params.pt: name -> tensor of one model)."""
+        self._require_done(rid)
+        path = self.run_path(rid) / "params.pt"
+        if not path.exists():
+            raise StoreError(f"run {self.run_path(rid)} has no params.pt (a run that diverged to NaN, "
+                             f"or one finished by an earlier version)")
+        import torch
+
+        try:
+            return torch.load(path, map_location=map_location, weights_only=True)
+        except Exception as e:  # noqa: BLE001 - truncated or corrupt
+            raise StoreError(f"corrupted run directory {self.run_path(rid)}: params.pt cannot be read: "
+                             f"{type(e).__name__}") from None
+
+    def load_model(self, rid: str, device: str = "cpu"):
+        """The finished run's model with its final weights: a depthscale.models.AttentionPack of
+        one model (call it as pack(X, y, xq)[0], or measure it with depthscale.measurements)."""
+        from depthscale.models import build_pack
+
+        self._require_done(rid)
+        cfg = self.load_config(rid)
+        params = self.load_params(rid, map_location=device)
+        pack = build_pack([cfg]).to(device)
+        pack.load_model_state(0, params)
+        return pack.eval()
 
     # --- leases (the protocol is lease.py's) ---
     def _lease_path(self, rid: str) -> Path:
@@ -426,6 +550,15 @@ class Store:
             raise StoreError(f"bad sweep name {name!r}: use letters, digits, '.', '_' and '-'")
         return self.sweeps_root / f"{name}.json"
 
+    def add_to_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
+        """Add runs to the manifest `name` (created if missing), keeping the ones it lists."""
+        self._check_writable()
+        try:
+            have = self.load_manifest(name)
+        except StoreError:  # missing (or unreadable: started again)
+            have = []
+        return self.write_manifest(name, [*have, *run_ids])
+
     def write_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
         """Record which runs the sweep `name` wants (replacing an earlier manifest of that name)."""
         self._check_writable()
@@ -476,13 +609,33 @@ class Store:
         """The diverged and broken runs of the sweeps, where and why (collect.problems)."""
         return collect.problems(self, sweep, states)
 
-    def collect(self, sweep: str | None = None, arrays: str = "json"):
+    def collect(self, sweep: str | None = None, arrays: str = "list"):
         """One row per finished run (collect.collect)."""
         return collect.collect(self, sweep, arrays)
 
-    def collect_to(self, path: str | os.PathLike, sweep: str | None = None, arrays: str = "json"):
+    def collect_to(self, path: str | os.PathLike, sweep: str | None = None, arrays: str = "auto"):
         """collect() written to a .parquet or .csv file (collect.collect_to)."""
         return collect.collect_to(self, path, sweep, arrays)
 
+    def collect_curves(self, sweep: str | None = None):
+        """Every run's curves as one long table: run_id, step, metric, value (collect.collect_curves)."""
+        return collect.collect_curves(self, sweep)
 
-__all__ = ["Store", "StoreError", "DEFAULT_LEASE_TIMEOUT", "RUN_STATES", "REQUIRED_METRICS"]
+    def collect_curves_to(self, path: str | os.PathLike, sweep: str | None = None):
+        """collect_curves() written to a .parquet or .csv file (collect.collect_curves_to)."""
+        return collect.collect_curves_to(self, path, sweep)
+
+
+def load_model(store: "Store | str | os.PathLike", run_id: str, device: str = "cpu"):
+    """A finished run's model with its final weights (Store.load_model), from a Store or a path::
+
+        from depthscale import load_model
+        pack = load_model("runs/cpu", "0123456789abcdef")
+        f = pack(X_BxPxd, y_BxP, xq_Bxd)[0].y_hat_B
+    """
+    if not isinstance(store, Store):
+        store = Store(store, readonly=True)
+    return store.load_model(run_id, device)
+
+
+__all__ = ["Store", "StoreError", "store_root", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "RUN_STATES", "REQUIRED_METRICS"]

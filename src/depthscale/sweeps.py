@@ -161,7 +161,7 @@ def _default_pack_key(cfg: RunConfig) -> tuple:
 
 def plan(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, int] | str | None = None,
          max_pack: int = 64, pack_key: Callable[[RunConfig], tuple] | None = None,
-         retry_failed: bool = True) -> list[list[RunConfig]]:
+         retry_failed: bool = True, pack_memory: int | None = None) -> list[list[RunConfig]]:
     """Packs of the configs this process (shard) should run, in a deterministic order.
 
     Duplicates are dropped and the configs ordered by run id. The shard i/n keeps positions
@@ -169,7 +169,9 @@ def plan(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, in
     same positions whenever it plans and no two shards ever get the same run. Then done runs
     (and failed ones unless `retry_failed`) are dropped, and the rest grouped by `pack_key`
     (default depthscale.training.pack_key) into packs of at most `max_pack`, split evenly.
-    store None: nothing is done yet (a store that does not exist).
+    With `pack_memory` (bytes), a group is split into more (even) packs until each one's
+    estimated peak (memory.pack_bytes) fits it; a single run that does not fit stays a pack of
+    one (check_memory then refuses it). store None: nothing is done yet (a store that does not exist).
     """
     if not (isinstance(max_pack, int) and max_pack >= 1):
         raise ConfigError(f"max_pack must be an integer >= 1, got {max_pack!r}")
@@ -184,13 +186,45 @@ def plan(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, in
     packs = []
     for group in groups.values():
         n_packs = math.ceil(len(group) / max_pack)
-        size, extra = divmod(len(group), n_packs)
-        start = 0
-        for j in range(n_packs):
-            stop = start + size + (1 if j < extra else 0)
-            packs.append(group[start:stop])
-            start = stop
+        parts = _even_split(group, n_packs)
+        if pack_memory is not None:
+            from depthscale.memory import pack_bytes
+
+            while n_packs < len(group) and max(pack_bytes(p) for p in parts) > pack_memory:
+                n_packs += 1
+                parts = _even_split(group, n_packs)
+        packs.extend(parts)
     return packs
+
+
+def _even_split(group: list, n: int) -> list[list]:
+    """`group` cut into n contiguous parts whose sizes differ by at most one."""
+    size, extra = divmod(len(group), n)
+    parts, start = [], 0
+    for j in range(n):
+        stop = start + size + (1 if j < extra else 0)
+        parts.append(group[start:stop])
+        start = stop
+    return parts
+
+
+def pack_memory_budget(executor: str = "inline", workers: int | None = None, device: str = "cpu",
+                       slurm: dict | None = None) -> int | None:
+    """Bytes one pack may use so that the packs running at once fit: the device's available
+    memory shared by the concurrent workers here; for SLURM, the job's --slurm-mem (the node's
+    memory is unknown here, and so is a GPU's: None, no split)."""
+    from depthscale.memory import HEADROOM, available_bytes
+
+    if executor == "slurm":
+        mem_gb = (slurm or {}).get("mem_gb")
+        return int(HEADROOM * mem_gb * 1e9) if mem_gb and not str(device).startswith("cuda") else None
+    avail = available_bytes(device)
+    if avail is None:
+        return None
+    from depthscale.executors import available_cores
+
+    n = max(1, workers or available_cores()) if executor == "process" else 1
+    return int(HEADROOM * avail / n)
 
 
 def check_memory(packs: list[list[RunConfig]], executor: str = "inline", workers: int | None = None,
@@ -209,7 +243,8 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
               device: str = "cpu", max_pack: int = 64, progress: bool | None = None,
               worker: Callable | str | None = None, name: str | None = None,
               slurm: dict | None = None, pack_key: Callable | None = None,
-              retry_failed: bool = True, allow_memory: bool = False) -> dict:
+              retry_failed: bool = True, allow_memory: bool = False,
+              pack_memory: int | None = None) -> dict:
     """Run every config not yet done; returns counts.
 
     counts: planned (runs in this shard's packs), packs, ran, skipped_done (done before the
@@ -218,8 +253,10 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     adds job_ids and slurm_folder, and the run counts only with slurm={"wait": True}.
     `worker` is a module-level callable (or 'module:function') with the signature of
     depthscale.training.run_pack, the default. `name` writes the sweep manifest (all configs,
-    not just this shard's) so that `store.status()` can report it. Packs whose estimated memory
-    exceeds what this machine has are refused (memory.MemoryRefused) before anything is
+    not just this shard's) so that `store.status()` can report it. Packs are split until each
+    fits `pack_memory` bytes (default `pack_memory_budget`: this machine's memory shared by the
+    workers, or --slurm-mem). Packs whose estimated memory still
+    exceeds what this machine has (a single run too large) are refused (memory.MemoryRefused) before anything is
     written, unless `allow_memory`. A broken run (store.is_broken) is run again.
     """
     if executor not in EXECUTORS:
@@ -235,8 +272,10 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     configs = list(configs)
     shard = parse_shard(shard)
     fn = resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
+    if pack_memory is None:
+        pack_memory = pack_memory_budget(executor, workers, device, slurm)
     packs = plan(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
-                 retry_failed=retry_failed)
+                 retry_failed=retry_failed, pack_memory=pack_memory)
     if not allow_memory:
         check_memory(packs, executor, workers, device)
     if name is not None:
@@ -267,4 +306,4 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     return result
 
 
-__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "run_sweep", "check_memory"]
+__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "run_sweep", "check_memory", "pack_memory_budget"]

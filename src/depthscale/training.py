@@ -11,6 +11,7 @@ pack is updated exactly as it would be alone, and a stopped model's rows are fro
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -19,9 +20,10 @@ import torch
 from depthscale import versions
 from depthscale.config import ENSEMBLE_MODELS, RunConfig, config_dict
 from depthscale.contexts import make_generator, sample_for, step_seed
-from depthscale.errors import InputError
+from depthscale.errors import InputError, MissingExtraError
 from depthscale.measurements import decomposition, eval_contexts, measure, top1_mass
 from depthscale.models import AttentionPack, build_pack
+from depthscale.timing import phase
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -83,9 +85,11 @@ def converged(history: list[float], patience: int, rel_tol: float) -> bool:
 class RowAdam:
     """Adam over pack parameters with a learning rate per model and a mask of active models."""
 
-    def __init__(self, pack: AttentionPack):
+    def __init__(self, pack: AttentionPack, lr_mult: dict | None = None):
         self.pack = pack
         self.params = dict(pack.named_parameters())
+        # optional per-parameter, per-model rate multipliers {name: tensor (M,)} (qk_lr = relative)
+        self.lr_mult = {n: t.to(next(iter(self.params.values())).device) for n, t in (lr_mult or {}).items()}
         self.m = {n: torch.zeros_like(p) for n, p in self.params.items()}
         self.v = {n: torch.zeros_like(p) for n, p in self.params.items()}
         self.t = torch.zeros(pack.M, dtype=torch.float64)  # steps taken per model
@@ -122,7 +126,8 @@ class RowAdam:
                 self.m[n].lerp_(g, 1 - ADAM_BETAS[0])
                 self.v[n].mul_(ADAM_BETAS[1]).addcmul_(g, g, value=1 - ADAM_BETAS[1])
                 denom = self.v[n].sqrt().div_(sqrt_bc2_M[own].view(shape)).add_(ADAM_EPS)
-                p.addcmul_(self.m[n].div(denom), step_M[own].view(shape).to(p.dtype))
+                step_n = step_M * self.lr_mult[n] if n in self.lr_mult else step_M
+                p.addcmul_(self.m[n].div(denom), step_n[own].view(shape).to(p.dtype))
                 p.grad = None
             return
         for n, p in self.params.items():
@@ -136,7 +141,8 @@ class RowAdam:
             v_new = ADAM_BETAS[1] * self.v[n] + (1 - ADAM_BETAS[1]) * g * g
             self.m[n] = torch.where(act, m_new, self.m[n])
             self.v[n] = torch.where(act, v_new, self.v[n])
-            upd = (lr_M[own] / bc1[own]).view(shape) * self.m[n] / ((self.v[n] / bc2[own].view(shape)).sqrt() + ADAM_EPS)
+            lr_n = lr_M * self.lr_mult[n] if n in self.lr_mult else lr_M
+            upd = (lr_n[own] / bc1[own]).view(shape) * self.m[n] / ((self.v[n] / bc2[own].view(shape)).sqrt() + ADAM_EPS)
             p.sub_(torch.where(act, upd.to(p.dtype), torch.zeros_like(p)))
             p.grad = None
 
@@ -153,15 +159,26 @@ class RowAdam:
         self.t[m] = st["t"]
 
 
+# what each monitor evaluation records per run (curves.json, the live curves.jsonl, TensorBoard):
+# the step, the monitor loss R (same name as the final R of metrics.json), A, C, the top-1 mass
+# (difficult task at k = 1: NaN otherwise) and the learning rate of that step
+CURVE_KEYS = ("step", "R", "A", "C", "top1_mass", "lr")
+LOGGERS = ("tensorboard",)  # optional loggers of train_pack(loggers=...)
+HEARTBEAT_SECONDS = 60.0  # without a terminal: at least one progress line on stderr this often
+
+
 @dataclass
 class RunState:
     """Per-model bookkeeping during training (goes into checkpoints)."""
 
     history: list = field(default_factory=list)  # monitor losses
-    curves: dict = field(default_factory=lambda: {"step": [], "loss": [], "A": [], "C": [], "top1_mass": [], "lr": []})
+    curves: dict = field(default_factory=lambda: {k: [] for k in CURVE_KEYS})
     stopped_because: str | None = None
     steps: int = 0
     seconds: float = 0.0
+    best_loss: float = math.inf  # keep_best: the lowest monitor loss seen, its step and parameters
+    best_step: int = 0
+    best_params: dict | None = None
 
 
 @torch.no_grad()
@@ -230,6 +247,15 @@ def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> di
             for key, c in sorted(firsts.items())}
 
 
+def qk_lr_mults(cfgs: list[RunConfig]) -> dict:
+    """RowAdam's rate multipliers for qk_lr = relative: W_q and W_k of a gradient-descent start
+    (entries sqrt(gd_step L N) on the diagonal) learn at lr times that scale, so the start's step
+    size gd_step can change by a fixed fraction per optimiser step at any depth; 1 elsewhere."""
+    mult = torch.tensor([math.sqrt(c.gd_step * c.L * c.N) if c.qk_lr == "relative" and c.qk_init == "gd" else 1.0
+                         for c in cfgs], dtype=torch.float32)
+    return {} if bool((mult == 1).all()) else {"Wq": mult, "Wk": mult}
+
+
 def train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
                 lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None,
                 batches: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,27 +264,139 @@ def train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: 
     each was finite. `autocast` (e.g. torch.bfloat16) runs the forward under torch.autocast."""
     c0 = cfgs[0]
     if batches is None:
-        batches = step_batches(cfgs, idx, step, device)
-    with torch.autocast(torch.device(device).type, dtype=autocast, enabled=autocast is not None):
+        with phase("sampling"):
+            batches = step_batches(cfgs, idx, step, device)
+    with phase("forward"), torch.autocast(torch.device(device).type, dtype=autocast, enabled=autocast is not None):
         losses = _pack_losses(pack, cfgs, idx, batches).float()
-    finite = torch.isfinite(losses)
-    losses.masked_fill(~finite, 0.0).sum().backward()
-    active_M = torch.zeros(pack.M, dtype=torch.bool)
-    active_M[torch.tensor(idx)] = finite.cpu()
-    opt.step(lr0_M * lr_factor(c0, step), active_M, c0.grad_clip)
+    with phase("backward"):
+        finite = torch.isfinite(losses)
+        losses.masked_fill(~finite, 0.0).sum().backward()
+    with phase("optimiser"):
+        active_M = torch.zeros(pack.M, dtype=torch.bool)
+        active_M[torch.tensor(idx)] = finite.cpu()
+        opt.step(lr0_M * lr_factor(c0, step), active_M, c0.grad_clip)
     return losses.detach(), finite
 
 
+def check_loggers(loggers) -> tuple[str, ...]:
+    """The loggers named, checked: each one of LOGGERS, and its package installed
+    (MissingExtraError naming the extra, else)."""
+    loggers = tuple(loggers or ())
+    for name in loggers:
+        if name not in LOGGERS:
+            raise InputError(f"logger must be one of {', '.join(LOGGERS)}, got {name!r}")
+    if "tensorboard" in loggers:
+        try:
+            from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+        except ImportError:
+            raise MissingExtraError("--log tensorboard needs the tensorboard package: "
+                                    "pip install 'depthscale[tensorboard]'") from None
+    return loggers
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class LiveLog:
+    """What a pack reports while it trains: each run's curve rows appended to its run directory
+    (store.append_curves) and to TensorBoard (`loggers`), the current loss on the progress bar,
+    and, when stderr is not a terminal (a log file, a batch job), one plain line per finished run
+    and a progress line at least every HEARTBEAT_SECONDS."""
+
+    def __init__(self, cfgs: list[RunConfig], store, loggers, states: list, start: int, bar=None) -> None:
+        self.cfgs, self.store, self.states, self.bar = cfgs, store, states, bar
+        self.start, self.t0 = start, time.monotonic()
+        self.last_line = self.t0
+        self.plain = not _isatty(sys.stderr)
+        self.loggers = check_loggers(loggers)
+        if self.loggers and store is None:
+            raise InputError("loggers need a store: their files go into each run's directory")
+        self.writers: dict[int, object] = {}
+        if store is not None:  # the live curves restart from what the checkpoint holds: no row twice
+            for c, st in zip(cfgs, states):
+                store.start_curves(c.run_id, st.curves)
+
+    def _writer(self, i: int):
+        if i not in self.writers:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step: a resumed run's events after its checkpoint step are dropped, not doubled
+            self.writers[i] = SummaryWriter(str(self.store.run_dir(self.cfgs[i].run_id) / "tensorboard"),
+                                            purge_step=self.start or None)
+        return self.writers[i]
+
+    def row(self, i: int, row: dict) -> None:
+        """One evaluation's curve row of run i ({key: value} over CURVE_KEYS)."""
+        if self.store is not None:
+            self.store.append_curves(self.cfgs[i].run_id, [row])
+        if "tensorboard" in self.loggers:
+            w = self._writer(i)
+            for key, val in row.items():
+                if key != "step" and val is not None and math.isfinite(val):
+                    w.add_scalar(f"train/{key}", val, row["step"])
+
+    def postfix(self, losses: list[float]) -> None:
+        """The progress bar shows the current monitor loss (a pack: its range)."""
+        if losses and self.bar is not None:
+            self.bar.set_postfix_str(f"R={losses[0]:.4g}" if len(losses) == 1
+                                     else f"R={min(losses):.4g}..{max(losses):.4g}", refresh=False)
+
+    def tick(self, step: int, active: list[bool]) -> None:
+        """After each step: a progress line when none was printed for HEARTBEAT_SECONDS."""
+        now = time.monotonic()
+        if not self.plain or now - self.last_line < HEARTBEAT_SECONDS:
+            return
+        c0, total = self.cfgs[0], self.cfgs[0].max_steps
+        losses = [st.history[-1] for st, a in zip(self.states, active) if a and st.history]
+        rate = (step - self.start) / max(now - self.t0, 1e-9)
+        loss = "" if not losses else (f", R={losses[0]:.4g}" if len(losses) == 1
+                                      else f", R={min(losses):.4g}..{max(losses):.4g}")
+        self.line(f"{c0.model} {c0.task} pack of {len(self.cfgs)}: step {step}/{total} "
+                  f"({step / total:.0%}), {sum(active)} running{loss}, {rate:.3g} steps/s, "
+                  f"elapsed {_clock(now - self.t0)}")
+
+    def finished(self, i: int, met: dict) -> None:
+        c = self.cfgs[i]
+        if "tensorboard" in self.loggers and i in self.writers:
+            self.writers.pop(i).close()
+        if self.plain:
+            R = met.get("R")
+            val = f"R={R:.5g}" if isinstance(R, float) and math.isfinite(R) else "R=nan"
+            self.line(f"run {c.run_id} done: {c.model} {c.task} L={c.L} (a, b)=({c.a:g}, {c.b:g}) "
+                      f"seed={c.seed}: {val} after {met.get('steps')} steps ({met.get('stopped_because')}), "
+                      f"{_clock(self.states[i].seconds)} of training")
+
+    def line(self, text: str) -> None:
+        print(f"depthscale: {text}", file=sys.stderr, flush=True)
+        self.last_line = time.monotonic()
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+        self.writers.clear()
+
+
 def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress: bool | None = None,
-               resume: dict | None = None, on_finish=None) -> list[dict]:
+               resume: dict | None = None, on_finish=None, loggers: tuple[str, ...] = ()) -> list[dict]:
     """Train the pack; returns each run's metrics. `resume` maps run index -> checkpoint dict
-    (all at one step). `on_finish(i, metrics, curves)` is called as soon as a run stops."""
+    (all at one step). `on_finish(i, metrics, curves)` is called as soon as a run stops. With a
+    store, each evaluation's curve row is appended to the run's curves.jsonl as it comes, and a
+    finished run's parameters are kept (params.pt); `loggers` (LOGGERS) log the rows too."""
     if len({pack_key(c) for c in cfgs}) != 1:
         raise InputError("configs of one pack must share a pack_key")
     c0 = cfgs[0]
     M = len(cfgs)
     pack = build_pack(cfgs).to(device)
-    opt = RowAdam(pack)
+    opt = RowAdam(pack, qk_lr_mults(cfgs))
     states = [RunState() for _ in cfgs]
     start = 0
     if resume:
@@ -272,6 +410,9 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
                                "v": {n: t.to(device) for n, t in ck["adam"]["v"].items()},
                                "t": ck["adam"]["t"]})
             states[i] = RunState(**ck["state"])
+            if "loss" in states[i].curves:  # a checkpoint of an earlier version: the loss is R now
+                states[i].curves["R"] = states[i].curves.pop("loss")
+    live = LiveLog(cfgs, store, loggers, states, start)
     # monitor and evaluation contexts per spectrum (shared by every seed and depth of it)
     monitor: dict[tuple, list] = {}
     for c in cfgs:
@@ -292,8 +433,15 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
         key = spectrum_key(cfgs[i])
         if reason != "nan" and key not in eval_chunks:
             eval_chunks.clear()
-            eval_chunks[key] = eval_contexts(cfgs[i], c0.eval_contexts, c0.eval_seed, device)
-        met = measure(pack, i, eval_chunks[key], c0.task) if reason != "nan" else {}
+            with phase("evaluation"):
+                eval_chunks[key] = eval_contexts(cfgs[i], c0.eval_contexts, c0.eval_seed, device)
+        if reason != "nan" and cfgs[i].keep_best and st.best_params is not None and st.history \
+                and st.best_loss < st.history[-1]:
+            pack.load_model_state(i, {n: t.to(device) for n, t in st.best_params.items()})
+        with phase("evaluation"):
+            met = measure(pack, i, eval_chunks[key], c0.task) if reason != "nan" else {}
+        if cfgs[i].keep_best:
+            met.update(best_step=st.best_step if st.best_params is not None else step)
         met.update(run_id=cfgs[i].run_id, steps=step, stopped_because=reason,
                    train_seconds=st.seconds, final_monitor_loss=st.history[-1] if st.history else float("nan"),
                    lr_used=float(lr0_M[i]), **versions(("torch",)), device=str(device))
@@ -301,7 +449,9 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
             met.update(R=float("nan"), R_se=float("nan"), A=float("nan"), C=float("nan"))
         results[i] = met
         if store is not None:
-            store.finish(cfgs[i].run_id, met, st.curves)
+            store.finish(cfgs[i].run_id, met, st.curves,
+                         params={n: t.cpu() for n, t in pack.state_of(i).items()} if reason != "nan" else None)
+        live.finished(i, met)
         if on_finish is not None:
             on_finish(i, met, st.curves)
 
@@ -309,6 +459,7 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
 
     bar = tqdm(total=c0.max_steps, initial=start, disable=None if progress is None else not progress,
                desc=f"{c0.model} x{M}", leave=False)
+    live.bar = bar
     t_last = time.perf_counter()
     step = start
     try:
@@ -327,18 +478,25 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
             done_step = step + 1
             if done_step % c0.eval_every == 0 or done_step == c0.max_steps:
                 idx = [i for i in range(M) if active[i]]
-                mon = _monitor(pack, idx, lambda m: monitor[spectrum_key(cfgs[m])]) if idx else {}
+                with phase("evaluation"):
+                    mon = _monitor(pack, idx, lambda m: monitor[spectrum_key(cfgs[m])]) if idx else {}
                 for i in idx:
                     st, r = states[i], mon[i]
                     if not math.isfinite(r["R"]):
                         finish(i, "nan", done_step)
                         continue
                     st.history.append(r["R"])
-                    for key, val in (("step", done_step), ("loss", r["R"]), ("A", r["A"]), ("C", r["C"]),
-                                     ("top1_mass", r["top1_mass"]), ("lr", float(lr0_M[i] * lr_factor(c0, step)))):
-                        st.curves[key].append(val)
+                    if cfgs[i].keep_best and r["R"] < st.best_loss:
+                        st.best_loss, st.best_step = r["R"], done_step
+                        st.best_params = {n: t.cpu() for n, t in pack.state_of(i).items()}
+                    row = {"step": done_step, "R": r["R"], "A": r["A"], "C": r["C"], "top1_mass": r["top1_mass"],
+                           "lr": float(lr0_M[i] * lr_factor(c0, step))}
+                    for key in CURVE_KEYS:
+                        st.curves[key].append(row[key])
+                    live.row(i, row)
                     if done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
                         finish(i, "converged", done_step)
+                live.postfix([mon[i]["R"] for i in idx if math.isfinite(mon[i]["R"])])
             if store is not None and done_step % c0.checkpoint_every == 0 and done_step < c0.max_steps:
                 for i in range(M):
                     if active[i]:
@@ -350,17 +508,21 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
                                      "v": {n: t.cpu() for n, t in adam["v"].items()}, "t": adam["t"]},
                             "state": states[i].__dict__, "config": cfgs[i].to_dict()})
             bar.update(1)
+            live.tick(done_step, active)
         for i in sorted(range(M), key=lambda j: spectrum_key(cfgs[j])):
             if active[i]:
                 finish(i, "max_steps", c0.max_steps)
     finally:
         bar.close()
+        live.close()
     return results  # type: ignore[return-value]
 
 
-def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: bool | None = None) -> None:
+def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: bool | None = None,
+             loggers: tuple[str, ...] = ()) -> None:
     """Sweep worker: train the configs (one pack_key), resuming from checkpoints in the store and
-    writing each result there. Runs whose checkpoints are at different steps train as sub-packs."""
+    writing each result there. Runs whose checkpoints are at different steps train as sub-packs.
+    `loggers` as in train_pack (bind it with functools.partial to hand it to a sweep)."""
     todo = [c for c in configs if not store.is_done(c.run_id)]
     for c in todo:
         store.write_config(c)
@@ -375,7 +537,7 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
         cfgs = [c for c, _ in group]
         resume = {i: ck for i, (_, ck) in enumerate(group)} if step > 0 else None
         try:
-            train_pack(cfgs, device, store, progress, resume)
+            train_pack(cfgs, device, store, progress, resume, loggers=loggers)
         except Exception as exc:  # recorded per run; the sweep goes on
             for c in cfgs:
                 if not store.is_done(c.run_id):
@@ -383,14 +545,15 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
             raise
 
 
-def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | None = None) -> dict:
+def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | None = None,
+              loggers: tuple[str, ...] = ()) -> dict:
     """Train (or resume, or load) a single run and return its metrics."""
     if store is None:
-        return train_pack([cfg], device, None, progress)[0]
+        return train_pack([cfg], device, None, progress, loggers=loggers)[0]
     if not store.is_done(cfg.run_id):
-        run_pack([cfg], store, device, progress)
+        run_pack([cfg], store, device, progress, loggers=loggers)
     return store.load_metrics(cfg.run_id)
 
 
-__all__ = ["train_pack", "run_pack", "train_one", "pack_key", "lr_factor", "base_lr", "base_lrs", "converged", "RowAdam",
+__all__ = ["train_pack", "run_pack", "train_one", "LiveLog", "check_loggers", "CURVE_KEYS", "LOGGERS", "pack_key", "qk_lr_mults", "lr_factor", "base_lr", "base_lrs", "converged", "RowAdam",
            "train_step", "step_batches"]
