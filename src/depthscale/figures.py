@@ -301,7 +301,8 @@ def fig3(res: Results, th: Theory):
         data = np.concatenate([x for x in data if len(x)] or [np.zeros(0)])
         data = data[np.isfinite(data) & (data > 0)]
         if data.size:  # theory curves may fall far below the data: keep the data readable
-            ax[i].set_ylim(bottom=max(ax[i].get_ylim()[0], data.min() / 30))
+            lo, hi = ax[i].get_ylim()
+            ax[i].set_ylim(max(lo, data.min() / 30), min(hi, data.max() * 30))
             _logy(ax[i])
         _panel_title(ax[i], "ab"[i], f"linear, easy, {name}")
     # one key for the line styles, below the panels; the colour of a spectrum is the same for its
