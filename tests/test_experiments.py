@@ -114,6 +114,42 @@ def test_resolve_ids():
         resolve_ids(["fig2"])
 
 
+def test_group_words_and_the_beyond_part():
+    from depthscale.registry import BEYOND_IDS, parse_ids
+
+    assert all(REGISTRY[i].part == "paper" for i in IDS)
+    assert all(REGISTRY[i].part == "beyond" for i in BEYOND_IDS)
+    assert not set(IDS) & set(BEYOND_IDS) and set(IDS) | set(BEYOND_IDS) == set(REGISTRY)
+    assert resolve_ids("beyond") == BEYOND_IDS
+    assert resolve_ids("all,beyond") == tuple(REGISTRY)
+    assert parse_ids("fig6,all")[0] == "fig6" and len(parse_ids("fig6,all")) == len(IDS)
+    assert parse_ids("beyond") == list(BEYOND_IDS)
+    with pytest.raises(ValueError, match="or all, beyond"):
+        parse_ids("fig6,nope")
+
+
+def test_group_fields_reach_the_configs_and_a_strict_view_reads_them_back():
+    from depthscale.registry import Experiment, RunGroup
+
+    e = Experiment("x", "x", ("nonlinear",), "difficult", (2,), "(0,0)", "x",
+                   (RunGroup("nonlinear", "difficult", 2, ((0.0, 0.0),), (1, 2, 99), (("N", 12), ("max_steps", 7))),),
+                   part="beyond")
+    cfgs = e.configs("smoke")
+    assert [c.L for c in cfgs] == [1, 2]  # explicit depths, capped at the preset's deepest
+    assert all(c.N == 12 and c.max_steps == 7 for c in cfgs)
+    plain = [make_config("smoke", model="nonlinear", task="difficult", k=2, L=L) for L in (1, 2)]
+    res = Results(_frame(cfgs + plain, [5.0, 6.0, 1.0, 2.0]), "smoke")
+    assert res.series("nonlinear", "difficult", 2, 0, 0, (1, 2)).get("R").tolist() == [1.0, 2.0]
+    v = res.view(N=12, max_steps=7)
+    assert v.series("nonlinear", "difficult", 2, 0, 0, (1, 2)).get("R").tolist() == [5.0, 6.0]
+    # strict: a recipe nobody trained is empty, never the default runs
+    assert not v.runs("nonlinear", "difficult", 2, 0, 0, 4)
+    assert not res.view(N=13).runs("nonlinear", "difficult", 2, 0, 0, 1)
+    assert res.runs("nonlinear", "difficult", 2, 0, 0, 1)[0]["N"] == 8  # the view left res alone
+    with pytest.raises(ValueError, match="N must be"):
+        res.view(N=2)
+
+
 def test_summary_counts_runs():
     rows = {r["id"]: r for r in summary()}
     assert rows["fig8"]["cpu"] == 0

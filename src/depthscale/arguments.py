@@ -186,7 +186,7 @@ def store_if_any(path: str):
 
 
 def parse_experiments(text: str) -> str:
-    """--experiment / reproduce's id: 'all' or a comma list (spaces around the commas allowed),
+    """--experiment / reproduce's id: 'all', 'beyond' or a comma list (spaces around the commas allowed),
     as the registry reads it."""
     parts = [t.strip() for t in str(text).split(",")]
     return ",".join(parts)

@@ -362,8 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         "rest in packs. Safe to run many at once on one store; resumes after any failure.",
         "depthscale sweep --experiment fig6,fig5 --preset cpu --store runs/cpu --executor process\n"
         "  depthscale sweep --grid grid.toml --preset smoke --store runs/smoke --shard 0/4"))
-    sp.add_argument("--experiment", help="an experiment id (fig1, fig3..fig14, table1..table6), a comma list "
-                                         "(fig6,fig5) or all (default: none; give this or --grid)")
+    sp.add_argument("--experiment", help="an experiment id (fig1, fig3..fig14, table1..table6, or a "
+                                         "beyond-the-paper id), a comma list (fig6,fig5), all (the paper's) or "
+                                         "beyond (default: none; give this or --grid)")
     sp.add_argument("--grid", help="JSON or TOML grid of RunConfig fields, lists crossed "
                                    "(default: none; give this or --experiment)")
     common_preset(sp)
@@ -479,7 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Run whatever is missing for the experiments (resumable), then write each figure (PNG, PDF), "
         "table (CSV, Markdown) and claims.json.",
         "depthscale reproduce all --preset cpu --store runs/cpu --out report/cpu"))
-    sp.add_argument("id", help="an experiment id (fig1, fig3..fig14, table1..table6), a comma list (fig6,fig5) or all")
+    sp.add_argument("id", help="an experiment id (fig1, fig3..fig14, table1..table6, or a beyond-the-paper id), "
+                                "a comma list (fig6,fig5), all (every figure and table of the paper) or beyond "
+                                "(the report's 'Beyond the paper' experiments)")
     common_preset(sp)
     store(sp, STORE_HELP + "; created if missing")
     sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")

@@ -97,9 +97,14 @@ class RunGroup:
     task: str  # easy | difficult
     k: int  # selected tokens (difficult task); 1 on the easy task
     spectra: tuple[Spectrum, ...]
-    depths: str | None = None  # one of DEPTH_SETS; None: the model's own (`model_depths`)
+    depths: str | tuple[int, ...] | None = None  # one of DEPTH_SETS, explicit depths, or None: the model's own (`model_depths`)
+    # further RunConfig fields of every run of the group (beyond-the-paper experiments: tied weights,
+    # clustered contexts, width, ...), as (name, value) pairs; () for the paper's own runs
+    fields: tuple[tuple[str, object], ...] = ()
 
     def depths_for(self, preset: str) -> tuple[int, ...]:
+        if isinstance(self.depths, tuple):  # explicit depths, capped like the preset's own
+            return tuple(L for L in self.depths if L <= max(PRESET_DEPTHS[preset]))
         return depth_set(preset, self.depths or model_depths(self.model))
 
     def in_preset(self, preset: str) -> bool:
@@ -146,6 +151,7 @@ class Experiment:
     groups: tuple[RunGroup, ...] = ()
     theory: tuple[TheoryNeed, ...] = ()
     reuses: tuple[str, ...] = ()  # experiments whose runs these are (documentation)
+    part: str = "paper"  # paper (a figure or table of the paper: `all`) | beyond (the report's "Beyond the paper": `beyond`)
 
     @property
     def kind(self) -> str:
@@ -172,7 +178,7 @@ class Experiment:
             for a, b in g.spectra:
                 for L in g.depths_for(preset):
                     for s in resolve_seeds(preset, seeds):
-                        out.append(make_config(preset, **{**overrides, "model": g.model,
+                        out.append(make_config(preset, **{**overrides, **dict(g.fields), "model": g.model,
                                                           "task": g.task, "k": g.k, "a": a,
                                                           "b": b, "L": L, "seed": s}))
         return out
@@ -387,7 +393,9 @@ _ENTRIES = (
 )
 
 REGISTRY: dict[str, Experiment] = {e.id: e for e in _ENTRIES}
-IDS: tuple[str, ...] = tuple(REGISTRY)
+IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "paper")  # `all`: the paper's figures and tables
+BEYOND_IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "beyond")  # `beyond`
+GROUP_WORDS = {"all": IDS, "beyond": BEYOND_IDS}  # what --experiment accepts besides ids
 
 
 def check_ids(ids: Iterable[str]) -> list[str]:
@@ -395,26 +403,33 @@ def check_ids(ids: Iterable[str]) -> list[str]:
     ids = list(ids)
     for i in ids:
         if i not in REGISTRY:
-            raise InputError(f"unknown experiment {i!r} (known: {', '.join(IDS)})")
+            raise InputError(f"unknown experiment {i!r} (known: {', '.join(REGISTRY)}, or all, beyond)")
     return ids
 
 
 def parse_ids(text: str) -> list[str]:
-    """'all' (every id, registry order) or a comma list of ids (in the order given), checked."""
-    return list(IDS) if text == "all" else check_ids(text.split(","))
+    """'all' (the paper's ids), 'beyond' (the beyond-the-paper ids), or a comma list of ids and
+    those words (in the order given), checked."""
+    out: list[str] = []
+    for i in text.split(","):
+        for j in GROUP_WORDS.get(i.strip(), (i.strip(),)):
+            if j not in out:
+                out.append(j)
+    return check_ids(out)
 
 
 def resolve_ids(ids: str | Iterable[str] | None) -> tuple[str, ...]:
-    """'all' / None -> every id in registry order; else the given ids, checked, in registry order."""
-    if ids is None or ids == "all":
+    """'all' / None -> the paper's ids; 'beyond' -> the beyond-the-paper ids; else the given ids
+    (and words), checked, in registry order."""
+    if ids is None:
         return IDS
     if isinstance(ids, str):
         ids = [i.strip() for i in ids.split(",")]
-    ids = list(ids)
-    if "all" in ids:
-        return IDS
-    check_ids(ids)
-    return tuple(i for i in IDS if i in ids)
+    wanted: set[str] = set()
+    for i in ids:
+        wanted.update(GROUP_WORDS.get(i, (i,)))
+    check_ids(sorted(wanted))
+    return tuple(i for i in REGISTRY if i in wanted)
 
 
 def all_configs(ids: str | Iterable[str] | None, preset: str,
@@ -445,10 +460,13 @@ def summary(presets: Sequence[str] = PRESETS) -> list[dict]:
         rows.append(row)
     rows.append({"id": "all (unique)", "title": "",
                  **{p: len(all_configs("all", p)) for p in presets}})
+    if BEYOND_IDS:
+        rows.append({"id": "beyond (unique)", "title": "",
+                     **{p: len(all_configs("beyond", p)) for p in presets}})
     return rows
 
 
-__all__ = ["Experiment", "RunGroup", "TheoryNeed", "REGISTRY", "IDS", "PRESET_SEEDS", "PRESET_KS",
+__all__ = ["Experiment", "RunGroup", "TheoryNeed", "REGISTRY", "IDS", "BEYOND_IDS", "PRESET_SEEDS", "PRESET_KS",
            "FLOOR_SAMPLES", "SOFTMAX_FLOOR_SAMPLES", "FINITE_P_SAMPLES", "THEORY_SEED", "PAPER",
            "resolve_ids", "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "depth_set",
            "resolve_seeds", "preset_shape", "check_preset", "GEOMETRY_EVIDENCE", "TOP2_SPECTRA", "paper_L0_top2",

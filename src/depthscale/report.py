@@ -36,9 +36,9 @@ from depthscale import claims, timing, versions
 from depthscale.atomic import as_float, write_json_atomic
 from depthscale.config import PRESETS
 from depthscale.errors import InputError
-from depthscale.figures import write_figure
+from depthscale.figures import FIGURES, write_figure
 from depthscale.formatting import number
-from depthscale.registry import (FLOOR_SAMPLES, GEOMETRY_EVIDENCE, PAPER, REGISTRY, all_configs, check_preset,
+from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, GEOMETRY_EVIDENCE, IDS, PAPER, REGISTRY, all_configs, check_preset,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
 from depthscale.results import Results, Theory, split_diverged
 from depthscale.store import Store
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 def sweep_name(ids: Sequence[str], preset: str) -> str:
     """Manifest name of a reproduce sweep (store.status() reports it)."""
     ids = tuple(ids)
-    tag = "all" if ids == tuple(REGISTRY) else "_".join(ids)
+    tag = "all" if ids == IDS else "beyond" if ids == BEYOND_IDS else "_".join(ids)
     if len(tag) > 80:
         tag = f"{len(ids)}ids"
     return f"reproduce-{preset}-{tag}"
@@ -207,11 +207,15 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
 
 
 def _write_one(exp_id: str, res: Results, th: Theory, pdir: Path, tables: dict) -> list[Path]:
+    """The experiment's figure, its table, or both (a beyond-the-paper experiment may have both)."""
+    paths: list[Path] = []
+    if exp_id in FIGURES or exp_id not in TABLES:
+        paths += write_figure(exp_id, res, th, pdir)
     if exp_id in TABLES:
-        frame, paths = write_table(exp_id, res, th, pdir)
+        frame, tpaths = write_table(exp_id, res, th, pdir)
         tables[exp_id] = frame
-        return paths
-    return write_figure(exp_id, res, th, pdir)
+        paths += tpaths
+    return paths
 
 
 # ---------------------------------------------------------------- provenance
@@ -334,30 +338,54 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
             out += [f"> **Warning.** {banner(p)}", ""]
         out += [f"- {line}" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)] + [""]
         out += _timing_lines(sec["provenance"])[1:] + ([""] if _timing_lines(sec["provenance"]) else [])
-        n_pass = sum(c["pass"] for c in sec["claims"])
-        out += [f"### Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass", "",
-                "| # | claim | expected | result | measured |", "|---|---|---|---|---|"]
-        for c in sec["claims"]:
-            out.append(f"| {c['id']} | {_md_cell(c['claim'])} | {_md_cell(c['expected'])} | "
-                       f"**{'PASS' if c['pass'] else 'FAIL'}** | {_md_cell(c['detail'])} |")
-        out.append("")
+        paper_claims, beyond_claims = split_claims(sec["claims"])
+        if paper_claims or not beyond_claims:
+            out += _md_claims(f"### Claims (SPEC §9): {sum(c['pass'] for c in paper_claims)} of "
+                              f"{len(paper_claims)} pass", paper_claims)
         if sec["errors"]:
             out += ["### Errors while building", ""] + [f"- {k}: {v}" for k, v in sec["errors"].items()] + [""]
         for i in sec["ids"]:
             e = REGISTRY[i]
-            out += [f"### {i}: {e.title}", "", f"*{e.shows}* — models: {', '.join(e.models) or 'theory'}; "
+            h = "###"
+            if e.part == "beyond":
+                if i == next(j for j in sec["ids"] if REGISTRY[j].part == "beyond"):
+                    out += ["### Beyond the paper", "", BEYOND_INTRO, ""]
+                    out += _md_claims(f"#### Claims beyond the paper: {sum(c['pass'] for c in beyond_claims)} "
+                                      f"of {len(beyond_claims)} pass", beyond_claims)
+                h = "####"
+            out += [f"{h} {i}: {e.title}", "", f"*{e.shows}* — models: {', '.join(e.models) or 'theory'}; "
                     f"task: {e.task}; spectra: {e.spectra_text}; geometry: {e.geometry(p)}{_runs_text(sec, i)}", ""]
             if i in sec["errors"]:
                 out += [f"(not built: {sec['errors'][i]})", ""]
-            elif i in sec["tables"]:
-                out += ["Columns `paper_*` are the paper's values (SPEC §8); the others are ours.", "",
-                        markdown_table(sec["tables"][i]), ""]
-            else:
-                png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
-                pdf = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".pdf")), None)
-                if png:
-                    out += [f"![{i}]({png})", "", f"[PDF]({pdf})" if pdf else "", ""]
+                continue
+            png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
+            pdf = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".pdf")), None)
+            if png:
+                out += [f"![{i}]({png})", "", f"[PDF]({pdf})" if pdf else "", ""]
+            if i in sec["tables"]:
+                out += (["Columns `paper_*` are the paper's values (SPEC §8); the others are ours.", ""]
+                        if e.part == "paper" else []) + [markdown_table(sec["tables"][i]), ""]
     return "\n".join(out) + "\n"
+
+
+BEYOND_INTRO = ("Experiments the paper leaves open (its §6 and Appendix D.2), run with the same "
+                "harness: `depthscale reproduce beyond --preset cpu`. Each says what was measured, "
+                "including no effect.")
+
+
+def split_claims(cl: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the paper's claims, the beyond-the-paper ones: every experiment they use is a beyond one)."""
+    beyond = set(BEYOND_IDS)
+    is_beyond = [bool(c.get("uses")) and set(c["uses"]) <= beyond for c in cl]
+    return [c for c, b in zip(cl, is_beyond) if not b], [c for c, b in zip(cl, is_beyond) if b]
+
+
+def _md_claims(title: str, cl: list[dict]) -> list[str]:
+    out = [title, "", "| # | claim | expected | result | measured |", "|---|---|---|---|---|"]
+    for c in cl:
+        out.append(f"| {c['id']} | {_md_cell(c['claim'])} | {_md_cell(c['expected'])} | "
+                   f"**{'PASS' if c['pass'] else 'FAIL'}** | {_md_cell(c['detail'])} |")
+    return out + [""]
 
 
 def _runs_text(sec: dict, exp_id: str) -> str:
@@ -422,38 +450,52 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
         if _timing_lines(sec["provenance"]):
             parts.append(f"<p class=\"small\">{esc(_timing_lines(sec['provenance'])[1])}</p>"
                          + timing.html_table(sec["provenance"]["phase_timing"]))
-        n_pass = sum(c["pass"] for c in sec["claims"])
-        parts.append(f"<h3>Claims (SPEC §9): {n_pass} of {len(sec['claims'])} pass</h3>")
-        parts.append("<table><thead><tr><th>#</th><th>claim</th><th>expected</th><th>result</th>"
-                     "<th>measured</th></tr></thead><tbody>")
-        for c in sec["claims"]:
-            badge = '<span class="pass">PASS</span>' if c["pass"] else '<span class="fail">FAIL</span>'
-            parts.append(f"<tr><td>{esc(c['id'])}</td><td>{esc(c['claim'])}</td>"
-                         f"<td>{esc(c['expected'])}</td><td>{badge}</td>"
-                         f"<td class=\"detail\">{esc(c['detail'])}</td></tr>")
-        parts.append("</tbody></table>")
+        paper_claims, beyond_claims = split_claims(sec["claims"])
+        if paper_claims or not beyond_claims:
+            parts += _html_claims(f"<h3>Claims (SPEC §9): {sum(c['pass'] for c in paper_claims)} of "
+                                  f"{len(paper_claims)} pass</h3>", paper_claims)
         if sec["errors"]:
             parts.append("<h3>Errors while building</h3><ul>" + "".join(
                 f"<li>{esc(k)}: {esc(v)}</li>" for k, v in sec["errors"].items()) + "</ul>")
         for i in sec["ids"]:
             e = REGISTRY[i]
-            parts.append(f"<h3 id=\"{esc(p)}-{esc(i)}\">{esc(i)}: {esc(e.title)}</h3>")
+            h = "h3"
+            if e.part == "beyond":
+                if i == next(j for j in sec["ids"] if REGISTRY[j].part == "beyond"):
+                    parts.append(f"<h3 id=\"{esc(p)}-beyond\">Beyond the paper</h3><p>{esc(BEYOND_INTRO)}</p>")
+                    parts += _html_claims(f"<h4>Claims beyond the paper: {sum(c['pass'] for c in beyond_claims)} "
+                                          f"of {len(beyond_claims)} pass</h4>", beyond_claims)
+                h = "h4"
+            parts.append(f"<{h} id=\"{esc(p)}-{esc(i)}\">{esc(i)}: {esc(e.title)}</{h}>")
             parts.append(f"<p class=\"small\"><em>{esc(e.shows)}</em> — models: "
                          f"{esc(', '.join(e.models) or 'theory')}; task: {esc(e.task)}; "
                          f"spectra: {esc(e.spectra_text)}; geometry: {esc(e.geometry(p))}"
                          f"{esc(_runs_text(sec, i))}</p>")
             if i in sec["errors"]:
                 parts.append(f"<p>(not built: {esc(sec['errors'][i])})</p>")
-            elif i in sec["tables"]:
-                parts.append("<p class=\"small\">Shaded <code>paper_*</code> columns are the paper's "
-                             "values (SPEC §8); the others are ours.</p>")
+                continue
+            png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
+            if png:
+                parts.append(f"<img alt=\"{esc(i)}\" src=\"{_img_data_uri(out_dir / png)}\">")
+            if i in sec["tables"]:
+                if e.part == "paper":
+                    parts.append("<p class=\"small\">Shaded <code>paper_*</code> columns are the paper's "
+                                 "values (SPEC §8); the others are ours.</p>")
                 parts.append(_html_table(sec["tables"][i]))
-            else:
-                png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
-                if png:
-                    parts.append(f"<img alt=\"{esc(i)}\" src=\"{_img_data_uri(out_dir / png)}\">")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _html_claims(title: str, cl: list[dict]) -> list[str]:
+    esc = html.escape
+    parts = [title, "<table><thead><tr><th>#</th><th>claim</th><th>expected</th><th>result</th>"
+                    "<th>measured</th></tr></thead><tbody>"]
+    for c in cl:
+        badge = '<span class="pass">PASS</span>' if c["pass"] else '<span class="fail">FAIL</span>'
+        parts.append(f"<tr><td>{esc(c['id'])}</td><td>{esc(c['claim'])}</td>"
+                     f"<td>{esc(c['expected'])}</td><td>{badge}</td>"
+                     f"<td class=\"detail\">{esc(c['detail'])}</td></tr>")
+    return parts + ["</tbody></table>"]
 
 
 __all__ = ["reproduce", "report", "build_preset", "provenance", "render_markdown", "render_html",

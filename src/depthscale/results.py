@@ -189,6 +189,19 @@ class Results:
             self._index.setdefault(key, []).append(row)
         self._recipe_rank = counts
         self._curves: dict = {}
+        self.strict = False  # True in a view(): a cell without runs of exactly its recipe is empty
+
+    def view(self, **fields) -> "Results":
+        """The same results read with further RunConfig fields (`fields`) in every cell's recipe,
+        e.g. `res.view(clusters=4)`: what a beyond-the-paper group with `RunGroup.fields` trained.
+        Strict: a cell without runs of exactly that recipe is empty (never the default recipe's runs)."""
+        import copy
+
+        v = copy.copy(self)
+        v.overrides = {**self.overrides, **fields}
+        v.non_default, v.strict = set(), True
+        make_config(self.preset, **v.overrides)  # an unknown field or a bad value: ConfigError now
+        return v
 
     @classmethod
     def from_store(cls, store, preset: str, overrides: dict | None = None) -> "Results":
@@ -213,6 +226,8 @@ class Results:
         exact = [r for r in rows if r["_recipe"] == want_recipe]
         if exact:
             chosen = exact
+        elif self.strict:
+            return []
         else:
             best = max(sorted({r["_recipe"] for r in rows}), key=lambda r: self._recipe_rank[r])
             chosen = [r for r in rows if r["_recipe"] == best]
@@ -278,9 +293,10 @@ class Results:
         seen: dict[str, dict] = {}
         for i in resolve_ids(ids):
             for g in REGISTRY[i].groups_for(self.preset):
+                res = self.view(**dict(g.fields)) if g.fields else self
                 for a, b in g.spectra:
                     for L in g.depths_for(self.preset):
-                        for r in self.runs(g.model, g.task, g.k, a, b, L):
+                        for r in res.runs(g.model, g.task, g.k, a, b, L):
                             seen.setdefault(r["run_id"], r)
         return list(seen.values())
 
