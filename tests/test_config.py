@@ -81,3 +81,29 @@ def test_linear_step_budget_grows_with_depth():
         make_config("cpu", model="nonlinear", task="difficult", L=1).max_steps
     with pytest.raises(ConfigError, match="qk_init"):
         make_config("cpu", model="nonlinear", qk_init="gd")
+
+
+def test_late_fields_at_their_default_leave_the_run_id_alone():
+    """clusters, loop, heads, mlp came after stores were written: at their defaults they are not in
+    the hash (the id is the one the config had before they existed), set they are."""
+    import hashlib
+    import json
+
+    from depthscale.config import FIELD_DEFAULTS, ID_OPTIONAL_FIELDS, config_dict, make_config
+
+    cfg = make_config("cpu", model="nonlinear", L=4)
+    old = config_dict(cfg, ("preset",) + ID_OPTIONAL_FIELDS)  # the config as it was hashed before
+    expect = hashlib.sha256(json.dumps(old, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    assert cfg.run_id == expect
+    for name in ID_OPTIONAL_FIELDS:
+        other = cfg.replace(**{name: FIELD_DEFAULTS[name] + 1 if name != "loop" else 2})
+        assert other.run_id != cfg.run_id
+
+
+def test_loop_must_divide_the_depth():
+    from depthscale.config import make_config
+
+    with pytest.raises(ValueError, match=r"loop must be a divisor of L = 4"):
+        make_config("cpu", L=4, loop=3)
+    with pytest.raises(ValueError, match=r"clusters must be >= 0, got -1"):
+        make_config("cpu", clusters=-1)

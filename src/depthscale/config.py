@@ -47,10 +47,14 @@ class RunConfig:
     task: str = "difficult"  # easy (exact-match copy) | difficult (top-k average by cosine)
     k: int = 2  # number of selected tokens (difficult task)
     noise: float = 0.0  # label noise std
+    clusters: int = 0  # context classes: 0 = a fresh Haar rotation per context; K >= 1 = each context's rotation is one of K fixed ones (paper App. D.2)
     # --- model (SPEC §3) ---
     model: str = "nonlinear"  # the attention stack: nonlinear (the paper's controlled model), linear, or a variant (SPEC §3)
     N: int = 32  # hidden width (N >= d)
     L: int = 1  # depth (number of attention layers)
+    loop: int = 0  # weight tying across depth: 0 = every layer its own weights; B >= 1 = B distinct layers looped L/B times (1: one layer repeated L times)
+    heads: int = 4  # model=transformer: attention heads per block (N divisible by heads)
+    mlp: int = 4  # model=transformer: MLP hidden width mlp * N per block (0: attention-only blocks)
     qk_std: float = 0.02  # init std of the W_q, W_k entries (small: attention starts near uniform); qk_init picks the init mode
     qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max])
     tau_min: float = 7.0  # qk_init=spread: cosine temperature of the first layer at init
@@ -114,6 +118,7 @@ class RunConfig:
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunConfig))
 FLOAT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.type in ("float", float))
 INT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.type in ("int", int))
+FIELD_DEFAULTS: dict = {f.name: f.default for f in fields(RunConfig)}
 
 
 def config_dict(cfg: "RunConfig | dict", drop: tuple[str, ...] = ()) -> dict:
@@ -153,6 +158,11 @@ def validate(cfg: RunConfig) -> None:
         _require(getattr(cfg, name) >= 1, name, getattr(cfg, name), ">= 1")
     for name in ("a", "b", "noise", "qk_std", "warmup", "rel_tol", "grad_clip", "metric_sigma", "min_steps"):
         _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0 and finite")
+    for name in ("loop", "clusters", "mlp"):
+        _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0")
+    _require(cfg.heads >= 1, "heads", cfg.heads, ">= 1")
+    if cfg.loop:
+        _require(cfg.L % cfg.loop == 0, "loop", cfg.loop, f"a divisor of L = {cfg.L} (B distinct layers looped L/B times)")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
     _require(cfg.k <= cfg.P, "k", cfg.k, f"<= P = {cfg.P}")
@@ -178,9 +188,20 @@ def validate(cfg: RunConfig) -> None:
         _require(cfg.model == "linear", "qk_init", cfg.qk_init, "used with model = linear only (gd)")
 
 
+# Fields added after stores were written (the beyond-the-paper experiments' switches): at their
+# default they are left out of the run id, so every run that does not use them keeps the id it had
+# before they existed (a store resumes; `Results` fills them in with their defaults when reading).
+ID_OPTIONAL_FIELDS: tuple[str, ...] = ("clusters", "loop", "heads", "mlp")
+
+
 def run_id(cfg: RunConfig) -> str:
-    """Hash of the full configuration (the `preset` label excluded: it changes no number)."""
-    blob = json.dumps(config_dict(cfg, ("preset",)), sort_keys=True, separators=(",", ":"))
+    """Hash of the full configuration (the `preset` label excluded: it changes no number; a field
+    of ID_OPTIONAL_FIELDS at its default excluded: it did not exist when older runs were hashed)."""
+    dct = config_dict(cfg, ("preset",))
+    for name in ID_OPTIONAL_FIELDS:
+        if dct[name] == FIELD_DEFAULTS[name]:
+            del dct[name]
+    blob = json.dumps(dct, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

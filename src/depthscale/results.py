@@ -21,7 +21,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from depthscale.atomic import as_float, plain, write_json_atomic
-from depthscale.config import FIELD_NAMES, FLOAT_FIELDS, INT_FIELDS, PRESET_DEPTHS, config_dict, make_config
+from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS,
+                               PRESET_DEPTHS, config_dict, make_config)
 from depthscale.errors import InputError
 from depthscale.linear_floor import fig8_sample, linear_floor, sample_linear_floor
 from depthscale.registry import (FIG8_SPECTRUM, FINITE_P_SAMPLES, FLOOR_SAMPLES, REGISTRY, SOFTMAX_FLOOR_SAMPLES,
@@ -182,6 +183,9 @@ class Results:
         records = self.df.to_dict("records") if len(self.df) else []
         counts: dict[str, int] = {}
         for row in records:
+            for k in ID_OPTIONAL_FIELDS:  # a run stored before the field existed: its default
+                if k not in row or (isinstance(row[k], float) and row[k] != row[k]):
+                    row[k] = FIELD_DEFAULTS[k]
             row.update(_normalise({k: row[k] for k in FIELD_NAMES if k in row}))
             row["_recipe"] = _recipe_key({k: row[k] for k in FIELD_NAMES if k in row})
             counts[row["_recipe"]] = counts.get(row["_recipe"], 0) + 1
