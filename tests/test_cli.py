@@ -336,6 +336,8 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("report: --preset bogus", ("report", "--store", "{store}", "--out", "{tmp}/o", "--preset", "x"),
          "invalid choice: 'x'"),
         ("report: no finished runs", ("report", "--store", "{empty}", "--out", "{tmp}/o"), "has no finished runs"),
+        ("report: --experiment bogus", ("report", "--store", "{store}", "--out", "{tmp}/o", "--experiment", "fig2"),
+         "unknown experiment 'fig2'"),
         ("bench --steps 0", ("bench", "--preset", "smoke", "--steps", "0"), "--steps must be between 1"),
         ("bench --steps 1e8", ("bench", "--preset", "smoke", "--steps", "100000000"), "--steps must be between 1"),
         ("bench --steps -5", ("bench", "--preset", "smoke", "--steps=-5"), "--steps must be between 1"),

@@ -290,9 +290,12 @@ def _report_text(res: dict) -> str:
 def cmd_report(args) -> int:
     from depthscale.report import report
 
+    from depthscale.registry import parse_ids
+
     out_dir(args.out)
     existing_store(args.store)
-    res = report(args.store, args.out, preset=args.preset)
+    ids = parse_ids(parse_experiments(args.experiment))
+    res = report(args.store, args.out, preset=args.preset, ids=ids)
     _say_preset(", ".join(res["presets"]) if args.preset is None else args.preset)
     if args.json:
         _print_json(res)
@@ -503,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
     sp.add_argument("--preset", choices=PRESETS, default=None,
                     help="the preset to report (default: every preset with finished runs in the store)")
+    sp.add_argument("--experiment", default="all",
+                    help="the experiments to report: all (the paper's figures and tables), beyond, "
+                         "all,beyond, or a comma list of ids (default: all)")
     json_flag(sp, "print what was written (paths, PASS/FAIL counts) as one JSON line")
     sp.set_defaults(fn=cmd_report)
 
