@@ -9,7 +9,7 @@ from depthscale.config import PRESET_DEPTHS, ConfigError, RunConfig, make_config
     ("a", -0.5, "a must be"), ("b", float("inf"), "b must be"), ("b", float("nan"), "b must be"),
     ("d", 0, "d must be >= 1"), ("P", 0, "P must be >= 1"), ("N", 4, "N must be >= d"),
     ("L", 0, "L must be >= 1"), ("k", 0, "k must be >= 1"), ("k", 999, "k must be <= P"),
-    ("model", "transformer", "model must be one of"), ("task", "medium", "task must be one of"),
+    ("model", "gpt", "model must be one of"), ("task", "medium", "task must be one of"),
     ("lr", 0.0, "lr must be > 0"), ("L", 2.5, "L must be an integer"),
 ])
 def test_bad_values_name_field_and_value(field, value, fragment):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthscale.config import PRESET_DEPTHS, make_config
+from depthscale.config import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
 from depthscale.registry import IDS, PAPER, PRESET_SEEDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
 from depthscale.results import Results
 
@@ -41,7 +41,8 @@ def test_configs_expand_deterministically_through_make_config(preset):
         assert [c.run_id for c in a] == [c.run_id for c in b]
         assert len({c.run_id for c in a}) == len(a)  # no duplicate inside one experiment
         for c in a[:5]:
-            again = make_config(preset, model=c.model, task=c.task, k=c.k, a=c.a, b=c.b, L=c.L, seed=c.seed)
+            extra = {f: getattr(c, f) for f in ID_OPTIONAL_FIELDS}  # a beyond group's further fields
+            again = make_config(preset, model=c.model, task=c.task, k=c.k, a=c.a, b=c.b, L=c.L, seed=c.seed, **extra)
             assert again == c
             assert c.L in PRESET_DEPTHS[preset]
             assert {c.seed for c in a} <= set(PRESET_SEEDS[preset])

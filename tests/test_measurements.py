@@ -82,3 +82,44 @@ def test_top1_mass_and_context_updates_fields():
     r = measure(pack, 0, eval_contexts(cfg, 128, 5), "easy")
     assert 0 < r["top1_mass"] < 1 and r["m"] == 0.0 and "rho" in r
     assert np.allclose(np.array(r["A1_mean"]).sum(1), 1.0, atol=1e-5)
+
+
+def _same(a, b, rel):
+    """Two measure()/monitor results equal key by key (numbers to `rel`, lists entrywise)."""
+    assert set(a) == set(b)
+    for k in a:
+        x, y = np.asarray(a[k], dtype=float), np.asarray(b[k], dtype=float)
+        assert np.allclose(x, y, rtol=rel, atol=0, equal_nan=True), (k, a[k], b[k])
+
+
+@pytest.mark.parametrize("kind,task", [("linear", "easy"), ("linear", "difficult"), ("nonlinear", "difficult"),
+                                       ("context_updates", "difficult")])
+def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
+    """Issue 15: on the CPU, measure() and the training monitor evaluate the 1,024-context chunks in
+    slices of eval_batch contexts (the monitor also model by model). Every number equals the
+    whole-chunk, all-models-at-once computation to float tolerance."""
+    import depthscale.measurements as meas
+    from depthscale.training import MONITOR_SEED_OFFSET, _monitor, spectrum_key
+
+    cfgs = [make_config("smoke", model=kind, task=task, k=2 if task == "difficult" else 1, L=4, a=a, b=b,
+                        seed=s, qk_std=0.3) for (a, b), s in (((0.5, 0.5), 0), ((1.0, 0.0), 0), ((0.5, 0.5), 1))]
+    if kind != "linear":  # one spectrum per pack for the other kinds
+        cfgs = [c for c in cfgs if (c.a, c.b) == (0.5, 0.5)]
+    pack = build_pack(cfgs)
+    sets = {spectrum_key(c): eval_contexts(c, 700, c.eval_seed + MONITOR_SEED_OFFSET, chunk=300) for c in cfgs}
+    chunks_of = lambda m: sets[spectrum_key(cfgs[m])]  # noqa: E731
+    models = list(range(len(cfgs)))
+    assert meas.eval_batch("cpu") == meas.CPU_EVAL_BATCH and meas.eval_batch("meta") is None
+    monkeypatch.setattr(meas, "CPU_EVAL_BATCH", 128)  # 300 = 128 + 128 + 44: uneven slices too
+    sliced = _monitor(pack, models, chunks_of)
+    measured = [measure(pack, m, chunks_of(m), task) for m in models]
+    parts = meas.split_contexts(chunks_of(0)[0], 128)
+    assert [p.B for p in parts] == [128, 128, 44]
+    assert torch.equal(torch.cat([p.X_BxPxd for p in parts]), chunks_of(0)[0].X_BxPxd)
+    assert torch.equal(torch.cat([p.sel_Bxk for p in parts]), chunks_of(0)[0].sel_Bxk)
+    assert parts[1].lam_d is chunks_of(0)[0].lam_d  # per-set fields are shared, not sliced
+    monkeypatch.setattr(meas, "CPU_EVAL_BATCH", None)  # the computation before issue 15
+    whole = _monitor(pack, models, chunks_of)
+    for m in models:
+        _same(sliced[m], whole[m], 1e-5)
+        _same(measured[m], measure(pack, m, chunks_of(m), task), 1e-5)

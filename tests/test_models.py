@@ -207,6 +207,55 @@ def test_linear_gd_start_is_gradient_descent_in_context():
         assert torch.allclose(y_hat, ref, rtol=1e-9, atol=1e-12)
 
 
+def linear_token_form_f(pk, mi, X, y, xq):
+    """SPEC §3.2 as written, one context at a time, layer by layer, on the full token states:
+    f_l = L (z_l - z_{l-1}) with z_l = W_o h_test^l (z_0 = 0), as a differentiable tensor (L,)."""
+    L = pk.depths[mi]
+    Wx, Wv, Wo = pk.Wx[mi], pk.Wv[mi], pk.Wo[mi]
+    Wq, Wk = pk.model_slice("Wq", mi), pk.model_slice("Wk", mi)
+    T = P + 1
+    Hx = Wx @ torch.cat([X, xq.unsqueeze(0)], 0).T  # N x (P+1)
+    Hy = torch.outer(pk.Wy[mi], torch.cat([y, torch.zeros(1)]))  # the test token's label input is 0
+    M = torch.zeros(T, T)
+    M[:P, :P] = -1.0  # context rows attend to the context with -1, the test row with +1
+    M[P, :P] = 1.0
+    z_prev, fs = Wo @ Hy[:, P], []
+    for l in range(L):
+        A = M * ((Wq[l] @ Hx).T @ (Wk[l] @ Hx)) / (P * N)
+        Hy = Hy + (Wv @ Hy) @ A.T / L
+        z = Wo @ Hy[:, P]
+        fs.append(L * (z - z_prev))
+        z_prev = z
+    return torch.stack(fs)
+
+
+@pytest.mark.parametrize("L", [1, 2, 5, 13])
+def test_linear_forward_and_gradients_match_token_form(L):
+    """linear_forward (the row-vector triangle, a pack of three models on two batches, one batch
+    shared) against the token form context by context: every f_l, and the gradient of a random
+    weighting of them with respect to every parameter. L = 13 > 3d: deeper, for its d, than any
+    preset (L <= 2d there); the triangle is exact at any depth."""
+    ctxs = [ctx_for(20 + L, B=3, task="easy", a=1.0, b=0.5), ctx_for(40 + L, B=3, a=0.0, b=1.0)]
+    data_of = [0, 1, 0]
+    pk = pack64("linear", [L] * 3, [5, 6, 7], qk_std=0.6)
+    with torch.no_grad():  # W_v away from the identity, spectral radius above 1
+        pk.Wv.add_(0.5 * torch.eye(N))
+    wts = torch.randn(3, 3, L, generator=torch.Generator().manual_seed(L))  # model, context, layer
+    params = dict(pk.named_parameters())
+    outs = pk(None, None, None, X_of=lambda m: (ctxs[data_of[m]].X_BxPxd, ctxs[data_of[m]].y_BxP,
+                                                 ctxs[data_of[m]].xq_Bxd))
+    f = torch.stack([o.f_BxL for o in outs])
+    got = torch.autograd.grad((f * wts).sum(), list(params.values()))
+    ref_f = torch.stack([torch.stack([linear_token_form_f(pk, m, c.X_BxPxd[bi], c.y_BxP[bi], c.xq_Bxd[bi])
+                                      for bi in range(c.B)]) for m, c in ((m, ctxs[data_of[m]]) for m in range(3))])
+    ref = torch.autograd.grad((ref_f * wts).sum(), list(params.values()))
+    scale = ref_f.abs().max().item()
+    assert torch.allclose(f, ref_f, rtol=1e-10, atol=1e-12 * scale)
+    for name, g, r in zip(params, got, ref):
+        assert torch.allclose(g, r, rtol=1e-9, atol=1e-11 * r.abs().max().item()), name
+    assert all(torch.equal(o.y_hat_B, o.f_BxL.mean(1)) for o in outs)
+
+
 def test_cascaded_pack_needs_one_depth():
     with pytest.raises(ValueError, match="one depth"):
         AttentionPack("linear", d, N, [1, 2], [0, 1])

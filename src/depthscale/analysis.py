@@ -178,6 +178,108 @@ def reference_slopes(th: Theory, a: float, b: float, depths: Sequence[int]) -> d
     return out
 
 
+# --- time and width beside depth (the `scaling` experiment, docs/beyond.md) ---
+
+def fit_xy(x, y, floor: bool = True) -> FitResult | None:
+    """The saturating power law y = y_inf + c x^-alpha of SPEC §6.1 (fits.fit_power_law, on log y)
+    against any positive x: width N, training step t, as `fit_series` does against depth. Only
+    finite points with x, y > 0 enter; None when fewer than 3 (2 without the floor) remain or the
+    fit cannot be made. A degenerate fit is returned as it is (fits.FitResult.status)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if ok.sum() < (3 if floor else 2):
+        return None
+    try:
+        return fit_power_law(x[ok], y[ok], floor=floor)
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+
+
+def width_series(res: Results, model: str, task: str, k: int, a: float, b: float, L: int,
+                 widths: Sequence[int]) -> dict:
+    """Seed-mean R and its SE at depth L for each width N in `widths`: the preset's own N (= d)
+    from the plain results (the paper's runs), every other N from the strict view `res.view(N=N)`
+    (registry: the width groups of `scaling`). Returns {N, R, R_se, run_ids, missing} with the
+    arrays over the widths that have a finite run, in the order given."""
+    from depthscale.config import geometry
+
+    N0 = geometry(res.preset, model)["N"]
+    Ns, R, se, ids, missing = [], [], [], [], []
+    for N in widths:
+        s = (res if int(N) == N0 else res.view(N=int(N))).series(model, task, k, a, b, (int(L),))
+        if not s:
+            missing.append(int(N))
+            continue
+        Ns.append(int(N))
+        R.append(float(s.get("R")[0]))
+        # one seed: the evaluation SE of R; several: the SE over seeds
+        se.append(float(s.se["R"][0]) if s.n[0] > 1 else float(s.get("R_se")[0]))
+        ids.append(s.run_ids[0])
+    return {"N": np.array(Ns, dtype=int), "R": np.array(R), "R_se": np.array(se), "run_ids": ids,
+            "missing": tuple(missing)}
+
+
+TIME_WINDOWS = ("after_warmup", "early")  # the steps a time fit uses (`time_window`)
+
+
+def time_window(warmup: int, max_steps: int, window: str = "after_warmup") -> tuple[float, float]:
+    """(t_lo, t_hi]: the training steps a fit of R(t) uses. after_warmup: warmup < t <= max_steps;
+    early: warmup < t <= warmup + (max_steps - warmup) / 2, where the cosine schedule's rate is
+    still at least half its peak (after it the rate falls to 0 and the loss anneals: the late part
+    of a curve measures the schedule as much as the time)."""
+    if window == "after_warmup":
+        return float(warmup), float(max_steps)
+    if window == "early":
+        return float(warmup), warmup + (max_steps - warmup) / 2.0
+    raise ValueError(f"window must be one of {', '.join(TIME_WINDOWS)}, got {window!r}")
+
+
+def time_curve(res: Results, model: str, task: str, k: int, a: float, b: float, L: int,
+               metric: str = "R") -> dict | None:
+    """The monitor curve `metric` vs training step of one cell (seed mean over the steps every seed
+    logged): {t, y, warmup, max_steps, schedule, seeds, run_ids}; None without runs or curves."""
+    rows = res.runs(model, task, k, a, b, L)
+    got = []
+    for r in rows:
+        cur = res.curves(r["run_id"])
+        if cur and cur.get("step") and cur.get(metric):
+            got.append((r, {int(t): float(v) if v is not None else math.nan
+                             for t, v in zip(cur["step"], cur[metric])}))
+    if not got:
+        return None
+    steps = sorted(set.intersection(*(set(c) for _, c in got)))
+    y = np.array([np.mean([c[t] for _, c in got]) for t in steps])
+    r0 = got[0][0]
+    return {"t": np.array(steps, dtype=float), "y": y, "warmup": int(r0["warmup"]),
+            "max_steps": int(r0["max_steps"]), "schedule": r0.get("schedule", "cosine"),
+            "seeds": [r["seed"] for r, _ in got], "run_ids": [r["run_id"] for r, _ in got]}
+
+
+def time_fit(curve: dict | None, window: str = "after_warmup") -> FitResult | None:
+    """R(t) = R_inf + c t^-beta over the steps of `window` (`time_window`) of a `time_curve`."""
+    if curve is None:
+        return None
+    lo, hi = time_window(curve["warmup"], curve["max_steps"], window)
+    keep = (curve["t"] > lo) & (curve["t"] <= hi)
+    return fit_xy(curve["t"][keep], curve["y"][keep])
+
+
+def clustered_series(res: Results, K: int) -> Series:
+    """The `clustered` experiment's runs at K context classes (0 = a fresh Haar rotation per
+    context: fig6's runs) over its depths (registry.CLUSTERED_DEPTHS)."""
+    from depthscale.registry import CLUSTERED_SPECTRUM, REGISTRY
+
+    view = res.view(clusters=int(K)) if K else res
+    depths = REGISTRY["clustered"].groups[0].depths_for(res.preset)  # CLUSTERED_DEPTHS within the preset's
+    return view.series("nonlinear", "difficult", 2, *CLUSTERED_SPECTRUM, depths)
+
+
+def clustered_fit(res: Results, K: int) -> tuple[Series, FitResult | None]:
+    """`clustered_series` and its fit R_L = L0 + c L^-alpha."""
+    s = clustered_series(res, K)
+    return s, fit_series(s, True)
+
 __all__ = ["fit_series", "loss_fit", "gap_fit", "mode_curves", "normalised_modes", "mode_crossings",
            "reducible_modes", "rel_change_last_two", "selection_quantiles", "plateau", "reference_slopes",
-           "MODE_FLOOR"]
+           "MODE_FLOOR", "fit_xy", "width_series", "TIME_WINDOWS", "time_window", "time_curve", "time_fit",
+           "clustered_series", "clustered_fit"]

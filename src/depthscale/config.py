@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 
 from depthscale.errors import InputError
 
-MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates")
+MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates", "transformer")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
 QK_LRS = ("absolute", "relative")
@@ -31,6 +31,8 @@ FIELD_CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "task": TASKS, "sc
 RENAMED_FIELDS: dict[str, str] = {"init_qk": "qk_std"}
 # models whose layers form a parallel ensemble, f_l = g_l p_l . y (SPEC §3.1): packable across depths
 ENSEMBLE_MODELS = ("nonlinear", "layer_values")
+# models whose layers can be tied across depth (RunConfig.loop >= 1; models.AttentionPack)
+LOOP_MODELS = ("nonlinear", "layer_values", "single_stream", "context_updates")
 
 
 class ConfigError(InputError):
@@ -161,8 +163,12 @@ def validate(cfg: RunConfig) -> None:
     for name in ("loop", "clusters", "mlp"):
         _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0")
     _require(cfg.heads >= 1, "heads", cfg.heads, ">= 1")
+    if cfg.model == "transformer":  # depthscale.transformer: H heads of width N / H
+        _require(cfg.N % cfg.heads == 0, "heads", cfg.heads, f"a divisor of N = {cfg.N} (model = transformer: N / heads per head)")
     if cfg.loop:
         _require(cfg.L % cfg.loop == 0, "loop", cfg.loop, f"a divisor of L = {cfg.L} (B distinct layers looped L/B times)")
+        _require(cfg.model in LOOP_MODELS, "loop", cfg.loop,
+                 f"0 for model = {cfg.model} (tied layers are implemented for {', '.join(LOOP_MODELS)})")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
     _require(cfg.k <= cfg.P, "k", cfg.k, f"<= P = {cfg.P}")
@@ -291,6 +297,16 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, qk_std=0.01, lr=1e-3,
                                    lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
+    # the pre-LN Transformer (depthscale.transformer; docs/beyond.md): the recipe of its first study
+    # (benchmarks/transformer_decomposition.py: N = 32, 4 heads, lr 3e-3, batch 64, warmup 50,
+    # grad clip 1), 1,000 steps run to the cap (patience beyond the budget) to keep depths 1-8 near
+    # 12 core-minutes; no run converges there (docs/decompose.md: 800 -> 1,600 steps still gained
+    # 0.9-1.3 at every depth). The controlled models' init fields (wx_init, gain_init, qk_*) do not apply
+    ("cpu", "transformer", "*"): dict(N=32, lr=3e-3, batch=64, max_steps=1000, warmup=50, grad_clip=1.0,
+                                      patience=40, wx_init="gaussian", gain_init="random"),
+    ("paper", "transformer", "*"): dict(N=32, lr=3e-3, warmup=50, grad_clip=1.0, wx_init="gaussian",
+                                        gain_init="random"),
+    ("smoke", "transformer", "*"): dict(grad_clip=1.0, wx_init="gaussian", gain_init="random"),
 }
 
 
@@ -370,5 +386,5 @@ def field_docs() -> dict[str, str]:
 
 __all__ = ["RunConfig", "ConfigError", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
-           "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "field_docs", "geometry",
+           "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "field_docs", "geometry",
            "geometry_kind", "GEOMETRIES"]

@@ -43,6 +43,8 @@ class Contexts:
     O_Bxdxd: torch.Tensor  # rotation of this context's spectra
     lam_d: torch.Tensor  # input spectrum lambda_k
     omega_d: torch.Tensor  # teacher spectrum omega_k
+    cls_B: torch.Tensor | None = None  # context class 0..K-1 with clusters = K >= 1; None with a fresh Haar rotation each
+    clusters: int = 0  # K (RunConfig.clusters): 0 = a fresh Haar rotation per context
 
     @property
     def B(self) -> int:
@@ -107,15 +109,41 @@ def clear_draw_cache() -> None:
     _draws.clear()
 
 
+# Clustered contexts (paper App. D.2; RunConfig.clusters): with clusters = K >= 1 each context's
+# rotation is one of K fixed Haar rotations, the same for every seed, stream (training, monitor,
+# evaluation) and spectrum: drawn once per (K, d) from a generator seeded by CLUSTER_SEED, K and d
+# only, in float64 on the CPU (so the same on every device), then cast.
+CLUSTER_SEED = 20_261_203
+_cluster_cache: dict = {}
+
+
+def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """The K fixed rotations of clustered contexts, O_Kxdxd (cached)."""
+    if K < 1:
+        raise InputError(f"clusters must be >= 1 here, got {K}")
+    key = (int(K), int(d))
+    if key not in _cluster_cache:
+        gen = torch.Generator().manual_seed((CLUSTER_SEED * 1_000_003 + int(K) * 7_919 + int(d)) % (2**63 - 1))
+        _cluster_cache[key] = haar_orthogonal(int(K), int(d), gen, torch.float64)
+    return _cluster_cache[key].to(dtype=dtype, device=device)
+
+
 def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
                     gen: torch.Generator, noise: float = 0.0, dtype=torch.float32,
-                    device="cpu") -> Contexts:
-    """Sample B independent contexts on `device` from the generator `gen` (SPEC §2)."""
+                    device="cpu", clusters: int = 0) -> Contexts:
+    """Sample B independent contexts on `device` from the generator `gen` (SPEC §2).
+    `clusters` = K >= 1: after the usual draws (the fresh Haar rotation is drawn and discarded, so
+    the Gaussians equal those of clusters = 0), each context draws its class uniformly in 0..K-1
+    from `gen` and takes that class's fixed rotation (`cluster_rotations`); 0: a fresh rotation each."""
     if task not in ("easy", "difficult"):
         raise InputError(f"task must be easy or difficult, got {task!r}")
     lam = spectrum(d, a, dtype, device)
     omega = spectrum(d, b, dtype, device)
     O, zX, zb, zn, j = _raw_draws(B, d, P, task, noise > 0, gen, dtype, device)
+    cls = None
+    if clusters:
+        cls = torch.randint(0, int(clusters), (B,), generator=gen, device=device)
+        O = cluster_rotations(int(clusters), d, dtype, device)[cls]
     # x = O diag(sqrt(lam)) z has covariance Sigma = O diag(lam) O^T; same for beta with Omega.
     X_all = torch.einsum("bij,bpj->bpi", O, zX * lam.sqrt())
     beta = torch.einsum("bij,bj->bi", O, zb * omega.sqrt())
@@ -131,12 +159,13 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
         sel = top_k_by_cosine(X, xq, k)
     t = torch.gather(X, 1, sel.unsqueeze(-1).expand(-1, -1, d)).mean(1)
     ystar = torch.gather(y, 1, sel).mean(1)
-    return Contexts(X, y, xq, ystar, sel, t, beta, O, lam, omega)
+    return Contexts(X, y, xq, ystar, sel, t, beta, O, lam, omega, cls, int(clusters))
 
 
 def sample_for(cfg, B: int, gen: torch.Generator, device="cpu", dtype=torch.float32) -> Contexts:
     """Contexts for a RunConfig's data fields."""
-    return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device)
+    return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device,
+                           getattr(cfg, "clusters", 0))
 
 
 def make_generator(seed: int, device="cpu") -> torch.Generator:
@@ -151,5 +180,5 @@ def step_seed(seed: int, step: int) -> int:
     return (int(seed) * 1_000_003 + int(step) * 7_919 + 17) % (2**63 - 1)
 
 
-__all__ = ["Contexts", "sample_contexts", "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal",
+__all__ = ["Contexts", "sample_contexts", "cluster_rotations", "CLUSTER_SEED", "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal",
            "top_k_by_cosine", "make_generator", "step_seed"]

@@ -249,22 +249,28 @@ def pack_cost(pack: list[RunConfig]) -> float:
     return c0.max_steps * c0.batch * sum(c.L for c in pack) * _LAYER_COST.get(c0.model, 1.0) * size
 
 
-def run_process(packs, store, worker, device, workers, bar) -> dict:
+def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> dict:
+    """The packs in a local spawn pool, longest first. `extra_jobs`, (module-level callable, args)
+    pairs, are submitted after every pack: the pool starts them in that order as workers free up,
+    i.e. in the sweep's tail (reproduce computes the report's theory there). An extra job that
+    fails is logged, never fatal; its result is not counted."""
     import concurrent.futures as cf
     import multiprocessing
 
     # longest first (LPT): a long pack started last would leave the other workers idle at the end
     packs = sorted(packs, key=pack_cost, reverse=True)
+    extra_jobs = list(extra_jobs)
 
     total = dict.fromkeys(COUNT_KEYS, 0)
     cores = available_cores()
-    n = max(1, min(workers or cores, len(packs)))
+    n = max(1, min(workers or cores, len(packs) + len(extra_jobs)))
     threads = max(1, cores // n)
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
                                 initargs=(threads, os.getpid())) as pool:
         futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
                    for pack in packs}
+        extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
         for fut in cf.as_completed(futures):
             pack = futures[fut]
             try:
@@ -274,6 +280,12 @@ def run_process(packs, store, worker, device, workers, bar) -> dict:
                           len(pack), type(e).__name__, e)
                 total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
             bar.update(len(pack))
+        for fut, fn in extras:
+            try:
+                fut.result()
+            except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
+                log.warning("a side job (%s) failed in the worker pool: %s: %s",
+                            getattr(fn, "__name__", fn), type(e).__name__, e)
     return total
 
 

@@ -131,7 +131,9 @@ def _logy(ax) -> None:
     ticks = log_ticks(lo, hi)
     if len(ticks) < 2:
         return  # matplotlib's own log ticks
-    digits = next((n for n in range(2, 7) if len({tick_text(t, n) for t in ticks}) == len(ticks)), 6)
+    # the fewest digits that write every tick exactly (2.15 at 2 digits would read "2.2")
+    digits = next((n for n in range(2, 7) if len({tick_text(t, n) for t in ticks}) == len(ticks)
+                   and all(math.isclose(float(f"{t:.{n}g}"), t, rel_tol=1e-9) for t in ticks)), 6)
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v, digits)))
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -578,10 +580,378 @@ def fig14(res: Results, th: Theory):
     return fig
 
 
+def _clustered_label(K: int) -> str:
+    return "∞ (Haar)" if K == 0 else str(K)
+
+
+def clustered(res: Results, th: Theory):
+    """Beyond the paper, clustered contexts (App. D.2): (a) R_L vs L per number of context classes
+    K with fits; (b) the specialisation index vs L per K >= 2, dashed: the same index with the class
+    labels permuted (its sampling-noise level); (c) the deepest model's per-layer selection loss per
+    class at the largest K, each class divided by its mean over layers (what the index measures)."""
+    from depthscale.analysis import clustered_series
+    from depthscale.registry import CLUSTERED_KS, CLUSTERED_SPECTRUM
+
+    fig, ax = _new_figure(3, width=4.2, height=3.5)
+    Ks = (*CLUSTERED_KS, 0)
+    colors = _colors(len(Ks))
+    series = {K: clustered_series(res, K) for K in Ks}
+    Lmax = max(max(_clustered_depths(res)), 1)
+    # (a) loss
+    missing, degenerate = [], []
+    for i, (K, col) in enumerate(zip(Ks, colors)):
+        s = series[K]
+        y = s.get("R")
+        ok = np.isfinite(y) & (y > 0) if s else np.zeros(0, bool)
+        if not s or not ok.any():
+            missing.append(_clustered_label(K))
+            continue
+        f = fit_series(s, True)
+        law = f is not None and f.ok
+        if f is not None and not f.ok:
+            degenerate.append(_clustered_label(K))
+        _errorbar(ax[0], s.depths[ok], y[ok], s.se["R"][ok], marker=MARKERS[i % len(MARKERS)], color=col,
+                  ls="none" if law else "-",
+                  label=f"{_clustered_label(K)}: {fit_text(f)}" if law else _clustered_label(K))
+        if law:
+            Lg = np.geomspace(1, Lmax, 100)
+            ax[0].plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
+    if len(missing) == len(Ks):
+        _missing(ax[0])
+    _loglog(ax[0])
+    notes = (["missing: K = " + ", ".join(missing)] if missing and len(missing) < len(Ks) else []) \
+        + (["no law drawn, degenerate fit: K = " + ", ".join(degenerate)] if degenerate else [])
+    _finish_legend(ax[0], len(Ks), "classes $K$" + ("\n" + _wrap(notes, 40) if notes else ""), room=True)
+    _panel_title(ax[0], "a", f"loss, $(a, b) = {label(*CLUSTERED_SPECTRUM)}$, $k=2$")
+    # (b) specialisation index
+    drawn = 0
+    for i, (K, col) in enumerate(zip(Ks, colors)):
+        if K < 2:
+            continue
+        s = series[K]
+        y = s.get("specialisation")
+        ok = np.isfinite(y) if s else np.zeros(0, bool)
+        if not s or not ok.any():
+            continue
+        drawn += 1
+        _errorbar(ax[1], s.depths[ok], y[ok], s.se["specialisation"][ok], marker=MARKERS[i % len(MARKERS)],
+                  color=col, label=_clustered_label(K))
+        null = s.get("specialisation_null")
+        okn = np.isfinite(null)
+        ax[1].plot(s.depths[okn], null[okn], color=col, ls="--", lw=0.8, alpha=0.8)
+    _logx(ax[1])
+    ax[1].set_ylabel("specialisation index $S_L$")
+    ax[1].set_ylim(bottom=0)
+    if not drawn:
+        _missing(ax[1])
+    _finish_legend(ax[1], 3, "classes $K$\n(dashed: labels permuted;\n$K=1$ and $L=1$: $S_L=0$)", room=True)
+    _panel_title(ax[1], "b", "specialisation index")
+    # (c) heat map of the deepest model at the largest K
+    Kc = max(CLUSTERED_KS)
+    s = series[Kc]
+    arr = None
+    if s:
+        got = s.arrays.get("selection_layer_class", [])
+        if got and got[-1] is not None:
+            arr = np.asarray(got[-1][0], float)
+    if arr is None or arr.ndim != 2:
+        _missing(ax[2], "missing runs", blank=True)
+        _panel_title(ax[2], "c", f"per-layer, per-class selection loss, $K={Kc}$")
+    else:
+        rel = arr / arr.mean(0, keepdims=True)  # each class over its mean over layers (its difficulty out) ...
+        rel = rel / rel.mean(1, keepdims=True)  # ... then each layer over its own mean: the CVs S_L averages
+        best = rel.argmin(1)
+        order = np.lexsort((rel[np.arange(len(rel)), best], best))  # layers grouped by their best class
+        span = float(np.nanmax(np.abs(rel - 1))) or 1.0
+        im = ax[2].imshow(rel[order], aspect="auto", cmap="RdBu_r", vmin=1 - span, vmax=1 + span,
+                          interpolation="nearest", extent=(-0.5, rel.shape[1] - 0.5, rel.shape[0] + 0.5, 0.5))
+        ax[2].set_xticks(range(rel.shape[1]))
+        nL = rel.shape[0]
+        step = max(1, 2 ** math.ceil(math.log2(max(1, nL / 8))))  # at most ~8 labelled rows
+        ax[2].set_yticks([1] + list(range(step, nL + 1, step)) if step > 1 else list(range(1, nL + 1)))
+        ax[2].set_xlabel("context class $c$")
+        ax[2].set_ylabel("layers, sorted by their best class")
+        cb = fig.colorbar(im, ax=ax[2], shrink=0.9)
+        cb.set_label("$E_{\\ell c}/\\bar{E}_c$, each layer over its mean\n(1 = no specialisation)", fontsize=7.5)
+        L = int(s.depths[-1])
+        _panel_title(ax[2], "c", f"selection loss per layer and class, $L={L}$, $K={Kc}$")
+    return fig
+
+
+def _clustered_depths(res: Results) -> tuple[int, ...]:
+    """The clustered experiment's depths at this preset."""
+    from depthscale.registry import REGISTRY
+
+    return REGISTRY["clustered"].groups[0].depths_for(res.preset)
+
+
 FIGURES: dict[str, Callable] = {"fig1": fig1, "fig3": fig3, "fig4": fig4, "fig5": fig5, "fig6": fig6,
                                 "fig7": fig7, "fig8": fig8, "fig9": fig9, "fig10": fig10,
-                                "fig11": fig11, "fig12": fig12, "fig13": fig13, "fig14": fig14}
+                                "fig11": fig11, "fig12": fig12, "fig13": fig13, "fig14": fig14,
+                                "clustered": clustered}
 
+
+# ---------------------------------------------------------------- beyond the paper: scaling
+
+SCALING_TIME_DEPTHS = (1, 4, 16, 64)  # the depths whose training curves panels (c, d) draw
+
+
+def _log_axis_ticks(axis, values=None) -> None:
+    """Plain labelled ticks on a log axis (100, 300, 1000, ...): at `values` (e.g. the widths
+    trained) or at log_ticks over the view."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    lo, hi = axis.get_view_interval()
+    ticks = list(values) if values is not None else log_ticks(lo, hi)
+    if len(ticks) >= 2:
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}" if 1e-3 <= abs(v) < 1e6 else tick_text(v)))
+        axis.set_minor_locator(NullLocator())
+        axis.set_minor_formatter(NullFormatter())
+
+
+def _width_panel(ax, res: Results, a: float, b: float, depths, widths) -> None:
+    """R vs width N at fixed depths (colour and marker: depth; error bars: the evaluation SE), with
+    the fit R_inf + c N^-beta where it is well posed; dotted: the deepest N = d run (what depth buys)."""
+    from depthscale.analysis import fit_xy, width_series
+
+    colors = _colors(len(depths))
+    drawn, degenerate = 0, []
+    for j, (L, col) in enumerate(zip(depths, colors)):
+        w = width_series(res, "nonlinear", "difficult", 2, a, b, L, widths)
+        if not len(w["N"]):
+            continue
+        drawn += 1
+        f = fit_xy(w["N"], w["R"])
+        law = f is not None and f.ok
+        if not law:
+            degenerate.append(f"{L}")
+        _errorbar(ax, w["N"] * (1 + 0.02 * (j - (len(depths) - 1) / 2)), w["R"], w["R_se"],
+                  marker=MARKERS[j % len(MARKERS)], color=col, ls="none" if law else "-",
+                  label=rf"{L}: $\beta_N = {f.alpha:.2f} \pm {f.alpha_se:.2f}$" if law else f"{L}")
+        if law:
+            Ng = np.geomspace(w["N"].min(), w["N"].max(), 60)
+            ax.plot(Ng, f.predict(Ng), color=col, lw=0.9)
+    deep = res.series("nonlinear", "difficult", 2, a, b)
+    if deep:
+        ax.axhline(float(deep.get("R")[-1]), color="0.4", lw=0.8, ls=":",
+                   label=f"$L = {int(deep.depths[-1])}$, $N = {widths[0]}$")
+    ax.set_xscale("log", base=2)
+    _log_axis_ticks(ax.xaxis, widths)
+    ax.set_xlabel("width $N$")
+    ax.set_ylabel("loss $R$")
+    if not drawn:
+        _missing(ax)
+    notes = [f"no law drawn for L = {', '.join(degenerate)} (no well-posed fit)"] if degenerate else []
+    _finish_legend(ax, drawn + 1, "depth $L$" + ("\n" + _wrap(notes, 40) if notes else ""), room=True)
+
+
+def _time_panel(ax, res: Results, a: float, b: float, depths) -> None:
+    """The monitor loss vs training step after warmup at fixed depths, with the fit
+    R_inf + c t^-beta over those steps; shaded: where the cosine rate is below half its peak."""
+    from depthscale.analysis import time_curve, time_fit, time_window
+
+    colors = _colors(len(depths))
+    drawn, degenerate, cur0 = 0, [], None
+    for i, (L, col) in enumerate(zip(depths, colors)):
+        cur = time_curve(res, "nonlinear", "difficult", 2, a, b, L)
+        if cur is None:
+            continue
+        cur0 = cur0 or cur
+        drawn += 1
+        lo, hi = time_window(cur["warmup"], cur["max_steps"], "after_warmup")
+        keep = (cur["t"] > lo) & (cur["t"] <= hi)
+        f = time_fit(cur, "after_warmup")
+        law = f is not None and f.ok
+        if not law:
+            degenerate.append(f"{L}")
+        ax.plot(cur["t"][keep], cur["y"][keep], marker=MARKERS[i % len(MARKERS)], ms=2.5, lw=0.6, color=col,
+                alpha=0.8, label=rf"{L}: $\beta_t = {f.alpha:.2f} \pm {f.alpha_se:.2f}$" if law else f"{L}")
+        if law:
+            tg = np.geomspace(cur["t"][keep].min(), hi, 80)
+            ax.plot(tg, f.predict(tg), color=col, lw=1.4)
+    ax.set_xscale("log")
+    if cur0 is not None and cur0["schedule"] == "cosine":
+        half = time_window(cur0["warmup"], cur0["max_steps"], "early")[1]
+        ax.axvspan(half, cur0["max_steps"] * 1.05, color="0.9", zorder=0, label="cosine rate < ½ peak")
+    _logy(ax)
+    _log_axis_ticks(ax.xaxis)
+    ax.set_xlabel("training step $t$ (after warmup)")
+    ax.set_ylabel("monitor loss $R(t)$")
+    if not drawn:
+        _missing(ax, "missing runs or curves")
+    notes = [f"no law drawn for L = {', '.join(degenerate)} (no well-posed fit)"] if degenerate else []
+    _finish_legend(ax, drawn + 1, r"depth $L$; fit $R_\infty + c\,t^{-\beta_t}$"
+                   + ("\n" + _wrap(notes, 40) if notes else ""), room=True)
+
+
+def scaling(res: Results, th: Theory):
+    """Beyond the paper: loss vs depth (fig6's runs), width and training step at the same spectra;
+    one row per spectrum, so that each panel's axis spans one spectrum's loss."""
+    from depthscale.config import geometry
+    from depthscale.registry import SCALING_DEPTHS, SCALING_SPECTRA, SCALING_WIDTHS
+
+    spectra = SCALING_SPECTRA[:2]
+    fig, ax = _new_figure(3, len(spectra), width=4.0, height=3.4)
+    N0 = geometry(res.preset, "nonlinear")["N"]
+    all_L = depth_set(res.preset, "all")
+    depths = [L for L in SCALING_DEPTHS if L <= all_L[-1]]
+    tdepths = [L for L in SCALING_TIME_DEPTHS if L in all_L] or list(all_L)
+    letters = "abcdef"
+    for r, (a, b) in enumerate(spectra):
+        p = ax[3 * r:3 * r + 3]
+        loss_panel(p[0], res, "nonlinear", "difficult", [(2, (a, b))], fit=True)
+        _panel_title(p[0], letters[3 * r], rf"depth at {label(a, b)}: $N = d = {N0}$")
+        _width_panel(p[1], res, a, b, depths, (N0,) + SCALING_WIDTHS)
+        _panel_title(p[1], letters[3 * r + 1], f"width at {label(a, b)}: fixed depth")
+        _time_panel(p[2], res, a, b, tdepths)
+        _panel_title(p[2], letters[3 * r + 2], rf"time at {label(a, b)}: $N = {N0}$, monitor contexts")
+    return fig
+
+
+FIGURES["scaling"] = scaling
+
+def looped(res: Results, th: Theory):
+    """Looped stacks (beyond the paper): per cascaded variant (rows), untied and B distinct layers
+    repeated L/B times (B = 1, 2, 4): loss, C_L and A_L - C_L vs depth, and loss vs trained parameters.
+    A tied curve starts at the untied L = B run: at L = B the looped model is that model."""
+    from depthscale import looped as lp
+
+    models = (("single_stream", "single stream"), ("context_updates", "context updates"))
+    fig, ax = _new_figure(4, len(models), width=3.4, height=3.0)
+    colors = _colors(len(lp.TYINGS))
+    letters = iter("abcdefghijklmnop")
+    tying_lab = lambda B: "untied" if B == 0 else f"$B={B}$"  # noqa: E731
+    for row, (model, name) in enumerate(models):
+        axs = ax[4 * row:4 * row + 4]
+        curves = {B: lp.curve(res, model, B) for B in lp.TYINGS}
+        d, _ = preset_shape(res.preset, model)
+        from depthscale.config import geometry
+
+        N = geometry(res.preset, model)["N"]
+        drawn = [0, 0, 0, 0]
+        for i, B in enumerate(lp.TYINGS):
+            rows = curves[B]
+            if not rows:
+                continue
+            kw = dict(marker=MARKERS[i % len(MARKERS)], color=colors[i], ls="-" if B == 0 else "--",
+                      label=tying_lab(B))
+            L = np.array([r["L"] for r in rows], float)
+            for j, key in enumerate(("R", "C", "A_minus_C")):  # one seed: no SE over seeds to draw
+                y = np.array([r[key] for r in rows], float)
+                ok = np.isfinite(y) & ((L > 1) if j else True) & ((y > 0) if j != 1 else True)
+                if ok.any():
+                    _errorbar(axs[j], L[ok], y[ok], None, **kw)
+                    drawn[j] += 1
+            n = np.array([lp.n_params(model, d, N, int(Lr), B) for Lr in L], float)
+            y = np.array([r["R"] for r in rows], float)
+            ok = np.isfinite(y)
+            if ok.any():  # a tied curve is vertical: depth adds no parameters
+                axs[3].plot(n[ok], y[ok], **kw, ms=4, lw=1.1)
+                drawn[3] += 1
+                for Lr, nx, yy in zip(L[ok], n[ok], y[ok]):  # untied: every depth; tied: the deepest
+                    if B == 0 or (Lr == L[ok].max() and ok.sum() > 1):
+                        axs[3].annotate(f"$L={int(Lr)}$", (nx, yy), textcoords="offset points",
+                                        xytext=(4, -3) if B else (-4, 4), ha="left" if B else "right",
+                                        fontsize=6.5, color=colors[i])
+        _loglog(axs[0])
+        _logx(axs[1])
+        axs[1].axhline(0.0, color="0.6", lw=0.6)
+        axs[1].set_ylabel("$C_L$")
+        _loglog(axs[2], ylabel="$A_L - C_L$")
+        axs[3].set_xscale("log")
+        lo, hi = axs[3].get_xlim()
+        axs[3].set_xlim(lo / 1.3, hi * 1.3)  # room for the depth labels
+        from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+        counts = sorted({lp.n_params(model, d, N, r["L"], B) for B in lp.TYINGS for r in curves[B]})
+        if counts:  # ticks at the parameter counts drawn (one per distinct-layer count), as integers
+            axs[3].xaxis.set_major_locator(FixedLocator(counts))
+            axs[3].xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            axs[3].xaxis.set_minor_locator(NullLocator())
+        axs[3].set_xlabel("trained parameters")
+        axs[3].set_ylabel("loss $R_L$")
+        _logy(axs[3])
+        titles = (f"{name}: loss", f"{name}: $C_L$", f"{name}: $A_L - C_L$", f"{name}: loss vs parameters")
+        for j in range(4):
+            if not drawn[j]:
+                _missing(axs[j])
+            title = "tying, (0,0), $k=2$" + ("\n$B$ layers looped $L/B$ times;\nfrom the untied $L=B$ model" if j == 0 else "")
+            _finish_legend(axs[j], len(lp.TYINGS), title, room=j != 1)
+            _panel_title(axs[j], next(letters), titles[j])
+    return fig
+
+
+FIGURES["looped"] = looped
+
+
+def transformer(res: Results, th: Theory):
+    """Beyond the paper: a pre-LN Transformer read through the decomposition (0,0), k = 2. (a) R_L
+    of the Transformer and of the controlled nonlinear model (fig6's runs, if stored) with their
+    fits; (b) the Transformer's A_L, C_L, A_L - C_L (linear y: C_L may be negative); (c) A_L - C_L
+    of both models (does it settle, as claim 6 asks, or grow?)."""
+    from depthscale.registry import transformer_depths
+
+    fig, ax = _new_figure(3, width=3.9)
+    tr = res.series("transformer", "difficult", 2, 0.0, 0.0, transformer_depths(res.preset))
+    nl = res.series("nonlinear", "difficult", 2, 0.0, 0.0)
+    models = (("pre-LN Transformer", tr, "tab:red", "o"), ("controlled nonlinear (fig6)", nl, "tab:blue", "s"))
+    drawn, absent = 0, []
+    for name, s, col, mk in models:
+        y = s.get("R") if s else np.zeros(0)
+        ok = np.isfinite(y) & (y > 0) if s else np.zeros(0, bool)
+        if not ok.any():
+            absent.append(name)
+            continue
+        drawn += 1
+        f = fit_series(s, True)
+        law = f is not None and f.ok
+        err = s.se["R"] if np.isfinite(s.se["R"]).any() else s.get("R_se")  # one seed: the evaluation SE
+        _errorbar(ax[0], s.depths[ok], y[ok], err[ok], marker=mk, color=col,
+                  label=f"{name}: {fit_text(f)}" if law else f"{name}" + ("" if f is None else " (fit degenerate)"),
+                  ls="none" if law else "-")
+        if law:
+            Lg = np.geomspace(1, s.depths[ok][-1], 100)
+            ax[0].plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
+    _loglog(ax[0])
+    if not drawn:
+        _missing(ax[0])
+    _finish_legend(ax[0], 2, r"(0,0), $k=2$; fits $L_0 + c\,L^{-\alpha}$"
+                   + "".join(f"\nnot stored: {n}" for n in absent if drawn), room=True)
+    _panel_title(ax[0], "a", "loss vs depth (bars: SE)")
+    if tr:
+        for metric, col, mk, lab in (("A", "tab:green", "^", "$A_L$"), ("gap", "tab:orange", "D", "$A_L - C_L$"),
+                                     ("R", "tab:red", "o", "$R_L$"), ("C", "tab:purple", "s", "$C_L$")):
+            y = tr.get(metric)
+            ok = np.isfinite(y) & ((tr.depths > 1) if metric in ("C", "gap") else True)
+            err = tr.get("R_se") if metric == "R" and not np.isfinite(tr.se["R"]).any() else tr.se[metric]
+            _errorbar(ax[1], tr.depths[ok], y[ok], err[ok], marker=mk, color=col, label=lab)
+        ax[1].axhline(0.0, color="0.6", lw=0.7)
+        v = tr.get("var_ystar")
+        if np.isfinite(v).any():
+            ax[1].axhline(float(np.nanmean(v)), color="0.4", ls="--", lw=0.8, label=r"Var$(y^*)$")
+        _finish_legend(ax[1], 5, "pre-LN Transformer", room=True)
+    else:
+        _missing(ax[1])
+    _logx(ax[1])
+    ax[1].set_ylabel("$A_L$, $C_L$, $R_L$")
+    _panel_title(ax[1], "b", "Transformer: the decomposition, (0,0), $k=2$")
+    drawn = 0
+    for name, s, col, mk in models:
+        y = s.get("gap") if s else np.zeros(0)
+        ok = np.isfinite(y) & (s.depths > 1) & (y > 0) if s else np.zeros(0, bool)
+        if ok.any():
+            _errorbar(ax[2], s.depths[ok], y[ok], s.se["gap"][ok], marker=mk, color=col, label=name)
+            drawn += 1
+    _loglog(ax[2], ylabel="$A_L - C_L$")
+    if not drawn:
+        _missing(ax[2])
+    _finish_legend(ax[2], 2, r"(0,0), $k=2$", room=True)
+    _panel_title(ax[2], "c", "$A_L - C_L$: settles or grows?")
+    return fig
+
+
+FIGURES["transformer"] = transformer
 
 def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
     """Build figure `fig_id` and write <out_dir>/<fig_id>.png and .pdf."""

@@ -6,6 +6,7 @@ top-1 attention mass; selection loss and its percentiles; learned m, mean A_1 an
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -57,6 +58,53 @@ def selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor
     return (pbar - pstar).pow(2).sum(1)
 
 
+def layer_selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
+    """Each layer's own selection loss || p_l(c) - p* ||^2, BxL (`selection_loss` on p_BxLxP[:, l])."""
+    k = sel_Bxk.shape[1]
+    pstar = torch.zeros_like(p_BxLxP[:, 0]).scatter_(1, sel_Bxk, 1.0 / k)
+    return (p_BxLxP - pstar.unsqueeze(1)).pow(2).sum(2)
+
+
+def class_means(v_BxL: np.ndarray, cls_B: np.ndarray, K: int) -> np.ndarray:
+    """Mean of v over the contexts of each class, LxK (NaN for a class without contexts)."""
+    v = np.asarray(v_BxL, dtype=float)
+    v = v[:, None] if v.ndim == 1 else v
+    out = np.full((v.shape[1], K), np.nan)
+    for c in range(K):
+        sel = cls_B == c
+        if sel.any():
+            out[:, c] = v[sel].mean(0)
+    return out
+
+
+def specialisation_index(E_LxK: np.ndarray) -> dict:
+    """How unevenly each layer's selection loss spreads over the context classes (clustered contexts).
+
+    E[l, c]: layer l's mean selection loss on the contexts of class c. Per layer the coefficient of
+    variation over classes (population std / mean), averaged over layers:
+    - class_cv: of E[l, :] itself; > 0 also when some classes are harder for every layer alike;
+    - specialisation: of E[l, c] / mean_l' E[l', c], each class divided by its mean over layers,
+      which removes how hard the class is for the model as a whole: it is 0 when every layer has the
+      same profile over the classes (no layer is relatively better at some class than the others),
+      exactly 0 at L = 1 and at K = 1, and grows as layers divide the classes between them.
+    Classes without contexts (NaN) are left out."""
+    E = np.asarray(E_LxK, dtype=float)
+    E = E[:, ~np.isnan(E).any(0)]
+    if E.size == 0:
+        return {"class_cv": float("nan"), "specialisation": float("nan")}
+
+    def cv(M):
+        m = M.mean(1)
+        return float(np.mean(np.where(m > 0, M.std(1) / np.where(m > 0, m, 1.0), 0.0)))
+
+    colmean = E.mean(0, keepdims=True)
+    rel = E / np.where(colmean > 0, colmean, 1.0)
+    return {"class_cv": cv(E), "specialisation": cv(rel)}
+
+
+SPECIALISATION_NULL_SEED = 0  # the class labels' permutation of `specialisation_null`
+
+
 def top1_mass(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
     """Attention on the matching token, averaged over layers, per context (easy task)."""
     return torch.gather(p_BxLxP, 2, sel_Bxk[:, :1].unsqueeze(1).expand(-1, p_BxLxP.shape[1], 1)).squeeze(-1).mean(1)
@@ -85,14 +133,47 @@ def eval_contexts(cfg, n: int, seed: int, device="cpu", chunk: int = 1024):
     return out
 
 
+# Contexts one evaluation forward takes at a time on the CPU. The evaluation and monitor sets come
+# in chunks of 1,024 (eval_contexts); a whole chunk's per-layer temporaries (the linear model's
+# B x d x N label states: 4 MB per layer and model at d = N = 32) fall out of the caches, and the
+# same forward, or forward and backward (input_weights), costs 1.5-2x more CPU than in slices of
+# 256 (docs/performance.md, issue 15). Every measurement is per context, so slicing changes no
+# number. On a GPU the whole chunk is one batch (None).
+CPU_EVAL_BATCH = 256
+
+
+def eval_batch(device) -> int | None:
+    """Contexts per evaluation forward on `device`: CPU_EVAL_BATCH on the CPU, else None (a whole chunk)."""
+    return CPU_EVAL_BATCH if torch.device(device).type == "cpu" else None
+
+
+def split_contexts(ctx: Contexts, size: int | None) -> list[Contexts]:
+    """`ctx` as consecutive slices of at most `size` contexts (views; the spectra and the other
+    per-set fields are shared). Batch fields are those whose shape suffix starts with B (X_BxPxd,
+    cls_B, ...). With size None, or no more contexts than that, [ctx] itself."""
+    if size is None or ctx.B <= size:
+        return [ctx]
+    batch = [f.name for f in dataclasses.fields(ctx)
+             if f.name.rsplit("_", 1)[-1].startswith("B") and isinstance(getattr(ctx, f.name), torch.Tensor)]
+    return [dataclasses.replace(ctx, **{n: getattr(ctx, n)[s:s + size] for n in batch})
+            for s in range(0, ctx.B, size)]
+
+
+# kinds whose prediction is not linear in the context labels: no input weights, no mode-wise loss
+LABEL_NONLINEAR = ("single_stream", "transformer")
+
+
 def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
     """Every SPEC §5 measurement of model m of the pack on the evaluation chunks."""
     kind = pack.kind
     L = pack.depths[m]
     f_all, ys_all, mode_all, sel_all, top1_all, ystar_all = [], [], [], [], [], []
+    layer_sel_all, cls_all = [], []  # clustered contexts: per-layer selection loss and class per context
     A1_sum, nA1 = None, 0
-    for ctx in chunks:
-        if kind != "single_stream":
+    size = eval_batch(chunks[0].X_BxPxd.device) if chunks else None
+    yhat_all = []  # the model's own prediction (transformer: its readout, beside the hooks' f_l)
+    for ctx in (part for chunk in chunks for part in split_contexts(chunk, size)):
+        if kind not in LABEL_NONLINEAR:
             w, out = input_weights(pack, m, ctx)
             u = torch.einsum("bp,bpd->bd", w, ctx.X_BxPxd)
             mode_all.append(modewise(u, ctx).double().sum(0))
@@ -100,6 +181,7 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
             with torch.no_grad():
                 out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
         f_all.append(out.f_BxL.detach())
+        yhat_all.append(out.y_hat_B.detach())
         ys_all.append(ctx.ystar_B)
         ystar_all.append(ctx.ystar_B.double())
         if out.p_BxLxP is not None:
@@ -108,6 +190,10 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
                 top1_all.append(top1_mass(p, ctx.sel_Bxk))
             else:
                 sel_all.append(selection_loss(p, ctx.sel_Bxk))
+                if ctx.cls_B is not None:
+                    layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
+        if ctx.cls_B is not None:
+            cls_all.append(ctx.cls_B.cpu())
         if out.extras and "A1_BxPxP" in out.extras:
             s = out.extras["A1_BxPxP"].detach().double().sum(0)
             A1_sum = s if A1_sum is None else A1_sum + s
@@ -118,6 +204,10 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
     n = f.shape[0]
     res.update(L=L, n_eval=n, var_ystar=torch.cat(ystar_all).var().item())
     res["R_rel"] = res["R"] / res["var_ystar"]
+    if kind == "transformer":  # f_l read by hooks (depthscale.decompose): checked against the model's own loss
+        R_model = (torch.cat(yhat_all).double() - ystar.double()).pow(2).mean().item()
+        res["R_model"] = R_model
+        res["identity_residual"] = R_model - (res["C"] + (res["A"] - res["C"]) / L if L > 1 else res["A"])
     if mode_all:
         Rk = (torch.stack(mode_all).sum(0) / n).cpu().numpy()
         res["mode_R"] = Rk.tolist()
@@ -128,6 +218,20 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
         E = torch.cat(sel_all).double().cpu().numpy()
         res["selection_mean"] = float(E.mean())
         res["selection_percentiles"] = np.percentile(E, PERCENTILES).tolist()
+    if cls_all:  # clustered contexts (RunConfig.clusters = K): per-class loss and layer specialisation
+        K = chunks[0].clusters
+        cls = torch.cat(cls_all).numpy()
+        e2 = ((f.double().mean(1) - ystar.double()) ** 2).cpu().numpy()
+        res["R_class"] = class_means(e2, cls, K)[0].tolist()
+        if sel_all:
+            res["selection_class"] = class_means(E, cls, K)[0].tolist()
+        if layer_sel_all:
+            El = torch.cat(layer_sel_all).numpy()
+            E_LxK = class_means(El, cls, K)
+            res["selection_layer_class"] = E_LxK.tolist()
+            res.update(specialisation_index(E_LxK))
+            perm = np.random.default_rng(SPECIALISATION_NULL_SEED).permutation(cls)
+            res["specialisation_null"] = specialisation_index(class_means(El, perm, K))["specialisation"]
     if kind == "context_updates":
         res["m"] = float(pack.m[m].item())
         A1 = (A1_sum / nA1).cpu().numpy()
@@ -136,5 +240,6 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
     return res
 
 
-__all__ = ["decomposition", "input_weights", "modewise", "selection_loss", "top1_mass", "rho_fit",
-           "eval_contexts", "measure", "PERCENTILES"]
+__all__ = ["decomposition", "input_weights", "modewise", "selection_loss", "top1_mass",
+           "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
+           "eval_contexts", "measure", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

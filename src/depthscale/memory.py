@@ -58,6 +58,8 @@ def _layer_activations(cfg: RunConfig) -> int:
         return 3 * P + 5 * N
     if cfg.model == "context_updates":  # the P x P context attention of every layer
         return 2 * P * P + 3 * P * N
+    if cfg.model == "transformer":  # every token: H attention rows, qkv, LayerNorms, the MLP
+        return (P + 1) * (2 * cfg.heads * (P + 1) + (10 + 3 * cfg.mlp) * N)
     return 4 * N * d  # linear: the N x d label state of every layer
 
 
@@ -84,6 +86,7 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     spectra = len({(c.a, c.b) for c in cfgs})  # distinct evaluation and monitor sets
     per_layer, per_model = _layer_activations(c0), _model_activations(c0)
     qk = 3 if c0.model == "layer_values" else 2
+    qk = (4 + 2 * c0.mlp) if c0.model == "transformer" else qk  # a Transformer block's N x N matrices
     params = T * qk * N * N + M * (N * d + N * N + 3 * N)
     train = streams * B * _per_context(c0) + B * (T * per_layer + M * per_model)
     # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from depthscale.config import ENSEMBLE_MODELS, MODELS
+from depthscale.config import ENSEMBLE_MODELS, LOOP_MODELS, MODELS
 from depthscale.errors import InputError
 
 RMS_EPS = 1e-6
@@ -102,6 +102,68 @@ class _TestRowReadout(torch.autograd.Function):
         du = torch.bmm(ds, X) if ctx.needs_input_grad[0] else None
         dX = torch.bmm(ds.transpose(1, 2), u) if ctx.needs_input_grad[1] else None
         return du, dX, drc, dy, None
+
+
+class _LinearTriangle(torch.autograd.Function):
+    """The row recursion of `AttentionPack.linear_forward` for G models of B contexts: from the
+    rows h_{k,0} (H0, G x B x L x d), layer l + 1 (l = 0..L-1) computes R = h_{.,l} B_{l+1} for the
+    K = L - l rows of the triangle, returns its row 0 (r_l = h_{0,l} B_{l+1}, the readout's) and
+    updates h_{k,l+1} = h_{k,l} + (R_k + s_k R_{k+1}) Sn for k < K - 1, with Sn = -S/L per context
+    (G B x d x d) and the basis scales s (G x 1 x L-1 x 1); neither takes a gradient. Output
+    G x B x L x d. `keep`: save the triangle for the backward (grad mode; in evaluation it is
+    dropped layer by layer). Written out so that the backward is the adjoint recursion on two
+    buffers per layer: autograd's backward of the row slices zero-fills, copies and accumulates a
+    full-size gradient per slice (1.2-1.35x slower at L = 16-64)."""
+
+    @staticmethod
+    def forward(ctx, H0_GxBxLxd, Bm_GxLxdxd, Sn_GBxdxd, s_Gx1xLx1, keep: bool):
+        G, B, L, d = H0_GxBxLxd.shape
+        dt = H0_GxBxLxd.dtype  # (under autocast: the dtype the rows were made in, as before)
+        Bm, Sn, s = Bm_GxLxdxd.to(dt), Sn_GBxdxd.to(dt), s_Gx1xLx1.to(dt)
+        rows = H0_GxBxLxd.new_empty(G, B, L, d)
+        H, Hs = H0_GxBxLxd, []
+        with torch.autocast(H.device.type, enabled=False):
+            for l in range(L):
+                K = L - l
+                if keep:
+                    Hs.append(H)
+                # every row of every context of a model times its B_{l+1}: one matmul per model
+                R = torch.bmm(H.view(G, B * K, d), Bm[:, l]).view(G, B, K, d)
+                rows[:, :, l] = R[:, :, 0]
+                if K > 1:  # the rows combined, then G B small (K-1 x d)(d x d) products
+                    Q = torch.addcmul(R[:, :, :K - 1], s[:, :, :K - 1], R[:, :, 1:])
+                    H = torch.baddbmm(H[:, :, :K - 1].reshape(G * B, K - 1, d), Q.view(G * B, K - 1, d),
+                                      Sn).view(G, B, K - 1, d)
+        ctx.save_for_backward(Bm_GxLxdxd, Sn, s, *Hs)
+        return rows
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, drows_GxBxLxd):
+        Bm0, Sn, s, *Hs = ctx.saved_tensors
+        G, B, L, d = drows_GxBxLxd.shape
+        dt = drows_GxBxLxd.dtype
+        Bm, SnT, s = Bm0.to(dt), Sn.to(dt).transpose(1, 2), s.to(dt)
+        dB = torch.empty(G, L, d, d, dtype=dt, device=Bm.device)
+        dH = None  # gradient of h_{., l+1}
+        for l in range(L - 1, -1, -1):
+            K = L - l
+            H = Hs[l].to(dt)
+            dR = H.new_empty(G, B, K, d)
+            if dH is None:
+                dR.zero_()
+            else:  # R_k feeds Q_k and, times s_{k-1}, Q_{k-1}
+                dQ = torch.bmm(dH.view(G * B, K - 1, d), SnT).view(G, B, K - 1, d)
+                dR[:, :, 0].zero_()
+                torch.mul(dQ, s[:, :, :K - 1], out=dR[:, :, 1:])
+                dR[:, :, :K - 1] += dQ
+            dR[:, :, 0] += drows_GxBxLxd[:, :, l]
+            dB[:, l] = torch.bmm(H.view(G, B * K, d).transpose(1, 2), dR.view(G, B * K, d))
+            dHl = torch.bmm(dR.view(G, B * K, d), Bm[:, l].transpose(1, 2)).view(G, B, K, d)
+            if dH is not None:
+                dHl[:, :, :K - 1] += dH
+            dH = dHl
+        return dH, dB, None, None, None
 
 
 @dataclass
@@ -198,8 +260,13 @@ class AttentionPack(nn.Module):
 
     def __init__(self, kind: str, d: int, N: int, depths: list[int], seeds: list[int],
                  qk_std: float = 0.02, qk_init: str = "independent", wx_init: str = "gaussian",
-                 gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5):
+                 gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5,
+                 loop: int = 0):
         super().__init__()
+        if loop and kind not in LOOP_MODELS:
+            raise InputError(f"loop is not implemented for model {kind!r} (only {', '.join(LOOP_MODELS)})")
+        if loop and any(L % loop for L in depths):
+            raise InputError(f"loop = {loop} must divide every depth, got {sorted(set(depths))}")
         if kind not in MODELS:
             raise InputError(f"model must be one of {', '.join(MODELS)}, got {kind!r}")
         if len(depths) != len(seeds) or not depths:
@@ -209,12 +276,17 @@ class AttentionPack(nn.Module):
         self.kind, self.d, self.N = kind, d, N
         self.depths = [int(L) for L in depths]
         self.M = len(depths)
+        # weight tying across depth (RunConfig.loop): loop = B >= 1 gives each model B distinct
+        # layers, layer l (0-based) using row l % B; loop = 0: one row per layer
+        self.loop = int(loop)
+        self.rows = [self.loop or L for L in self.depths]  # per-layer parameter rows of each model
         offs = [0]
-        for L in self.depths:
-            offs.append(offs[-1] + L)
-        self.offsets = offs  # layers of model m are rows offsets[m]:offsets[m+1] of per-layer params
-        per = [init_model_params(kind, d, N, L, qk_std, s, qk_init, wx_init,
-                                 gain_init, spread, gd_step) for L, s in zip(self.depths, seeds)]
+        for n in self.rows:
+            offs.append(offs[-1] + n)
+        self.offsets = offs  # rows of model m are offsets[m]:offsets[m+1] of per-layer params
+        # a looped model is initialised as its B distinct layers: exactly the untied B-layer model
+        per = [init_model_params(kind, d, N, n, qk_std, s, qk_init, wx_init,
+                                 gain_init, spread, gd_step) for n, s in zip(self.rows, seeds)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if kind == "layer_values" else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -222,7 +294,7 @@ class AttentionPack(nn.Module):
             else:
                 t = torch.stack([p[name] for p in per], 0)
             self.register_parameter(name, nn.Parameter(t))
-        owner_T = torch.repeat_interleave(torch.arange(self.M), torch.tensor(self.depths))
+        owner_T = torch.repeat_interleave(torch.arange(self.M), torch.tensor(self.rows))
         self.register_buffer("owner_T", owner_T, persistent=False)
 
     # ---- bookkeeping for the optimiser ----
@@ -266,7 +338,22 @@ class AttentionPack(nn.Module):
         return out
 
     def _qk(self, m: int):
+        """Model m's W_q, W_k rows (B of them for a looped model: layer l uses row l % B)."""
         return self.model_slice("Wq", m), self.model_slice("Wk", m)
+
+    def _tile(self, m: int, t: torch.Tensor, dim: int = 1) -> torch.Tensor:
+        """A per-row tensor of model m (rows along `dim`) expanded to its L layers (layer l reads
+        row l % B); unchanged for an untied model."""
+        reps = self.depths[m] // self.rows[m]
+        if reps == 1:
+            return t
+        sizes = [1] * t.dim()
+        sizes[dim] = reps
+        return t.repeat(*sizes)
+
+    def n_params(self, m: int = 0) -> int:
+        """Trained scalars of model m (a looped model counts its B distinct layers once)."""
+        return sum(self.model_slice(n, m).numel() for n, _ in self.named_parameters())
 
     def _test_scores(self, m, Hc_hat_BxPxN, hq_hat_BxN):
         """s_{l,i} = (W_q^l h_test)^T (W_k^l h_i) for all layers of model m at once: BxLxP."""
@@ -297,7 +384,7 @@ class AttentionPack(nn.Module):
         B, P, d = X_BxPxd.shape
         N, G = self.N, len(models)
         dev = X_BxPxd.device
-        depths = [self.depths[m] for m in models]
+        depths = [self.rows[m] for m in models]  # computed rows (a looped model's B; tiled to L below)
         T = sum(depths)
         contiguous = all(b == a + 1 for a, b in zip(models, models[1:]))
         if contiguous:  # slices are views: no gather, and a cheaper backward
@@ -339,7 +426,15 @@ class AttentionPack(nn.Module):
             Wv = sel_M(self.Wv)
         g = torch.bmm(torch.bmm(Wo.unsqueeze(1), Wv), Wy.unsqueeze(-1)).view(-1)
         g_T = g if self.kind == "layer_values" or G == 1 else g.index_select(0, local_T)
-        return py_BxT * g_T, p_BxTxP
+        f_BxT = py_BxT * g_T
+        if self.loop and any(self.rows[m] != self.depths[m] for m in models):
+            # looped models: layer l is row l % B, so f and p of the L layers are the B rows tiled
+            fs, ps = [], []
+            for j, (m, (t0, t1)) in enumerate(zip(models, bounds)):
+                fs.append(self._tile(m, f_BxT[:, t0:t1]))
+                ps.append(self._tile(m, p_BxTxP[:, t0:t1]))
+            f_BxT, p_BxTxP = torch.cat(fs, 1), torch.cat(ps, 1)
+        return f_BxT, p_BxTxP
 
     _forward_layer_values = _forward_nonlinear
 
@@ -354,10 +449,26 @@ class AttentionPack(nn.Module):
         The cheapest exact association: the context label states are Z_l = F_l U, so the model only
         ever needs G_l = Z_l U^T / P = F_l S (N x d), computed from the context alone:
         G_0 = W_y (U y / P)^T, G_l = G_{l-1} - (1/L) W_v G_{l-1} B_l S, with S = U U^T / P and
-        B_l = W_x^T W_k^T W_q W_x / N. Per layer O(N d^2 + N^2 d) instead of the token form's
-        O(N P d). The test row (mask +1) reads z_l - z_{l-1} = (1/L) W_v G_{l-1} B_l x_test, so
-        f_l = L d_l = W_o W_v G_{l-1} B_l x_test (z_0 = 0). Every layer step is one batched matmul
-        over all G models: the pack costs L small steps, not G x L."""
+        B_l = W_x^T W_k^T W_q W_x / N. The test row (mask +1) reads z_l - z_{l-1} =
+        (1/L) W_v G_{l-1} B_l x_test, so f_l = L d_l = w^T G_{l-1} B_l x_test with w^T = W_o W_v
+        (z_0 = 0).
+
+        Only the scalars f_l are read, so G is never formed: it is read through the rows u_k^T
+        (N-vectors) of a Krylov basis of W_v from w, as the d-vectors h_{k,j} = u_k^T G_j. With
+        u_0 = w and u_{k+1}^T = u_k^T (W_v - I) / s_k (any constants s_k > 0), u_k^T W_v =
+        u_k^T + s_k u_{k+1}^T and the recursion on G becomes
+            h_{k,0} = (u_k . W_y) c,   h_{k,j} = h_{k,j-1} - (1/L) (h_{k,j-1} + s_k h_{k+1,j-1}) B_j S,
+            f_l = (h_{0,l-1} B_l) . x_test,
+        where f_1..f_L need h_{k,j} for k <= L-1-j only: a triangle of L(L+1)/2 rows per context
+        (`_LinearTriangle`). Per context 2 L^2 d^2 FLOPs, whatever N, against (L-1)(2dN^2 + 2d^3 +
+        2d^2N) for the recursion on G (6(L-1)d^3 at N = d): fewer while L < 3d - 1, which holds at
+        every preset (L/3d <= 2/3; docs/performance.md). Every layer is two batched matmuls over all
+        G models: the pack costs L small steps, not G x L.
+        The basis is centred at I and normalised (s_k = |u_k^T (W_v - I)| / |u_k|) for float
+        rounding: with the plain powers u_k^T = w^T W_v^k (W_v ~ I) the rows are nearly equal and
+        their independent rounding errors grow like (1 + |B S|/L)^L where G's decay like
+        (1 - |B S|/L)^L (1e17 relative at the gd start, L = 64); centred, they grow like the
+        recursion on G itself (same float32 error against float64, docs/performance.md)."""
         if self.kind != "linear":
             raise ValueError(f"linear_forward needs a linear pack, not {self.kind!r}")
         G, N = len(models), self.N
@@ -389,26 +500,27 @@ class AttentionPack(nn.Module):
         # B_l = (W_k W_x)^T (W_q W_x) / N for every layer of every model
         Bm_GxLxdxd = torch.matmul(torch.matmul(Wk_GxLxNxN, Wx_GxNxd.unsqueeze(1)).transpose(-1, -2),
                                   torch.matmul(Wq_GxLxNxN, Wx_GxNxd.unsqueeze(1))) / N
-        # The recursion runs on the transposes, G_l^T = G_{l-1}^T - (1/L) (S^T B_l^T) (G_{l-1}^T W_v^T),
-        # with the B contexts' G^T stacked as B d rows per model: the products every context of a
-        # model shares (W_v^T on the right of G^T, B_l^T on the right of S^T) are then one large
-        # matmul per model, and only the last product is a batch of small d x d ones (the direct
-        # form needed three such batches and copies of W_v and B_l broadcast over B: 4-11% slower
-        # at L >= 4, docs/performance.md).
-        Gt_GxBdxN = (c_GxBxd.unsqueeze(-1) * Wy_GxN.view(G, 1, 1, N)).view(G, B * d, N)
-        WvT_GxNxN = Wv_GxNxN.transpose(1, 2)
-        St_GxBdxd = S_GxBxdxd.transpose(-1, -2).reshape(G, B * d, d)
-        # f_l = W_o (W_v G_{l-1} B_l) x_test = (W_o W_v) G_{l-1} (B_l x_test): contract early
-        oV_GxNx1 = torch.matmul(Wo_GxN.unsqueeze(1), Wv_GxNxN).view(G, N, 1)
-        u_GxLxBxd = torch.matmul(xq_GxBxd.unsqueeze(1), Bm_GxLxdxd.transpose(-1, -2))  # (B_l x_test)^T
-        oVG = []
-        for l in range(L):
-            oVG.append(torch.bmm(Gt_GxBdxN, oV_GxNx1).view(G, B, d))
-            if l < L - 1:  # G_L is never read
-                GV_GxBxdxN = torch.bmm(Gt_GxBdxN, WvT_GxNxN).view(G, B, d, N)
-                SB_GxBxdxd = torch.bmm(St_GxBdxd, Bm_GxLxdxd[:, l].transpose(-1, -2)).view(G, B, d, d)
-                Gt_GxBdxN = Gt_GxBdxN - torch.matmul(SB_GxBxdxd, GV_GxBxdxN).view(G, B * d, N) / L
-        f_GxBxL = (torch.stack(oVG, 1) * u_GxLxBxd).sum(-1).transpose(1, 2)
+        # the basis u_0 = (W_o W_v)^T, u_{k+1} = (W_v - I)^T u_k / s_k, s_k = |(W_v - I)^T u_k| / |u_k|
+        # (a constant: any s_k > 0 gives the same f, so it takes no gradient), and h_{k,0} = (u_k . W_y) c
+        E_GxNxN = Wv_GxNxN - torch.eye(N, dtype=Wv_GxNxN.dtype, device=Wv_GxNxN.device)
+        u = [torch.bmm(Wo_GxN.unsqueeze(1), Wv_GxNxN)]  # G x 1 x N rows
+        s = []
+        for k in range(L - 1):
+            t = torch.bmm(u[-1], E_GxNxN)
+            with torch.no_grad():
+                norm = lambda v: torch.linalg.vector_norm(v, dim=-1, keepdim=True)  # noqa: E731
+                sk = norm(t) / norm(u[-1])
+                sk = torch.where(sk > 0, sk, torch.ones_like(sk))  # (W_v = I: the rows k >= 1 are 0)
+            u.append(t / sk)
+            s.append(sk)
+        a_GxL = torch.bmm(torch.cat(u, 1), Wy_GxN.unsqueeze(-1)).view(G, L)
+        s_Gx1xLx1 = torch.cat(s, 1).view(G, 1, L - 1, 1) if L > 1 else a_GxL.new_ones(G, 1, 0, 1).detach()
+        # the triangle from the rows h_{k,0} of every context (G x B x L x d): its readout rows
+        # h_{0,l} B_{l+1}, then f_{l+1} = h_{0,l} B_{l+1} x_test
+        H0_GxBxLxd = a_GxL.view(G, 1, L, 1) * c_GxBxd.unsqueeze(2)
+        Sn_GBxdxd = (S_GxBxdxd / -L).reshape(G * B, d, d)
+        rows_GxBxLxd = _LinearTriangle.apply(H0_GxBxLxd, Bm_GxLxdxd, Sn_GBxdxd, s_Gx1xLx1, torch.is_grad_enabled())
+        f_GxBxL = (rows_GxBxLxd * xq_GxBxd.unsqueeze(2)).sum(-1)
         return [ModelOutput(f_GxBxL[g].mean(1), f_GxBxL[g], None) for g in range(G)]
 
     def _forward_single_stream(self, m, X, y, xq):
@@ -424,9 +536,10 @@ class AttentionPack(nn.Module):
         z_prev = h @ Wo
         z0 = z_prev
         fs, ps = [], []
+        B = self.rows[m]  # looped: layer l uses row l % B
         for l in range(L):
-            q = rms_norm(h) @ Wq[l].T
-            a = q @ Wk[l]  # W_k^T q
+            q = rms_norm(h) @ Wq[l % B].T
+            a = q @ Wk[l % B]  # W_k^T q
             p = torch.softmax(torch.einsum("bpn,bn->bp", Hc_hat, a), dim=-1)
             h = h + torch.einsum("bp,bpn->bn", p, V_BxPxN) / L
             z = h @ Wo
@@ -444,14 +557,19 @@ class AttentionPack(nn.Module):
         Wq, Wk = self._qk(m)
         Hc_hat = rms_norm(X @ Wx.T)
         hq_hat = rms_norm(xq @ Wx.T)
-        p_all = torch.softmax(self._test_scores(m, Hc_hat, hq_hat), dim=-1)  # BxLxP
+        # BxLxP (a looped model's B rows of test scores, tiled to its L layers)
+        p_all = self._tile(m, torch.softmax(self._test_scores(m, Hc_hat, hq_hat), dim=-1))
+        B = self.rows[m]  # looped: layer l uses row l % B
         Z = y.unsqueeze(-1) * self.Wy[m]  # BxPxN context label states
-        fs, A1 = [], None
+        fs, A1, As = [], None, []
         for l in range(L):
             V = Z @ Wv.T
             fs.append(torch.einsum("bp,bpn,n->b", p_all[:, l], V, Wo))  # f_l = L d_l
-            Qc, Kc = Hc_hat @ Wq[l].T, Hc_hat @ Wk[l].T
-            A = torch.softmax(torch.bmm(Qc, Kc.transpose(1, 2)), dim=-1)  # BxPxP, row i over j
+            if l < B:  # the context attention reads the fixed inputs only: a looped model's B
+                # distinct matrices are computed once and reused by every repeat
+                Qc, Kc = Hc_hat @ Wq[l].T, Hc_hat @ Wk[l].T
+                As.append(torch.softmax(torch.bmm(Qc, Kc.transpose(1, 2)), dim=-1))  # BxPxP, row i over j
+            A = As[l % B]
             if l == 0:
                 A1 = A
             Z = Z + mm * torch.bmm(A, V) / L
@@ -462,8 +580,13 @@ class AttentionPack(nn.Module):
 def build_pack(cfgs: list) -> AttentionPack:
     """A pack for RunConfigs that share a pack key (same kind, d, N, init)."""
     c0 = cfgs[0]
+    if c0.model == "transformer":  # a standard pre-LN Transformer behind the same interface
+        from depthscale.transformer import TransformerPack
+
+        return TransformerPack(cfgs)
     return AttentionPack(c0.model, c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.qk_std,
-                         c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step)
+                         c0.qk_init, c0.wx_init, c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step,
+                         c0.loop)
 
 
 __all__ = ["AttentionPack", "ModelOutput", "build_pack", "rms_norm", "init_model_params"]

@@ -87,6 +87,40 @@ TOP2_SPECTRA = FIG56_SPECTRA + FIG14_K2  # every top-2 spectrum of Tables 1 and 
 TABLE3_K2 = _sp((0, 0), (0.25, 0.25), (0.5, 0.5), (1, 0.25), (1, 1))
 TABLE3_K16 = _sp((0.5, 0.5), (1, 0), (1, 0.25), (1.25, 0))
 ORIGIN = _sp((0, 0))
+# time and width beside depth (beyond the paper, issue 16 item 4): fig6's runs at two spectra give
+# the depth law and the training curves (loss vs step); the width groups add N > d at two depths
+# (N = d is fig6's own runs: same configs, same run ids). Widths are absolute: at smoke (d = 8) the
+# axis is 8, 24, ..., 64; depths above the preset's deepest are dropped (smoke keeps L = 4)
+SCALING_SPECTRA = _sp((0, 0), (1, 0))
+SCALING_WIDTHS = (24, 32, 48, 64)  # N beyond the preset's N = d
+SCALING_DEPTHS = (4, 16)
+# clustered contexts (beyond the paper, App. D.2): a fig6 spectrum with a > 0, so that the rotation
+# changes the inputs (at a = 0 Sigma is isotropic and every rotation gives the same inputs; b = 0
+# keeps the teacher isotropic, so the classes differ only in their input covariance); K = inf is
+# fig6's own runs at these depths (same configs, same run ids)
+CLUSTERED_SPECTRUM = (1.0, 0.0)
+CLUSTERED_KS = (1, 2, 4, 8)
+CLUSTERED_DEPTHS = (1, 2, 4, 8, 16, 64)  # 32 left out: 25% of the layers of a pack, 3 residual dof kept
+# looped stacks (beyond the paper, docs/beyond.md): B distinct layers repeated L/B times. The untied
+# models are fig9's / fig11's / fig6's own runs at the same depths (same configs, same ids); a
+# loop = B model at L = B is the untied B-layer model (same init, same rate: training.base_lr), so
+# each looped group starts at L = 2B. Depths stop at 8: the looped runs then cost about eight
+# core-minutes at the cpu preset on a quiet machine (a depth-16 run of a cascaded variant costs
+# 1-1.5 min, and four of them more than doubled that).
+LOOPED_B = (1, 2, 4)
+LOOPED_MAX_DEPTH = 8
+LOOPED_DEPTHS: dict[int, tuple[int, ...]] = {1: (2, 4, 8), 2: (4, 8), 4: (8,)}
+LOOPED_MODELS = ("single_stream", "context_updates")
+# a standard pre-LN Transformer (beyond the paper, issue 16 item 3; depthscale.transformer): fig6's
+# task and spectrum (0,0), k = 2; depths 1-8 keep it near 15 core-minutes at the cpu preset (a depth-8
+# step costs ~8x a depth-1 step: no packing across depth)
+TRANSFORMER_DEPTHS = (1, 2, 4, 8)
+
+
+def transformer_depths(preset: str) -> tuple[int, ...]:
+    """The transformer experiment's depths at `preset`: TRANSFORMER_DEPTHS up to the preset's deepest
+    (what RunGroup.depths_for gives its group)."""
+    return tuple(L for L in TRANSFORMER_DEPTHS if L <= max(PRESET_DEPTHS[preset]))
 
 
 @dataclass(frozen=True)
@@ -185,8 +219,13 @@ class Experiment:
 
     def geometry(self, preset: str) -> str:
         """The (d, P, N) of this experiment's runs and theory at `preset`, as one line."""
-        kinds = {geometry_kind(m) for m in self.models} or {geometry_kind(t.model) for t in self.theory}
-        return geometry_line(preset, sorted(kinds))
+        models = [m for m in self.models if m != "transformer"]  # the Transformer's recipe sets its own width
+        kinds = {geometry_kind(m) for m in models} or {geometry_kind(t.model) for t in self.theory}
+        parts = [geometry_line(preset, sorted(kinds))] if kinds or "transformer" not in self.models else []
+        if "transformer" in self.models:
+            c = make_config(preset, model="transformer")
+            parts.append(f"transformer: d={c.d}, P={c.P}, N={c.N}, heads={c.heads}, MLP {c.mlp}N")
+        return "; ".join(parts)
 
     def theory_for(self, preset: str) -> tuple[TheoryNeed, ...]:
         check_preset(preset)
@@ -317,6 +356,13 @@ _G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "
 _G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
          RunGroup("context_updates", "difficult", 16, ORIGIN))
 
+LOOPED_GROUPS = (
+    (RunGroup("nonlinear", "difficult", 2, ORIGIN, (1,)),
+     RunGroup("nonlinear", "difficult", 2, ORIGIN, (4,), (("loop", 1),)))
+    + tuple(RunGroup(m, "difficult", 2, ORIGIN, (1, 2, 4, LOOPED_MAX_DEPTH)) for m in LOOPED_MODELS)
+    + tuple(RunGroup(m, "difficult", 2, ORIGIN, LOOPED_DEPTHS[B], (("loop", B),))
+            for m in LOOPED_MODELS for B in LOOPED_B))
+
 _ENTRIES = (
     Experiment("fig1", "Overview: loss vs depth for both models on both tasks",
                ("linear", "nonlinear"), "both", (2,), "those of figs 3-6",
@@ -390,6 +436,36 @@ _ENTRIES = (
                "paper L0, the best cosine head and the best infinitely deep ensemble of them (SPEC "
                "§3.4), our fitted L0 and deepest loss", (_G6, _G14[0]),
                _softmax_floors(2, TOP2_SPECTRA), reuses=("fig6", "fig14")),
+    Experiment("clustered", "Beyond the paper: clustered contexts (App. D.2)", ("nonlinear",), "difficult",
+               (2,), "(1,0); K = 1, 2, 4, 8 fixed rotations and K = inf (a fresh Haar rotation: fig6's runs)",
+               "R_L vs L per K with fits; the specialisation index vs L per K; the per-layer, per-class "
+               "selection loss of the deepest model",
+               (RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), CLUSTERED_DEPTHS),)
+               + tuple(RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), CLUSTERED_DEPTHS,
+                                (("clusters", K),)) for K in CLUSTERED_KS),
+               reuses=("fig6",), part="beyond"),
+    Experiment("looped", "Beyond the paper: looped stacks (weights tied across depth)",
+               ("nonlinear", "single_stream", "context_updates"), "difficult", (2,), "(0,0)",
+               "loss, C_L and A_L - C_L vs L and loss vs parameter count for single_stream and "
+               "context_updates untied and looped (B distinct layers repeated L/B times, B = 1, 2, 4); "
+               "nonlinear with one layer repeated at L = 4 against L = 1 (A_L = C_L by construction)",
+               LOOPED_GROUPS, reuses=("fig6", "fig9", "fig11"), part="beyond"),
+    Experiment("scaling", "Beyond the paper: loss vs training time and width beside depth", ("nonlinear",),
+               "difficult", (2,), "(0,0), (1,0); N = d (fig6's runs) and N = 24, 32, 48, 64 at L = 4, 16",
+               "(a) R vs depth L at N = d with fits (fig6's runs); (b) R vs width N at L = 4 and 16 with "
+               "fits; (c, d) the monitor loss vs training step t at fixed depths, fits R_inf + c t^-beta "
+               "after warmup (the cosine decay of the learning rate confounds the late part)",
+               (RunGroup("nonlinear", "difficult", 2, SCALING_SPECTRA),)
+               + tuple(RunGroup("nonlinear", "difficult", 2, SCALING_SPECTRA, SCALING_DEPTHS, (("N", N),))
+                       for N in SCALING_WIDTHS),
+               reuses=("fig6",), part="beyond"),
+    Experiment("transformer", "Beyond the paper: the decomposition in a pre-LN Transformer", ("transformer",),
+               "difficult", (2,), "(0,0)",
+               "a standard pre-LN Transformer (softmax attention + MLP blocks, one token stream) read as an "
+               "ensemble through the decomposition f_l = z_0 + L d_l (depthscale.decompose): loss, C_L, "
+               "A_L - C_L vs L beside the controlled nonlinear model (fig6's runs at (0,0))",
+               (RunGroup("transformer", "difficult", 2, ORIGIN, TRANSFORMER_DEPTHS),),
+               reuses=("fig6",), part="beyond"),
 )
 
 REGISTRY: dict[str, Experiment] = {e.id: e for e in _ENTRIES}
@@ -470,4 +546,4 @@ __all__ = ["Experiment", "RunGroup", "TheoryNeed", "REGISTRY", "IDS", "BEYOND_ID
            "FLOOR_SAMPLES", "SOFTMAX_FLOOR_SAMPLES", "FINITE_P_SAMPLES", "THEORY_SEED", "PAPER",
            "resolve_ids", "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "depth_set",
            "resolve_seeds", "preset_shape", "check_preset", "GEOMETRY_EVIDENCE", "TOP2_SPECTRA", "paper_L0_top2",
-           "geometry_line", "model_depths", "VARIANT_MAX_DEPTH"]
+           "geometry_line", "model_depths", "VARIANT_MAX_DEPTH", "LOOPED_B", "LOOPED_DEPTHS", "LOOPED_MODELS"]

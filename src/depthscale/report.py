@@ -11,6 +11,7 @@ Layout of out_dir::
     <preset>/table1.csv, table1.md, ...  tables, ours beside the paper's
     <preset>/claims.json                 SPEC §9 checks of that preset
     <preset>/theory.json                 cached theory (linear floors, reference curves, fig8)
+    <preset>/theory.d/                   theory reproduce computed during its sweep, a file per need
     claims.json                          the checks of every preset in this report
     report.md, report.html
 """
@@ -40,7 +41,7 @@ from depthscale.figures import FIGURES, write_figure
 from depthscale.formatting import number
 from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, GEOMETRY_EVIDENCE, IDS, PAPER, REGISTRY, all_configs, check_preset,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
-from depthscale.results import Results, Theory, split_diverged
+from depthscale.results import Results, Theory, split_diverged, theory_jobs
 from depthscale.store import Store
 from depthscale.tables import TABLES, markdown_table, write_table
 
@@ -72,23 +73,33 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     a SLURM submission that does not wait, whose runs are not finished when this returns).
     overrides: further RunConfig fields for every run (e.g. {"max_steps": 500}).
     allow_memory: run packs whose memory estimate exceeds the available memory (see run_sweep).
-    Returns {"configs", "sweep" (run_sweep's counts or None), "out_dir", "claims", ...}.
+    With the process executor (and a build to follow) the theory the report needs and its cache
+    lacks is computed in the sweep's worker pool after the packs (results.theory_jobs).
+    Returns {"configs", "sweep" (run_sweep's counts or None), "out_dir", "theory_in_sweep" (theory
+    needs submitted to the pool), "claims", ...}.
     """
     ids = resolve_ids(ids)
     overrides = dict(overrides or {})
     configs = all_configs(ids, preset, seeds, **overrides)
     store = Store(store_dir)
     counts = None
+    if build is None:
+        build = shard is None and not (executor == "slurm" and not (slurm or {}).get("wait"))
+    # the report's theory, computed in the process pool while the sweep runs (after its packs, in
+    # the tail where a worker would idle), each need into its own file beside the report's cache
+    # (results.compute_theory_entry): the report then finds it cached
+    jobs = theory_jobs(ids, preset, Path(out_dir) / preset / "theory.json", device) \
+        if run and configs and build and executor == "process" else []
     if run and configs:
         from depthscale.sweeps import run_sweep
 
         counts = run_sweep(configs, store, executor=executor, shard=shard, workers=workers,
                            device=device, max_pack=max_pack, progress=progress,
-                           name=sweep_name(ids, preset), slurm=slurm, allow_memory=allow_memory)
-    if build is None:
-        build = shard is None and not (executor == "slurm" and not (slurm or {}).get("wait"))
+                           name=sweep_name(ids, preset), slurm=slurm, allow_memory=allow_memory,
+                           extra_jobs=jobs)
     out = {"ids": list(ids), "preset": preset, "seeds": list(resolve_seeds(preset, seeds)),
-           "configs": len(configs), "sweep": counts, "out_dir": str(Path(out_dir))}
+           "configs": len(configs), "sweep": counts, "out_dir": str(Path(out_dir)),
+           "theory_in_sweep": len(jobs)}
     if build:
         out.update(report(store_dir, out_dir, preset=preset, ids=ids, overrides=overrides,
                           device=device, progress=progress))

@@ -14,20 +14,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from depthscale import timing
 from depthscale.atomic import as_float, plain, write_json_atomic
 from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS,
-                               PRESET_DEPTHS, config_dict, make_config)
+                               PRESET_DEPTHS, ConfigError, config_dict, make_config)
 from depthscale.errors import InputError
 from depthscale.linear_floor import fig8_sample, linear_floor, sample_linear_floor
 from depthscale.registry import (FIG8_SPECTRUM, FINITE_P_SAMPLES, FLOOR_SAMPLES, REGISTRY, SOFTMAX_FLOOR_SAMPLES,
                                  THEORY_SEED, TheoryNeed, check_preset, depth_set, model_depths, preset_shape,
-                                 resolve_ids)
+                                 resolve_ids, theory_needs)
 from depthscale.softmax_floor import softmax_floor
 from depthscale.theory import constrained_curve, free_curve, sample_constrained_curve, sample_free_curve, spectra, zeta
 
@@ -77,12 +81,24 @@ class Theory:
                 self._data = json.loads(self.cache.read_text())
             except (OSError, ValueError):
                 self._data = {}
+        # entries other processes computed (compute_theory_entry: reproduce's process pool) and
+        # their seconds, counted to the "theory" phase when first served (get)
+        self._elsewhere: dict[str, float] = {}
+        for key, value, seconds in read_theory_entries(self.cache) if self.cache is not None else ():
+            self._data.setdefault(key, value)
+            self._elsewhere[key] = seconds
+
+    def has(self, need: TheoryNeed) -> bool:
+        """Whether `need` is cached (in the cache file or an entry beside it)."""
+        return need.key(self.preset) in self._data
 
     def get(self, need: TheoryNeed) -> dict:
         key = need.key(self.preset)
         if key not in self._data:
             self._data[key] = compute_need(need, self.preset, self.device, self.progress)
             self._save()
+        elif key in self._elsewhere:  # computed by another process: its seconds, counted once
+            timing.add("theory", self._elsewhere.pop(key))
         return self._data[key]
 
     def floor(self, a: float, b: float, k: int, model: str = "linear") -> dict:
@@ -106,12 +122,77 @@ class Theory:
         write_json_atomic(self.cache, self._data)
 
 
+# Theory computed outside the report (reproduce computes the needs in its process pool while the
+# sweep runs, executors.run_process): each need is written as its own file, atomically, into a
+# directory beside the cache (theory.json -> theory.d/), so that processes computing needs side by
+# side never overwrite one another's; `Theory` reads the entries with the cache. Entry:
+# {"key", "value", "seconds" (wall seconds of the computation), "pid", "host"}.
+THEORY_ENTRY_SUFFIX = ".d"
+# rough wall seconds of a need at the cpu preset (the timed main job of 46b396d: fig3's seven
+# curves 132 s, the floors 9-10 s each at the linear geometry, 2.3 at the nonlinear one, the
+# softmax floors 1.4 s): the order in which reproduce computes them, longest first
+THEORY_COST = {("curves", "linear"): 19.0, ("floor", "linear"): 9.5, ("floor", "nonlinear"): 2.3,
+               ("softmax_floor", "nonlinear"): 1.4, ("fig8", "linear"): 0.01}
+
+
+def theory_entries_dir(cache: str | Path) -> Path:
+    """The directory of the entries beside the cache file `cache` (theory.json -> theory.d)."""
+    cache = Path(cache)
+    return cache.with_name(cache.stem + THEORY_ENTRY_SUFFIX)
+
+
+def theory_entry_path(cache: str | Path, key: str) -> Path:
+    return theory_entries_dir(cache) / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def read_theory_entries(cache: str | Path) -> list[tuple[str, object, float]]:
+    """(key, value, seconds) of every entry beside `cache` (unreadable or partial files skipped)."""
+    d = theory_entries_dir(cache)
+    out = []
+    for f in sorted(d.glob("*.json")) if d.is_dir() else ():
+        try:
+            e = json.loads(f.read_text())
+            out.append((str(e["key"]), e["value"], float(e.get("seconds") or 0.0)))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def compute_theory_entry(need: TheoryNeed, preset: str, cache: str | Path, device: str = "cpu") -> float:
+    """Compute `need` at `preset` unless the cache `cache` (or an entry beside it) has it, and write
+    it as its own entry file (theory_entry_path, atomic). What `Theory(preset, cache).get(need)`
+    would compute, with the same key and seed. Returns the seconds it took (0.0 if cached).
+    A module-level function: reproduce submits it to its process pool."""
+    if Theory(preset, cache=cache).has(need):
+        return 0.0
+    key = need.key(preset)
+    t0 = time.perf_counter()
+    with timing.phase("theory"):
+        value = compute_need(need, preset, device)
+    seconds = time.perf_counter() - t0
+    path = theory_entry_path(cache, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"key": key, "value": value, "seconds": seconds, "pid": os.getpid(),
+                             "host": socket.gethostname()})
+    return seconds
+
+
+def theory_jobs(ids, preset: str, cache: str | Path, device: str = "cpu") -> list[tuple]:
+    """(compute_theory_entry, args) for every theory need of experiments `ids` at `preset` that the
+    cache lacks, the longest first (THEORY_COST)."""
+    th = Theory(preset, cache=cache)
+    needs = [n for n in theory_needs(ids, preset) if not th.has(n)]
+    needs.sort(key=lambda n: THEORY_COST.get((n.kind, n.model), 1.0), reverse=True)
+    return [(compute_theory_entry, (n, preset, str(cache), device)) for n in needs]
+
+
 # --- reading results back ---
 
 _CELL = ("model", "task", "k", "a", "b", "L")
 SCALARS = ("R", "R_se", "A", "C", "gap", "var_ystar", "R_rel", "top1_mass", "selection_mean",
-           "m", "rho", "rho_r2", "mode_R_sum")
-ARRAYS = ("mode_R", "selection_percentiles", "A1_mean")
+           "m", "rho", "rho_r2", "mode_R_sum", "specialisation", "class_cv", "specialisation_null",
+           "steps", "identity_residual")
+ARRAYS = ("mode_R", "selection_percentiles", "A1_mean", "R_class", "selection_class", "selection_layer_class")
 
 
 def _normalise(dct: dict) -> dict:
@@ -204,7 +285,8 @@ class Results:
         v = copy.copy(self)
         v.overrides = {**self.overrides, **fields}
         v.non_default, v.strict = set(), True
-        make_config(self.preset, **v.overrides)  # an unknown field or a bad value: ConfigError now
+        # an unknown field or a bad value: ConfigError now (at a depth a loop = B recipe allows)
+        make_config(self.preset, **{"L": max(1, int(v.overrides.get("loop") or 1)), **v.overrides})
         return v
 
     @classmethod
@@ -224,8 +306,11 @@ class Results:
         rows = self._index.get(self._cell_key(model, task, k, a, b, L), [])
         if not rows:
             return []
-        want = make_config(self.preset, **{**self.overrides, "model": model, "task": task, "k": k,
-                                           "a": float(a), "b": float(b), "L": int(L), "seed": 0})
+        try:
+            want = make_config(self.preset, **{**self.overrides, "model": model, "task": task, "k": k,
+                                               "a": float(a), "b": float(b), "L": int(L), "seed": 0})
+        except ConfigError:  # a cell this view's recipe cannot have (loop = B at a depth B does not divide)
+            return []
         want_recipe = _recipe_key(want.to_dict())
         exact = [r for r in rows if r["_recipe"] == want_recipe]
         if exact:
@@ -332,4 +417,6 @@ def as_array(x) -> np.ndarray | None:
         return None
 
 
-__all__ = ["Theory", "Results", "Series", "compute_need", "split_diverged", "as_array", "SCALARS", "ARRAYS"]
+__all__ = ["Theory", "Results", "Series", "compute_need", "compute_theory_entry", "theory_jobs",
+           "read_theory_entries", "theory_entries_dir", "theory_entry_path", "split_diverged", "as_array",
+           "SCALARS", "ARRAYS"]

@@ -244,7 +244,7 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
               worker: Callable | str | None = None, name: str | None = None,
               slurm: dict | None = None, pack_key: Callable | None = None,
               retry_failed: bool = True, allow_memory: bool = False,
-              pack_memory: int | None = None) -> dict:
+              pack_memory: int | None = None, extra_jobs: Sequence[tuple] = ()) -> dict:
     """Run every config not yet done; returns counts.
 
     counts: planned (runs in this shard's packs), packs, ran, skipped_done (done before the
@@ -258,6 +258,9 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     workers, or --slurm-mem). Packs whose estimated memory still
     exceeds what this machine has (a single run too large) are refused (memory.MemoryRefused) before anything is
     written, unless `allow_memory`. A broken run (store.is_broken) is run again.
+    `extra_jobs`: (module-level callable, args) pairs the process executor runs in its pool after
+    the packs (reproduce's theory; executors.run_process), also when no pack is left to run; the
+    other executors ignore them.
     """
     if executor not in EXECUTORS:
         raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
@@ -286,7 +289,8 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     planned = sum(len(p) for p in packs)
     result = {"planned": planned, "packs": len(packs), **dict.fromkeys(COUNT_KEYS, 0)}
     result.update(skipped_done=skipped_done, skipped_failed=skipped_failed)
-    if not packs:
+    extra_jobs = list(extra_jobs) if executor == "process" else []
+    if not packs and not extra_jobs:
         return result
     if executor == "slurm":
         out = run_slurm(packs, store, fn, device, name, slurm)
@@ -300,7 +304,7 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
         if executor == "inline":
             counts = run_inline(packs, store, fn, device, progress, bar)
         else:
-            counts = run_process(packs, store, fn, device, workers, bar)
+            counts = run_process(packs, store, fn, device, workers, bar, extra_jobs)
     for k in COUNT_KEYS:
         result[k] += counts[k]
     return result

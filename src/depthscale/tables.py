@@ -145,9 +145,129 @@ def table6(res: Results, th: Theory):
     return pd.DataFrame(rows)
 
 
-TABLES: dict[str, Callable] = {"table1": table1, "table2": table2, "table3": table3,
-                               "table4": table4, "table5": table5, "table6": table6}
+def clustered(res: Results, th: Theory):
+    """Beyond the paper, clustered contexts: per number of context classes K (0 = a fresh Haar
+    rotation per context, fig6's runs) the fit R_L = L0 + c L^-alpha over the experiment's depths,
+    the deepest loss, and the specialisation index at the deepest L beside its permutation null."""
+    import pandas as pd
 
+    from depthscale.analysis import clustered_fit
+    from depthscale.registry import CLUSTERED_KS
+
+    rows = []
+    for K in (*CLUSTERED_KS, 0):
+        s, f = clustered_fit(res, K)
+        last = (lambda m: float(s.get(m)[-1]) if s else math.nan)
+        rows.append({"K": "inf (Haar)" if K == 0 else K, "L0": f.L0 if f else math.nan,
+                     "L0_se": f.L0_se if f else math.nan, "alpha": f.alpha if f else math.nan,
+                     "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan,
+                     "fit": fit_status(f), "Lmax": int(s.depths[-1]) if s else math.nan,
+                     "R_Lmax": last("R"), "R_Lmax_se": last("R_se"),
+                     "specialisation_Lmax": last("specialisation") if K else math.nan,
+                     "specialisation_null_Lmax": last("specialisation_null") if K else math.nan,
+                     "class_cv_Lmax": last("class_cv") if K else math.nan,
+                     "depths": ",".join(str(int(L)) for L in s.depths) if s else ""})
+    return pd.DataFrame(rows)
+
+
+TABLES: dict[str, Callable] = {"table1": table1, "table2": table2, "table3": table3,
+                               "table4": table4, "table5": table5, "table6": table6,
+                               "clustered": clustered}
+
+
+def scaling(res: Results, th: Theory):
+    """Beyond the paper: the saturating power law y = y_inf + c x^-exponent along depth (fig6's
+    runs, N = d), width (L fixed) and training step (the monitor curve of each fig6 depth, over
+    the steps after warmup and over the early window where the cosine rate is >= half its peak),
+    per spectrum: exponent +- SE, R^2, asymptote, the first and last y of the fitted points."""
+    import pandas as pd
+
+    from depthscale.analysis import fit_series, fit_xy, time_curve, time_fit, time_window, width_series
+    from depthscale.config import geometry
+    from depthscale.registry import SCALING_DEPTHS, SCALING_SPECTRA, SCALING_WIDTHS, depth_set
+
+    N0 = geometry(res.preset, "nonlinear")["N"]
+    all_L = depth_set(res.preset, "all")
+
+    def row(axis, a, b, fixed, window, x, y, f):
+        x, y = np.asarray(x, float), np.asarray(y, float)
+        return {"axis": axis, "a": a, "b": b, "fixed": fixed, "window": window, "n": int(len(x)),
+                "exponent": f.alpha if f else math.nan, "exponent_se": f.alpha_se if f else math.nan,
+                "r2": f.r2 if f else math.nan, "asymptote": f.L0 if f else math.nan,
+                "asymptote_se": f.L0_se if f else math.nan,
+                "y_first": float(y[0]) if len(y) else math.nan, "y_last": float(y[-1]) if len(y) else math.nan,
+                "fit": fit_status(f)}
+
+    rows = []
+    for a, b in SCALING_SPECTRA:
+        s = res.series("nonlinear", "difficult", 2, a, b)
+        rows.append(row("depth L", a, b, f"N={N0}", f"L={all_L[0]}..{all_L[-1]}", s.depths if s else [],
+                        s.get("R") if s else [], fit_series(s, True)))
+        for L in (L for L in SCALING_DEPTHS if L <= all_L[-1]):
+            w = width_series(res, "nonlinear", "difficult", 2, a, b, L, (N0,) + SCALING_WIDTHS)
+            rows.append(row("width N", a, b, f"L={L}", f"N={N0}..{SCALING_WIDTHS[-1]}", w["N"], w["R"],
+                            fit_xy(w["N"], w["R"])))
+        for L in all_L:
+            cur = time_curve(res, "nonlinear", "difficult", 2, a, b, L)
+            for window in ("after_warmup", "early"):
+                if cur is None:
+                    rows.append(row("step t", a, b, f"L={L}, N={N0}", window, [], [], None))
+                    continue
+                lo, hi = time_window(cur["warmup"], cur["max_steps"], window)
+                keep = (cur["t"] > lo) & (cur["t"] <= hi)
+                rows.append(row("step t", a, b, f"L={L}, N={N0}", f"{window}: t in ({lo:g}, {hi:g}]",
+                                cur["t"][keep], cur["y"][keep], time_fit(cur, window)))
+    return pd.DataFrame(rows)
+
+
+TABLES["scaling"] = scaling
+
+def looped(res: Results, th: Theory):
+    """Looped stacks (beyond the paper): per model x tying (untied, B = 1, 2, 4) x depth, R, A, C,
+    A - C, the trained parameter count, the gain over the one-layer model, that gain per thousand
+    added parameters, and the gain over the untied model with the same parameters (looped.py)."""
+    from depthscale import looped as lp
+
+    return lp.frame(res)
+
+
+TABLES["looped"] = looped
+
+
+def transformer(res: Results, th: Theory):
+    """Beyond the paper, the pre-LN Transformer at (0,0), k = 2: per depth R (± SE), R / Var(y*),
+    A, C, A - C, (A - C)/L, the residual of R = C + (A - C)/L with R the model's own loss
+    (`identity_residual`), the steps trained, the controlled nonlinear model's R at the same depth
+    (fig6's run, NaN if not stored), and the fit R = L0 + c L^-alpha over the Transformer's depths
+    (the same in every row, with its status)."""
+    import pandas as pd
+
+    from depthscale.analysis import fit_series
+    from depthscale.registry import transformer_depths
+
+    depths = transformer_depths(res.preset)
+    s = res.series("transformer", "difficult", 2, 0.0, 0.0, depths)
+    nl = res.series("nonlinear", "difficult", 2, 0.0, 0.0, depths)
+    R_nl = dict(zip(nl.depths.tolist(), nl.get("R"))) if nl else {}
+    f = fit_series(s, True)
+    fit = {"L0": f.L0 if f else math.nan, "alpha": f.alpha if f else math.nan,
+           "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan, "fit": fit_status(f)}
+    rows = []
+    for j, L in enumerate(s.depths.tolist() if s else []):
+        v = {m: float(s.get(m)[j]) for m in ("R", "R_se", "R_rel", "A", "C", "gap", "identity_residual", "steps")}
+        many = L > 1
+        rows.append({"L": L, "R": v["R"], "R_se": v["R_se"], "R_over_var": v["R_rel"], "A": v["A"],
+                     "C": v["C"] if many else math.nan, "A_minus_C": v["gap"] if many else math.nan,
+                     "A_minus_C_over_L": v["gap"] / L if many else math.nan,
+                     "identity_residual": v["identity_residual"], "steps": v["steps"],
+                     "R_nonlinear": R_nl.get(L, math.nan), **fit})
+    for L in (s.missing if s is not None else ()):
+        rows.append({"L": L, "R": math.nan, **fit})
+    return pd.DataFrame(rows).sort_values("L").reset_index(drop=True) if rows else pd.DataFrame(
+        [{"L": L, "R": math.nan, **fit} for L in depths])
+
+
+TABLES["transformer"] = transformer
 
 def markdown_table(df) -> str:
     cols = list(df.columns)

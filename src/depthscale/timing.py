@@ -101,6 +101,14 @@ def record():
                 break
 
 
+def add(name: str, seconds: float) -> None:
+    """Count `seconds` measured elsewhere (e.g. theory another process computed, results.Theory)
+    to phase `name` of every open record and of this process's total, as if a phase had run."""
+    _total[name] = _total.get(name, 0.0) + seconds
+    for rec in _records:
+        rec[name] = rec.get(name, 0.0) + seconds
+
+
 def timed(fn, name: str):
     """`fn` with every call counted to phase `name`."""
     def wrapper(*args, **kwargs):
@@ -222,5 +230,5 @@ def html_table(table: dict) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-__all__ = ["phase", "record", "Record", "totals", "write_pack_record", "read_records", "experiment_table",
+__all__ = ["phase", "record", "Record", "add", "totals", "write_pack_record", "read_records", "experiment_table",
            "markdown_lines", "html_table", "timing_dir", "timed", "PHASES", "TRAIN_PHASES", "BUILD_PHASES"]

@@ -21,7 +21,7 @@ from depthscale import versions
 from depthscale.config import ENSEMBLE_MODELS, RunConfig, config_dict
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError, MissingExtraError
-from depthscale.measurements import decomposition, eval_contexts, measure, top1_mass
+from depthscale.measurements import decomposition, eval_batch, eval_contexts, measure, split_contexts, top1_mass
 from depthscale.models import AttentionPack, build_pack
 from depthscale.timing import phase
 
@@ -37,8 +37,9 @@ SPECTRUM_PACKED_MODELS = ("linear",)
 
 def pack_key(cfg: RunConfig) -> tuple:
     """Runs with equal keys can be trained as one pack: everything but the seed (for the
-    parallel-ensemble models, the depth; for the linear model, the spectrum) must agree."""
-    drop = ("seed", "preset") + (("L",) if cfg.model in ENSEMBLE_MODELS else ()) \
+    parallel-ensemble models, the depth; for the linear model, the spectrum) must agree. A
+    Transformer is a pack of its own (transformer.TransformerPack): its seed stays in the key."""
+    drop = ("preset",) + (("seed",) if cfg.model != "transformer" else ()) + (("L",) if cfg.model in ENSEMBLE_MODELS else ()) \
         + (("a", "b") if cfg.model in SPECTRUM_PACKED_MODELS else ())
     return tuple(sorted(config_dict(cfg, drop).items()))
 
@@ -54,8 +55,11 @@ def data_key(cfg: RunConfig) -> tuple:
 
 
 def base_lr(cfg: RunConfig) -> float:
-    """A run's learning rate before the schedule: lr (at L = 1) scaled to its depth, lr * L^lr_depth_exp."""
-    return cfg.lr * cfg.L ** cfg.lr_depth_exp
+    """A run's learning rate before the schedule: lr (at L = 1) scaled to its depth, lr * L^lr_depth_exp.
+    A looped run (loop = B) scales with its B distinct layers: each shared row's gradient sums its
+    L/B copies of a 1/L branch, as a B-layer model's does, so a loop = B model at any depth starts
+    and trains as the untied B-layer model would (for the nonlinear ensemble it *is* that model)."""
+    return cfg.lr * (cfg.loop or cfg.L) ** cfg.lr_depth_exp
 
 
 def base_lrs(cfgs: list[RunConfig]) -> torch.Tensor:
@@ -181,6 +185,14 @@ class RunState:
     best_params: dict | None = None
 
 
+def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
+    """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
+    ys.append(ctx.ystar_B)
+    f_acc.append(o.f_BxL)
+    if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
+        t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+
+
 @torch.no_grad()
 def _monitor(pack: AttentionPack, models: list[int], chunks_of) -> dict:
     """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
@@ -189,15 +201,17 @@ def _monitor(pack: AttentionPack, models: list[int], chunks_of) -> dict:
     t1 = {m: [] for m in models}
     ys = {m: [] for m in models}
     chunks = {m: chunks_of(m) for m in models}
-    for c in range(len(chunks[models[0]])):
-        outs = pack(None, None, None, models=models,
-                    X_of=lambda m: (chunks[m][c].X_BxPxd, chunks[m][c].y_BxP, chunks[m][c].xq_Bxd))
-        for m, o in zip(models, outs):
-            ctx = chunks[m][c]
-            ys[m].append(ctx.ystar_B)
-            f_acc[m].append(o.f_BxL)
-            if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
-                t1[m].append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+    # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
+    # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
+    size = eval_batch(next(pack.parameters()).device)
+    for group in ([models] if size is None else [[m] for m in models]):
+        for c in range(len(chunks[group[0]])):
+            parts = {m: split_contexts(chunks[m][c], size) for m in group}
+            for s in range(len(parts[group[0]])):
+                outs = pack(None, None, None, models=group,
+                            X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
+                for m, o in zip(group, outs):
+                    _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
     res = {}
     for m in models:
         dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))

@@ -18,9 +18,12 @@ paper's ensemble f_l = z_0 + L d_l directly. (At depth <= 16 the stream's growth
 readout is learned, so the missing normalisation costs nothing measurable here.) The model meets
 the contract of `depthscale.decompose`: `blocks` (one module per layer) and `readout`.
 
-Training is a compact loop (Adam, fresh contexts every step from `contexts.step_seed`, so every
-depth sees the same data; warmup and cosine schedule from `training.lr_factor`). The controlled
-models' packed engine (training.py) is built around their parameter layout and does not fit here.
+`train_transformer` is a compact standalone loop (Adam, fresh contexts every step from
+`contexts.step_seed`, so every depth sees the same data; warmup and cosine schedule from
+`training.lr_factor`): benchmarks/transformer_decomposition.py's. A Transformer run of the store
+(RunConfig model = "transformer", the registered `transformer` experiment) is trained instead by
+training.train_pack like every other model, through `TransformerPack` (checkpoints, resume, curves,
+monitor, keep-best, measurements.measure).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from depthscale.contexts import make_generator, sample_for, spectrum, step_seed
 from depthscale.decompose import Decomposition, decomposition_stats, per_layer_predictors
 from depthscale.errors import InputError
 from depthscale.measurements import eval_contexts
+from depthscale.models import ModelOutput
 from depthscale.training import lr_factor
 
 
@@ -73,8 +77,8 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         for name in ("d", "P", "k", "D", "H", "L", "mlp", "batch", "max_steps", "eval_contexts"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "mlp" else 1):
+                raise InputError(f"{name} must be an integer >= {0 if name == 'mlp' else 1}, got {v!r}")
         if self.D % self.H:
             raise InputError(f"D must be a multiple of H = {self.H}, got {self.D}")
         if self.task not in ("easy", "difficult"):
@@ -124,11 +128,14 @@ class Block(nn.Module):
     def __init__(self, D: int, H: int, mlp: int):
         super().__init__()
         self.H = H
-        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.ln1 = nn.LayerNorm(D)
         self.qkv = nn.Linear(D, 3 * D)
         self.proj = nn.Linear(D, D)
-        self.fc = nn.Linear(D, mlp * D)
-        self.out = nn.Linear(mlp * D, D)
+        if mlp:  # mlp = 0: an attention-only block
+            self.ln2 = nn.LayerNorm(D)
+            self.fc = nn.Linear(D, mlp * D)
+            self.out = nn.Linear(mlp * D, D)
+        self.mlp = mlp
 
     def attention(self, h_BxTxD):
         B, T, D = h_BxTxD.shape
@@ -138,7 +145,7 @@ class Block(nn.Module):
 
     def forward(self, h_BxTxD):
         h = h_BxTxD + self.attention(self.ln1(h_BxTxD))
-        return h + self.out(F.gelu(self.fc(self.ln2(h))))
+        return h + self.out(F.gelu(self.fc(self.ln2(h)))) if self.mlp else h
 
 
 class QueryReadout(nn.Module):
@@ -200,6 +207,55 @@ class Transformer(nn.Module):
         return self.readout(h)
 
 
+class TransformerPack(nn.Module):
+    """One Transformer run (a RunConfig with model = "transformer") behind the pack interface that
+    training.train_pack, its RowAdam, checkpoints and measurements.measure use for the controlled
+    models (models.AttentionPack): M = 1, `depths`, `row_owner`, `model_slice`, `state_of`,
+    `load_model_state`, and a forward returning [ModelOutput]. So a Transformer trains, resumes,
+    is monitored, measured and stored by the same code as every other model.
+
+    RunConfig's fields map to the Transformer's: N is the stream width D, `heads` H, `mlp` the MLP
+    width factor; init from `seed` (Transformer.init_params). Under gradients the forward is the
+    plain one (ŷ only); without them (monitor, evaluation) it is read through the hooks of
+    depthscale.decompose, so f_BxL holds f_l = z_0 + L d_l (float64) and y_hat_B the model's own
+    readout. `self.model` is the Transformer (decompose(pack.model, ...) works on it)."""
+
+    kind = "transformer"
+
+    def __init__(self, cfgs: list):
+        super().__init__()
+        if len(cfgs) != 1:
+            raise InputError(f"a transformer pack holds one run, got {len(cfgs)} (training.pack_key keeps seeds apart)")
+        c = cfgs[0]
+        self.M, self.depths, self.seeds = 1, [c.L], [c.seed]
+        self.model = Transformer(c.d, c.N, c.heads, c.L, c.mlp, label_scale(c.d, c.a, c.b), c.seed)
+
+    def row_owner(self, name: str) -> torch.Tensor:
+        p = self.get_parameter(name)
+        return torch.zeros(p.shape[0], dtype=torch.long, device=p.device)
+
+    def model_slice(self, name: str, m: int, t: torch.Tensor | None = None) -> torch.Tensor:
+        return self.get_parameter(name) if t is None else t
+
+    def state_of(self, m: int) -> dict:
+        return {n: p.detach().clone() for n, p in self.named_parameters()}
+
+    def load_model_state(self, m: int, state: dict) -> None:
+        with torch.no_grad():
+            for n, p in self.named_parameters():
+                p.copy_(state[n])
+
+    def n_params(self, m: int = 0) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, X_BxPxd, y_BxP, xq_Bxd, models: list[int] | None = None, X_of=None) -> list:
+        X, y, xq = (X_BxPxd, y_BxP, xq_Bxd) if X_of is None else X_of(0)
+        if torch.is_grad_enabled():
+            return [ModelOutput(self.model(X, y, xq), None, None)]
+        f, _, y_hat = per_layer_predictors(self.model, (X, y, xq))
+        return [ModelOutput(y_hat, f, None)]
+
+
 def evaluate(model: Transformer, chunks: list, check_readout: bool = True) -> Decomposition:
     """The decomposition (depthscale.decompose) of the model over evaluation chunks (Contexts)."""
     fs, ys, zs, ts = [], [], [], []
@@ -253,5 +309,5 @@ def train_transformer(cfg: TransformerConfig, device: str = "cpu", log_every: in
     return model, met
 
 
-__all__ = ["TransformerConfig", "Transformer", "TokenEmbedding", "Block", "QueryReadout", "label_scale",
+__all__ = ["TransformerConfig", "Transformer", "TransformerPack", "TokenEmbedding", "Block", "QueryReadout", "label_scale",
            "evaluate", "train_transformer"]
