@@ -6,7 +6,8 @@
 #   2. the per-op roofline table with profiled times (benchmarks/roofline.py, 1 thread);
 #   3. the cpu main job, end to end, timed (/usr/bin/time), into a fresh store and report: its
 #      per-phase table is in the report's provenance ("Where the time went").
-# Results go to benchmarks/results/quiet_<date>/. Skip the main job with MAIN_JOB=0.
+# Results go to benchmarks/results/quiet_<date>/. Skip the main job with MAIN_JOB=0, the benchmarks
+# (1 and 2) with BENCH=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_WAIT_POLICY=PASSIVE
@@ -14,6 +15,7 @@ export OMP_WAIT_POLICY=PASSIVE
 OUT=benchmarks/results/quiet_$(date -u +%Y%m%dT%H%M)
 mkdir -p "$OUT"
 uptime | tee "$OUT/uptime_start.txt"
+if [ "${BENCH:-1}" != "0" ]; then
 depthscale bench --preset cpu --json > "$OUT/bench_2threads.json"
 OMP_NUM_THREADS=1 python -c "import torch, json, sys; torch.set_num_threads(1); from depthscale.bench import bench; \
 json.dump(bench('cpu', 'cpu'), sys.stdout, indent=1)" > "$OUT/bench_1thread.json"
@@ -26,8 +28,9 @@ for name in ("bench_2threads", "bench_1thread"):
             "mem_bandwidth_bytes_per_s", "peak_matmul_flops_per_s")
     print(name, {k: r.get(k) for k in keys}, "load", r["timing"]["loadavg_before"], "->", r["timing"]["loadavg_after"])
 EOF
+fi
 if [ "${MAIN_JOB:-1}" != "0" ]; then
-  STORE="$OUT/store" REPORT="$OUT/report"
+  STORE="runs/$(basename "$OUT")" REPORT="$OUT/report"  # the store (GBs) under the ignored runs/
   /usr/bin/time -v depthscale reproduce all --preset cpu --store "$STORE" --out "$REPORT" --executor process \
     2> "$OUT/main_job_time.txt"
   grep -E "Elapsed|Maximum resident|User time|System time" "$OUT/main_job_time.txt"
