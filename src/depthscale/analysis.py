@@ -27,14 +27,7 @@ def fit_series(s: Series, floor: bool, metric: str = "R") -> FitResult | None:
     """Power-law fit of a series' seed means against depth; None when it cannot be fitted."""
     if not s:
         return None
-    L, y = s.depths.astype(float), s.get(metric)
-    ok = np.isfinite(y) & (y > 0)
-    if ok.sum() < (3 if floor else 2):
-        return None
-    try:
-        return fit_power_law(L[ok], y[ok], floor=floor)
-    except (ValueError, np.linalg.LinAlgError):
-        return None
+    return fit_xy(s.depths.astype(float), s.get(metric), floor)  # depths are positive and finite
 
 
 def loss_fit(res: Results, model: str, task: str, k: int, a: float, b: float,
