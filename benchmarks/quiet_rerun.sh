@@ -10,7 +10,8 @@
 # (1 and 2) with BENCH=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OMP_WAIT_POLICY=PASSIVE
+# OpenMP's default wait policy (threads spin briefly between parallel regions): on a quiet machine
+# PASSIVE (threads sleep) made the 2-thread packed step slower than the 1-thread one (77 vs 60 ms)
 . .venv/bin/activate
 OUT=benchmarks/results/quiet_$(date -u +%Y%m%dT%H%M)
 mkdir -p "$OUT"

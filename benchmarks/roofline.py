@@ -42,6 +42,10 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
         return "other"
     if phase == "optimiser":
         return "Adam (read p, g, m, v; write p, m, v)"
+    if name == "depthscale_fused::test_row_forward":
+        return "fused test row: s = r u Xᵀ, softmax, p·y"
+    if name == "depthscale_fused::test_row_backward":
+        return "fused test row: recompute s, ds, d r_i, du = ds X"
     if phase == "forward":
         if name == "aten::mm" and first == (B * P, d):
             return "scales: h = X W_xᵀ"
@@ -93,7 +97,7 @@ def main(argv=None) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from depthscale import bench, timing
+    from depthscale import bench, kernels, timing
     from depthscale.models import build_pack
     from depthscale.training import RowAdam, base_lrs, train_step
 
@@ -118,7 +122,7 @@ def main(argv=None) -> int:
     measured: dict[str, float] = defaultdict(float)
     others: dict[tuple, float] = defaultdict(float)
     for ev in prof.events():
-        if not ev.name.startswith("aten::") and not ev.name.startswith("_"):
+        if not ev.name.startswith(("aten::", "_", "depthscale_fused::")):
             continue
         par, ph = ev.cpu_parent, None
         while par is not None:
@@ -133,7 +137,9 @@ def main(argv=None) -> int:
         if op == "other":
             others[(ph, ev.name, str(ev.input_shapes)[:60])] += ev.self_cpu_time_total / 1e6 / args.steps
     n_params = sum(p.numel() for p in pack.parameters())
-    roof = bench.roofline(bench.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params), peak, bw)
+    fused = kernels.use_fused(torch.zeros(1))
+    roof = bench.roofline(bench.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params, fused=fused),
+                          peak, bw)
     rows = []
     for o in roof["ops"]:
         m = measured.get((o["phase"], o["op"]), 0.0)
@@ -142,7 +148,8 @@ def main(argv=None) -> int:
         if measured.get((ph, "other")):
             rows.append({"phase": ph, "op": "other (small ops)", "flops": 0, "bytes": 0, "roofline_s": 0.0,
                          "bound": "-", "measured_s": measured[(ph, "other")]})
-    print(f"preset {args.preset}, {len(cfgs)} models, threads {torch.get_num_threads()}, load {os.getloadavg()}, "
+    print(f"preset {args.preset}, {len(cfgs)} models, threads {torch.get_num_threads()}, fused test row {fused}, "
+          f"load {os.getloadavg()}, "
           f"peak {peak / 1e9:.1f} GFLOP/s, triad {bw / 1e9:.1f} GB/s")
     print("| phase | op | MFLOP | MB | roofline ms | bound | measured ms | measured / roofline |")
     print("|---|---|---:|---:|---:|---|---:|---:|")

@@ -28,6 +28,7 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
+from depthscale import kernels
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
 from depthscale.errors import InputError
 from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
@@ -56,7 +57,7 @@ def seed_groups(cfgs: list[RunConfig]) -> list[list[int]]:
     return list(groups.values())
 
 
-def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[int]]) -> dict:
+def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[int]], fused: bool = False) -> dict:
     """Matmul FLOPs of one packed training step (forward and backward), counted for the algorithm
     `AttentionPack.ensemble_forward` executes; `groups` lists the depths of the models that share
     one batch. Elementwise work (norms, softmax, Adam) and data sampling are not counted.
@@ -68,6 +69,7 @@ def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[
       readout      p . y                        fwd 2BTP             bwd elementwise
       gains        W_o W_v W_y                  fwd 2G'N^2 + 2G'N    bwd twice that (G' = T for
                                                                      layer_values, else G)
+    `fused` (the test row in `kernels.FusedTestRow`): its backward recomputes the scores, 2BTdP more.
     """
     fwd = bwd = 0
     for depths in groups:
@@ -78,14 +80,14 @@ def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[
         scores = 2 * B * T * d * d + 2 * B * T * d * P
         gains = 2 * Gv * N * N + 2 * Gv * N
         fwd += scales + E + scores + 2 * B * T * P + gains
-        bwd += scales + 2 * E + scores + 2 * gains
+        bwd += scales + 2 * E + scores + 2 * gains + (2 * B * T * d * P if fused else 0)
     return {"forward": fwd, "backward": bwd, "total": fwd + bwd}
 
 
-def sweep_flops(cfgs: list[RunConfig]) -> dict:
+def sweep_flops(cfgs: list[RunConfig], fused: bool = False) -> dict:
     c0 = cfgs[0]
     groups = [[cfgs[i].L for i in g] for g in seed_groups(cfgs)]
-    return flops_per_step(c0.model, c0.d, c0.N, c0.P, c0.batch, groups)
+    return flops_per_step(c0.model, c0.d, c0.N, c0.P, c0.batch, groups, fused)
 
 
 # ------------------------------------------------------------ roofline ----
@@ -94,13 +96,16 @@ F32 = 4  # bytes per element
 
 
 def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
-             n_params: int = 0) -> list[dict]:
+             n_params: int = 0, fused: bool = False) -> list[dict]:
     """The major ops of one packed training step of the nonlinear model, as the engine executes
     them (`contexts.sample_contexts`, `AttentionPack.ensemble_forward`, its two hand-written
     backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
     and every output written once (float32). `groups`: the depths of the models sharing a batch.
-    Ops on small tensors (parameters, E_l, the B x T predictions) are left out; they are a few
-    percent of the bytes. Returns dicts {op, phase, flops, bytes}, summed over groups."""
+    `fused`: the test row runs in the fused kernel (`kernels.FusedTestRow`): the B x T x P scores
+    never reach memory, so its ops move only their inputs and outputs, and the backward recomputes
+    the scores (2BTdP more FLOPs). Ops on small tensors (parameters, E_l, the B x T predictions)
+    are left out; they are a few percent of the bytes. Returns dicts {op, phase, flops, bytes},
+    summed over groups."""
     ops: dict[tuple, list] = {}
 
     def add(phase: str, op: str, flops: float, elems: float) -> None:
@@ -124,15 +129,23 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
         add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
         add("forward", "u = x_test [E_1..E_T] · r_test", 2 * B * T * d * d, 3 * u)
-        add("forward", "scores s = u Xᵀ", 2 * B * T * d * P, u + X + S)
-        add("forward", "s ← r_i s (per model)", 0, 2 * S + B * G * P)
-        add("forward", "softmax", 0, 2 * S)
-        add("forward", "readout p·y", 2 * S, S + B * P)
+        if fused:  # in: u, X, rc (B x G x P), y; out: py, lse (forward) / du, d rc (backward)
+            add("forward", "fused test row: s = r u Xᵀ, softmax, p·y", 2 * S * d + 2 * S,
+                u + X + B * G * P + B * P + 2 * B * T)
+        else:
+            add("forward", "scores s = u Xᵀ", 2 * B * T * d * P, u + X + S)
+            add("forward", "s ← r_i s (per model)", 0, 2 * S + B * G * P)
+            add("forward", "softmax", 0, 2 * S)
+            add("forward", "readout p·y", 2 * S, S + B * P)
         # backward
-        add("backward", "ds = p (y − p·y) dpy", 0, 2 * S + B * P)
-        add("backward", "d r_i = Σ_l ds s / r", 0, 3 * S + B * G * P)
-        add("backward", "ds ← r_i ds (per model)", 0, 2 * S + B * G * P)
-        add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
+        if fused:
+            add("backward", "fused test row: recompute s, ds, d r_i, du = ds X", 4 * S * d,
+                2 * u + X + 2 * B * G * P + B * P + 3 * B * T)
+        else:
+            add("backward", "ds = p (y − p·y) dpy", 0, 2 * S + B * P)
+            add("backward", "d r_i = Σ_l ds s / r", 0, 3 * S + B * G * P)
+            add("backward", "ds ← r_i ds (per model)", 0, 2 * S + B * G * P)
+            add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
         add("backward", "dE = x_testᵀ du (and d r_test)", 2 * B * T * d * d, 3 * u)
         add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
         add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)
@@ -431,7 +444,8 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     cfgs = sweep_configs(preset, seeds)
     c0 = cfgs[0]
-    fl = sweep_flops(cfgs)
+    fused = dtype == "float32" and kernels.use_fused(torch.zeros(1, device=dev))  # the packed engine's test row
+    fl = sweep_flops(cfgs, fused)
     say(f"bench: {len(cfgs)} models, depths {PRESET_DEPTHS[preset]} x {seeds} seeds on {dev} ({dtype})")
     peak = matmul_peak(dev, dtype, n=peak_size)
     say(f"  matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
@@ -463,7 +477,7 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     packed_s = _median(packed["seconds"])
     n_params = sum(p.numel() for p in build_pack(cfgs).parameters())
     roof = roofline(step_ops(c0.d, c0.N, c0.P, c0.batch, [[cfgs[i].L for i in g] for g in seed_groups(cfgs)],
-                             c0.task, n_params), peak["flops_per_s"], bw["bytes_per_s"])
+                             c0.task, n_params, fused=fused), peak["flops_per_s"], bw["bytes_per_s"])
     if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32
         ref = run_packed(cfgs, half, warmup, dev, "float32")["losses"].double()
         n = min(ref.shape[0], packed["losses"].shape[0])
@@ -501,7 +515,8 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
                   "flops_per_step_all_ops": sum(o["flops"] for o in roof["ops"]),
                   "triad_elements": bw["n"], "ops": roof["ops"],
                   "definition": "sum over the step's major ops of max(FLOPs / matmul peak, bytes / "
-                                "triad bandwidth); bytes = inputs read once + outputs written once"},
+                                "triad bandwidth); bytes = inputs read once + outputs written once",
+                  "fused_test_row": fused},
         work={"preset": preset, "model": c0.model, "task": c0.task, "k": c0.k, "a": c0.a, "b": c0.b,
               "d": c0.d, "N": c0.N, "P": c0.P, "batch": c0.batch, "depths": list(PRESET_DEPTHS[preset]),
               "seeds": seeds, "models": len(cfgs), "layers": sum(c.L for c in cfgs),
@@ -515,7 +530,8 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
                  "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(runtime default)"),
                  "memory_method": ("peak RSS above the start, fresh process (CPU)" if dev.type == "cpu"
                                    else "torch.cuda.max_memory_allocated above the start"),
-                 "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None},
+                 "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+                 "fused_kernel": kernels.status() if dev.type == "cpu" else None},
     )
     if naive:
         out.update(

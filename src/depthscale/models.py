@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from depthscale import kernels
 from depthscale.config import ENSEMBLE_MODELS, LOOP_MODELS, MODELS
 from depthscale.errors import InputError
 
@@ -369,10 +370,12 @@ class AttentionPack(nn.Module):
         return ModelOutput(f.mean(1), f, p)
 
     def ensemble_forward(self, X_BxPxd: torch.Tensor, y_BxP: torch.Tensor, xq_Bxd: torch.Tensor,
-                         models: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+                         models: list[int], need_p: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-layer predictors f_BxT and test-row attention p_BxTxP of the ensemble models
         `models` (nonlinear, layer_values), all on one batch, as one computation; T = their layers,
-        model by model in the order given (SPEC §3.1).
+        model by model in the order given (SPEC §3.1). need_p=False (training): p is None, and on
+        the CPU in float32 the fused kernel (`kernels.FusedTestRow`) computes the readout without
+        the B x T x P scores in memory.
 
         With h = W_x x and the pre-norm scale r = 1/rms(h) (h_hat = r h), layer l's test-row score
         is s_li = (W_q^l h_hat_test) . (W_k^l h_hat_i) = r_test r_i x_test^T E_l x_i with
@@ -400,8 +403,15 @@ class AttentionPack(nn.Module):
         Wx_GxNxd = sel_M(self.Wx)
         WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
         # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens
-        rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
-        rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
+        fused = not need_p and kernels.use_fused(X_BxPxd)
+        if fused:  # the same scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections
+            M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
+            rc_BxGxP = kernels.FusedRmsScale.apply(X_BxPxd.reshape(B * P, d), M_Gxdxd, N, RMS_EPS)
+            rc_BxGxP = rc_BxGxP.view(B, P, G).transpose(1, 2)
+            rq_BxG = kernels.FusedRmsScale.apply(xq_Bxd, M_Gxdxd, N, RMS_EPS)
+        else:
+            rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
+            rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
         # E_l = (W_q^l W_x)^T (W_k^l W_x) for every layer
         # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
         Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else torch.cat(
@@ -416,7 +426,10 @@ class AttentionPack(nn.Module):
         for L in depths:
             bounds.append((t0, t0 + L))
             t0 += L
-        py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, bounds)
+        if fused:
+            py_BxT, p_BxTxP = kernels.FusedTestRow.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, local_T), None
+        else:
+            py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, bounds)
         # gains g = W_o W_v W_y, per model (shared W_v) or per layer (layer_values)
         Wo, Wy = sel_M(self.Wo), sel_M(self.Wy)
         if self.kind == "layer_values":
@@ -432,8 +445,9 @@ class AttentionPack(nn.Module):
             fs, ps = [], []
             for j, (m, (t0, t1)) in enumerate(zip(models, bounds)):
                 fs.append(self._tile(m, f_BxT[:, t0:t1]))
-                ps.append(self._tile(m, p_BxTxP[:, t0:t1]))
-            f_BxT, p_BxTxP = torch.cat(fs, 1), torch.cat(ps, 1)
+                if p_BxTxP is not None:
+                    ps.append(self._tile(m, p_BxTxP[:, t0:t1]))
+            f_BxT, p_BxTxP = torch.cat(fs, 1), (torch.cat(ps, 1) if ps else None)
         return f_BxT, p_BxTxP
 
     _forward_layer_values = _forward_nonlinear

@@ -234,7 +234,7 @@ def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], bat
     order, parts = [], []
     for key, ms in groups.items():
         ctx = batches[key]
-        f_BxT, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, ms)
+        f_BxT, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, ms, need_p=False)
         # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
         # whose loss is NaN (masked below) cannot leak NaN into another model's gradient
         yhat, r0 = [], 0

@@ -1,0 +1,440 @@
+// Fused CPU kernels of the ensemble pack's training step (depthscale.kernels, issue 15): the test
+// row of every layer, and the pre-norm scales (at the end of the file).
+//
+// The test row of every layer, fused.
+//
+// For context b and layer t of model g = owner[t]:
+//   dot_i = u_bt . x_bi,  s_i = rc_bgi dot_i,  p_i = softmax_i(s),  py_bt = sum_i p_i y_bi.
+// The torch path (models._TestRowReadout) writes the B x T x P scores and probabilities to memory
+// and reads them back in about a dozen passes; here each (b, t) row lives in registers and L1:
+// the forward keeps only py and the log-normaliser lse, the backward recomputes the row from them.
+// Contexts are split across torch's intra-op threads; every output row of context b is written by
+// the thread that owns b, so there are no races and no atomics.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+// exp(x) for x <= 0 (scores minus their max), written so that the compiler vectorises the loops
+// that call it: x = n ln2 + r with |r| <= ln2 / 2 (n rounded by the 1.5 * 2^23 shift, whose low
+// mantissa bits then hold n; Cody-Waite split of ln2), exp(r) by Cephes' expf polynomial (relative
+// error ~1e-7), 2^n through the exponent bits. Below -87 the result is clamped to exp(-87) ~ 1.6e-38
+// (a softmax weight that small is zero to float precision; torch gives a denormal or 0). NaN stays NaN.
+inline float exp_nonpos(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float fx = shifted - 12582912.0f;
+  float r = x - fx * 0.693359375f;
+  r = r + fx * 2.12194440e-4f;
+  const float z = r * r;
+  float q = 1.9875691500e-4f;
+  q = q * r + 1.3981999507e-3f;
+  q = q * r + 8.3334519073e-3f;
+  q = q * r + 4.1665795894e-2f;
+  q = q * r + 1.6666665459e-1f;
+  q = q * r + 5.0000001201e-1f;
+  q = q * z + r + 1.0f;
+  const int32_t n = __builtin_bit_cast(int32_t, shifted) - 0x4B400000;
+  return q * __builtin_bit_cast(float, (n + 127) << 23);
+}
+
+void check_inputs(const at::Tensor& u, const at::Tensor& X, const at::Tensor& rc, const at::Tensor& y,
+                  const at::Tensor& owner) {
+  for (const at::Tensor* t : {&u, &X, &rc, &y}) {
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous(),
+                "depthscale fused test row: float32 contiguous CPU tensors only");
+  }
+  TORCH_CHECK(owner.device().is_cpu() && owner.scalar_type() == at::kLong && owner.is_contiguous(),
+              "depthscale fused test row: owner must be a contiguous int64 CPU tensor");
+  TORCH_CHECK(u.dim() == 3 && X.dim() == 3 && rc.dim() == 3 && y.dim() == 2 && owner.dim() == 1,
+              "depthscale fused test row: shapes u BxTxd, X BxPxd, rc BxGxP, y BxP, owner T");
+  const int64_t B = u.size(0), T = u.size(1), D = u.size(2), P = X.size(1), G = rc.size(1);
+  TORCH_CHECK(X.size(0) == B && X.size(2) == D && rc.size(0) == B && rc.size(2) == P && y.size(0) == B &&
+                  y.size(1) == P && owner.size(0) == T,
+              "depthscale fused test row: inconsistent shapes");
+  if (T > 0) {
+    TORCH_CHECK(owner.min().item<int64_t>() >= 0 && owner.max().item<int64_t>() < G,
+                "depthscale fused test row: owner out of range");
+  }
+}
+
+// One (context, layer) row. DT, PT > 0 fix d and P at compile time (the row then lives in
+// registers); 0 takes them from D, P at run time, with the caller's scratch of P floats.
+template <int DT, int PT>
+struct Row {
+  static constexpr int kLocal = PT > 0 ? PT : 1;
+
+  // dot_i = u_t . x_i from X transposed (XT, d x P): P-wide vectors, no horizontal sums.
+  static inline void dots(const float* __restrict ut, const float* __restrict XT, int64_t D_, int64_t P_,
+                          float* __restrict dot) {
+    const int64_t D = DT > 0 ? DT : D_, P = PT > 0 ? PT : P_;
+#pragma omp simd
+    for (int64_t i = 0; i < P; ++i) dot[i] = ut[0] * XT[i];
+    for (int64_t k = 1; k < D; ++k) {
+      const float a = ut[k];
+#pragma omp simd
+      for (int64_t i = 0; i < P; ++i) dot[i] += a * XT[k * P + i];
+    }
+  }
+
+  static inline void forward(const float* __restrict ut, const float* __restrict XT, const float* __restrict rg,
+                             const float* __restrict yb, int64_t D_, int64_t P_, float* scratch, float* py,
+                             float* lse) {
+    const int64_t P = PT > 0 ? PT : P_;
+    alignas(64) float local[kLocal];
+    float* __restrict s = PT > 0 ? local : scratch;
+    dots(ut, XT, D_, P, s);
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 0; i < P; ++i) {
+      s[i] *= rg[i];
+      m = s[i] > m ? s[i] : m;
+    }
+    float Z = 0.0f, num = 0.0f;
+#pragma omp simd reduction(+ : Z, num)
+    for (int64_t i = 0; i < P; ++i) {
+      const float e = exp_nonpos(s[i] - m);
+      Z += e;
+      num += e * yb[i];
+    }
+    *py = num / Z;
+    *lse = m + std::log(Z);
+  }
+
+  // p_i = exp(s_i - lse), ds_i = g p_i (y_i - py), drc_i += ds_i dot_i, w_i = ds_i rc_i,
+  // du = sum_i w_i x_i, dX_i += w_i u_t (dXb may be null), dy_i += g p_i (dyb may be null).
+  static inline void backward(const float* __restrict ut, const float* __restrict Xb, const float* __restrict XT,
+                              const float* __restrict rg, const float* __restrict yb, float g, float pyt, float l,
+                              int64_t D_, int64_t P_, float* scratch, float* __restrict drg, float* __restrict dut,
+                              float* __restrict dXb, float* __restrict dyb) {
+    const int64_t D = DT > 0 ? DT : D_, P = PT > 0 ? PT : P_;
+    alignas(64) float local[2 * kLocal];
+    float* __restrict dot = PT > 0 ? local : scratch;
+    float* __restrict w = PT > 0 ? local + kLocal : scratch + P;
+    dots(ut, XT, D, P, dot);
+#pragma omp simd
+    for (int64_t i = 0; i < P; ++i) {
+      const float p = exp_nonpos(rg[i] * dot[i] - l);
+      const float ds = g * p * (yb[i] - pyt);
+      drg[i] += ds * dot[i];
+      w[i] = ds * rg[i];
+      dot[i] = p;  // (the dot is spent: keep p for dy)
+    }
+    if (dyb) {
+#pragma omp simd
+      for (int64_t i = 0; i < P; ++i) dyb[i] += g * dot[i];
+    }
+    // du = sum_i w_i x_i over four interleaved accumulators (a chain of P dependent FMAs otherwise)
+    constexpr int kAcc = 4;
+    alignas(64) float acc[kAcc][DT > 0 ? DT : 1];
+    if constexpr (DT > 0) {
+      for (int j = 0; j < kAcc; ++j)
+#pragma omp simd
+        for (int64_t k = 0; k < D; ++k) acc[j][k] = 0.0f;
+      int64_t i = 0;
+      for (; i + kAcc <= P; i += kAcc)
+        for (int j = 0; j < kAcc; ++j) {
+          const float wi = w[i + j];
+          const float* __restrict xi = Xb + (i + j) * D;
+#pragma omp simd
+          for (int64_t k = 0; k < D; ++k) acc[j][k] += wi * xi[k];
+        }
+      for (; i < P; ++i)
+#pragma omp simd
+        for (int64_t k = 0; k < D; ++k) acc[0][k] += w[i] * Xb[i * D + k];
+#pragma omp simd
+      for (int64_t k = 0; k < D; ++k) dut[k] = (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]);
+    } else {
+      for (int64_t k = 0; k < D; ++k) {
+        float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+        for (int64_t i = 0; i < P; ++i) a += w[i] * XT[k * P + i];
+        dut[k] = a;
+      }
+    }
+    if (dXb) {
+      for (int64_t i = 0; i < P; ++i) {
+        const float wi = w[i];
+        float* __restrict dxi = dXb + i * D;
+#pragma omp simd
+        for (int64_t k = 0; k < D; ++k) dxi[k] += wi * ut[k];
+      }
+    }
+  }
+};
+
+inline void transpose(const float* __restrict Xb, int64_t P, int64_t D, float* __restrict XT) {
+  for (int64_t i = 0; i < P; ++i)
+    for (int64_t k = 0; k < D; ++k) XT[k * P + i] = Xb[i * D + k];
+}
+
+// Calls f.template operator()<DT, PT>() with the compile-time shape that matches (d, P), or
+// <0, 0>: the geometries of the presets (d = 16, P = 64; smoke d = 8, P = 16) run specialised.
+template <typename F>
+inline void dispatch(int64_t D, int64_t P, F&& f) {
+  if (D == 16 && P == 64) {
+    f.template operator()<16, 64>();
+  } else if (D == 8 && P == 16) {
+    f.template operator()<8, 16>();
+  } else if (D == 16 && P == 128) {
+    f.template operator()<16, 128>();
+  } else {
+    f.template operator()<0, 0>();
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const at::Tensor& X,
+                                                    const at::Tensor& rc, const at::Tensor& y,
+                                                    const at::Tensor& owner) {
+  check_inputs(u, X, rc, y, owner);
+  const int64_t B = u.size(0), T = u.size(1), D = u.size(2), P = X.size(1), G = rc.size(1);
+  at::Tensor py = at::empty({B, T}, u.options());
+  at::Tensor lse = at::empty({B, T}, u.options());
+  const float* U = u.data_ptr<float>();
+  const float* Xp = X.data_ptr<float>();
+  const float* R = rc.data_ptr<float>();
+  const float* Y = y.data_ptr<float>();
+  const int64_t* own = owner.data_ptr<int64_t>();
+  float* PY = py.data_ptr<float>();
+  float* LSE = lse.data_ptr<float>();
+  dispatch(D, P, [&]<int DT, int PT>() {
+    at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<float> XT(D * P), scratch(P);
+      for (int64_t b = b0; b < b1; ++b) {
+        transpose(Xp + b * P * D, P, D, XT.data());
+        const float* yb = Y + b * P;
+        const float* rb = R + b * G * P;
+        for (int64_t t = 0; t < T; ++t)
+          Row<DT, PT>::forward(U + (b * T + t) * D, XT.data(), rb + own[t] * P, yb, D, P, scratch.data(),
+                               PY + b * T + t, LSE + b * T + t);
+      }
+    });
+  });
+  return {py, lse};
+}
+
+// Gradients of py (upstream dpy) with respect to u, rc and, when asked, X and y (Row::backward).
+// Outputs not asked for are returned as empty tensors.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
+    const at::Tensor& dpy, const at::Tensor& u, const at::Tensor& X, const at::Tensor& rc, const at::Tensor& y,
+    const at::Tensor& owner, const at::Tensor& py, const at::Tensor& lse, bool need_dX, bool need_dy) {
+  check_inputs(u, X, rc, y, owner);
+  const int64_t B = u.size(0), T = u.size(1), D = u.size(2), P = X.size(1), G = rc.size(1);
+  for (const at::Tensor* t : {&dpy, &py, &lse}) {
+    TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous() && t->dim() == 2 &&
+                    t->size(0) == B && t->size(1) == T,
+                "depthscale fused test row: dpy, py and lse must be contiguous float32 B x T");
+  }
+  at::Tensor du = at::empty({B, T, D}, u.options());
+  at::Tensor drc = at::zeros({B, G, P}, u.options());
+  at::Tensor dX = need_dX ? at::zeros({B, P, D}, u.options()) : at::empty({0}, u.options());
+  at::Tensor dy = need_dy ? at::zeros({B, P}, u.options()) : at::empty({0}, u.options());
+  const float* U = u.data_ptr<float>();
+  const float* Xp = X.data_ptr<float>();
+  const float* R = rc.data_ptr<float>();
+  const float* Y = y.data_ptr<float>();
+  const int64_t* own = owner.data_ptr<int64_t>();
+  const float* DPY = dpy.data_ptr<float>();
+  const float* PY = py.data_ptr<float>();
+  const float* LSE = lse.data_ptr<float>();
+  float* DU = du.data_ptr<float>();
+  float* DRC = drc.data_ptr<float>();
+  float* DX = need_dX ? dX.data_ptr<float>() : nullptr;
+  float* DY = need_dy ? dy.data_ptr<float>() : nullptr;
+  dispatch(D, P, [&]<int DT, int PT>() {
+    at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<float> XT(D * P), scratch(2 * P);
+      for (int64_t b = b0; b < b1; ++b) {
+        const float* Xb = Xp + b * P * D;
+        transpose(Xb, P, D, XT.data());
+        const float* yb = Y + b * P;
+        const float* rb = R + b * G * P;
+        float* drb = DRC + b * G * P;
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t bt = b * T + t;
+          Row<DT, PT>::backward(U + bt * D, Xb, XT.data(), rb + own[t] * P, yb, DPY[bt], PY[bt], LSE[bt], D, P,
+                                scratch.data(), drb + own[t] * P, DU + bt * D, DX ? DX + b * P * D : nullptr,
+                                DY ? DY + b * P : nullptr);
+        }
+      }
+    });
+  });
+  return {du, dX, drc, dy};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pre-norm scales of G models at once: r_rg = 1 / sqrt(x_r^T M_g x_r / N + eps) with
+// M_g = W_x^g^T W_x^g (d x d), i.e. 1/rms(W_x^g x_r) without the R x G x N projections in memory.
+// Backward: d M_g = sum_r c_rg x_r x_r^T with c_rg = -dr_rg r_rg^3 / (2N) (X is data: no dX).
+
+constexpr int kRowBlock = 16;  // rows per vector in the specialised scale kernels
+
+template <int DT>
+void rms_rows(const float* __restrict X, const float* __restrict M, int64_t r0, int64_t r1, int64_t D_, int64_t G,
+              float invN, float eps, float* __restrict out) {
+  const int64_t D = DT > 0 ? DT : D_;
+  int64_t r = r0;
+  if constexpr (DT > 0) {  // 16 rows at a time, one row per lane: q = sum_l x_l (sum_k M_kl x_k)
+    alignas(64) float xt[DT][kRowBlock];
+    alignas(64) float q[kRowBlock], acc[kRowBlock];
+    for (; r + kRowBlock <= r1; r += kRowBlock) {
+      for (int j = 0; j < kRowBlock; ++j)
+        for (int k = 0; k < DT; ++k) xt[k][j] = X[(r + j) * DT + k];
+      for (int64_t g = 0; g < G; ++g) {
+        const float* __restrict Mg = M + g * DT * DT;
+#pragma omp simd
+        for (int j = 0; j < kRowBlock; ++j) q[j] = 0.0f;
+        for (int l = 0; l < DT; ++l) {
+#pragma omp simd
+          for (int j = 0; j < kRowBlock; ++j) acc[j] = Mg[l] * xt[0][j];
+          for (int k = 1; k < DT; ++k) {
+            const float m = Mg[k * DT + l];
+#pragma omp simd
+            for (int j = 0; j < kRowBlock; ++j) acc[j] += m * xt[k][j];
+          }
+#pragma omp simd
+          for (int j = 0; j < kRowBlock; ++j) q[j] += acc[j] * xt[l][j];
+        }
+        for (int j = 0; j < kRowBlock; ++j) out[(r + j) * G + g] = 1.0f / std::sqrt(q[j] * invN + eps);
+      }
+    }
+  }
+  std::vector<float> v(D);  // the rows left (and every row where d is not specialised)
+  for (; r < r1; ++r) {
+    const float* __restrict x = X + r * D;
+    for (int64_t g = 0; g < G; ++g) {
+      const float* __restrict Mg = M + g * D * D;
+#pragma omp simd
+      for (int64_t l = 0; l < D; ++l) v[l] = x[0] * Mg[l];
+      for (int64_t k = 1; k < D; ++k) {
+        const float a = x[k];
+#pragma omp simd
+        for (int64_t l = 0; l < D; ++l) v[l] += a * Mg[k * D + l];
+      }
+      float q = 0.0f;
+#pragma omp simd reduction(+ : q)
+      for (int64_t l = 0; l < D; ++l) q += v[l] * x[l];
+      out[r * G + g] = 1.0f / std::sqrt(q * invN + eps);
+    }
+  }
+}
+
+// d M_g += sum_r c_rg x_r x_r^T, four rows per pass over d M_g's rows (fewer loads and stores of d M).
+template <int DT>
+void rms_rows_backward(const float* __restrict X, const float* __restrict rr, const float* __restrict dr, int64_t r0,
+                       int64_t r1, int64_t D_, int64_t G, float invN, float* __restrict dM) {
+  const int64_t D = DT > 0 ? DT : D_;
+  auto coef = [&](int64_t r, int64_t g) {
+    const float rv = rr[r * G + g];
+    return -0.5f * dr[r * G + g] * rv * rv * rv * invN;
+  };
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const float* __restrict x0 = X + r * D;
+    const float* __restrict x1 = x0 + D;
+    const float* __restrict x2 = x1 + D;
+    const float* __restrict x3 = x2 + D;
+    for (int64_t g = 0; g < G; ++g) {
+      const float c0 = coef(r, g), c1 = coef(r + 1, g), c2 = coef(r + 2, g), c3 = coef(r + 3, g);
+      float* __restrict dMg = dM + g * D * D;
+      for (int64_t k = 0; k < D; ++k) {
+        const float a0 = c0 * x0[k], a1 = c1 * x1[k], a2 = c2 * x2[k], a3 = c3 * x3[k];
+#pragma omp simd
+        for (int64_t l = 0; l < D; ++l) dMg[k * D + l] += (a0 * x0[l] + a1 * x1[l]) + (a2 * x2[l] + a3 * x3[l]);
+      }
+    }
+  }
+  for (; r < r1; ++r) {
+    const float* __restrict x = X + r * D;
+    for (int64_t g = 0; g < G; ++g) {
+      const float c = coef(r, g);
+      float* __restrict dMg = dM + g * D * D;
+      for (int64_t k = 0; k < D; ++k) {
+        const float a = c * x[k];
+#pragma omp simd
+        for (int64_t l = 0; l < D; ++l) dMg[k * D + l] += a * x[l];
+      }
+    }
+  }
+}
+
+template <typename F>
+inline void dispatch_d(int64_t D, F&& f) {
+  if (D == 16) {
+    f.template operator()<16>();
+  } else if (D == 8) {
+    f.template operator()<8>();
+  } else {
+    f.template operator()<0>();
+  }
+}
+
+void check_rms(const at::Tensor& X, const at::Tensor& M) {
+  TORCH_CHECK(X.device().is_cpu() && X.scalar_type() == at::kFloat && X.is_contiguous() && X.dim() == 2,
+              "depthscale fused rms scale: X must be a contiguous float32 CPU R x d tensor");
+  TORCH_CHECK(M.device().is_cpu() && M.scalar_type() == at::kFloat && M.is_contiguous() && M.dim() == 3 &&
+                  M.size(1) == X.size(1) && M.size(2) == X.size(1),
+              "depthscale fused rms scale: M must be a contiguous float32 CPU G x d x d tensor");
+}
+
+at::Tensor rms_scale_forward(const at::Tensor& X, const at::Tensor& M, int64_t N, double eps) {
+  check_rms(X, M);
+  const int64_t R = X.size(0), D = X.size(1), G = M.size(0);
+  at::Tensor r = at::empty({R, G}, X.options());
+  const float* Xp = X.data_ptr<float>();
+  const float* Mp = M.data_ptr<float>();
+  float* out = r.data_ptr<float>();
+  const float invN = 1.0f / static_cast<float>(N);
+  dispatch_d(D, [&]<int DT>() {
+    at::parallel_for(0, R, 256, [&](int64_t r0, int64_t r1) {
+      rms_rows<DT>(Xp, Mp, r0, r1, D, G, invN, static_cast<float>(eps), out);
+    });
+  });
+  return r;
+}
+
+at::Tensor rms_scale_backward(const at::Tensor& dr, const at::Tensor& X, const at::Tensor& r, int64_t N) {
+  TORCH_CHECK(dr.sizes() == r.sizes() && dr.is_contiguous() && r.is_contiguous() && dr.scalar_type() == at::kFloat &&
+                  r.scalar_type() == at::kFloat && r.dim() == 2 && r.size(0) == X.size(0),
+              "depthscale fused rms scale: dr and r must be contiguous float32 R x G");
+  TORCH_CHECK(X.device().is_cpu() && X.scalar_type() == at::kFloat && X.is_contiguous() && X.dim() == 2,
+              "depthscale fused rms scale: X must be a contiguous float32 CPU R x d tensor");
+  const int64_t R = X.size(0), D = X.size(1), G = r.size(1);
+  // a fixed number of row blocks, each with its own d M (no races), summed at the end
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), (R + 255) / 256));
+  at::Tensor parts = at::zeros({blocks, G, D, D}, X.options());
+  const float* Xp = X.data_ptr<float>();
+  const float* rp = r.data_ptr<float>();
+  const float* drp = dr.data_ptr<float>();
+  float* pp = parts.data_ptr<float>();
+  const float invN = 1.0f / static_cast<float>(N);
+  const int64_t per = (R + blocks - 1) / blocks;
+  dispatch_d(D, [&]<int DT>() {
+    at::parallel_for(0, blocks, 1, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        rms_rows_backward<DT>(Xp, rp, drp, j * per, std::min(R, (j + 1) * per), D, G, invN, pp + j * G * D * D);
+    });
+  });
+  return blocks == 1 ? parts[0] : parts.sum(0);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(depthscale_fused, m) {
+  m.def("test_row_forward(Tensor u, Tensor X, Tensor rc, Tensor y, Tensor owner) -> (Tensor, Tensor)",
+        &test_row_forward);
+  m.def("test_row_backward(Tensor dpy, Tensor u, Tensor X, Tensor rc, Tensor y, Tensor owner, Tensor py, "
+        "Tensor lse, bool need_dX, bool need_dy) -> (Tensor, Tensor, Tensor, Tensor)",
+        &test_row_backward);
+  m.def("rms_scale_forward(Tensor X, Tensor M, int N, float eps) -> Tensor", &rms_scale_forward);
+  m.def("rms_scale_backward(Tensor dr, Tensor X, Tensor r, int N) -> Tensor", &rms_scale_backward);
+}

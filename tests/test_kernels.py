@@ -1,0 +1,165 @@
+"""The fused CPU test-row kernel (depthscale.kernels, csrc/test_row.cpp) against an independent
+float64 computation of the same formula and against the torch path it replaces in training."""
+
+import math
+import shutil
+
+import pytest
+import torch
+
+from depthscale import kernels
+from depthscale.config import make_config
+from depthscale.models import _TestRowReadout, build_pack
+from depthscale.training import RowAdam, base_lrs, train_step
+
+needs_kernel = pytest.mark.skipif(not kernels.enabled(), reason="DEPTHSCALE_FUSED=0 turns the kernel off")
+
+
+def test_kernel_builds_where_a_compiler_is():
+    # CI and this machine have g++: the kernel must build there, or training silently runs slower
+    if shutil.which("g++") is None or not kernels.enabled():
+        pytest.skip("no g++ (or DEPTHSCALE_FUSED=0): the torch path runs, tested elsewhere")
+    st = kernels.status()
+    assert st["available"], st["error"]
+
+
+def _inputs(B=5, T=7, d=16, P=64, G=3, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(B, T, d, generator=g) * scale
+    X = torch.randn(B, P, d, generator=g)
+    rc = torch.rand(B, G, P, generator=g) + 0.5
+    y = torch.randn(B, P, generator=g)
+    owner = torch.sort(torch.randint(0, G, (T,), generator=g)).values
+    return u, X, rc, y, owner
+
+
+def _reference(u, X, rc, y, owner):
+    """py in float64, straight from the definition: s_ti = rc_{owner t, i} u_t . x_i."""
+    s = torch.einsum("btd,bpd->btp", u, X) * rc[:, owner]
+    return (torch.softmax(s, -1) * y.unsqueeze(1)).sum(-1)
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", [dict(), dict(B=3, T=1, d=5, P=13, G=1), dict(B=2, T=9, d=32, P=100, G=4)])
+def test_forward_and_gradients_match_float64(shape):
+    u, X, rc, y, owner = _inputs(**shape)
+    leaves32 = [t.clone().requires_grad_() for t in (u, X, rc, y)]
+    leaves64 = [t.double().requires_grad_() for t in (u, X, rc, y)]
+    py32 = kernels.FusedTestRow.apply(*leaves32, owner)
+    py64 = _reference(*leaves64, owner)
+    # float32 rounding of P-term sums of O(1) terms: a few ulp of the largest term
+    tol = 50 * torch.finfo(torch.float32).eps
+    assert torch.allclose(py32.double(), py64, rtol=tol, atol=tol * py64.abs().max().item())
+    w = torch.randn(py64.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    (py32 * w.float()).sum().backward()
+    (py64 * w).sum().backward()
+    for a, b, name in zip(leaves32, leaves64, ("u", "X", "rc", "y")):
+        err = (a.grad.double() - b.grad).abs().max().item()
+        assert err <= 200 * torch.finfo(torch.float32).eps * b.grad.abs().max().item(), (name, err)
+
+
+@needs_kernel
+def test_matches_the_torch_path_and_skips_unneeded_grads():
+    u, X, rc, y, owner = _inputs(B=4, T=6, G=2, seed=3)
+    bounds = [(int((owner < g).sum()), int((owner <= g).sum())) for g in range(2)]
+    a = [u.clone().requires_grad_(), X, rc.clone().requires_grad_(), y]
+    b = [u.clone().requires_grad_(), X, rc.clone().requires_grad_(), y]
+    py_f = kernels.FusedTestRow.apply(*a, owner)
+    py_t, _ = _TestRowReadout.apply(*b, bounds)
+    assert torch.allclose(py_f, py_t, rtol=1e-5, atol=1e-6)
+    py_f.sum().backward()
+    py_t.sum().backward()
+    for i in (0, 2):
+        assert torch.allclose(a[i].grad, b[i].grad, rtol=1e-4, atol=1e-6)
+
+
+@needs_kernel
+def test_extreme_scores_and_nan():
+    # scores of +-1e3 (one weight ~1, the rest underflow): still the float64 answer; a NaN in one
+    # context's query stays in that context's rows
+    u, X, rc, y, owner = _inputs(B=3, T=4, G=2, seed=5, scale=60.0)
+    py = kernels.FusedTestRow.apply(u, X, rc, y, owner)
+    ref = _reference(u.double(), X.double(), rc.double(), y.double(), owner)
+    # float32 scores carry an absolute error of a few eps |s|; a weight's relative error is that
+    s_max = (torch.einsum("btd,bpd->btp", u, X) * rc[:, owner]).abs().max().item()
+    assert s_max > 500
+    tol = 4 * torch.finfo(torch.float32).eps * s_max * y.abs().max().item()
+    assert (py.double() - ref).abs().max().item() <= tol
+    u[1, 2, 0] = math.nan
+    py = kernels.FusedTestRow.apply(u, X, rc, y, owner)
+    assert torch.isnan(py[1, 2]) and torch.isfinite(py[[0, 2]]).all() and torch.isfinite(py[1, [0, 1, 3]]).all()
+
+
+def _pack(seed_list=(0, 1)):
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, a=0.0, b=0.5, L=L, seed=s)
+            for s in seed_list for L in (1, 3)]
+    return cfgs, build_pack(cfgs)
+
+
+@needs_kernel
+def test_training_steps_same_with_and_without_the_kernel(monkeypatch):
+    # the engine's losses and parameters after a few steps: fused path against the torch path
+    runs = {}
+    for fused in (True, False):
+        monkeypatch.setattr(kernels, "use_fused", (lambda X: True) if fused else (lambda X: False))
+        cfgs, pack = _pack()
+        opt = RowAdam(pack)
+        lr0 = base_lrs(cfgs)
+        idx = list(range(len(cfgs)))
+        losses = [train_step(pack, opt, cfgs, idx, step, lr0, "cpu")[0] for step in range(4)]
+        runs[fused] = (torch.stack(losses), {k: v.detach().clone() for k, v in pack.state_dict().items()})
+    assert torch.allclose(runs[True][0], runs[False][0], rtol=1e-4)
+    for k, v in runs[True][1].items():
+        assert torch.allclose(v, runs[False][1][k], rtol=1e-3, atol=1e-5), k
+
+
+def test_off_switch_falls_back(monkeypatch):
+    monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
+    assert kernels.test_row_ops() is None and not kernels.use_fused(torch.zeros(1, 1, 1))
+    cfgs, pack = _pack((0,))
+    from depthscale.contexts import make_generator, sample_for
+
+    ctx = sample_for(cfgs[0], 8, make_generator(0))
+    f, p = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, [0, 1], need_p=False)
+    f2, p2 = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, [0, 1])
+    assert p is not None and torch.equal(f, f2)  # the torch path: p comes back anyway
+
+
+@needs_kernel
+@pytest.mark.parametrize("d,N,G", [(16, 16, 3), (8, 8, 1), (5, 7, 2)])
+def test_rms_scale_matches_float64_and_the_torch_path(d, N, G):
+    # r_rg = 1/rms(W_x^g x_r) computed as (x^T M_g x / N + eps)^(-1/2), M_g = W_x^gT W_x^g
+    from depthscale.models import RMS_EPS, _RmsScale
+
+    g = torch.Generator().manual_seed(7)
+    X = torch.randn(300, d, generator=g)
+    Wx = (torch.randn(G, N, d, generator=g) / math.sqrt(d)).requires_grad_()
+    Wx64 = Wx.detach().double().requires_grad_()
+    M = torch.bmm(Wx.transpose(1, 2), Wx)
+    r = kernels.FusedRmsScale.apply(X, M, N, RMS_EPS)
+    h64 = torch.einsum("rd,gnd->rgn", X.double(), Wx64)
+    r64 = torch.rsqrt(h64.pow(2).mean(-1) + RMS_EPS)
+    r_torch = _RmsScale.apply(X, Wx.detach().reshape(G * N, d).T.contiguous(), N)
+    eps32 = torch.finfo(torch.float32).eps
+    assert (r.double() - r64).abs().max() <= 20 * eps32 * r64.abs().max()
+    assert torch.allclose(r, r_torch, rtol=1e-5)
+    w = torch.randn(r.shape, generator=g, dtype=torch.float64)
+    (r * w.float()).sum().backward()
+    (r64 * w).sum().backward()
+    err = (Wx.grad.double() - Wx64.grad).abs().max()
+    assert err <= 200 * eps32 * Wx64.grad.abs().max(), err
+
+
+def test_a_stale_build_lock_is_removed(tmp_path):
+    import os
+    import time
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    kernels._clear_stale_lock(tmp_path)
+    assert lock.exists()  # a build in progress: left alone
+    old = time.time() - kernels.STALE_LOCK_SECONDS - 10
+    os.utime(lock, (old, old))
+    kernels._clear_stale_lock(tmp_path)
+    assert not lock.exists()
+    kernels._clear_stale_lock(tmp_path / "missing")  # nothing there: nothing to do
