@@ -128,9 +128,11 @@ def test_flop_count_matches_torch_counter_and_hand_count(monkeypatch):
     # forward: scales 2*3*2*2 + 2*2*2 = 32; E 4*8 + 2*8 = 48; u 8, scores 12; readout 6;
     # gains 2*4 + 2*2 = 12  -> 118.  backward: 32 + 96 + 8 + 12 + 24 = 172
     assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]]) == {"forward": 118, "backward": 172, "total": 290}
-    # the fused test row's backward recomputes the scores: 2BTdP = 12 more
-    assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]], fused=True) == {"forward": 118, "backward": 184,
-                                                                          "total": 302}
+    # fused: the test row's backward recomputes the scores (2BTdP = 12 more); the scales are
+    # x^T M x for P + 1 = 4 tokens (2*4*4 = 32) plus M = W_x^T W_x (2*2*4 = 16; backward 32)
+    assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]], fused=True) == {"forward": 118 + 16,
+                                                                          "backward": 172 + 12 + 32,
+                                                                          "total": 350}
 
 
 def test_a_nan_model_does_not_touch_the_others_in_its_group():

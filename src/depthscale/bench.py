@@ -69,18 +69,23 @@ def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[
       readout      p . y                        fwd 2BTP             bwd elementwise
       gains        W_o W_v W_y                  fwd 2G'N^2 + 2G'N    bwd twice that (G' = T for
                                                                      layer_values, else G)
-    `fused` (the test row in `kernels.FusedTestRow`): its backward recomputes the scores, 2BTdP more.
+    `fused` (`kernels`): the test row's backward recomputes the scores (2BTdP more), and the scales
+    are x^T M_g x with M_g = W_x^T W_x: 2B(P+1)Gd^2 + 2GNd^2 forward, 2B(P+1)Gd^2 + 4GNd^2 backward.
     """
     fwd = bwd = 0
     for depths in groups:
         G, T = len(depths), sum(depths)
         Gv = T if kind == "layer_values" else G
         scales = 2 * B * P * d * G * N + 2 * B * d * G * N
+        scales_bwd = scales
+        if fused:  # x^T M_g x for every token and model, M_g = W_x^T W_x; d M_g = sum c x x^T
+            M = 2 * G * N * d * d
+            scales, scales_bwd = 2 * B * (P + 1) * G * d * d + M, 2 * B * (P + 1) * G * d * d + 2 * M
         E = 4 * T * N * N * d + 2 * T * d * d * N
         scores = 2 * B * T * d * d + 2 * B * T * d * P
         gains = 2 * Gv * N * N + 2 * Gv * N
         fwd += scales + E + scores + 2 * B * T * P + gains
-        bwd += scales + 2 * E + scores + 2 * gains + (2 * B * T * d * P if fused else 0)
+        bwd += scales_bwd + 2 * E + scores + 2 * gains + (2 * B * T * d * P if fused else 0)
     return {"forward": fwd, "backward": bwd, "total": fwd + bwd}
 
 
@@ -101,9 +106,9 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
     them (`contexts.sample_contexts`, `AttentionPack.ensemble_forward`, its two hand-written
     backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
     and every output written once (float32). `groups`: the depths of the models sharing a batch.
-    `fused`: the test row runs in the fused kernel (`kernels.FusedTestRow`): the B x T x P scores
-    never reach memory, so its ops move only their inputs and outputs, and the backward recomputes
-    the scores (2BTdP more FLOPs). Ops on small tensors (parameters, E_l, the B x T predictions)
+    `fused`: the fused kernels run (`kernels`): the test row's B x T x P scores never reach memory,
+    so its ops move only their inputs and outputs, and its backward recomputes the scores (2BTdP
+    more FLOPs); the scales come from M_g = W_xᵀW_x without the B x P x G x N projections. Ops on small tensors (parameters, E_l, the B x T predictions)
     are left out; they are a few percent of the bytes. Returns dicts {op, phase, flops, bytes},
     summed over groups."""
     ops: dict[tuple, list] = {}
@@ -126,8 +131,12 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         if task == "difficult":
             add("sampling", "cosine top-k", 4 * B * P * d, X + B * P)
         # forward
-        add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
-        add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
+        if fused:
+            add("forward", "scales: r = (xᵀM_g x / N + ε)^-½", 2 * B * (P + 1) * G * d * d,
+                X + B * d + B * (P + 1) * G)
+        else:
+            add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
+            add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
         add("forward", "u = x_test [E_1..E_T] · r_test", 2 * B * T * d * d, 3 * u)
         if fused:  # in: u, X, rc (B x G x P), y; out: py, lse (forward) / du, d rc (backward)
             add("forward", "fused test row: s = r u Xᵀ, softmax, p·y", 2 * S * d + 2 * S,
@@ -147,8 +156,12 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
             add("backward", "ds ← r_i ds (per model)", 0, 2 * S + B * G * P)
             add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
         add("backward", "dE = x_testᵀ du (and d r_test)", 2 * B * T * d * d, 3 * u)
-        add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
-        add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)
+        if fused:
+            add("backward", "scales: dM_g = Σ c x xᵀ", 2 * B * (P + 1) * G * d * d,
+                X + B * d + 2 * B * (P + 1) * G)
+        else:
+            add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
+            add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)
     add("optimiser", "Adam (read p, g, m, v; write p, m, v)", 0, 7 * n_params)
     return [{"phase": k[0], "op": k[1], "flops": v[0], "bytes": v[1]} for k, v in ops.items()]
 
