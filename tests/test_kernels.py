@@ -115,7 +115,7 @@ def test_training_steps_same_with_and_without_the_kernel(monkeypatch):
 
 def test_off_switch_falls_back(monkeypatch):
     monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
-    assert kernels.test_row_ops() is None and not kernels.use_fused(torch.zeros(1, 1, 1))
+    assert kernels.fused_ops() is None and not kernels.use_fused(torch.zeros(1, 1, 1))
     cfgs, pack = _pack((0,))
     from depthscale.contexts import make_generator, sample_for
 
@@ -163,3 +163,28 @@ def test_a_stale_build_lock_is_removed(tmp_path):
     kernels._clear_stale_lock(tmp_path)
     assert not lock.exists()
     kernels._clear_stale_lock(tmp_path / "missing")  # nothing there: nothing to do
+
+
+@needs_kernel
+@pytest.mark.parametrize("d", [16, 5, 1])
+def test_haar_q_is_the_sign_fixed_qr(d):
+    # Q of G = QR with diag(R) > 0: against torch.linalg.qr in float64 with the sign fix
+    g = torch.Generator().manual_seed(11)
+    G = torch.randn(200, d, d, generator=g)
+    Q = kernels.fused_ops().haar_q(G)
+    Q64, R64 = torch.linalg.qr(G.double())
+    ref = Q64 * torch.sign(torch.diagonal(R64, dim1=-2, dim2=-1)).unsqueeze(-2)
+    eps32 = torch.finfo(torch.float32).eps
+    assert (Q.double() - ref).abs().max() <= 4 * eps32  # one rounding to float, for every entry
+    eye = torch.eye(d, dtype=torch.float64)
+    assert (Q.double().transpose(1, 2) @ Q.double() - eye).abs().max() <= 4 * d * eps32
+    assert torch.allclose(Q.double() @ (Q.double().transpose(1, 2) @ G.double()), G.double(), atol=1e-5)
+
+
+def test_haar_orthogonal_same_with_and_without_the_kernel(monkeypatch):
+    from depthscale.contexts import haar_orthogonal, make_generator
+
+    fast = haar_orthogonal(64, 16, make_generator(3))
+    monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
+    slow = haar_orthogonal(64, 16, make_generator(3))
+    assert (fast - slow).abs().max() <= 1e-5  # LAPACK's float32 QR against the double-precision Q

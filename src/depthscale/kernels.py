@@ -80,7 +80,7 @@ def enabled() -> bool:
     return os.environ.get("DEPTHSCALE_FUSED", "1") != "0"
 
 
-def test_row_ops():
+def fused_ops():
     """torch.ops.depthscale_fused (test_row_forward/backward, rms_scale_forward/backward), built or loaded on the first
     call; None where the kernel is turned off or cannot be built (the reason in `status()`)."""
     if not enabled():
@@ -107,7 +107,7 @@ def test_row_ops():
 
 def status() -> dict:
     """Whether the fused kernel is in use: {enabled, available, error} (builds it if not tried)."""
-    ops = test_row_ops()
+    ops = fused_ops()
     return {"enabled": enabled(), "available": ops is not None, "error": _STATE["error"]}
 
 
@@ -119,7 +119,7 @@ class FusedTestRow(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, owner_T):
-        ops = test_row_ops()
+        ops = fused_ops()
         u, X, rc, y = (t.contiguous() for t in (u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP))
         owner = owner_T.contiguous()
         py, lse = ops.test_row_forward(u, X, rc, y, owner)
@@ -131,7 +131,7 @@ class FusedTestRow(torch.autograd.Function):
     def backward(ctx, dpy_BxT):
         u, X, rc, y, owner, py, lse = ctx.saved_tensors
         need_dX, need_dy = ctx.needs_input_grad[1], ctx.needs_input_grad[3]
-        du, dX, drc, dy = test_row_ops().test_row_backward(dpy_BxT.contiguous(), u, X, rc, y, owner, py, lse,
+        du, dX, drc, dy = fused_ops().test_row_backward(dpy_BxT.contiguous(), u, X, rc, y, owner, py, lse,
                                                            need_dX, need_dy)
         return du, dX if need_dX else None, drc, dy if need_dy else None, None
 
@@ -143,7 +143,7 @@ class FusedRmsScale(torch.autograd.Function):
     @staticmethod
     def forward(ctx, X_Rxd, M_Gxdxd, N: int, eps: float):
         X, M = X_Rxd.contiguous(), M_Gxdxd.contiguous()
-        r = test_row_ops().rms_scale_forward(X, M, int(N), float(eps))
+        r = fused_ops().rms_scale_forward(X, M, int(N), float(eps))
         ctx.save_for_backward(X, r)
         ctx.N = int(N)
         return r
@@ -154,14 +154,14 @@ class FusedRmsScale(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             raise NotImplementedError("FusedRmsScale has no gradient for X (contexts are data)")
         X, r = ctx.saved_tensors
-        return None, test_row_ops().rms_scale_backward(dr_RxG.contiguous(), X, r, ctx.N), None, None
+        return None, fused_ops().rms_scale_backward(dr_RxG.contiguous(), X, r, ctx.N), None, None
 
 
 def use_fused(X: torch.Tensor) -> bool:
     """Whether a training forward on X can take the fused kernel: CPU, float32, no autocast, and
     the kernel built."""
     return (X.device.type == "cpu" and X.dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
-            and test_row_ops() is not None)
+            and fused_ops() is not None)
 
 
-__all__ = ["FusedTestRow", "FusedRmsScale", "test_row_ops", "status", "use_fused", "enabled", "SOURCE"]
+__all__ = ["FusedTestRow", "FusedRmsScale", "fused_ops", "status", "use_fused", "enabled", "SOURCE"]

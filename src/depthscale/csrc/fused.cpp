@@ -1,5 +1,5 @@
 // Fused CPU kernels of the ensemble pack's training step (depthscale.kernels, issue 15): the test
-// row of every layer, and the pre-norm scales (at the end of the file).
+// row of every layer, the pre-norm scales and the Haar rotations of context sampling (at the end).
 //
 // The test row of every layer, fused.
 //
@@ -427,6 +427,63 @@ at::Tensor rms_scale_backward(const at::Tensor& dr, const at::Tensor& X, const a
   return blocks == 1 ? parts[0] : parts.sum(0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Haar rotations: the Q factor of G = QR with diag(R) > 0 for each of B square matrices (the
+// sign-fixed QR of contexts.haar_orthogonal), by classical Gram-Schmidt run twice (CGS2) in double
+// precision over G's columns: q_j = normalised (g_j - sum_{i<j} (q_i . g_j) q_i), the projection
+// repeated once, so that Q is orthogonal to ~1e-15 before the cast to float. R_jj is the norm, so
+// positive: exactly the sign convention, with no sign pass. torch.linalg.qr calls LAPACK once per
+// 16 x 16 matrix (~13 us each here); this is one pass over the batch, split across threads.
+
+at::Tensor haar_q(const at::Tensor& G) {
+  TORCH_CHECK(G.device().is_cpu() && G.scalar_type() == at::kFloat && G.is_contiguous() && G.dim() == 3 &&
+                  G.size(1) == G.size(2),
+              "depthscale fused haar_q: G must be a contiguous float32 CPU B x d x d tensor");
+  const int64_t B = G.size(0), D = G.size(1);
+  at::Tensor Q = at::empty_like(G);
+  const float* Gp = G.data_ptr<float>();
+  float* Qp = Q.data_ptr<float>();
+  dispatch_d(D, [&]<int DT>() {
+    const int64_t d = DT > 0 ? DT : D;  // (a compile-time 16 or 8: the loops over i vectorise)
+    at::parallel_for(0, B, 16, [&](int64_t b0, int64_t b1) {
+      std::vector<double> q(d * d), v(d), c(d);  // q: column j at q[j * d .. j * d + d)
+      for (int64_t b = b0; b < b1; ++b) {
+        const float* g = Gp + b * d * d;
+        for (int64_t j = 0; j < d; ++j) {
+          double* __restrict vp = v.data();
+          for (int64_t i = 0; i < d; ++i) vp[i] = g[i * d + j];
+          for (int pass = 0; pass < 2; ++pass) {
+            for (int64_t k = 0; k < j; ++k) {
+              const double* __restrict qk = q.data() + k * d;
+              double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+              for (int64_t i = 0; i < d; ++i) dot += qk[i] * vp[i];
+              c[k] = dot;
+            }
+            for (int64_t k = 0; k < j; ++k) {
+              const double* __restrict qk = q.data() + k * d;
+              const double ck = c[k];
+#pragma omp simd
+              for (int64_t i = 0; i < d; ++i) vp[i] -= ck * qk[i];
+            }
+          }
+          double nrm = 0.0;
+#pragma omp simd reduction(+ : nrm)
+          for (int64_t i = 0; i < d; ++i) nrm += vp[i] * vp[i];
+          const double inv = 1.0 / std::sqrt(nrm);
+          double* __restrict qj = q.data() + j * d;
+#pragma omp simd
+          for (int64_t i = 0; i < d; ++i) qj[i] = vp[i] * inv;
+        }
+        float* out = Qp + b * d * d;
+        for (int64_t i = 0; i < d; ++i)
+          for (int64_t j = 0; j < d; ++j) out[i * d + j] = static_cast<float>(q[j * d + i]);
+      }
+    });
+  });
+  return Q;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(depthscale_fused, m) {
@@ -437,4 +494,5 @@ TORCH_LIBRARY(depthscale_fused, m) {
         &test_row_backward);
   m.def("rms_scale_forward(Tensor X, Tensor M, int N, float eps) -> Tensor", &rms_scale_forward);
   m.def("rms_scale_backward(Tensor dr, Tensor X, Tensor r, int N) -> Tensor", &rms_scale_backward);
+  m.def("haar_q(Tensor G) -> Tensor", &haar_q);
 }
