@@ -30,7 +30,7 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
     if phase == "sampling":
         if name in ("aten::normal_", "aten::randint", "aten::random_"):
             return "Gaussians (O, z_X, z_beta)"
-        if name in ("aten::linalg_qr", "aten::triu", "aten::sign", "aten::diagonal", "aten::where"):
+        if name in ("aten::linalg_qr", "depthscale_fused::haar_q", "aten::triu", "aten::sign", "aten::diagonal", "aten::where"):
             return "Haar rotations (batched QR)"
         if name in ("aten::topk", "aten::linalg_vector_norm", "aten::div", "aten::clamp_min",
                     "aten::sum") or (name in ("aten::mul", "aten::pow") and len(first) == 3):

@@ -22,7 +22,9 @@ def spectrum(d: int, exponent: float, dtype=torch.float32, device="cpu") -> torc
 
 
 def haar_orthogonal(B: int, d: int, gen: torch.Generator, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """B Haar-random orthogonal matrices (QR of a Gaussian, sign of diag(R) fixed). O_Bxdxd."""
+    """B Haar-random orthogonal matrices (QR of a Gaussian, sign of diag(R) fixed). O_Bxdxd.
+    On the CPU in float32 the fused library's `haar_q` computes the Q (Gram-Schmidt twice in
+    double precision); elsewhere torch.linalg.qr. The two agree to float rounding (~1e-7)."""
     G = torch.randn(B, d, d, generator=gen, dtype=dtype, device=device)
     if G.dtype == torch.float32 and G.device.type == "cpu" and G.shape[0] > 0 and d > 0:
         ops = kernels.fused_ops()
