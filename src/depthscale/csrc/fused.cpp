@@ -67,6 +67,32 @@ void check_inputs(const at::Tensor& u, const at::Tensor& X, const at::Tensor& rc
   }
 }
 
+// out = a^T A for A of K rows of n (row-major): n-wide vectors, one broadcast of a_k per row.
+__attribute__((always_inline)) inline void vecmat(const float* __restrict a, const float* __restrict A, int64_t K,
+                                                  int64_t n, float* __restrict out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = a[0] * A[i];
+  for (int64_t k = 1; k < K; ++k) {
+    const float ak = a[k];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] += ak * A[k * n + i];
+  }
+}
+
+// The checked inputs of the test row kernels: sizes and data pointers.
+struct RowInputs {
+  int64_t B, T, D, P, G;
+  const float *U, *X, *R, *Y;
+  const int64_t* own;
+  RowInputs(const at::Tensor& u, const at::Tensor& X_, const at::Tensor& rc, const at::Tensor& y,
+            const at::Tensor& owner) {
+    check_inputs(u, X_, rc, y, owner);
+    B = u.size(0), T = u.size(1), D = u.size(2), P = X_.size(1), G = rc.size(1);
+    U = u.data_ptr<float>(), X = X_.data_ptr<float>(), R = rc.data_ptr<float>(), Y = y.data_ptr<float>();
+    own = owner.data_ptr<int64_t>();
+  }
+};
+
 // One (context, layer) row. DT, PT > 0 fix d and P at compile time (the row then lives in
 // registers); 0 takes them from D, P at run time, with the caller's scratch of P floats.
 template <int DT, int PT>
@@ -76,14 +102,7 @@ struct Row {
   // dot_i = u_t . x_i from X transposed (XT, d x P): P-wide vectors, no horizontal sums.
   static inline void dots(const float* __restrict ut, const float* __restrict XT, int64_t D_, int64_t P_,
                           float* __restrict dot) {
-    const int64_t D = DT > 0 ? DT : D_, P = PT > 0 ? PT : P_;
-#pragma omp simd
-    for (int64_t i = 0; i < P; ++i) dot[i] = ut[0] * XT[i];
-    for (int64_t k = 1; k < D; ++k) {
-      const float a = ut[k];
-#pragma omp simd
-      for (int64_t i = 0; i < P; ++i) dot[i] += a * XT[k * P + i];
-    }
+    vecmat(ut, XT, DT > 0 ? DT : D_, PT > 0 ? PT : P_, dot);
   }
 
   static inline void forward(const float* __restrict ut, const float* __restrict XT, const float* __restrict rg,
@@ -195,15 +214,12 @@ inline void dispatch(int64_t D, int64_t P, F&& f) {
 std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const at::Tensor& X,
                                                     const at::Tensor& rc, const at::Tensor& y,
                                                     const at::Tensor& owner) {
-  check_inputs(u, X, rc, y, owner);
-  const int64_t B = u.size(0), T = u.size(1), D = u.size(2), P = X.size(1), G = rc.size(1);
+  const RowInputs in(u, X, rc, y, owner);
+  const int64_t B = in.B, T = in.T, D = in.D, P = in.P, G = in.G;
+  const float *U = in.U, *Xp = in.X, *R = in.R, *Y = in.Y;
+  const int64_t* own = in.own;
   at::Tensor py = at::empty({B, T}, u.options());
   at::Tensor lse = at::empty({B, T}, u.options());
-  const float* U = u.data_ptr<float>();
-  const float* Xp = X.data_ptr<float>();
-  const float* R = rc.data_ptr<float>();
-  const float* Y = y.data_ptr<float>();
-  const int64_t* own = owner.data_ptr<int64_t>();
   float* PY = py.data_ptr<float>();
   float* LSE = lse.data_ptr<float>();
   dispatch(D, P, [&]<int DT, int PT>() {
@@ -227,8 +243,10 @@ std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const a
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
     const at::Tensor& dpy, const at::Tensor& u, const at::Tensor& X, const at::Tensor& rc, const at::Tensor& y,
     const at::Tensor& owner, const at::Tensor& py, const at::Tensor& lse, bool need_dX, bool need_dy) {
-  check_inputs(u, X, rc, y, owner);
-  const int64_t B = u.size(0), T = u.size(1), D = u.size(2), P = X.size(1), G = rc.size(1);
+  const RowInputs in(u, X, rc, y, owner);
+  const int64_t B = in.B, T = in.T, D = in.D, P = in.P, G = in.G;
+  const float *U = in.U, *Xp = in.X, *R = in.R, *Y = in.Y;
+  const int64_t* own = in.own;
   for (const at::Tensor* t : {&dpy, &py, &lse}) {
     TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous() && t->dim() == 2 &&
                     t->size(0) == B && t->size(1) == T,
@@ -238,11 +256,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
   at::Tensor drc = at::zeros({B, G, P}, u.options());
   at::Tensor dX = need_dX ? at::zeros({B, P, D}, u.options()) : at::empty({0}, u.options());
   at::Tensor dy = need_dy ? at::zeros({B, P}, u.options()) : at::empty({0}, u.options());
-  const float* U = u.data_ptr<float>();
-  const float* Xp = X.data_ptr<float>();
-  const float* R = rc.data_ptr<float>();
-  const float* Y = y.data_ptr<float>();
-  const int64_t* own = owner.data_ptr<int64_t>();
   const float* DPY = dpy.data_ptr<float>();
   const float* PY = py.data_ptr<float>();
   const float* LSE = lse.data_ptr<float>();
@@ -313,13 +326,7 @@ void rms_rows(const float* __restrict X, const float* __restrict M, int64_t r0, 
     const float* __restrict x = X + r * D;
     for (int64_t g = 0; g < G; ++g) {
       const float* __restrict Mg = M + g * D * D;
-#pragma omp simd
-      for (int64_t l = 0; l < D; ++l) v[l] = x[0] * Mg[l];
-      for (int64_t k = 1; k < D; ++k) {
-        const float a = x[k];
-#pragma omp simd
-        for (int64_t l = 0; l < D; ++l) v[l] += a * Mg[k * D + l];
-      }
+      vecmat(x, Mg, D, D, v.data());
       float q = 0.0f;
 #pragma omp simd reduction(+ : q)
       for (int64_t l = 0; l < D; ++l) q += v[l] * x[l];
