@@ -188,3 +188,21 @@ def test_haar_orthogonal_same_with_and_without_the_kernel(monkeypatch):
     monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
     slow = haar_orthogonal(64, 16, make_generator(3))
     assert (fast - slow).abs().max() <= 1e-5  # LAPACK's float32 QR against the double-precision Q
+
+
+def test_run_config_records_whether_the_fused_kernels_trained_it(tmp_path):
+    import json
+
+    from depthscale.store import Store
+    from depthscale.training import run_pack
+
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, a=0.0, b=0.0, L=1, seed=0, max_steps=3,
+                        eval_every=3),
+            make_config("smoke", model="linear", task="easy", k=1, a=1.0, b=1.0, L=1, seed=0, max_steps=3,
+                        eval_every=3)]
+    store = Store(tmp_path / "store")
+    for c in cfgs:
+        run_pack([c], store, "cpu", progress=False)
+    docs = [json.loads((store.run_dir(c.run_id) / "config.json").read_text()) for c in cfgs]
+    assert docs[0]["fused_cpu_kernels"] is (kernels.fused_ops() is not None)
+    assert "fused_cpu_kernels" not in docs[1]  # the linear model has no fused path

@@ -170,8 +170,9 @@ class Store:
         return sorted(p.name for p in self.runs_root.iterdir() if p.is_dir() and _NAME_RE.match(p.name))
 
     # --- config ---
-    def write_config(self, cfg: RunConfig, device: str | None = None) -> None:
-        """Write config.json: the config, its run id, package versions, and the device if given.
+    def write_config(self, cfg: RunConfig, device: str | None = None, extra: dict | None = None) -> None:
+        """Write config.json: the config, its run id, package versions, the device if given, and the
+        entries of `extra` (e.g. whether the fused CPU kernels trained it).
 
         Idempotent: nothing is written when the content would not change, or when the run is done.
         """
@@ -181,6 +182,7 @@ class Store:
         doc = {"run_id": rid, "config": cfg.to_dict(), "versions": versions()}
         if device is not None:
             doc["device"] = str(device)
+        doc.update(extra or {})
         path = self.run_dir(rid) / "config.json"
         try:
             if json.loads(path.read_text()) == json.loads(dumps(doc)):

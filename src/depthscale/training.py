@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from depthscale import versions
+from depthscale import kernels, versions
 from depthscale.config import ENSEMBLE_MODELS, RunConfig, config_dict
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError, MissingExtraError
@@ -538,8 +538,11 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
     writing each result there. Runs whose checkpoints are at different steps train as sub-packs.
     `loggers` as in train_pack (bind it with functools.partial to hand it to a sweep)."""
     todo = [c for c in configs if not store.is_done(c.run_id)]
+    fused = None  # provenance: did the fused CPU kernels train the ensemble runs (same numbers to float rounding)
+    if torch.device(device).type == "cpu" and any(c.model in ENSEMBLE_MODELS for c in todo):
+        fused = {"fused_cpu_kernels": kernels.fused_ops() is not None}
     for c in todo:
-        store.write_config(c)
+        store.write_config(c, extra=fused if c.model in ENSEMBLE_MODELS else None)
     by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
     for c in todo:
         ck = store.load_checkpoint(c.run_id)
