@@ -206,3 +206,15 @@ def test_run_config_records_whether_the_fused_kernels_trained_it(tmp_path):
     docs = [json.loads((store.run_dir(c.run_id) / "config.json").read_text()) for c in cfgs]
     assert docs[0]["fused_cpu_kernels"] is (kernels.fused_ops() is not None)
     assert "fused_cpu_kernels" not in docs[1]  # the linear model has no fused path
+
+
+def test_inputs_that_need_gradients_take_the_torch_path():
+    # the fused scales give no gradient for X: ensemble_forward must not take them for such inputs
+    cfgs, pack = _pack((0,))
+    from depthscale.contexts import make_generator, sample_for
+
+    ctx = sample_for(cfgs[0], 8, make_generator(0))
+    X = ctx.X_BxPxd.clone().requires_grad_()
+    f, _ = pack.ensemble_forward(X, ctx.y_BxP, ctx.xq_Bxd, [0, 1], need_p=False)
+    f.sum().backward()
+    assert X.grad is not None and torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0

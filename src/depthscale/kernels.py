@@ -151,8 +151,8 @@ class FusedRmsScale(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dr_RxG):
-        if ctx.needs_input_grad[0]:
-            raise NotImplementedError("FusedRmsScale has no gradient for X (contexts are data)")
+        if ctx.needs_input_grad[0]:  # models.ensemble_forward takes the fused path only for data X
+            raise RuntimeError("FusedRmsScale gives no gradient for X: call it on inputs that do not require grad")
         X, r = ctx.saved_tensors
         return None, fused_ops().rms_scale_backward(dr_RxG.contiguous(), X, r, ctx.N), None, None
 

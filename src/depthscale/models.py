@@ -403,7 +403,7 @@ class AttentionPack(nn.Module):
         Wx_GxNxd = sel_M(self.Wx)
         WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
         # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens
-        fused = not need_p and kernels.use_fused(X_BxPxd)
+        fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
         if fused:  # the same scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections
             M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
             rc_BxGxP = kernels.FusedRmsScale.apply(X_BxPxd.reshape(B * P, d), M_Gxdxd, N, RMS_EPS)
