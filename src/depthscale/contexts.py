@@ -28,7 +28,7 @@ def haar_orthogonal(B: int, d: int, gen: torch.Generator, dtype=torch.float32, d
     G = torch.randn(B, d, d, generator=gen, dtype=dtype, device=device)
     if G.dtype == torch.float32 and G.device.type == "cpu" and G.shape[0] > 0 and d > 0:
         ops = kernels.fused_ops()
-        if ops is not None:  # the same Q to float rounding (Gram-Schmidt twice, in double): 5x faster
+        if ops is not None:  # the same Q to float rounding (Gram-Schmidt twice, in double): 3.7x faster
             return ops.haar_q(G.contiguous())
     Q, R = torch.linalg.qr(G)
     sign = torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))

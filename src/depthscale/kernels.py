@@ -1,11 +1,13 @@
 """Fused CPU kernels (issue 15), built at first use with torch.utils.cpp_extension.
 
-`csrc/fused.cpp` has two kernels of the ensemble pack's training step:
+`csrc/fused.cpp` has three kernels of the ensemble pack's training step:
 - the test row of every layer (scores, softmax, readout) one (context, layer) row at a time in
   registers, where the torch path (`models._TestRowReadout`) writes the B x T x P scores and
   probabilities and reads them back in a dozen passes (`FusedTestRow`);
 - the pre-norm scales r = 1/rms(W_x x) of G models as r = (xᵀ M_g x / N + eps)^(-1/2) with
-  M_g = W_xᵀ W_x, without the B x P x G x N projections in memory (`FusedRmsScale`).
+  M_g = W_xᵀ W_x, without the B x P x G x N projections in memory (`FusedRmsScale`);
+- the Haar rotations of context sampling, Q of G = QR with diag R > 0 (`haar_q`, called by
+  `contexts.haar_orthogonal`).
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
 and diagnostics keep the torch path (they need p).
 
@@ -81,8 +83,9 @@ def enabled() -> bool:
 
 
 def fused_ops():
-    """torch.ops.depthscale_fused (test_row_forward/backward, rms_scale_forward/backward), built or loaded on the first
-    call; None where the kernel is turned off or cannot be built (the reason in `status()`)."""
+    """torch.ops.depthscale_fused (test_row_forward/backward, rms_scale_forward/backward, haar_q),
+    built or loaded on the first call; None where the kernels are turned off or cannot be built (the
+    reason in `status()`)."""
     if not enabled():
         return None
     if not _STATE["tried"]:
@@ -101,7 +104,7 @@ def fused_ops():
             msg = " ".join(str(e).split())[:300] or type(e).__name__
             _STATE["error"] = f"{type(e).__name__}: {msg}"
             print(f"depthscale: the fused CPU kernel is not available ({_STATE['error']}); "
-                  "the torch path runs instead (slower, same numbers)", file=sys.stderr)
+                  "the torch path runs instead (slower; the same numbers to float rounding)", file=sys.stderr)
     return _STATE["ops"]
 
 
@@ -113,7 +116,7 @@ def status() -> dict:
 
 class FusedTestRow(torch.autograd.Function):
     """py_BxT = sum_i softmax_i(rc_{owner(t), i} u_t . x_i) y_i for every context b and layer t,
-    without the B x T x P scores in memory (csrc/test_row.cpp). Same maths as
+    without the B x T x P scores in memory (csrc/fused.cpp). Same maths as
     `models._TestRowReadout` when p is not needed; its backward recomputes each row. Gradients
     for u and rc always, for X and y when they require them."""
 

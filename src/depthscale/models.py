@@ -401,7 +401,6 @@ class AttentionPack(nn.Module):
             sel_T = lambda t: t.index_select(0, idx_T)  # noqa: E731
         local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
         Wx_GxNxd = sel_M(self.Wx)
-        WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
         # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens
         fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
         if fused:  # the same scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections
@@ -410,6 +409,7 @@ class AttentionPack(nn.Module):
             rc_BxGxP = rc_BxGxP.view(B, P, G).transpose(1, 2)
             rq_BxG = kernels.FusedRmsScale.apply(xq_Bxd, M_Gxdxd, N, RMS_EPS)
         else:
+            WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
             rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
             rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
         # E_l = (W_q^l W_x)^T (W_k^l W_x) for every layer
