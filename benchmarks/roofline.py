@@ -103,12 +103,13 @@ def main(argv=None) -> int:
 
     from depthscale import bench, kernels, timing
     from depthscale.models import build_pack
-    from depthscale.training import RowAdam, base_lrs, train_step
+    from depthscale.training import RowAdam, base_lrs, batch_order, train_step
 
     if args.threads:
         torch.set_num_threads(args.threads)
     bench.tune_allocator()
     cfgs = bench.sweep_configs(args.preset, args.seeds)
+    cfgs = [cfgs[i] for i in batch_order(cfgs)]  # as run_pack and the bench build their packs
     c0 = cfgs[0]
     groups = [[cfgs[i].L for i in g] for g in bench.seed_groups(cfgs)]
     dims = {"B": c0.batch, "P": c0.P, "d": c0.d, "N": c0.N, "G": len(groups[0]), "T": sum(groups[0])}

@@ -35,7 +35,7 @@ from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
 from depthscale.models import build_pack
 from depthscale.naive import train_naive
 from depthscale.registry import FIG3_SPECTRA
-from depthscale.training import RowAdam, base_lrs, step_batches, train_step
+from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
 
 DTYPES = ("float32", "tf32", "bf16")
 DEVICES = ("cpu", "cuda", "auto")
@@ -328,7 +328,9 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
     on the CPU its sampling thread would share the cores being timed; None when not tracked)."""
     track = dev.type == "cuda" if track_memory is None else track_memory
     models = list(range(len(cfgs))) if models is None else models
-    sub = [cfgs[i] for i in models]
+    order = batch_order([cfgs[i] for i in models])  # as run_pack builds its packs
+    sub = [cfgs[models[j]] for j in order]
+    back = torch.argsort(torch.tensor(order))  # losses in the order of `models`
     secs, cpu, data, losses = [], [], [], []
     with precision(dtype, dev), (PeakMemory(dev) if track else nullcontext()) as mem:
         pack = build_pack(sub).to(dev)
@@ -347,7 +349,7 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
                 secs.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
                 data.append(t1 - t0)
-            losses.append(loss.float().cpu())
+            losses.append(loss.float().cpu()[back])
     return {"seconds": secs, "cpu_seconds": cpu, "data_seconds": data, "losses": torch.stack(losses),
             "peak_memory_bytes": mem.peak_bytes if track else None}
 

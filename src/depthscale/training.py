@@ -54,6 +54,17 @@ def data_key(cfg: RunConfig) -> tuple:
     return (cfg.seed, cfg.a, cfg.b)
 
 
+def batch_order(cfgs: list[RunConfig]) -> list[int]:
+    """The indices of `cfgs` with the models that share a training batch (data_key) next to each
+    other, batches in order of first appearance. A pack built in this order runs each batch's
+    models on slices of its parameters (AttentionPack.ensemble_forward's contiguous case): no
+    gathers forward, no scatters backward. The numbers are the same in any order."""
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cfgs):
+        groups.setdefault(data_key(c), []).append(i)
+    return [i for g in groups.values() for i in g]
+
+
 def base_lr(cfg: RunConfig) -> float:
     """A run's learning rate before the schedule: lr (at L = 1) scaled to its depth, lr * L^lr_depth_exp.
     A looped run (loop = B) scales with its B distinct layers: each shared row's gradient sums its
@@ -538,6 +549,7 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
     writing each result there. Runs whose checkpoints are at different steps train as sub-packs.
     `loggers` as in train_pack (bind it with functools.partial to hand it to a sweep)."""
     todo = [c for c in configs if not store.is_done(c.run_id)]
+    todo = [todo[i] for i in batch_order(todo)]
     fused = None  # provenance: did the fused CPU kernels train the ensemble runs (same numbers to float rounding)
     if torch.device(device).type == "cpu" and any(c.model in ENSEMBLE_MODELS for c in todo):
         fused = {"fused_cpu_kernels": kernels.fused_ops() is not None}
