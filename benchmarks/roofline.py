@@ -46,9 +46,9 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
         return "fused test row: s = r u Xᵀ, softmax, p·y"
     if name == "depthscale_fused::test_row_backward":
         return "fused test row: recompute s, ds, d r_i, du = ds X"
-    if name == "depthscale_fused::rms_scale_forward":
+    if name == "depthscale_fused::test_scales_forward":
         return "scales: r = (xᵀM_g x / N + ε)^-½"
-    if name == "depthscale_fused::rms_scale_backward":
+    if name == "depthscale_fused::test_scales_backward":
         return "scales: dM_g = Σ c x xᵀ"
     if phase == "forward":
         if name == "aten::mm" and first == (B * P, d):

@@ -129,28 +129,36 @@ def test_off_switch_falls_back(monkeypatch):
 
 
 @needs_kernel
-@pytest.mark.parametrize("d,N,G", [(16, 16, 3), (8, 8, 1), (5, 7, 2)])
-def test_rms_scale_matches_float64_and_the_torch_path(d, N, G):
-    # r_rg = 1/rms(W_x^g x_r) computed as (x^T M_g x / N + eps)^(-1/2), M_g = W_x^gT W_x^g
+@pytest.mark.parametrize("d,N,G,P", [(16, 16, 3, 64), (8, 8, 1, 16), (5, 7, 2, 13)])
+def test_test_scales_match_float64_and_the_torch_path(d, N, G, P):
+    # rcq_bgi = rc_bgi rq_bg with r = 1/rms(W_x^g x) computed as (x^T M_g x / N + eps)^(-1/2),
+    # M_g = W_x^gT W_x^g, written B x G x P
     from depthscale.models import RMS_EPS, _RmsScale
 
     g = torch.Generator().manual_seed(7)
-    X = torch.randn(300, d, generator=g)
+    B = 5
+    X, xq = torch.randn(B, P, d, generator=g), torch.randn(B, d, generator=g)
     Wx = (torch.randn(G, N, d, generator=g) / math.sqrt(d)).requires_grad_()
     Wx64 = Wx.detach().double().requires_grad_()
-    M = torch.bmm(Wx.transpose(1, 2), Wx)
-    r = kernels.FusedRmsScale.apply(X, M, N, RMS_EPS)
-    h64 = torch.einsum("rd,gnd->rgn", X.double(), Wx64)
-    r64 = torch.rsqrt(h64.pow(2).mean(-1) + RMS_EPS)
-    r_torch = _RmsScale.apply(X, Wx.detach().reshape(G * N, d).T.contiguous(), N)
+    rcq = kernels.FusedTestScales.apply(X, xq, torch.bmm(Wx.transpose(1, 2), Wx), N, RMS_EPS)
+    rc64 = torch.rsqrt(torch.einsum("bpd,gnd->bgpn", X.double(), Wx64).pow(2).mean(-1) + RMS_EPS)
+    rq64 = torch.rsqrt(torch.einsum("bd,gnd->bgn", xq.double(), Wx64).pow(2).mean(-1) + RMS_EPS)
+    rcq64 = rc64 * rq64.unsqueeze(-1)
+    WxT = Wx.detach().reshape(G * N, d).T.contiguous()
+    rc_t = _RmsScale.apply(X.reshape(B * P, d), WxT, N).view(B, P, G).transpose(1, 2)
+    rcq_t = rc_t * _RmsScale.apply(xq, WxT, N).unsqueeze(-1)
     eps32 = torch.finfo(torch.float32).eps
-    assert (r.double() - r64).abs().max() <= 20 * eps32 * r64.abs().max()
-    assert torch.allclose(r, r_torch, rtol=1e-5)
-    w = torch.randn(r.shape, generator=g, dtype=torch.float64)
-    (r * w.float()).sum().backward()
-    (r64 * w).sum().backward()
+    assert rcq.shape == (B, G, P)
+    assert (rcq.double() - rcq64).abs().max() <= 20 * eps32 * rcq64.abs().max()
+    assert torch.allclose(rcq, rcq_t, rtol=1e-5)
+    w = torch.randn(rcq.shape, generator=g, dtype=torch.float64)
+    (rcq * w.float()).sum().backward()
+    (rcq64 * w).sum().backward()
     err = (Wx.grad.double() - Wx64.grad).abs().max()
     assert err <= 200 * eps32 * Wx64.grad.abs().max(), err
+    with pytest.raises(RuntimeError, match="no gradient for X"):
+        M = torch.bmm(Wx.transpose(1, 2), Wx)
+        kernels.FusedTestScales.apply(X.clone().requires_grad_(), xq, M, N, RMS_EPS).sum().backward()
 
 
 def test_a_stale_build_lock_is_removed(tmp_path):
@@ -221,3 +229,52 @@ def test_inputs_that_need_gradients_take_the_torch_path():
     f, _ = pack.ensemble_forward(X, ctx.y_BxP, ctx.xq_Bxd, [0, 1], need_p=False)
     f.sum().backward()
     assert X.grad is not None and torch.isfinite(X.grad).all() and X.grad.abs().sum() > 0
+
+
+@needs_kernel
+@pytest.mark.parametrize("N,d,depths", [(16, 16, (1, 2, 4)), (8, 8, (3,)), (7, 5, (2, 1))])
+def test_layer_forms_and_gradients_match_float64(N, d, depths):
+    g = torch.Generator().manual_seed(11)
+    T, G = sum(depths), len(depths)
+    Wq, Wk, Wx = torch.randn(T, N, N, generator=g), torch.randn(T, N, N, generator=g), torch.randn(G, N, d, generator=g)
+    owner = torch.repeat_interleave(torch.arange(G), torch.tensor(depths))
+    leaves32 = [t.clone().requires_grad_() for t in (Wq, Wk, Wx)]
+    leaves64 = [t.double().requires_grad_() for t in (Wq, Wk, Wx)]
+    E32 = kernels.FusedLayerForms.apply(*leaves32, owner)
+    q, k, x = leaves64
+    E64 = torch.einsum("tia,tib->tab", q @ x[owner], k @ x[owner])  # (W_q W_x)^T (W_k W_x), straight
+    tol = 64 * torch.finfo(torch.float32).eps * E64.abs().max().item()
+    assert (E32.double() - E64).abs().max().item() <= tol
+    w = torch.randn(E64.shape, generator=g, dtype=torch.float64)
+    (E32 * w.float()).sum().backward()
+    (E64 * w).sum().backward()
+    for a, b, name in zip(leaves32, leaves64, ("Wq", "Wk", "Wx")):
+        err = (a.grad.double() - b.grad).abs().max().item()
+        assert err <= 256 * torch.finfo(torch.float32).eps * b.grad.abs().max().item(), (name, err)
+
+
+@needs_kernel
+@pytest.mark.parametrize("d,P", [(16, 64), (5, 13)])
+def test_strided_contexts_give_the_same_numbers_without_a_copy(d, P):
+    # sampling's X and x_test are slices of one B x (P + 1) x d tensor: the kernels read them in
+    # place (batch stride (P + 1) d) and give what they give on contiguous copies, bit for bit
+    from depthscale.models import RMS_EPS
+
+    g = torch.Generator().manual_seed(5)
+    B, T, G, N = 4, 5, 2, 7
+    X_all = torch.randn(B, P + 1, d, generator=g)
+    X, xq = X_all[:, :P], X_all[:, P]
+    assert not X.is_contiguous() and kernels._rows(X) is X and kernels._rows(xq) is xq
+    Wx = torch.randn(G, N, d, generator=g).requires_grad_()
+    u = torch.randn(B, T, d, generator=g).requires_grad_()
+    y = torch.randn(B, P, generator=g)
+    owner = torch.tensor([0, 0, 1, 1, 1])
+    outs = []
+    for Xi, xqi in ((X, xq), (X.contiguous(), xq.contiguous())):
+        Wx.grad = u.grad = None
+        rcq = kernels.FusedTestScales.apply(Xi, xqi, torch.bmm(Wx.transpose(1, 2), Wx), N, RMS_EPS)
+        py = kernels.FusedTestRow.apply(u, Xi, rcq, y, owner)
+        py.pow(2).sum().backward()
+        outs.append((py.detach(), Wx.grad.clone(), u.grad.clone()))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)

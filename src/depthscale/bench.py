@@ -108,8 +108,9 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
     and every output written once (float32). `groups`: the depths of the models sharing a batch.
     `fused`: the fused kernels run (`kernels`): the test row's B x T x P scores never reach memory,
     so its ops move only their inputs and outputs, and its backward recomputes the scores (2BTdP
-    more FLOPs); the scales come from M_g = W_xᵀW_x without the B x P x G x N projections. Ops on small tensors (parameters, E_l, the B x T predictions)
-    are left out; they are a few percent of the bytes. Returns dicts {op, phase, flops, bytes},
+    more FLOPs); the scales come from M_g = W_xᵀW_x without the B x P x G x N projections, written
+    with the test token's scale folded in. Ops on small tensors (parameters, E_l, the B x T
+    predictions) are left out; they are a few percent of the bytes. Returns dicts {op, phase, flops, bytes},
     summed over groups."""
     ops: dict[tuple, list] = {}
 
@@ -132,8 +133,9 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
             add("sampling", "cosine top-k", 4 * B * P * d, X + B * P)
         # forward
         if fused:
+            # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
             add("forward", "scales: r = (xᵀM_g x / N + ε)^-½", 2 * B * (P + 1) * G * d * d,
-                X + B * d + B * (P + 1) * G)
+                X + B * d + 2 * B * G * P + B * G)
         else:
             add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
             add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
@@ -157,8 +159,8 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
             add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
         add("backward", "dE = x_testᵀ du (and d r_test)", 2 * B * T * d * d, 3 * u)
         if fused:
-            add("backward", "scales: dM_g = Σ c x xᵀ", 2 * B * (P + 1) * G * d * d,
-                X + B * d + 2 * B * (P + 1) * G)
+            add("backward", "scales: dM_g = Σ c x xᵀ", 2 * B * (P + 1) * G * d * d,  # in: d rcq, rc, r_test
+                X + B * d + 2 * B * G * P + B * G)
         else:
             add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
             add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)

@@ -5,7 +5,7 @@
   registers, where the torch path (`models._TestRowReadout`) writes the B x T x P scores and
   probabilities and reads them back in a dozen passes (`FusedTestRow`);
 - the pre-norm scales r = 1/rms(W_x x) of G models as r = (xᵀ M_g x / N + eps)^(-1/2) with
-  M_g = W_xᵀ W_x, without the B x P x G x N projections in memory (`FusedRmsScale`);
+  M_g = W_xᵀ W_x, without the B x P x G x N projections in memory (`FusedTestScales`);
 - the Haar rotations of context sampling, Q of G = QR with diag R > 0 (`haar_q`, called by
   `contexts.haar_orthogonal`).
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
@@ -83,7 +83,7 @@ def enabled() -> bool:
 
 
 def fused_ops():
-    """torch.ops.depthscale_fused (test_row_forward/backward, rms_scale_forward/backward, haar_q),
+    """torch.ops.depthscale_fused (test_row_, test_scales_, layer_forms_forward/backward, haar_q),
     built or loaded on the first call; None where the kernels are turned off or cannot be built (the
     reason in `status()`)."""
     if not enabled():
@@ -114,6 +114,15 @@ def status() -> dict:
     return {"enabled": enabled(), "available": ops is not None, "error": _STATE["error"]}
 
 
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """t itself where its rows (last dimension) are contiguous and, for three dimensions, each
+    batch entry's rows follow one another (the kernels take the batch stride: sampling's X and
+    x_test are slices of one tensor); a contiguous copy otherwise."""
+    ok = t.stride(-1) == 1 and (t.dim() < 3 or t.size(1) <= 1 or t.stride(1) == t.size(2)) and (
+        t.dim() < 3 or t.size(0) <= 1 or t.stride(0) >= t.size(1) * t.size(2))
+    return t if ok else t.contiguous()
+
+
 class FusedTestRow(torch.autograd.Function):
     """py_BxT = sum_i softmax_i(rc_{owner(t), i} u_t . x_i) y_i for every context b and layer t,
     without the B x T x P scores in memory (csrc/fused.cpp). Same maths as
@@ -123,7 +132,8 @@ class FusedTestRow(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, owner_T):
         ops = fused_ops()
-        u, X, rc, y = (t.contiguous() for t in (u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP))
+        u, rc, y = (t.contiguous() for t in (u_BxTxd, rc_BxGxP, y_BxP))
+        X = _rows(X_BxPxd)
         owner = owner_T.contiguous()
         py, lse = ops.test_row_forward(u, X, rc, y, owner)
         ctx.save_for_backward(u, X, rc, y, owner, py, lse)
@@ -139,25 +149,47 @@ class FusedTestRow(torch.autograd.Function):
         return du, dX if need_dX else None, drc, dy if need_dy else None, None
 
 
-class FusedRmsScale(torch.autograd.Function):
-    """r_RxG = 1/sqrt(x_rᵀ M_g x_r / N + eps), M_g = W_x^gᵀ W_x^g: `models._RmsScale` (1/rms of the
-    R x G x N projections) without the projections. Gradient for M only (X is data)."""
+class FusedTestScales(torch.autograd.Function):
+    """rcq_BxGxP = rc_bgi rq_bg, the product of the pre-norm scales of context token i and of the
+    test token under model g, r = 1/sqrt(xᵀ M_g x / N + eps) with M_g = W_x^gᵀ W_x^g: the scales
+    of `models._RmsScale` (1/rms of the projections) without the projections, written in the
+    layout the test row reads. Gradient for M only (X and x_test are data)."""
 
     @staticmethod
-    def forward(ctx, X_Rxd, M_Gxdxd, N: int, eps: float):
-        X, M = X_Rxd.contiguous(), M_Gxdxd.contiguous()
-        r = fused_ops().rms_scale_forward(X, M, int(N), float(eps))
-        ctx.save_for_backward(X, r)
+    def forward(ctx, X_BxPxd, xq_Bxd, M_Gxdxd, N: int, eps: float):
+        X, xq, M = _rows(X_BxPxd), _rows(xq_Bxd), M_Gxdxd.contiguous()
+        rcq, rc, rq = fused_ops().test_scales_forward(X, xq, M, int(N), float(eps))
+        ctx.save_for_backward(X, xq, rc, rq)
         ctx.N = int(N)
-        return r
+        return rcq
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, dr_RxG):
-        if ctx.needs_input_grad[0]:  # models.ensemble_forward takes the fused path only for data X
-            raise RuntimeError("FusedRmsScale gives no gradient for X: call it on inputs that do not require grad")
-        X, r = ctx.saved_tensors
-        return None, fused_ops().rms_scale_backward(dr_RxG.contiguous(), X, r, ctx.N), None, None
+    def backward(ctx, drcq_BxGxP):
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:  # ensemble_forward: fused only for data X
+            raise RuntimeError("FusedTestScales gives no gradient for X or x_test: call it on inputs that do "
+                               "not require grad")
+        X, xq, rc, rq = ctx.saved_tensors
+        return None, None, fused_ops().test_scales_backward(drcq_BxGxP.contiguous(), X, xq, rc, rq, ctx.N), None, None
+
+
+class FusedLayerForms(torch.autograd.Function):
+    """E_t = (W_q^t W_x^g)ᵀ (W_k^t W_x^g), g = owner[t], for every layer t (T x d x d): the three
+    batched matmuls of `AttentionPack.ensemble_forward` (and their six backward) in one call each
+    way. Gradients for W_q, W_k and W_x."""
+
+    @staticmethod
+    def forward(ctx, Wq_TxNxN, Wk_TxNxN, Wx_GxNxd, owner_T):
+        Wq, Wk, Wx, owner = (t.contiguous() for t in (Wq_TxNxN, Wk_TxNxN, Wx_GxNxd, owner_T))
+        ctx.save_for_backward(Wq, Wk, Wx, owner)
+        return fused_ops().layer_forms_forward(Wq, Wk, Wx, owner)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dE_Txdxd):
+        Wq, Wk, Wx, owner = ctx.saved_tensors
+        dWq, dWk, dWx = fused_ops().layer_forms_backward(dE_Txdxd.contiguous(), Wq, Wk, Wx, owner)
+        return dWq, dWk, dWx, None
 
 
 def use_fused(X: torch.Tensor) -> bool:
@@ -167,4 +199,4 @@ def use_fused(X: torch.Tensor) -> bool:
             and fused_ops() is not None)
 
 
-__all__ = ["FusedTestRow", "FusedRmsScale", "fused_ops", "status", "use_fused", "enabled", "SOURCE"]
+__all__ = ["FusedTestRow", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE"]

@@ -401,27 +401,26 @@ class AttentionPack(nn.Module):
             sel_T = lambda t: t.index_select(0, idx_T)  # noqa: E731
         local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
         Wx_GxNxd = sel_M(self.Wx)
-        # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens
+        # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens; the test token's
+        # scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a B x G x P product
+        # instead of a pass over u (B x T x d) forward and two backward; and the layers' forms
+        # E_l = (W_q^l W_x)^T (W_k^l W_x)
         fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
-        if fused:  # the same scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections
+        if fused:  # scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections; E in one call
             M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
-            rc_BxGxP = kernels.FusedRmsScale.apply(X_BxPxd.reshape(B * P, d), M_Gxdxd, N, RMS_EPS)
-            rc_BxGxP = rc_BxGxP.view(B, P, G).transpose(1, 2)
-            rq_BxG = kernels.FusedRmsScale.apply(xq_Bxd, M_Gxdxd, N, RMS_EPS)
+            rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd, N, RMS_EPS)
+            E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, local_T)
         else:
             WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
             rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
             rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
-        # E_l = (W_q^l W_x)^T (W_k^l W_x) for every layer
-        # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
-        Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else torch.cat(
-            [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
-        E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
-                            torch.bmm(sel_T(self.Wk), Wx_TxNxd))
+            rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
+            # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
+            Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else torch.cat(
+                [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
+            E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
+                                torch.bmm(sel_T(self.Wk), Wx_TxNxd))
         u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
-        # the test token's scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a
-        # B x G x P product instead of a pass over u (B x T x d) forward and two backward
-        rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
         bounds, t0 = [], 0
         for L in depths:
             bounds.append((t0, t0 + L))

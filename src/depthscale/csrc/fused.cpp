@@ -47,12 +47,21 @@ inline float exp_nonpos(float x) {
   return q * __builtin_bit_cast(float, (n + 127) << 23);
 }
 
+// X (B x P x d) may be a slice of a larger batch (sampling's x holds the test token after the P
+// context tokens): its rows must be contiguous, contexts may be any stride apart.
+bool rows_contiguous(const at::Tensor& X) {
+  return X.dim() == 3 && X.stride(2) == 1 && (X.size(1) <= 1 || X.stride(1) == X.size(2)) &&
+         (X.size(0) <= 1 || X.stride(0) >= X.size(1) * X.size(2));
+}
+
 void check_inputs(const at::Tensor& u, const at::Tensor& X, const at::Tensor& rc, const at::Tensor& y,
                   const at::Tensor& owner) {
-  for (const at::Tensor* t : {&u, &X, &rc, &y}) {
+  for (const at::Tensor* t : {&u, &rc, &y}) {
     TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous(),
                 "depthscale fused test row: float32 contiguous CPU tensors only");
   }
+  TORCH_CHECK(X.device().is_cpu() && X.scalar_type() == at::kFloat && rows_contiguous(X),
+              "depthscale fused test row: X must be a float32 CPU B x P x d tensor with contiguous rows");
   TORCH_CHECK(owner.device().is_cpu() && owner.scalar_type() == at::kLong && owner.is_contiguous(),
               "depthscale fused test row: owner must be a contiguous int64 CPU tensor");
   TORCH_CHECK(u.dim() == 3 && X.dim() == 3 && rc.dim() == 3 && y.dim() == 2 && owner.dim() == 1,
@@ -81,13 +90,13 @@ __attribute__((always_inline)) inline void vecmat(const float* __restrict a, con
 
 // The checked inputs of the test row kernels: sizes and data pointers.
 struct RowInputs {
-  int64_t B, T, D, P, G;
+  int64_t B, T, D, P, G, xs;  // xs: X's stride between contexts
   const float *U, *X, *R, *Y;
   const int64_t* own;
   RowInputs(const at::Tensor& u, const at::Tensor& X_, const at::Tensor& rc, const at::Tensor& y,
             const at::Tensor& owner) {
     check_inputs(u, X_, rc, y, owner);
-    B = u.size(0), T = u.size(1), D = u.size(2), P = X_.size(1), G = rc.size(1);
+    B = u.size(0), T = u.size(1), D = u.size(2), P = X_.size(1), G = rc.size(1), xs = X_.stride(0);
     U = u.data_ptr<float>(), X = X_.data_ptr<float>(), R = rc.data_ptr<float>(), Y = y.data_ptr<float>();
     own = owner.data_ptr<int64_t>();
   }
@@ -409,7 +418,7 @@ std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const a
     at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> XT(D * P), scratch(P);
       for (int64_t b = b0; b < b1; ++b) {
-        transpose(Xp + b * P * D, P, D, XT.data());
+        transpose(Xp + b * in.xs, P, D, XT.data());
         const float* yb = Y + b * P;
         const float* rb = R + b * G * P;
         int64_t t = 0;
@@ -466,7 +475,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
     at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> XT(D * P), scratch(2 * P);
       for (int64_t b = b0; b < b1; ++b) {
-        const float* Xb = Xp + b * P * D;
+        const float* Xb = Xp + b * in.xs;
         transpose(Xb, P, D, XT.data());
         const float* yb = Y + b * P;
         const float* rb = R + b * G * P;
@@ -509,20 +518,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
 // Pre-norm scales of G models at once: r_rg = 1 / sqrt(x_r^T M_g x_r / N + eps) with
 // M_g = W_x^g^T W_x^g (d x d), i.e. 1/rms(W_x^g x_r) without the R x G x N projections in memory.
 // Backward: d M_g = sum_r c_rg x_r x_r^T with c_rg = -dr_rg r_rg^3 / (2N) (X is data: no dX).
+// The test row reads the product of the context and test-token scales, rcq_bgi = rc_bgi rq_bg, in
+// its B x G x P layout: `test_scales_forward` writes it there (no transposing copy, no product
+// pass), and `test_scales_backward` takes drcq in that layout.
 
 constexpr int kRowBlock = 16;  // rows per vector in the specialised scale kernels
 
+// Where r_rg is stored: row-major R x G (P = 0) or, for the R = B P rows of B contexts, B x G x P.
+struct ScaleLayout {
+  int64_t G, P;
+  inline int64_t at(int64_t r, int64_t g) const { return P > 0 ? ((r / P) * G + g) * P + r % P : r * G + g; }
+};
+
+// rows r0..r1 of X, row r at X + r * xs
 template <int DT>
-void rms_rows(const float* __restrict X, const float* __restrict M, int64_t r0, int64_t r1, int64_t D_, int64_t G,
-              float invN, float eps, float* __restrict out) {
-  const int64_t D = DT > 0 ? DT : D_;
+void rms_rows(const float* __restrict X, int64_t xs, const float* __restrict M, int64_t r0, int64_t r1, int64_t D_,
+              const ScaleLayout& lay, float invN, float eps, float* __restrict out) {
+  const int64_t D = DT > 0 ? DT : D_, G = lay.G;
   int64_t r = r0;
   if constexpr (DT > 0) {  // 16 rows at a time, one row per lane: q = sum_l x_l (sum_k M_kl x_k)
     alignas(64) float xt[DT][kRowBlock];
     alignas(64) float q[kRowBlock], acc[kRowBlock];
     for (; r + kRowBlock <= r1; r += kRowBlock) {
       for (int j = 0; j < kRowBlock; ++j)
-        for (int k = 0; k < DT; ++k) xt[k][j] = X[(r + j) * DT + k];
+        for (int k = 0; k < DT; ++k) xt[k][j] = X[(r + j) * xs + k];
       for (int64_t g = 0; g < G; ++g) {
         const float* __restrict Mg = M + g * DT * DT;
 #pragma omp simd
@@ -538,41 +557,38 @@ void rms_rows(const float* __restrict X, const float* __restrict M, int64_t r0, 
 #pragma omp simd
           for (int j = 0; j < kRowBlock; ++j) q[j] += acc[j] * xt[l][j];
         }
-        for (int j = 0; j < kRowBlock; ++j) out[(r + j) * G + g] = 1.0f / std::sqrt(q[j] * invN + eps);
+        for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = 1.0f / std::sqrt(q[j] * invN + eps);
       }
     }
   }
   std::vector<float> v(D);  // the rows left (and every row where d is not specialised)
   for (; r < r1; ++r) {
-    const float* __restrict x = X + r * D;
+    const float* __restrict x = X + r * xs;
     for (int64_t g = 0; g < G; ++g) {
       const float* __restrict Mg = M + g * D * D;
       vecmat(x, Mg, D, D, v.data());
       float q = 0.0f;
 #pragma omp simd reduction(+ : q)
       for (int64_t l = 0; l < D; ++l) q += v[l] * x[l];
-      out[r * G + g] = 1.0f / std::sqrt(q * invN + eps);
+      out[lay.at(r, g)] = 1.0f / std::sqrt(q * invN + eps);
     }
   }
 }
 
-// d M_g += sum_r c_rg x_r x_r^T, four rows per pass over d M_g's rows (fewer loads and stores of d M).
+// d M_g += sum_r c_rg x_r x_r^T (c row-major R x G), four rows per pass over d M_g's rows (fewer
+// loads and stores of d M).
 template <int DT>
-void rms_rows_backward(const float* __restrict X, const float* __restrict rr, const float* __restrict dr, int64_t r0,
-                       int64_t r1, int64_t D_, int64_t G, float invN, float* __restrict dM) {
+void rms_rows_backward(const float* __restrict X, int64_t xs, const float* __restrict c, int64_t r0, int64_t r1,
+                       int64_t D_, int64_t G, float* __restrict dM) {
   const int64_t D = DT > 0 ? DT : D_;
-  auto coef = [&](int64_t r, int64_t g) {
-    const float rv = rr[r * G + g];
-    return -0.5f * dr[r * G + g] * rv * rv * rv * invN;
-  };
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
-    const float* __restrict x0 = X + r * D;
-    const float* __restrict x1 = x0 + D;
-    const float* __restrict x2 = x1 + D;
-    const float* __restrict x3 = x2 + D;
+    const float* __restrict x0 = X + r * xs;
+    const float* __restrict x1 = x0 + xs;
+    const float* __restrict x2 = x1 + xs;
+    const float* __restrict x3 = x2 + xs;
     for (int64_t g = 0; g < G; ++g) {
-      const float c0 = coef(r, g), c1 = coef(r + 1, g), c2 = coef(r + 2, g), c3 = coef(r + 3, g);
+      const float c0 = c[r * G + g], c1 = c[(r + 1) * G + g], c2 = c[(r + 2) * G + g], c3 = c[(r + 3) * G + g];
       float* __restrict dMg = dM + g * D * D;
       for (int64_t k = 0; k < D; ++k) {
         const float a0 = c0 * x0[k], a1 = c1 * x1[k], a2 = c2 * x2[k], a3 = c3 * x3[k];
@@ -582,12 +598,12 @@ void rms_rows_backward(const float* __restrict X, const float* __restrict rr, co
     }
   }
   for (; r < r1; ++r) {
-    const float* __restrict x = X + r * D;
+    const float* __restrict x = X + r * xs;
     for (int64_t g = 0; g < G; ++g) {
-      const float c = coef(r, g);
+      const float cr = c[r * G + g];
       float* __restrict dMg = dM + g * D * D;
       for (int64_t k = 0; k < D; ++k) {
-        const float a = c * x[k];
+        const float a = cr * x[k];
 #pragma omp simd
         for (int64_t l = 0; l < D; ++l) dMg[k * D + l] += a * x[l];
       }
@@ -606,50 +622,89 @@ inline void dispatch_d(int64_t D, F&& f) {
   }
 }
 
-void check_rms(const at::Tensor& X, const at::Tensor& M) {
-  TORCH_CHECK(X.device().is_cpu() && X.scalar_type() == at::kFloat && X.is_contiguous() && X.dim() == 2,
-              "depthscale fused rms scale: X must be a contiguous float32 CPU R x d tensor");
-  TORCH_CHECK(M.device().is_cpu() && M.scalar_type() == at::kFloat && M.is_contiguous() && M.dim() == 3 &&
-                  M.size(1) == X.size(1) && M.size(2) == X.size(1),
-              "depthscale fused rms scale: M must be a contiguous float32 CPU G x d x d tensor");
+void check_scales(const at::Tensor& X, const at::Tensor& xq) {
+  TORCH_CHECK(X.device().is_cpu() && X.scalar_type() == at::kFloat && rows_contiguous(X),
+              "depthscale fused test scales: X must be a float32 CPU B x P x d tensor with contiguous rows");
+  TORCH_CHECK(xq.device().is_cpu() && xq.scalar_type() == at::kFloat && xq.dim() == 2 && xq.stride(1) == 1 &&
+                  xq.size(0) == X.size(0) && xq.size(1) == X.size(2),
+              "depthscale fused test scales: x_test must be a float32 CPU B x d tensor with contiguous rows");
 }
 
-at::Tensor rms_scale_forward(const at::Tensor& X, const at::Tensor& M, int64_t N, double eps) {
-  check_rms(X, M);
-  const int64_t R = X.size(0), D = X.size(1), G = M.size(0);
-  at::Tensor r = at::empty({R, G}, X.options());
-  const float* Xp = X.data_ptr<float>();
-  const float* Mp = M.data_ptr<float>();
-  float* out = r.data_ptr<float>();
-  const float invN = 1.0f / static_cast<float>(N);
+void check_scales(const at::Tensor& X, const at::Tensor& xq, const at::Tensor& M) {
+  check_scales(X, xq);
+  TORCH_CHECK(M.device().is_cpu() && M.scalar_type() == at::kFloat && M.is_contiguous() && M.dim() == 3 &&
+                  M.size(1) == X.size(2) && M.size(2) == X.size(2),
+              "depthscale fused test scales: M must be a contiguous float32 CPU G x d x d tensor");
+}
+
+// (rcq, rc, rq): rc B x G x P (contexts), rq B x G (test tokens), rcq = rc rq
+std::tuple<at::Tensor, at::Tensor, at::Tensor> test_scales_forward(const at::Tensor& X, const at::Tensor& xq,
+                                                                   const at::Tensor& M, int64_t N, double eps) {
+  check_scales(X, xq, M);
+  const int64_t B = X.size(0), P = X.size(1), D = X.size(2), G = M.size(0);
+  at::Tensor rc = at::empty({B, G, P}, X.options()), rq = at::empty({B, G}, X.options());
+  at::Tensor rcq = at::empty({B, G, P}, X.options());
+  const float *Xp = X.data_ptr<float>(), *Qp = xq.data_ptr<float>(), *Mp = M.data_ptr<float>();
+  const int64_t xs = X.stride(0), qs = xq.stride(0);
+  float *rcp = rc.data_ptr<float>(), *rqp = rq.data_ptr<float>(), *out = rcq.data_ptr<float>();
+  const float invN = 1.0f / static_cast<float>(N), e = static_cast<float>(eps);
+  const ScaleLayout ctx{G, P}, tok{G, 0};
   dispatch_d(D, [&]<int DT>() {
-    at::parallel_for(0, R, 256, [&](int64_t r0, int64_t r1) {
-      rms_rows<DT>(Xp, Mp, r0, r1, D, G, invN, static_cast<float>(eps), out);
+    at::parallel_for(0, B, 4, [&](int64_t b0, int64_t b1) {  // whole contexts per thread
+      for (int64_t b = b0; b < b1; ++b) rms_rows<DT>(Xp + b * xs, D, Mp, 0, P, D, ctx, invN, e, rcp + b * G * P);
+      rms_rows<DT>(Qp, qs, Mp, b0, b1, D, tok, invN, e, rqp);
+      for (int64_t bg = b0 * G; bg < b1 * G; ++bg) {
+        const float q = rqp[bg];
+#pragma omp simd
+        for (int64_t i = 0; i < P; ++i) out[bg * P + i] = rcp[bg * P + i] * q;
+      }
     });
   });
-  return r;
+  return {rcq, rc, rq};
 }
 
-at::Tensor rms_scale_backward(const at::Tensor& dr, const at::Tensor& X, const at::Tensor& r, int64_t N) {
-  TORCH_CHECK(dr.sizes() == r.sizes() && dr.is_contiguous() && r.is_contiguous() && dr.scalar_type() == at::kFloat &&
-                  r.scalar_type() == at::kFloat && r.dim() == 2 && r.size(0) == X.size(0),
-              "depthscale fused rms scale: dr and r must be contiguous float32 R x G");
-  TORCH_CHECK(X.device().is_cpu() && X.scalar_type() == at::kFloat && X.is_contiguous() && X.dim() == 2,
-              "depthscale fused rms scale: X must be a contiguous float32 CPU R x d tensor");
-  const int64_t R = X.size(0), D = X.size(1), G = r.size(1);
-  // a fixed number of row blocks, each with its own d M (no races), summed at the end
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), (R + 255) / 256));
+// d M from drcq (B x G x P): drc = drcq rq, drq = sum_i drcq rc, each through d M_g = sum c x x^T.
+at::Tensor test_scales_backward(const at::Tensor& drcq, const at::Tensor& X, const at::Tensor& xq,
+                                const at::Tensor& rc, const at::Tensor& rq, int64_t N) {
+  const int64_t B = X.size(0), P = X.size(1), D = X.size(2), G = rq.size(1);
+  check_scales(X, xq);
+  for (const at::Tensor* t : {&drcq, &rc})
+    TORCH_CHECK(t->is_contiguous() && t->scalar_type() == at::kFloat && t->dim() == 3 && t->size(0) == B &&
+                    t->size(1) == G && t->size(2) == P,
+                "depthscale fused test scales: drcq and rc must be contiguous float32 B x G x P");
+  TORCH_CHECK(rq.is_contiguous() && rq.scalar_type() == at::kFloat && rq.dim() == 2 && rq.size(0) == B,
+              "depthscale fused test scales: rq must be a contiguous float32 B x G");
+  // blocks of whole contexts, each with its own d M (no races), summed at the end
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), (B * P + 255) / 256));
   at::Tensor parts = at::zeros({blocks, G, D, D}, X.options());
-  const float* Xp = X.data_ptr<float>();
-  const float* rp = r.data_ptr<float>();
-  const float* drp = dr.data_ptr<float>();
+  const float *Xp = X.data_ptr<float>(), *Qp = xq.data_ptr<float>(), *dp = drcq.data_ptr<float>();
+  const int64_t xs = X.stride(0), qs = xq.stride(0);
+  const float *rcp = rc.data_ptr<float>(), *rqp = rq.data_ptr<float>();
   float* pp = parts.data_ptr<float>();
-  const float invN = 1.0f / static_cast<float>(N);
-  const int64_t per = (R + blocks - 1) / blocks;
+  const float half_invN = 0.5f / static_cast<float>(N);
+  const int64_t per = (B + blocks - 1) / blocks;
   dispatch_d(D, [&]<int DT>() {
     at::parallel_for(0, blocks, 1, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j)
-        rms_rows_backward<DT>(Xp, rp, drp, j * per, std::min(R, (j + 1) * per), D, G, invN, pp + j * G * D * D);
+      std::vector<float> cc(per * P * G), cq(per * G);  // coefficients, row-major rows x G
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t b0 = std::min(B, j * per), b1 = std::min(B, (j + 1) * per);
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t g = 0; g < G; ++g) {
+            const int64_t bg = b * G + g;
+            const float q = rqp[bg];
+            float dq = 0.0f;
+            for (int64_t i = 0; i < P; ++i) {
+              const float d = dp[bg * P + i], r = rcp[bg * P + i];
+              dq += d * r;
+              cc[((b - b0) * P + i) * G + g] = -half_invN * (d * q) * r * r * r;
+            }
+            cq[(b - b0) * G + g] = -half_invN * dq * q * q * q;
+          }
+        float* dM = pp + j * G * D * D;
+        for (int64_t b = b0; b < b1; ++b)
+          rms_rows_backward<DT>(Xp + b * xs, D, cc.data() + (b - b0) * P * G, 0, P, D, G, dM);
+        rms_rows_backward<DT>(Qp + b0 * qs, qs, cq.data(), 0, b1 - b0, D, G, dM);
+      }
     });
   });
   return blocks == 1 ? parts[0] : parts.sum(0);
@@ -712,6 +767,125 @@ at::Tensor haar_q(const at::Tensor& G) {
   return Q;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The layers' score forms E_t = (W_q^t W_x^g)^T (W_k^t W_x^g) (d x d, g = owner[t]) and their
+// backward. torch does each of the three products as a batched matmul of T tiny matrices (~1.5 us
+// of call overhead per matrix, backward twice as many); these are a few thousand FLOPs each.
+
+// mm_acc with K and n fixed at compile time (n a multiple of 8): each row of C in registers
+template <int K, int NN>
+inline void mm_acc_fixed(const float* __restrict A, int64_t ars, int64_t acs, const float* __restrict Bp,
+                         float* __restrict C, int64_t M) {
+  constexpr int NV = NN / 8;
+  for (int64_t i = 0; i < M; ++i) {
+    v8 acc[NV];
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) acc[j] = vload(C + i * NN + 8 * j);
+#pragma GCC unroll 16
+    for (int k = 0; k < K; ++k) {
+      const v8 a = vbroadcast(A[i * ars + k * acs]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[j] += a * vload(Bp + k * NN + 8 * j);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) vstore(C + i * NN + 8 * j, acc[j]);
+  }
+}
+
+// C (M x n) += A (M x K, element (i, k) at A[i * ars + k * acs]) times B (K x n, row-major)
+inline void mm_acc(const float* __restrict A, int64_t ars, int64_t acs, const float* __restrict Bp,
+                   float* __restrict C, int64_t M, int64_t K, int64_t n) {
+  if (K == 16 && n == 16) return mm_acc_fixed<16, 16>(A, ars, acs, Bp, C, M);
+  if (K == 8 && n == 8) return mm_acc_fixed<8, 8>(A, ars, acs, Bp, C, M);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = A[i * ars + k * acs];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) C[i * n + j] += a * Bp[k * n + j];
+    }
+}
+
+struct FormInputs {
+  int64_t T, N, D, G;
+  FormInputs(const at::Tensor& Wq, const at::Tensor& Wk, const at::Tensor& Wx, const at::Tensor& owner) {
+    for (const at::Tensor* t : {&Wq, &Wk, &Wx})
+      TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous() && t->dim() == 3,
+                  "depthscale fused layer forms: contiguous float32 CPU tensors of three dimensions only");
+    T = Wq.size(0), N = Wq.size(1), D = Wx.size(2), G = Wx.size(0);
+    TORCH_CHECK(Wq.size(2) == N && Wk.sizes() == Wq.sizes() && Wx.size(1) == N,
+                "depthscale fused layer forms: shapes Wq, Wk T x N x N and Wx G x N x d");
+    TORCH_CHECK(owner.device().is_cpu() && owner.scalar_type() == at::kLong && owner.dim() == 1 &&
+                    owner.size(0) == T && owner.is_contiguous(),
+                "depthscale fused layer forms: owner must be a contiguous int64 CPU tensor of T entries");
+    if (T > 0)
+      TORCH_CHECK(owner.min().item<int64_t>() >= 0 && owner.max().item<int64_t>() < G,
+                  "depthscale fused layer forms: owner out of range");
+  }
+};
+
+at::Tensor layer_forms_forward(const at::Tensor& Wq, const at::Tensor& Wk, const at::Tensor& Wx,
+                               const at::Tensor& owner) {
+  const FormInputs in(Wq, Wk, Wx, owner);
+  const int64_t N = in.N, D = in.D;
+  at::Tensor E = at::zeros({in.T, D, D}, Wq.options());
+  const float *q = Wq.data_ptr<float>(), *k = Wk.data_ptr<float>(), *x = Wx.data_ptr<float>();
+  const int64_t* own = owner.data_ptr<int64_t>();
+  float* e = E.data_ptr<float>();
+  at::parallel_for(0, in.T, 16, [&](int64_t t0, int64_t t1) {
+    std::vector<float> A(N * D), Bm(N * D);
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xg = x + own[t] * N * D;
+      std::fill(A.begin(), A.end(), 0.0f);
+      std::fill(Bm.begin(), Bm.end(), 0.0f);
+      mm_acc(q + t * N * N, N, 1, xg, A.data(), N, N, D);        // A = W_q W_x
+      mm_acc(k + t * N * N, N, 1, xg, Bm.data(), N, N, D);       // B = W_k W_x
+      mm_acc(A.data(), 1, D, Bm.data(), e + t * D * D, D, N, D);  // E = A^T B
+    }
+  });
+  return E;
+}
+
+// dW_q^t = dA W_x^T, dW_k^t = dB W_x^T, dW_x^g += W_q^T dA + W_k^T dB with dA = B dE^T, dB = A dE.
+// Threads take whole models (every row of dW_x^g is written by one thread).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_forms_backward(const at::Tensor& dE, const at::Tensor& Wq,
+                                                                    const at::Tensor& Wk, const at::Tensor& Wx,
+                                                                    const at::Tensor& owner) {
+  const FormInputs in(Wq, Wk, Wx, owner);
+  const int64_t T = in.T, N = in.N, D = in.D, G = in.G;
+  TORCH_CHECK(dE.device().is_cpu() && dE.scalar_type() == at::kFloat && dE.is_contiguous() && dE.dim() == 3 &&
+                  dE.size(0) == T && dE.size(1) == D && dE.size(2) == D,
+              "depthscale fused layer forms: dE must be a contiguous float32 T x d x d tensor");
+  at::Tensor dWq = at::zeros_like(Wq), dWk = at::zeros_like(Wk), dWx = at::zeros_like(Wx);
+  const float *q = Wq.data_ptr<float>(), *k = Wk.data_ptr<float>(), *x = Wx.data_ptr<float>();
+  const float* de = dE.data_ptr<float>();
+  float *dq = dWq.data_ptr<float>(), *dk = dWk.data_ptr<float>(), *dx = dWx.data_ptr<float>();
+  const int64_t* own = owner.data_ptr<int64_t>();
+  at::parallel_for(0, G, 1, [&](int64_t g0, int64_t g1) {
+    std::vector<float> A(N * D), Bm(N * D), dA(N * D), dB(N * D), dET(D * D), xT(D * N);
+    for (int64_t g = g0; g < g1; ++g) {
+      const float* xg = x + g * N * D;
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = 0; c < D; ++c) xT[c * N + r] = xg[r * D + c];
+      for (int64_t t = 0; t < T; ++t) {
+        if (own[t] != g) continue;
+        const float *qt = q + t * N * N, *kt = k + t * N * N, *det = de + t * D * D;
+        for (float* v : {A.data(), Bm.data(), dA.data(), dB.data()}) std::fill(v, v + N * D, 0.0f);
+        for (int64_t a = 0; a < D; ++a)
+          for (int64_t b = 0; b < D; ++b) dET[b * D + a] = det[a * D + b];
+        mm_acc(qt, N, 1, xg, A.data(), N, N, D);
+        mm_acc(kt, N, 1, xg, Bm.data(), N, N, D);
+        mm_acc(Bm.data(), D, 1, dET.data(), dA.data(), N, D, D);  // dA = B dE^T
+        mm_acc(A.data(), D, 1, det, dB.data(), N, D, D);          // dB = A dE
+        mm_acc(dA.data(), D, 1, xT.data(), dq + t * N * N, N, D, N);
+        mm_acc(dB.data(), D, 1, xT.data(), dk + t * N * N, N, D, N);
+        mm_acc(qt, 1, N, dA.data(), dx + g * N * D, N, N, D);  // W_q^T dA
+        mm_acc(kt, 1, N, dB.data(), dx + g * N * D, N, N, D);  // W_k^T dB
+      }
+    }
+  });
+  return {dWq, dWk, dWx};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(depthscale_fused, m) {
@@ -720,7 +894,12 @@ TORCH_LIBRARY(depthscale_fused, m) {
   m.def("test_row_backward(Tensor dpy, Tensor u, Tensor X, Tensor rc, Tensor y, Tensor owner, Tensor py, "
         "Tensor lse, bool need_dX, bool need_dy) -> (Tensor, Tensor, Tensor, Tensor)",
         &test_row_backward);
-  m.def("rms_scale_forward(Tensor X, Tensor M, int N, float eps) -> Tensor", &rms_scale_forward);
-  m.def("rms_scale_backward(Tensor dr, Tensor X, Tensor r, int N) -> Tensor", &rms_scale_backward);
+  m.def("test_scales_forward(Tensor X, Tensor xq, Tensor M, int N, float eps) -> (Tensor, Tensor, Tensor)",
+        &test_scales_forward);
+  m.def("test_scales_backward(Tensor drcq, Tensor X, Tensor xq, Tensor rc, Tensor rq, int N) -> Tensor",
+        &test_scales_backward);
   m.def("haar_q(Tensor G) -> Tensor", &haar_q);
+  m.def("layer_forms_forward(Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> Tensor", &layer_forms_forward);
+  m.def("layer_forms_backward(Tensor dE, Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> (Tensor, Tensor, Tensor)",
+        &layer_forms_backward);
 }
