@@ -530,34 +530,75 @@ struct ScaleLayout {
   inline int64_t at(int64_t r, int64_t g) const { return P > 0 ? ((r / P) * G + g) * P + r % P : r * G + g; }
 };
 
-// rows r0..r1 of X, row r at X + r * xs
+// M'_g, the upper triangle of M_g folded: M'_kl = M_kl + M_lk (k < l), M'_ll = M_ll, so that
+// x^T M_g x = sum_{k <= l} M'_kl x_k x_l (136 products at d = 16, not 256). G x d x d, lower part 0.
+std::vector<float> fold_upper(const float* M, int64_t G, int64_t D) {
+  std::vector<float> Mu(G * D * D, 0.0f);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t k = 0; k < D; ++k)
+      for (int64_t l = k; l < D; ++l)
+        Mu[(g * D + k) * D + l] = l == k ? M[(g * D + k) * D + l] : M[(g * D + k) * D + l] + M[(g * D + l) * D + k];
+  return Mu;
+}
+
+// q[m][.] = x^T M_{g+m} x for the 16 rows of xt (two vectors per k), NG models at once (they share
+// each load of x_k): q = sum_l x_l (sum_{k <= l} M'_kl x_k)
+template <int DT, int NG>
+inline void quad_block(const v8 (&xt)[DT][2], const float* __restrict Mu, v8 (&q)[NG][2]) {
+#pragma GCC unroll 4
+  for (int m = 0; m < NG; ++m) q[m][0] = q[m][1] = vbroadcast(0.0f);
+#pragma GCC unroll 16
+  for (int l = 0; l < DT; ++l) {
+    v8 a[NG][2];
+#pragma GCC unroll 4
+    for (int m = 0; m < NG; ++m) a[m][0] = a[m][1] = vbroadcast(0.0f);
+#pragma GCC unroll 16
+    for (int k = 0; k <= l; ++k) {
+#pragma GCC unroll 4
+      for (int m = 0; m < NG; ++m) {
+        const v8 c = vbroadcast(Mu[(m * DT + k) * DT + l]);
+        a[m][0] += c * xt[k][0];
+        a[m][1] += c * xt[k][1];
+      }
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < NG; ++m) {
+      q[m][0] += a[m][0] * xt[l][0];
+      q[m][1] += a[m][1] * xt[l][1];
+    }
+  }
+}
+
+// rows r0..r1 of X, row r at X + r * xs; Mu = fold_upper(M) (used where d is specialised)
 template <int DT>
-void rms_rows(const float* __restrict X, int64_t xs, const float* __restrict M, int64_t r0, int64_t r1, int64_t D_,
-              const ScaleLayout& lay, float invN, float eps, float* __restrict out) {
+void rms_rows(const float* __restrict X, int64_t xs, const float* __restrict M, const float* __restrict Mu,
+              int64_t r0, int64_t r1, int64_t D_, const ScaleLayout& lay, float invN, float eps,
+              float* __restrict out) {
   const int64_t D = DT > 0 ? DT : D_, G = lay.G;
   int64_t r = r0;
-  if constexpr (DT > 0) {  // 16 rows at a time, one row per lane: q = sum_l x_l (sum_k M_kl x_k)
-    alignas(64) float xt[DT][kRowBlock];
-    alignas(64) float q[kRowBlock], acc[kRowBlock];
+  if constexpr (DT > 0) {  // 16 rows at a time, one row per lane, two models at a time
+    static_assert(kRowBlock == 16, "quad_block takes 16 rows");
+    alignas(32) v8 xt[DT][2];
+    alignas(32) float o[kRowBlock];
+    auto put = [&](const v8 (&q)[2], int64_t g) {
+#pragma omp simd
+      for (int j = 0; j < kRowBlock; ++j) o[j] = 1.0f / std::sqrt((j < 8 ? q[0][j] : q[1][j - 8]) * invN + eps);
+      for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = o[j];
+    };
     for (; r + kRowBlock <= r1; r += kRowBlock) {
       for (int j = 0; j < kRowBlock; ++j)
-        for (int k = 0; k < DT; ++k) xt[k][j] = X[(r + j) * xs + k];
-      for (int64_t g = 0; g < G; ++g) {
-        const float* __restrict Mg = M + g * DT * DT;
-#pragma omp simd
-        for (int j = 0; j < kRowBlock; ++j) q[j] = 0.0f;
-        for (int l = 0; l < DT; ++l) {
-#pragma omp simd
-          for (int j = 0; j < kRowBlock; ++j) acc[j] = Mg[l] * xt[0][j];
-          for (int k = 1; k < DT; ++k) {
-            const float m = Mg[k * DT + l];
-#pragma omp simd
-            for (int j = 0; j < kRowBlock; ++j) acc[j] += m * xt[k][j];
-          }
-#pragma omp simd
-          for (int j = 0; j < kRowBlock; ++j) q[j] += acc[j] * xt[l][j];
-        }
-        for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = 1.0f / std::sqrt(q[j] * invN + eps);
+        for (int k = 0; k < DT; ++k) xt[k][j / 8][j % 8] = X[(r + j) * xs + k];
+      int64_t g = 0;
+      for (; g + 2 <= G; g += 2) {
+        v8 q[2][2];
+        quad_block<DT, 2>(xt, Mu + g * DT * DT, q);
+        put(q[0], g);
+        put(q[1], g + 1);
+      }
+      if (g < G) {
+        v8 q[1][2];
+        quad_block<DT, 1>(xt, Mu + g * DT * DT, q);
+        put(q[0], g);
       }
     }
   }
@@ -582,6 +623,38 @@ void rms_rows_backward(const float* __restrict X, int64_t xs, const float* __res
                        int64_t D_, int64_t G, float* __restrict dM) {
   const int64_t D = DT > 0 ? DT : D_;
   int64_t r = r0;
+  if constexpr (DT == 16) {
+    // eight rows at a time in registers; d M_g is symmetric: rows k < 8 get both halves, rows
+    // k >= 8 only their right half, and the lower-left block is mirrored from the upper-right at
+    // the end (24 of the 32 vector rows)
+    for (; r + 8 <= r1; r += 8) {
+      v8 xv[8][2];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) xv[i][0] = vload(X + (r + i) * xs), xv[i][1] = vload(X + (r + i) * xs + 8);
+      alignas(32) float cx[8][16];  // c_i x_i, read back one entry at a time (a broadcast load)
+      for (int64_t g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const v8 ci = vbroadcast(c[(r + i) * G + g]);
+          vstore(cx[i], ci * xv[i][0]);
+          vstore(cx[i] + 8, ci * xv[i][1]);
+        }
+        float* __restrict dMg = dM + g * 256;
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; ++k) {
+          v8 a[8];
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) a[i] = vbroadcast(cx[i][k]);
+#pragma GCC unroll 2
+          for (int h = k < 8 ? 0 : 1; h < 2; ++h) {
+            v8 acc = (a[0] * xv[0][h] + a[1] * xv[1][h]) + (a[2] * xv[2][h] + a[3] * xv[3][h]);
+            acc += (a[4] * xv[4][h] + a[5] * xv[5][h]) + (a[6] * xv[6][h] + a[7] * xv[7][h]);
+            vstore(dMg + k * 16 + 8 * h, vload(dMg + k * 16 + 8 * h) + acc);
+          }
+        }
+      }
+    }
+  }
   for (; r + 4 <= r1; r += 4) {
     const float* __restrict x0 = X + r * xs;
     const float* __restrict x1 = x0 + xs;
@@ -608,6 +681,11 @@ void rms_rows_backward(const float* __restrict X, int64_t xs, const float* __res
         for (int64_t l = 0; l < D; ++l) dMg[k * D + l] += a * x[l];
       }
     }
+  }
+  if constexpr (DT == 16) {  // the lower-left block from the upper-right (which has every row's share)
+    for (int64_t g = 0; g < G; ++g)
+      for (int k = 8; k < 16; ++k)
+        for (int l = 0; l < 8; ++l) dM[g * 256 + k * 16 + l] = dM[g * 256 + l * 16 + k];
   }
 }
 
@@ -649,10 +727,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> test_scales_forward(const at::Ten
   float *rcp = rc.data_ptr<float>(), *rqp = rq.data_ptr<float>(), *out = rcq.data_ptr<float>();
   const float invN = 1.0f / static_cast<float>(N), e = static_cast<float>(eps);
   const ScaleLayout ctx{G, P}, tok{G, 0};
+  const std::vector<float> Mu = fold_upper(Mp, G, D);
+  const float* Mup = Mu.data();
   dispatch_d(D, [&]<int DT>() {
     at::parallel_for(0, B, 4, [&](int64_t b0, int64_t b1) {  // whole contexts per thread
-      for (int64_t b = b0; b < b1; ++b) rms_rows<DT>(Xp + b * xs, D, Mp, 0, P, D, ctx, invN, e, rcp + b * G * P);
-      rms_rows<DT>(Qp, qs, Mp, b0, b1, D, tok, invN, e, rqp);
+      for (int64_t b = b0; b < b1; ++b)
+        rms_rows<DT>(Xp + b * xs, D, Mp, Mup, 0, P, D, ctx, invN, e, rcp + b * G * P);
+      rms_rows<DT>(Qp, qs, Mp, Mup, b0, b1, D, tok, invN, e, rqp);
       for (int64_t bg = b0 * G; bg < b1 * G; ++bg) {
         const float q = rqp[bg];
 #pragma omp simd
