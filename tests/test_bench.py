@@ -129,10 +129,11 @@ def test_flop_count_matches_torch_counter_and_hand_count(monkeypatch):
     # gains 2*4 + 2*2 = 12  -> 118.  backward: 32 + 96 + 8 + 12 + 24 = 172
     assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]]) == {"forward": 118, "backward": 172, "total": 290}
     # fused: the test row's backward recomputes the scores (2BTdP = 12 more); the scales are
-    # x^T M x for P + 1 = 4 tokens (2*4*4 = 32) plus M = W_x^T W_x (2*2*4 = 16; backward 32)
-    assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]], fused=True) == {"forward": 118 + 16,
-                                                                          "backward": 172 + 12 + 32,
-                                                                          "total": 350}
+    # x^T M x from M's folded upper triangle for P + 1 = 4 tokens (2*4*(3 + 2) = 40, not the 32 of
+    # X W_x^T) plus M = W_x^T W_x (2*2*4 = 16; backward 32)
+    assert flops_per_step("nonlinear", 2, 2, 3, 1, [[1]], fused=True) == {"forward": 118 + 8 + 16,
+                                                                          "backward": 172 + 12 + 8 + 32,
+                                                                          "total": 366}
 
 
 def test_a_nan_model_does_not_touch_the_others_in_its_group():

@@ -57,6 +57,15 @@ def seed_groups(cfgs: list[RunConfig]) -> list[list[int]]:
     return list(groups.values())
 
 
+def fused_scale_flops(B: int, P: int, G: int, d: int) -> int:
+    """FLOPs of the fused scales over B(P + 1) tokens and G models, each way: forward
+    x^T M x = sum_l x_l sum_{k <= l} M'_kl x_k (d(d+1)/2 + d multiply-adds), backward the upper
+    triangle of d M = sum c x x^T and c x (d(d+1)/2 + d). The kernel's d = 16 path does this
+    (its backward at vector granularity: 24 of 32 half-rows, a little more); other d take the
+    full d^2 form, for which this count is a lower bound."""
+    return 2 * B * (P + 1) * G * (d * (d + 1) // 2 + d)
+
+
 def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[int]], fused: bool = False) -> dict:
     """Matmul FLOPs of one packed training step (forward and backward), counted for the algorithm
     `AttentionPack.ensemble_forward` executes; `groups` lists the depths of the models that share
@@ -70,7 +79,8 @@ def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[
       gains        W_o W_v W_y                  fwd 2G'N^2 + 2G'N    bwd twice that (G' = T for
                                                                      layer_values, else G)
     `fused` (`kernels`): the test row's backward recomputes the scores (2BTdP more), and the scales
-    are x^T M_g x with M_g = W_x^T W_x: 2B(P+1)Gd^2 + 2GNd^2 forward, 2B(P+1)Gd^2 + 4GNd^2 backward.
+    are x^T M_g x with M_g = W_x^T W_x from M's folded upper triangle (`fused_scale_flops`) plus
+    2GNd^2 forward, 4GNd^2 backward for M.
     """
     fwd = bwd = 0
     for depths in groups:
@@ -80,7 +90,7 @@ def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[
         scales_bwd = scales
         if fused:  # x^T M_g x for every token and model, M_g = W_x^T W_x; d M_g = sum c x x^T
             M = 2 * G * N * d * d
-            scales, scales_bwd = 2 * B * (P + 1) * G * d * d + M, 2 * B * (P + 1) * G * d * d + 2 * M
+            scales, scales_bwd = fused_scale_flops(B, P, G, d) + M, fused_scale_flops(B, P, G, d) + 2 * M
         E = 4 * T * N * N * d + 2 * T * d * d * N
         scores = 2 * B * T * d * d + 2 * B * T * d * P
         gains = 2 * Gv * N * N + 2 * Gv * N
@@ -134,7 +144,7 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         # forward
         if fused:
             # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
-            add("forward", "scales: r = (xᵀM_g x / N + ε)^-½", 2 * B * (P + 1) * G * d * d,
+            add("forward", "scales: r = (xᵀM_g x / N + ε)^-½", fused_scale_flops(B, P, G, d),
                 X + B * d + 2 * B * G * P + B * G)
         else:
             add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
@@ -159,7 +169,7 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
             add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
         add("backward", "dE = x_testᵀ du (and d r_test)", 2 * B * T * d * d, 3 * u)
         if fused:
-            add("backward", "scales: dM_g = Σ c x xᵀ", 2 * B * (P + 1) * G * d * d,  # in: d rcq, rc, r_test
+            add("backward", "scales: dM_g = Σ c x xᵀ", fused_scale_flops(B, P, G, d),  # in: d rcq, rc, r_test
                 X + B * d + 2 * B * G * P + B * G)
         else:
             add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
