@@ -20,9 +20,15 @@ def _spiky(**kw):
 
 
 def test_keep_best_measures_the_parameters_of_the_best_monitor_step():
-    cfg = _spiky()
-    met = train_pack([cfg])[0]
-    assert 0 < met["best_step"] < cfg.max_steps  # the test means something only if the best was not last
+    # the test means something only if the best step was not the last: the first seed of a few whose
+    # wandering trajectory has its minimum earlier (which seed depends on float rounding: the fused
+    # CPU kernels and the torch path part ways within these 40 steps at this rate)
+    for seed in range(6):
+        cfg = _spiky(seed=seed)
+        met = train_pack([cfg])[0]
+        if 0 < met["best_step"] < cfg.max_steps:
+            break
+    assert 0 < met["best_step"] < cfg.max_steps, "no seed with its best monitor step before the last"
     # the same run stopped at its best step (constant rate: identical parameters there)
     again = train_pack([cfg.replace(max_steps=met["best_step"], keep_best=False)])[0]
     assert met["R"] == pytest.approx(again["R"], rel=1e-6, abs=1e-9)
