@@ -1,11 +1,14 @@
 """Fused CPU kernels (issue 15), built at first use with torch.utils.cpp_extension.
 
-`csrc/fused.cpp` has three kernels of the ensemble pack's training step:
-- the test row of every layer (scores, softmax, readout) one (context, layer) row at a time in
-  registers, where the torch path (`models._TestRowReadout`) writes the B x T x P scores and
-  probabilities and reads them back in a dozen passes (`FusedTestRow`);
+`csrc/fused.cpp` has four kernels of the ensemble pack's training step:
+- the test row of every layer (scores, softmax, readout), two (context, layer) rows at a time with
+  each row's P scores in vector registers, where the torch path (`models._TestRowReadout`) writes
+  the B x T x P scores and probabilities and reads them back in a dozen passes (`FusedTestRow`);
 - the pre-norm scales r = 1/rms(W_x x) of G models as r = (xᵀ M_g x / N + eps)^(-1/2) with
-  M_g = W_xᵀ W_x, without the B x P x G x N projections in memory (`FusedTestScales`);
+  M_g = W_xᵀ W_x, without the B x P x G x N projections in memory, context and test-token scales
+  multiplied and written in the layout the test row reads (`FusedTestScales`);
+- the layers' score forms E_l = (W_q^l W_x)ᵀ (W_k^l W_x), one call each way where torch makes
+  three (six backward) batched matmuls of T tiny matrices (`FusedLayerForms`);
 - the Haar rotations of context sampling, Q of G = QR with diag R > 0 (`haar_q`, called by
   `contexts.haar_orthogonal`).
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
@@ -83,7 +86,8 @@ def enabled() -> bool:
 
 
 def fused_ops():
-    """torch.ops.depthscale_fused (test_row_, test_scales_, layer_forms_forward/backward, haar_q),
+    """torch.ops.depthscale_fused (test_row_forward/backward, test_scales_forward/backward,
+    layer_forms_forward/backward, haar_q),
     built or loaded on the first call; None where the kernels are turned off or cannot be built (the
     reason in `status()`)."""
     if not enabled():

@@ -29,23 +29,39 @@ namespace {
 // mantissa bits then hold n; Cody-Waite split of ln2), exp(r) by Cephes' expf polynomial (relative
 // error ~1e-7), 2^n through the exponent bits. Below -87 the result is clamped to exp(-87) ~ 1.6e-38
 // (a softmax weight that small is zero to float precision; torch gives a denormal or 0). NaN stays NaN.
-inline float exp_nonpos(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;
-  const float fx = shifted - 12582912.0f;
-  float r = x - fx * 0.693359375f;
+typedef float v8 __attribute__((vector_size(32)));  // 8 floats (see VRow below)
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+template <typename F>
+inline F splat(float a) {
+  if constexpr (sizeof(F) == sizeof(float)) {
+    return a;
+  } else {
+    return F{a, a, a, a, a, a, a, a};
+  }
+}
+
+// F = float or v8 (lane by lane: the same operations, so the same floats); I the matching int32 type
+template <typename F, typename I>
+inline F exp_nonpos_t(F x) {
+  const F lo = splat<F>(-87.0f), shift = splat<F>(12582912.0f);
+  x = x < lo ? lo : x;
+  const F shifted = x * 1.44269504088896341f + shift;
+  const F fx = shifted - shift;
+  F r = x - fx * 0.693359375f;
   r = r + fx * 2.12194440e-4f;
-  const float z = r * r;
-  float q = 1.9875691500e-4f;
+  const F z = r * r;
+  F q = splat<F>(1.9875691500e-4f);
   q = q * r + 1.3981999507e-3f;
   q = q * r + 8.3334519073e-3f;
   q = q * r + 4.1665795894e-2f;
   q = q * r + 1.6666665459e-1f;
   q = q * r + 5.0000001201e-1f;
   q = q * z + r + 1.0f;
-  const int32_t n = __builtin_bit_cast(int32_t, shifted) - 0x4B400000;
-  return q * __builtin_bit_cast(float, (n + 127) << 23);
+  const I n = __builtin_bit_cast(I, shifted) - 0x4B400000;
+  return q * __builtin_bit_cast(F, (n + 127) << 23);
 }
+inline float exp_nonpos(float x) { return exp_nonpos_t<float, int32_t>(x); }
 
 // X (B x P x d) may be a slice of a larger batch (sampling's x holds the test token after the P
 // context tokens): its rows must be contiguous, contexts may be any stride apart.
@@ -204,16 +220,13 @@ struct Row {
 // 8 floats, one AVX register with -march=native, two SSE registers or scalar code elsewhere). The
 // loop version above leaves the compiler to keep s in registers; it stores and reloads s once per k
 // (16 times a row), which made the row about twice its arithmetic. Used where P = 8 NV, NV <= 8.
-typedef float v8 __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-
 inline v8 vload(const float* p) {
   v8 v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
 inline void vstore(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
-inline v8 vbroadcast(float a) { return v8{a, a, a, a, a, a, a, a}; }
+inline v8 vbroadcast(float a) { return splat<v8>(a); }
 // horizontal sum and max by halving (three shuffles: short dependency chains)
 inline v8 vmax(v8 a, v8 b) { return a > b ? a : b; }
 inline float hsum(v8 v) {
@@ -229,25 +242,7 @@ inline float hmax(v8 v) {
   return v[0];
 }
 
-// exp_nonpos, lane by lane (the same operations, so the same floats)
-inline v8 vexp_nonpos(v8 x) {
-  const v8 lo = vbroadcast(-87.0f), shift = vbroadcast(12582912.0f);
-  x = x < lo ? lo : x;
-  const v8 shifted = x * 1.44269504088896341f + shift;
-  const v8 fx = shifted - shift;
-  v8 r = x - fx * 0.693359375f;
-  r = r + fx * 2.12194440e-4f;
-  const v8 z = r * r;
-  v8 q = vbroadcast(1.9875691500e-4f);
-  q = q * r + 1.3981999507e-3f;
-  q = q * r + 8.3334519073e-3f;
-  q = q * r + 4.1665795894e-2f;
-  q = q * r + 1.6666665459e-1f;
-  q = q * r + 5.0000001201e-1f;
-  q = q * z + r + 1.0f;
-  const v8i n = (v8i)shifted - 0x4B400000;
-  return q * (v8)((n + 127) << 23);
-}
+inline v8 vexp_nonpos(v8 x) { return exp_nonpos_t<v8, v8i>(x); }
 
 // NR rows at once (independent instruction streams: one row's max-exp-sum chain runs while the
 // other's dots issue); the rows share X but may belong to different models (rg, drg per row).
@@ -257,7 +252,7 @@ struct VRow {
 
   // s[r][j] = u_r . x_i for the 8 i of vector j, from X transposed (XT, DT x P)
   template <int NR>
-  static inline void dots(const float* const (&u)[NR], const float* __restrict XT, v8 (&s)[NR][NV]) {
+  static inline void dots(const float* const* u, const float* __restrict XT, v8 (&s)[NR][NV]) {
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
       const v8 u0 = vbroadcast(u[r][0]);
@@ -276,8 +271,8 @@ struct VRow {
   }
 
   template <int NR>
-  static inline void forward(const float* const (&u)[NR], const float* __restrict XT,
-                             const float* const (&rg)[NR], const float* __restrict yb, float* py, float* lse) {
+  static inline void forward(const float* const* u, const float* __restrict XT, const float* const* rg,
+                             const float* __restrict yb, float* py, float* lse) {
     v8 s[NR][NV];
     dots<NR>(u, XT, s);
     v8 m[NR], Z[NR], num[NR];
@@ -312,10 +307,10 @@ struct VRow {
   // Row::backward's maths for NR rows; du = sum_i w_i x_i over x_i's DT / 8 vectors (DT a multiple
   // of 8, the rows sharing each load of x_i) or, for other DT, through XT.
   template <int NR>
-  static inline void backward(const float* const (&u)[NR], const float* __restrict Xb, const float* __restrict XT,
-                              const float* const (&rg)[NR], const float* __restrict yb, const float* g,
-                              const float* pyt, const float* l, float* const (&drg)[NR], float* const (&du)[NR],
-                              float* __restrict dXb, float* __restrict dyb) {
+  static inline void backward(const float* const* u, const float* __restrict Xb, const float* __restrict XT,
+                              const float* const* rg, const float* __restrict yb, const float* g, const float* pyt,
+                              const float* l, float* const* drg, float* const* du, float* __restrict dXb,
+                              float* __restrict dyb) {
     v8 s[NR][NV];
     dots<NR>(u, XT, s);
     alignas(32) float w[NR][P];
@@ -403,6 +398,15 @@ inline void dispatch(int64_t D, int64_t P, F&& f) {
   }
 }
 
+// f.template operator()<2>(t) for t = 0, 2, 4, ... while a pair of rows fits, then
+// f.template operator()<1>(t) for the row left (VRow's two-row and one-row forms)
+template <typename F>
+inline void in_pairs(int64_t T, F&& f) {
+  int64_t t = 0;
+  for (; t + 2 <= T; t += 2) f.template operator()<2>(t);
+  for (; t < T; ++t) f.template operator()<1>(t);
+}
+
 std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const at::Tensor& X,
                                                     const at::Tensor& rc, const at::Tensor& y,
                                                     const at::Tensor& owner) {
@@ -421,25 +425,18 @@ std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const a
         transpose(Xp + b * in.xs, P, D, XT.data());
         const float* yb = Y + b * P;
         const float* rb = R + b * G * P;
-        int64_t t = 0;
         if constexpr (kVector<DT, PT>) {
-          using V = VRow<DT, PT / 8>;
-          for (; t + 2 <= T; t += 2) {
-            const int64_t bt = b * T + t;
-            const float* const u[2] = {U + bt * D, U + (bt + 1) * D};
-            const float* const rg[2] = {rb + own[t] * P, rb + own[t + 1] * P};
-            V::template forward<2>(u, XT.data(), rg, yb, PY + bt, LSE + bt);
-          }
-          for (; t < T; ++t) {
-            const int64_t bt = b * T + t;
-            const float* const u[1] = {U + bt * D};
-            const float* const rg[1] = {rb + own[t] * P};
-            V::template forward<1>(u, XT.data(), rg, yb, PY + bt, LSE + bt);
-          }
+          in_pairs(T, [&]<int NR>(int64_t t) {
+            const float* u[NR];
+            const float* rg[NR];
+            for (int r = 0; r < NR; ++r) u[r] = U + (b * T + t + r) * D, rg[r] = rb + own[t + r] * P;
+            VRow<DT, PT / 8>::template forward<NR>(u, XT.data(), rg, yb, PY + b * T + t, LSE + b * T + t);
+          });
+        } else {
+          for (int64_t t = 0; t < T; ++t)
+            Row<DT, PT>::forward(U + (b * T + t) * D, XT.data(), rb + own[t] * P, yb, D, P, scratch.data(),
+                                 PY + b * T + t, LSE + b * T + t);
         }
-        for (; t < T; ++t)
-          Row<DT, PT>::forward(U + (b * T + t) * D, XT.data(), rb + own[t] * P, yb, D, P, scratch.data(),
-                               PY + b * T + t, LSE + b * T + t);
       }
     });
   });
@@ -482,31 +479,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
         float* drb = DRC + b * G * P;
         float* dXb = DX ? DX + b * P * D : nullptr;
         float* dyb = DY ? DY + b * P : nullptr;
-        int64_t t = 0;
         if constexpr (kVector<DT, PT>) {
-          using V = VRow<DT, PT / 8>;
-          for (; t + 2 <= T; t += 2) {
+          in_pairs(T, [&]<int NR>(int64_t t) {
             const int64_t bt = b * T + t;
-            const float* const u[2] = {U + bt * D, U + (bt + 1) * D};
-            const float* const rg[2] = {rb + own[t] * P, rb + own[t + 1] * P};
-            float* const drg[2] = {drb + own[t] * P, drb + own[t + 1] * P};
-            float* const du[2] = {DU + bt * D, DU + (bt + 1) * D};
-            V::template backward<2>(u, Xb, XT.data(), rg, yb, DPY + bt, PY + bt, LSE + bt, drg, du, dXb, dyb);
-          }
-          for (; t < T; ++t) {
+            const float* u[NR];
+            const float* rg[NR];
+            float* drg[NR];
+            float* du[NR];
+            for (int r = 0; r < NR; ++r) {
+              u[r] = U + (bt + r) * D, rg[r] = rb + own[t + r] * P, drg[r] = drb + own[t + r] * P;
+              du[r] = DU + (bt + r) * D;
+            }
+            VRow<DT, PT / 8>::template backward<NR>(u, Xb, XT.data(), rg, yb, DPY + bt, PY + bt, LSE + bt, drg, du,
+                                                    dXb, dyb);
+          });
+        } else {
+          for (int64_t t = 0; t < T; ++t) {
             const int64_t bt = b * T + t;
-            const float* const u[1] = {U + bt * D};
-            const float* const rg[1] = {rb + own[t] * P};
-            float* const drg[1] = {drb + own[t] * P};
-            float* const du[1] = {DU + bt * D};
-            V::template backward<1>(u, Xb, XT.data(), rg, yb, DPY + bt, PY + bt, LSE + bt, drg, du, dXb, dyb);
+            Row<DT, PT>::backward(U + bt * D, Xb, XT.data(), rb + own[t] * P, yb, DPY[bt], PY[bt], LSE[bt], D, P,
+                                  scratch.data(), drb + own[t] * P, DU + bt * D, dXb, dyb);
           }
-        }
-        for (; t < T; ++t) {
-          const int64_t bt = b * T + t;
-          Row<DT, PT>::backward(U + bt * D, Xb, XT.data(), rb + own[t] * P, yb, DPY[bt], PY[bt], LSE[bt], D, P,
-                                  scratch.data(), drb + own[t] * P, DU + bt * D, DX ? DX + b * P * D : nullptr,
-                                  DY ? DY + b * P : nullptr);
         }
       }
     });
