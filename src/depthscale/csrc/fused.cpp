@@ -878,6 +878,10 @@ inline void mm_acc(const float* __restrict A, int64_t ars, int64_t acs, const fl
     }
 }
 
+// A layer's forms are ~1.5 us of work: split across threads only from this many layers (below it
+// the fork and join cost more than the work; at 2 threads on a busy machine, twice the work)
+constexpr int64_t kFormsGrain = 512;
+
 struct FormInputs {
   int64_t T, N, D, G;
   FormInputs(const at::Tensor& Wq, const at::Tensor& Wk, const at::Tensor& Wx, const at::Tensor& owner) {
@@ -904,7 +908,7 @@ at::Tensor layer_forms_forward(const at::Tensor& Wq, const at::Tensor& Wk, const
   const float *q = Wq.data_ptr<float>(), *k = Wk.data_ptr<float>(), *x = Wx.data_ptr<float>();
   const int64_t* own = owner.data_ptr<int64_t>();
   float* e = E.data_ptr<float>();
-  at::parallel_for(0, in.T, 16, [&](int64_t t0, int64_t t1) {
+  at::parallel_for(0, in.T, kFormsGrain, [&](int64_t t0, int64_t t1) {
     std::vector<float> A(N * D), Bm(N * D);
     for (int64_t t = t0; t < t1; ++t) {
       const float* xg = x + own[t] * N * D;
@@ -933,7 +937,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_forms_backward(const at::Te
   const float* de = dE.data_ptr<float>();
   float *dq = dWq.data_ptr<float>(), *dk = dWk.data_ptr<float>(), *dx = dWx.data_ptr<float>();
   const int64_t* own = owner.data_ptr<int64_t>();
-  at::parallel_for(0, G, 1, [&](int64_t g0, int64_t g1) {
+  at::parallel_for(0, G, T >= kFormsGrain ? 1 : G, [&](int64_t g0, int64_t g1) {
     std::vector<float> A(N * D), Bm(N * D), dA(N * D), dB(N * D), dET(D * D), xT(D * N);
     for (int64_t g = g0; g < g1; ++g) {
       const float* xg = x + g * N * D;
