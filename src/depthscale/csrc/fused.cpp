@@ -1,5 +1,6 @@
 // Fused CPU kernels of the ensemble pack's training step (depthscale.kernels, issue 15): the test
-// row of every layer, the pre-norm scales and the Haar rotations of context sampling (at the end).
+// row of every layer, the pre-norm scales, the Haar rotations of context sampling and the layers'
+// score forms E_l (in that order).
 //
 // The test row of every layer, fused.
 //
