@@ -618,8 +618,8 @@ void rms_rows_backward(const float* __restrict X, int64_t xs, const float* __res
   int64_t r = r0;
   if constexpr (DT == 16) {
     // eight rows at a time in registers; d M_g is symmetric: rows k < 8 get both halves, rows
-    // k >= 8 only their right half, and the lower-left block is mirrored from the upper-right at
-    // the end (24 of the 32 vector rows)
+    // k >= 8 only their right half, and the caller mirrors the lower-left block from the
+    // upper-right when every row is in (mirror_upper_16; 24 of the 32 vector rows)
     for (; r + 8 <= r1; r += 8) {
       v8 xv[8][2];
 #pragma GCC unroll 8
@@ -675,11 +675,14 @@ void rms_rows_backward(const float* __restrict X, int64_t xs, const float* __res
       }
     }
   }
-  if constexpr (DT == 16) {  // the lower-left block from the upper-right (which has every row's share)
-    for (int64_t g = 0; g < G; ++g)
-      for (int k = 8; k < 16; ++k)
-        for (int l = 0; l < 8; ++l) dM[g * 256 + k * 16 + l] = dM[g * 256 + l * 16 + k];
-  }
+}
+
+// After rms_rows_backward<16> (every call on this d M done): the lower-left block from the
+// upper-right, which has every row's share (the 16-row path writes only the upper one)
+inline void mirror_upper_16(float* dM, int64_t G) {
+  for (int64_t g = 0; g < G; ++g)
+    for (int k = 8; k < 16; ++k)
+      for (int l = 0; l < 8; ++l) dM[g * 256 + k * 16 + l] = dM[g * 256 + l * 16 + k];
 }
 
 template <typename F>
@@ -778,6 +781,7 @@ at::Tensor test_scales_backward(const at::Tensor& drcq, const at::Tensor& X, con
         for (int64_t b = b0; b < b1; ++b)
           rms_rows_backward<DT>(Xp + b * xs, D, cc.data() + (b - b0) * P * G, 0, P, D, G, dM);
         rms_rows_backward<DT>(Qp + b0 * qs, qs, cq.data(), 0, b1 - b0, D, G, dM);
+        if constexpr (DT == 16) mirror_upper_16(dM, G);
       }
     });
   });
