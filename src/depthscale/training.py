@@ -54,15 +54,21 @@ def data_key(cfg: RunConfig) -> tuple:
     return (cfg.seed, cfg.a, cfg.b)
 
 
-def batch_order(cfgs: list[RunConfig]) -> list[int]:
-    """The indices of `cfgs` with the models that share a training batch (data_key) next to each
-    other, batches in order of first appearance. A pack built in this order runs each batch's
-    models on slices of its parameters (AttentionPack.ensemble_forward's contiguous case): no
-    gathers forward, no scatters backward. The numbers are the same in any order."""
+def batch_groups(cfgs: list[RunConfig], idx: list[int]) -> dict[tuple, list[int]]:
+    """The models `idx` by the training batch they share (data_key), batches in order of first
+    appearance."""
     groups: dict[tuple, list[int]] = {}
-    for i, c in enumerate(cfgs):
-        groups.setdefault(data_key(c), []).append(i)
-    return [i for g in groups.values() for i in g]
+    for i in idx:
+        groups.setdefault(data_key(cfgs[i]), []).append(i)
+    return groups
+
+
+def batch_order(cfgs: list[RunConfig]) -> list[int]:
+    """The indices of `cfgs` with the models that share a training batch next to each other
+    (`batch_groups`). A pack built in this order runs each batch's models on slices of its
+    parameters (AttentionPack.ensemble_forward's contiguous case): no gathers forward, no scatters
+    backward. The numbers are the same in any order."""
+    return [i for g in batch_groups(cfgs, list(range(len(cfgs)))).values() for i in g]
 
 
 def base_lr(cfg: RunConfig) -> float:
@@ -239,11 +245,8 @@ def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], bat
         bat = lambda i: batches[data_key(cfgs[i])]  # noqa: E731
         outs = pack(None, None, None, models=idx, X_of=lambda i: (bat(i).X_BxPxd, bat(i).y_BxP, bat(i).xq_Bxd))
         return torch.stack([(o.y_hat_B - bat(i).ystar_B).pow(2).mean() for i, o in zip(idx, outs)])
-    groups: dict[tuple, list[int]] = {}
-    for i in idx:
-        groups.setdefault(data_key(cfgs[i]), []).append(i)
     order, parts = [], []
-    for key, ms in groups.items():
+    for key, ms in batch_groups(cfgs, idx).items():
         ctx = batches[key]
         f_BxT, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, ms, need_p=False)
         # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model

@@ -119,8 +119,9 @@ struct RowInputs {
   }
 };
 
-// One (context, layer) row. DT, PT > 0 fix d and P at compile time (the row then lives in
-// registers); 0 takes them from D, P at run time, with the caller's scratch of P floats.
+// One (context, layer) row, for the shapes VRow (below) does not take: DT, PT > 0 fix d and P at
+// compile time (d = 16, P = 128); 0 takes them from D, P at run time, with the caller's scratch of
+// P floats.
 template <int DT, int PT>
 struct Row {
   static constexpr int kLocal = PT > 0 ? PT : 1;
