@@ -26,6 +26,7 @@ def _shape_key(shapes) -> tuple:
 def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
     """The roofline op (bench.step_ops names) an aten op of `phase` belongs to, or 'other'."""
     B, P, d, N, G, T = (dims[k] for k in ("B", "P", "d", "N", "G", "T"))
+    K = dims.get("K", 1)  # seed groups (ensemble_forward runs equal ones in one call)
     first = shapes[0] if shapes else ()
     if phase == "sampling":
         if name in ("aten::normal_", "aten::randint", "aten::random_"):
@@ -64,7 +65,8 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
             return "softmax"
         if name == "aten::bmm" and first == (B, 1, P):
             return "readout p·y"
-        if (name == "aten::mm" and first == (B, d)) or (name == "aten::mul" and first == (B, T, d)):
+        if ((name == "aten::mm" and first == (B, d)) or (name == "aten::mul" and first == (B, T, d))
+                or (name == "aten::bmm" and first == (K, B, d))):  # (K, B, d): the seed groups in one call
             return "u = x_test [E_1..E_T] · r_test"
         return "other"
     if phase == "backward":
@@ -83,7 +85,8 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
             return "d r_i = Σ_l ds s / r"
         if name == "aten::mul_" and len(first) == 3 and first[0] == B and first[2] == P:
             return "ds ← r_i ds (per model)"
-        if (name == "aten::mm" and first[:1] == (d,)) or (len(first) == 3 and first[:2] == (B, T)):
+        if ((name == "aten::mm" and first[:1] == (d,)) or (len(first) == 3 and first[:2] in ((B, T), (K * B, T)))
+                or (name == "aten::bmm" and first == (K, d, B))):
             return "dE = x_testᵀ du (and d r_test)"
         return "other"
     return "other"
@@ -112,7 +115,8 @@ def main(argv=None) -> int:
     cfgs = [cfgs[i] for i in batch_order(cfgs)]  # as run_pack and the bench build their packs
     c0 = cfgs[0]
     groups = [[cfgs[i].L for i in g] for g in bench.seed_groups(cfgs)]
-    dims = {"B": c0.batch, "P": c0.P, "d": c0.d, "N": c0.N, "G": len(groups[0]), "T": sum(groups[0])}
+    dims = {"B": c0.batch, "P": c0.P, "d": c0.d, "N": c0.N, "G": len(groups[0]), "T": sum(groups[0]),
+            "K": len(groups)}
     pack = build_pack(cfgs)
     opt, lr0, idx = RowAdam(pack), base_lrs(cfgs), list(range(len(cfgs)))
     peak = bench.matmul_peak("cpu")["flops_per_s"]

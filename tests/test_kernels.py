@@ -278,3 +278,62 @@ def test_strided_contexts_give_the_same_numbers_without_a_copy(d, P):
         outs.append((py.detach(), Wx.grad.clone(), u.grad.clone()))
     for a, b in zip(*outs):
         assert torch.equal(a, b)
+
+
+@needs_kernel
+@pytest.mark.parametrize("d,P,B", [(16, 64, 6), (5, 13, 3)])
+def test_grouped_scales_are_the_blocks_scaled_apart(d, P, B):
+    # M as K x G x d x d: block k of the K B contexts is scaled by its own M_k; the numbers (and
+    # d M_k) are those of K separate calls, bit for bit, whichever thread owns which contexts
+    from depthscale.models import RMS_EPS
+
+    g = torch.Generator().manual_seed(11)
+    K, G, N = 3, 2, 7
+    X, xq = torch.randn(K * B, P, d, generator=g), torch.randn(K * B, d, generator=g)
+    Wx = torch.randn(K, G, N, d, generator=g)
+    M = torch.einsum("kgnd,kgne->kgde", Wx, Wx).requires_grad_()
+    w = torch.randn(K * B, G, P, generator=g)
+    rcq = kernels.FusedTestScales.apply(X, xq, M, N, RMS_EPS)
+    (rcq * w).sum().backward()
+    assert rcq.shape == (K * B, G, P) and M.grad.shape == M.shape
+    for k in range(K):
+        Mk = M.detach()[k].clone().requires_grad_()
+        part = slice(k * B, (k + 1) * B)
+        rk = kernels.FusedTestScales.apply(X[part], xq[part], Mk, N, RMS_EPS)
+        (rk * w[part]).sum().backward()
+        assert torch.equal(rcq[part], rk)
+        assert torch.allclose(M.grad[k], Mk.grad, rtol=1e-6, atol=1e-6 * Mk.grad.abs().max().item())
+    with pytest.raises(RuntimeError, match="K equal blocks"):
+        kernels.FusedTestScales.apply(X[:-1], xq[:-1], M.detach(), N, RMS_EPS)
+
+
+@needs_kernel
+@pytest.mark.parametrize("model", ["nonlinear", "layer_values"])
+def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
+    # _pack_losses runs the seeds' equal blocks of models as one ensemble_forward (groups = K);
+    # against one call per seed: the same losses bit for bit, the same gradients to float rounding
+    # (d M_g sums its contexts in per-thread parts, and the threads split K B contexts, not B)
+    from depthscale import training
+
+    cfgs = [make_config("smoke", model=model, task="difficult", k=2, a=0.0, b=0.5, L=L, seed=s)
+            for s in (0, 1, 2) for L in (1, 3)]
+    pack = build_pack(cfgs)
+    idx = list(range(len(cfgs)))
+    batches = training.step_batches(cfgs, idx, 0, "cpu")
+    out = {}
+    for merged in (True, False):
+        if not merged:
+            monkeypatch.setattr(type(pack), "groups_of", lambda *a, **k: False)
+        pack.zero_grad(set_to_none=True)
+        losses = training._pack_losses(pack, cfgs, idx, batches)
+        losses.sum().backward()
+        out[merged] = (losses.detach(), {n: p.grad.clone() for n, p in pack.named_parameters()})
+    assert torch.equal(out[True][0], out[False][0])
+    for n, grad in out[True][1].items():
+        torch.testing.assert_close(grad, out[False][1][n], rtol=1e-5, atol=1e-6 * grad.abs().max().item(), msg=n)
+    monkeypatch.undo()
+    ctx = batches[training.data_key(cfgs[0])]
+    assert pack.groups_of(idx, 3, ctx.X_BxPxd) and not pack.groups_of(idx, 4, ctx.X_BxPxd)
+    assert not pack.groups_of([0, 1, 3, 4], 2, ctx.X_BxPxd)  # not consecutive
+    with pytest.raises(ValueError, match="groups = 3"):
+        pack.ensemble_forward(ctx.X_BxPxd[:5], ctx.y_BxP[:5], ctx.xq_Bxd[:5], idx, need_p=False, groups=3)

@@ -157,14 +157,17 @@ class FusedTestScales(torch.autograd.Function):
     """rcq_BxGxP = rc_bgi rq_bg, the product of the pre-norm scales of context token i and of the
     test token under model g, r = 1/sqrt(xᵀ M_g x / N + eps) with M_g = W_x^gᵀ W_x^g: the scales
     of `models._RmsScale` (1/rms of the projections) without the projections, written in the
-    layout the test row reads. Gradient for M only (X and x_test are data)."""
+    layout the test row reads. Gradient for M only (X and x_test are data).
+
+    M may be K x G x d x d: the B contexts are then K equal blocks (the seed groups of a pack,
+    `AttentionPack.ensemble_forward` with groups = K), block k scaled by its own G models M_k."""
 
     @staticmethod
     def forward(ctx, X_BxPxd, xq_Bxd, M_Gxdxd, N: int, eps: float):
         X, xq, M = _rows(X_BxPxd), _rows(xq_Bxd), M_Gxdxd.contiguous()
         rcq, rc, rq = fused_ops().test_scales_forward(X, xq, M, int(N), float(eps))
         ctx.save_for_backward(X, xq, rc, rq)
-        ctx.N = int(N)
+        ctx.N, ctx.K = int(N), (M.size(0) if M.dim() == 4 else 1)
         return rcq
 
     @staticmethod
@@ -174,7 +177,7 @@ class FusedTestScales(torch.autograd.Function):
             raise RuntimeError("FusedTestScales gives no gradient for X or x_test: call it on inputs that do "
                                "not require grad")
         X, xq, rc, rq = ctx.saved_tensors
-        return None, None, fused_ops().test_scales_backward(drcq_BxGxP.contiguous(), X, xq, rc, rq, ctx.N), None, None
+        return None, None, fused_ops().test_scales_backward(drcq_BxGxP.contiguous(), X, xq, rc, rq, ctx.N, ctx.K), None, None
 
 
 class FusedLayerForms(torch.autograd.Function):

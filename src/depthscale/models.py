@@ -369,8 +369,26 @@ class AttentionPack(nn.Module):
         f, p = self.ensemble_forward(X, y, xq, [m])
         return ModelOutput(f.mean(1), f, p)
 
+    def groups_of(self, models: list[int], K: int, X_BxPxd: torch.Tensor, need_p: bool = False) -> bool:
+        """Whether `ensemble_forward(..., models, groups=K)` can run the K blocks of `models` as
+        one computation: the fused path (training, CPU float32, the kernels built; X_BxPxd is one
+        block's batch or all), K equal blocks of consecutive models with the same depths and no
+        looped tiling."""
+        n = len(models)
+        if K < 1 or n == 0 or n % K:
+            return False
+        G = n // K
+        if any(b != a + 1 for a, b in zip(models, models[1:])):
+            return False
+        if any(self.rows[models[j]] != self.rows[models[j % G]] for j in range(n)):
+            return False
+        if self.loop and any(self.rows[m] != self.depths[m] for m in models):
+            return False
+        return not need_p and not X_BxPxd.requires_grad and kernels.use_fused(X_BxPxd)
+
     def ensemble_forward(self, X_BxPxd: torch.Tensor, y_BxP: torch.Tensor, xq_Bxd: torch.Tensor,
-                         models: list[int], need_p: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                         models: list[int], need_p: bool = True,
+                         groups: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-layer predictors f_BxT and test-row attention p_BxTxP of the ensemble models
         `models` (nonlinear, layer_values), all on one batch, as one computation; T = their layers,
         model by model in the order given (SPEC §3.1). need_p=False (training): p is None, and on
@@ -381,13 +399,24 @@ class AttentionPack(nn.Module):
         is s_li = (W_q^l h_hat_test) . (W_k^l h_hat_i) = r_test r_i x_test^T E_l x_i with
         E_l = W_x^T W_q^l^T W_k^l W_x (d x d). Every layer of every model then shares the raw
         inputs, so the batch-sized work is a few large matmuls: the scales (X @ [W_x^1 .. W_x^G]),
-        u = x_test @ [E_1 .. E_T] and u X^T (B batches of T x d times d x P)."""
+        u = x_test @ [E_1 .. E_T] and u X^T (B batches of T x d times d x P).
+
+        groups = K > 1 runs K batches at once (the seed groups of a pack, `groups_of`): `models`
+        is K equal blocks of consecutive models with the same depths, the B rows of X, y, x_test
+        are K blocks of B / K contexts, and block k's contexts meet only block k's models. T is
+        then one block's layers and f_BxT's rows of block k hold block k's models (the fused path
+        only: one call of each kernel instead of K, and K times fewer autograd nodes)."""
         if self.kind not in ENSEMBLE_MODELS:
             raise ValueError(f"ensemble_forward needs an ensemble kind, not {self.kind!r}")
         B, P, d = X_BxPxd.shape
-        N, G = self.N, len(models)
+        K = int(groups)
+        if K > 1 and (B % K or not self.groups_of(models, K, X_BxPxd, need_p)):
+            raise ValueError(f"ensemble_forward: groups = {K} needs the fused path, {K} equal blocks of contexts "
+                             f"and of consecutive models with equal depths and no loop; got B = {B}, models {models}")
+        N, G = self.N, len(models) // K
+        Bk = B // K
         dev = X_BxPxd.device
-        depths = [self.rows[m] for m in models]  # computed rows (a looped model's B; tiled to L below)
+        depths = [self.rows[m] for m in models[:G]]  # computed rows (a looped model's B; tiled to L below)
         T = sum(depths)
         contiguous = all(b == a + 1 for a, b in zip(models, models[1:]))
         if contiguous:  # slices are views: no gather, and a cheaper backward
@@ -400,16 +429,21 @@ class AttentionPack(nn.Module):
             sel_M = lambda t: t.index_select(0, idx_G)  # noqa: E731
             sel_T = lambda t: t.index_select(0, idx_T)  # noqa: E731
         local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
+        # each layer's model among all K G selected (block k's layers belong to models k G ..)
+        owner_T = local_T if K == 1 else (local_T + G * torch.arange(K, device=dev).unsqueeze(1)).view(-1)
         Wx_GxNxd = sel_M(self.Wx)
         # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens; the test token's
         # scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a B x G x P product
         # instead of a pass over u (B x T x d) forward and two backward; and the layers' forms
         # E_l = (W_q^l W_x)^T (W_k^l W_x)
         fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
+        if K > 1 and not fused:
+            raise ValueError("ensemble_forward: groups > 1 needs the fused path (x_test must not require grad)")
         if fused:  # scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections; E in one call
             M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
-            rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd, N, RMS_EPS)
-            E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, local_T)
+            rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd if K == 1 else M_Gxdxd.view(K, G, d, d),
+                                                      N, RMS_EPS)
+            E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, owner_T)
         else:
             WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
             rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
@@ -420,7 +454,11 @@ class AttentionPack(nn.Module):
                 [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
             E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
                                 torch.bmm(sel_T(self.Wk), Wx_TxNxd))
-        u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
+        if K == 1:
+            u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
+        else:  # block k: its contexts' test tokens times its layers' forms
+            u_BxTxd = torch.bmm(xq_Bxd.view(K, Bk, d), E_Txdxd.view(K, T, d, d).transpose(1, 2).reshape(K, d, T * d))
+            u_BxTxd = u_BxTxd.view(B, T, d)
         bounds, t0 = [], 0
         for L in depths:
             bounds.append((t0, t0 + L))
@@ -432,13 +470,13 @@ class AttentionPack(nn.Module):
         # gains g = W_o W_v W_y, per model (shared W_v) or per layer (layer_values)
         Wo, Wy = sel_M(self.Wo), sel_M(self.Wy)
         if self.kind == "layer_values":
-            Wo, Wy = Wo.index_select(0, local_T), Wy.index_select(0, local_T)
+            Wo, Wy = Wo.index_select(0, owner_T), Wy.index_select(0, owner_T)
             Wv = sel_T(self.Wv)
         else:
             Wv = sel_M(self.Wv)
         g = torch.bmm(torch.bmm(Wo.unsqueeze(1), Wv), Wy.unsqueeze(-1)).view(-1)
-        g_T = g if self.kind == "layer_values" or G == 1 else g.index_select(0, local_T)
-        f_BxT = py_BxT * g_T
+        g_T = g if self.kind == "layer_values" or G * K == 1 else g.index_select(0, owner_T)
+        f_BxT = py_BxT * g_T if K == 1 else (py_BxT.view(K, Bk, T) * g_T.view(K, 1, T)).view(B, T)
         if self.loop and any(self.rows[m] != self.depths[m] for m in models):
             # looped models: layer l is row l % B, so f and p of the L layers are the B rows tiled
             fs, ps = [], []

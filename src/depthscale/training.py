@@ -246,17 +246,29 @@ def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], bat
         outs = pack(None, None, None, models=idx, X_of=lambda i: (bat(i).X_BxPxd, bat(i).y_BxP, bat(i).xq_Bxd))
         return torch.stack([(o.y_hat_B - bat(i).ystar_B).pow(2).mean() for i, o in zip(idx, outs)])
     order, parts = [], []
-    for key, ms in batch_groups(cfgs, idx).items():
-        ctx = batches[key]
-        f_BxT, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, ms, need_p=False)
+    by_batch = batch_groups(cfgs, idx)
+    ctxs = [batches[key] for key in by_batch]
+    blocks = list(by_batch.values())
+    flat = [i for ms in blocks for i in ms]
+    K = len(blocks)
+    if K > 1 and len({c.B for c in ctxs}) == 1 and pack.groups_of(flat, K, ctxs[0].X_BxPxd):
+        # every batch's models in one call (equal blocks: the seeds of a sweep): K times fewer ops
+        X, y, xq, ystar = (torch.cat([getattr(c, n) for c in ctxs])
+                           for n in ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B"))
+        runs = [(X, y, xq, ystar, flat, K)]
+    else:
+        runs = [(c.X_BxPxd, c.y_BxP, c.xq_Bxd, c.ystar_B, ms, 1) for c, ms in zip(ctxs, blocks)]
+    for X, y, xq, ystar, ms, k in runs:
+        f_BxT, _ = pack.ensemble_forward(X, y, xq, ms, need_p=False, groups=k)
+        f_KxBxT = f_BxT.view(k, -1, f_BxT.shape[1])
         # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
         # whose loss is NaN (masked below) cannot leak NaN into another model's gradient
         yhat, r0 = [], 0
-        for i in ms:
-            yhat.append(f_BxT[:, r0:r0 + pack.depths[i]].mean(1))
+        for i in ms[:len(ms) // k]:
+            yhat.append(f_KxBxT[:, :, r0:r0 + pack.depths[i]].mean(2))
             r0 += pack.depths[i]
-        yhat_BxG = torch.stack(yhat, 1)
-        parts.append((yhat_BxG - ctx.ystar_B.unsqueeze(1)).pow(2).mean(0))
+        yhat_KxBxG = torch.stack(yhat, 2)
+        parts.append((yhat_KxBxG - ystar.view(k, -1, 1)).pow(2).mean(1).view(-1))
         order += ms
     losses = torch.cat(parts)
     if order != idx:

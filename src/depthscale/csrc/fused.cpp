@@ -707,16 +707,37 @@ void check_scales(const at::Tensor& X, const at::Tensor& xq) {
 
 void check_scales(const at::Tensor& X, const at::Tensor& xq, const at::Tensor& M) {
   check_scales(X, xq);
-  TORCH_CHECK(M.device().is_cpu() && M.scalar_type() == at::kFloat && M.is_contiguous() && M.dim() == 3 &&
-                  M.size(1) == X.size(2) && M.size(2) == X.size(2),
-              "depthscale fused test scales: M must be a contiguous float32 CPU G x d x d tensor");
+  const int64_t n = M.dim();
+  TORCH_CHECK(M.device().is_cpu() && M.scalar_type() == at::kFloat && M.is_contiguous() && (n == 3 || n == 4) &&
+                  M.size(n - 2) == X.size(2) && M.size(n - 1) == X.size(2),
+              "depthscale fused test scales: M must be a contiguous float32 CPU G x d x d or K x G x d x d tensor");
+  TORCH_CHECK(n == 3 || (M.size(0) > 0 && X.size(0) % M.size(0) == 0),
+              "depthscale fused test scales: with K x G x d x d forms the B contexts must split into K equal blocks");
 }
 
-// (rcq, rc, rq): rc B x G x P (contexts), rq B x G (test tokens), rcq = rc rq
+// The contexts in K equal blocks, block k read by the K x G forms M_k (K = 1: one G x d x d M for all).
+struct ScaleBlocks {
+  int64_t K, G, Bk;
+  ScaleBlocks(int64_t K_, int64_t G_, int64_t B) : K(K_), G(G_), Bk(B / K_) {}
+  // calls f(k, b0', b1') for the parts of the context range [b0, b1) that lie in one block each
+  template <typename F>
+  void split(int64_t b0, int64_t b1, F&& f) const {
+    while (b0 < b1) {
+      const int64_t k = b0 / Bk, e = std::min(b1, (k + 1) * Bk);
+      f(k, b0, e);
+      b0 = e;
+    }
+  }
+};
+
+// (rcq, rc, rq): rc B x G x P (contexts), rq B x G (test tokens), rcq = rc rq. M is G x d x d, or
+// K x G x d x d for K blocks of B / K contexts (seed groups of one pack, each with its own G models).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> test_scales_forward(const at::Tensor& X, const at::Tensor& xq,
                                                                    const at::Tensor& M, int64_t N, double eps) {
   check_scales(X, xq, M);
-  const int64_t B = X.size(0), P = X.size(1), D = X.size(2), G = M.size(0);
+  const int64_t B = X.size(0), P = X.size(1), D = X.size(2);
+  const ScaleBlocks blk(M.dim() == 4 ? M.size(0) : 1, M.size(M.dim() - 3), B);
+  const int64_t G = blk.G, GDD = G * D * D;
   at::Tensor rc = at::empty({B, G, P}, X.options()), rq = at::empty({B, G}, X.options());
   at::Tensor rcq = at::empty({B, G, P}, X.options());
   const float *Xp = X.data_ptr<float>(), *Qp = xq.data_ptr<float>(), *Mp = M.data_ptr<float>();
@@ -724,13 +745,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> test_scales_forward(const at::Ten
   float *rcp = rc.data_ptr<float>(), *rqp = rq.data_ptr<float>(), *out = rcq.data_ptr<float>();
   const float invN = 1.0f / static_cast<float>(N), e = static_cast<float>(eps);
   const ScaleLayout ctx{G, P}, tok{G, 0};
-  const std::vector<float> Mu = fold_upper(Mp, G, D);
+  const std::vector<float> Mu = fold_upper(Mp, blk.K * G, D);
   const float* Mup = Mu.data();
   dispatch_d(D, [&]<int DT>() {
     at::parallel_for(0, B, 4, [&](int64_t b0, int64_t b1) {  // whole contexts per thread
-      for (int64_t b = b0; b < b1; ++b)
-        rms_rows<DT>(Xp + b * xs, D, Mp, Mup, 0, P, D, ctx, invN, e, rcp + b * G * P);
-      rms_rows<DT>(Qp, qs, Mp, Mup, b0, b1, D, tok, invN, e, rqp);
+      blk.split(b0, b1, [&](int64_t k, int64_t c0, int64_t c1) {
+        const float *Mk = Mp + k * GDD, *Muk = Mup + k * GDD;
+        for (int64_t b = c0; b < c1; ++b)
+          rms_rows<DT>(Xp + b * xs, D, Mk, Muk, 0, P, D, ctx, invN, e, rcp + b * G * P);
+        rms_rows<DT>(Qp, qs, Mk, Muk, c0, c1, D, tok, invN, e, rqp);
+      });
       for (int64_t bg = b0 * G; bg < b1 * G; ++bg) {
         const float q = rqp[bg];
 #pragma omp simd
@@ -742,10 +766,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> test_scales_forward(const at::Ten
 }
 
 // d M from drcq (B x G x P): drc = drcq rq, drq = sum_i drcq rc, each through d M_g = sum c x x^T.
+// K > 1: d M is K x G x d x d, block k of the contexts adding to d M_k (as test_scales_forward's M).
 at::Tensor test_scales_backward(const at::Tensor& drcq, const at::Tensor& X, const at::Tensor& xq,
-                                const at::Tensor& rc, const at::Tensor& rq, int64_t N) {
+                                const at::Tensor& rc, const at::Tensor& rq, int64_t N, int64_t K) {
   const int64_t B = X.size(0), P = X.size(1), D = X.size(2), G = rq.size(1);
   check_scales(X, xq);
+  TORCH_CHECK(K >= 1 && B % K == 0, "depthscale fused test scales: K must divide the contexts, got K = ", K);
+  const ScaleBlocks blk(K, G, B);
+  const int64_t GDD = G * D * D;
   for (const at::Tensor* t : {&drcq, &rc})
     TORCH_CHECK(t->is_contiguous() && t->scalar_type() == at::kFloat && t->dim() == 3 && t->size(0) == B &&
                     t->size(1) == G && t->size(2) == P,
@@ -754,7 +782,7 @@ at::Tensor test_scales_backward(const at::Tensor& drcq, const at::Tensor& X, con
               "depthscale fused test scales: rq must be a contiguous float32 B x G");
   // blocks of whole contexts, each with its own d M (no races), summed at the end
   const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), (B * P + 255) / 256));
-  at::Tensor parts = at::zeros({blocks, G, D, D}, X.options());
+  at::Tensor parts = at::zeros({blocks, K * G, D, D}, X.options());
   const float *Xp = X.data_ptr<float>(), *Qp = xq.data_ptr<float>(), *dp = drcq.data_ptr<float>();
   const int64_t xs = X.stride(0), qs = xq.stride(0);
   const float *rcp = rc.data_ptr<float>(), *rqp = rq.data_ptr<float>();
@@ -778,15 +806,18 @@ at::Tensor test_scales_backward(const at::Tensor& drcq, const at::Tensor& X, con
             }
             cq[(b - b0) * G + g] = -half_invN * dq * q * q * q;
           }
-        float* dM = pp + j * G * D * D;
+        float* dM = pp + j * K * GDD;
         for (int64_t b = b0; b < b1; ++b)
-          rms_rows_backward<DT>(Xp + b * xs, D, cc.data() + (b - b0) * P * G, 0, P, D, G, dM);
-        rms_rows_backward<DT>(Qp + b0 * qs, qs, cq.data(), 0, b1 - b0, D, G, dM);
-        if constexpr (DT == 16) mirror_upper_16(dM, G);
+          rms_rows_backward<DT>(Xp + b * xs, D, cc.data() + (b - b0) * P * G, 0, P, D, G, dM + (b / blk.Bk) * GDD);
+        blk.split(b0, b1, [&](int64_t k, int64_t c0, int64_t c1) {  // the test tokens
+          rms_rows_backward<DT>(Qp + c0 * qs, qs, cq.data() + (c0 - b0) * G, 0, c1 - c0, D, G, dM + k * GDD);
+        });
+        if constexpr (DT == 16) mirror_upper_16(dM, K * G);
       }
     });
   });
-  return blocks == 1 ? parts[0] : parts.sum(0);
+  at::Tensor dM = blocks == 1 ? parts[0] : parts.sum(0);
+  return K == 1 ? dM : dM.view({K, G, D, D});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -979,7 +1010,7 @@ TORCH_LIBRARY(depthscale_fused, m) {
         &test_row_backward);
   m.def("test_scales_forward(Tensor X, Tensor xq, Tensor M, int N, float eps) -> (Tensor, Tensor, Tensor)",
         &test_scales_forward);
-  m.def("test_scales_backward(Tensor drcq, Tensor X, Tensor xq, Tensor rc, Tensor rq, int N) -> Tensor",
+  m.def("test_scales_backward(Tensor drcq, Tensor X, Tensor xq, Tensor rc, Tensor rq, int N, int K) -> Tensor",
         &test_scales_backward);
   m.def("haar_q(Tensor G) -> Tensor", &haar_q);
   m.def("layer_forms_forward(Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> Tensor", &layer_forms_forward);
