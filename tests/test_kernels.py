@@ -39,12 +39,22 @@ def _reference(u, X, rc, y, owner):
     return (torch.softmax(s, -1) * y.unsqueeze(1)).sum(-1)
 
 
+@pytest.fixture(params=[16, 8])
+def row_lanes(request):
+    """The register kernel's rows in 16-lane vectors (where the CPU has AVX-512; else 8 anyway)
+    and in 8-lane ones: both forms are checked on every machine that builds both."""
+    ops = kernels.fused_ops()
+    before = ops.row_lanes(request.param)
+    yield request.param
+    ops.row_lanes(before)
+
+
 @needs_kernel
 # (16, 64) and (8, 16) take the register kernel (rows in pairs: odd T leaves one alone; sorted owners
 # give pairs of one model and of two); (16, 128) the compile-time loop kernel; the rest the generic one
 @pytest.mark.parametrize("shape", [dict(), dict(B=3, T=5, d=8, P=16, G=2), dict(B=2, T=4, d=16, P=128, G=2),
                                    dict(B=3, T=1, d=5, P=13, G=1), dict(B=2, T=9, d=32, P=100, G=4)])
-def test_forward_and_gradients_match_float64(shape):
+def test_forward_and_gradients_match_float64(shape, row_lanes):
     u, X, rc, y, owner = _inputs(**shape)
     leaves32 = [t.clone().requires_grad_() for t in (u, X, rc, y)]
     leaves64 = [t.double().requires_grad_() for t in (u, X, rc, y)]

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -32,13 +33,17 @@ namespace {
 // (a softmax weight that small is zero to float precision; torch gives a denormal or 0). NaN stays NaN.
 typedef float v8 __attribute__((vector_size(32)));  // 8 floats (see VRow below)
 typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v16 __attribute__((vector_size(64)));  // 16 floats: one AVX-512 register
+typedef int32_t v16i __attribute__((vector_size(64)));
+template <typename V>
+using IntOf = std::conditional_t<sizeof(V) == sizeof(v8), v8i, v16i>;
 
 template <typename F>
 inline F splat(float a) {
   if constexpr (sizeof(F) == sizeof(float)) {
     return a;
   } else {
-    return F{a, a, a, a, a, a, a, a};
+    return F{} + a;
   }
 }
 
@@ -222,15 +227,19 @@ struct Row {
 // 8 floats, one AVX register with -march=native, two SSE registers or scalar code elsewhere). The
 // loop version above leaves the compiler to keep s in registers; it stores and reloads s once per k
 // (16 times a row), which made the row about twice its arithmetic. Used where P = 8 NV, NV <= 8.
-inline v8 vload(const float* p) {
-  v8 v;
+template <typename V = v8>
+inline V vload(const float* p) {
+  V v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-inline void vstore(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
-inline v8 vbroadcast(float a) { return splat<v8>(a); }
-// horizontal sum and max by halving (three shuffles: short dependency chains)
-inline v8 vmax(v8 a, v8 b) { return a > b ? a : b; }
+template <typename V>
+inline void vstore(float* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
+template <typename V = v8>
+inline V vbroadcast(float a) { return splat<V>(a); }
+// horizontal sum and max by halving (three shuffles: short dependency chains; 16 lanes: one more)
+template <typename V>
+inline V vmax(V a, V b) { return a > b ? a : b; }
 inline float hsum(v8 v) {
   v = v + __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
   v = v + __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
@@ -243,31 +252,38 @@ inline float hmax(v8 v) {
   v = vmax(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6));
   return v[0];
 }
+inline v8 lo_half(v16 v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline v8 hi_half(v16 v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline float hsum(v16 v) { return hsum(lo_half(v) + hi_half(v)); }
+inline float hmax(v16 v) { return hmax(vmax(lo_half(v), hi_half(v))); }
 
-inline v8 vexp_nonpos(v8 x) { return exp_nonpos_t<v8, v8i>(x); }
+template <typename V>
+inline V vexp_nonpos(V x) { return exp_nonpos_t<V, IntOf<V>>(x); }
 
 // NR rows at once (independent instruction streams: one row's max-exp-sum chain runs while the
 // other's dots issue); the rows share X but may belong to different models (rg, drg per row).
-template <int DT, int NV>
+// V: the vector type holding W = 8 (v8) or 16 (v16) consecutive i of a row; P = W NV.
+template <int DT, int NV, typename V>
 struct VRow {
-  static constexpr int P = 8 * NV;
+  static constexpr int W = sizeof(V) / sizeof(float);
+  static constexpr int P = W * NV;
 
-  // s[r][j] = u_r . x_i for the 8 i of vector j, from X transposed (XT, DT x P)
+  // s[r][j] = u_r . x_i for the W i of vector j, from X transposed (XT, DT x P)
   template <int NR>
-  static inline void dots(const float* const* u, const float* __restrict XT, v8 (&s)[NR][NV]) {
+  static inline void dots(const float* const* u, const float* __restrict XT, V (&s)[NR][NV]) {
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
-      const v8 u0 = vbroadcast(u[r][0]);
+      const V u0 = vbroadcast<V>(u[r][0]);
 #pragma GCC unroll 16
-      for (int j = 0; j < NV; ++j) s[r][j] = u0 * vload(XT + 8 * j);
+      for (int j = 0; j < NV; ++j) s[r][j] = u0 * vload<V>(XT + W * j);
     }
 #pragma GCC unroll 32
     for (int k = 1; k < DT; ++k) {
 #pragma GCC unroll 16
       for (int j = 0; j < NV; ++j) {
-        const v8 x = vload(XT + k * P + 8 * j);
+        const V x = vload<V>(XT + k * P + W * j);
 #pragma GCC unroll 4
-        for (int r = 0; r < NR; ++r) s[r][j] += vbroadcast(u[r][k]) * x;
+        for (int r = 0; r < NR; ++r) s[r][j] += vbroadcast<V>(u[r][k]) * x;
       }
     }
   }
@@ -275,25 +291,25 @@ struct VRow {
   template <int NR>
   static inline void forward(const float* const* u, const float* __restrict XT, const float* const* rg,
                              const float* __restrict yb, float* py, float* lse) {
-    v8 s[NR][NV];
+    V s[NR][NV];
     dots<NR>(u, XT, s);
-    v8 m[NR], Z[NR], num[NR];
+    V m[NR], Z[NR], num[NR];
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
 #pragma GCC unroll 16
-      for (int j = 0; j < NV; ++j) s[r][j] *= vload(rg[r] + 8 * j);
-      v8 mv = s[r][0];
+      for (int j = 0; j < NV; ++j) s[r][j] *= vload<V>(rg[r] + W * j);
+      V mv = s[r][0];
 #pragma GCC unroll 16
       for (int j = 1; j < NV; ++j) mv = vmax(mv, s[r][j]);
-      m[r] = vbroadcast(hmax(mv));
-      Z[r] = vbroadcast(0.0f), num[r] = vbroadcast(0.0f);
+      m[r] = vbroadcast<V>(hmax(mv));
+      Z[r] = vbroadcast<V>(0.0f), num[r] = vbroadcast<V>(0.0f);
     }
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) {
-      const v8 y = vload(yb + 8 * j);
+      const V y = vload<V>(yb + W * j);
 #pragma GCC unroll 4
       for (int r = 0; r < NR; ++r) {
-        const v8 e = vexp_nonpos(s[r][j] - m[r]);
+        const V e = vexp_nonpos(s[r][j] - m[r]);
         Z[r] += e;
         num[r] += e * y;
       }
@@ -313,31 +329,33 @@ struct VRow {
                               const float* const* rg, const float* __restrict yb, const float* g, const float* pyt,
                               const float* l, float* const* drg, float* const* du, float* __restrict dXb,
                               float* __restrict dyb) {
-    v8 s[NR][NV];
+    V s[NR][NV];
     dots<NR>(u, XT, s);
     alignas(32) float w[NR][P];
 #pragma GCC unroll 16
     for (int j = 0; j < NV; ++j) {
-      const v8 y = vload(yb + 8 * j);
+      const V y = vload<V>(yb + W * j);
 #pragma GCC unroll 4
       for (int r = 0; r < NR; ++r) {
-        const v8 rv = vload(rg[r] + 8 * j);
-        const v8 p = vexp_nonpos(rv * s[r][j] - l[r]);
-        const v8 ds = g[r] * p * (y - pyt[r]);
-        vstore(drg[r] + 8 * j, vload(drg[r] + 8 * j) + ds * s[r][j]);
-        vstore(w[r] + 8 * j, ds * rv);
-        if (dyb) vstore(dyb + 8 * j, vload(dyb + 8 * j) + g[r] * p);
+        const V rv = vload<V>(rg[r] + W * j);
+        const V p = vexp_nonpos(rv * s[r][j] - l[r]);
+        const V ds = g[r] * p * (y - pyt[r]);
+        vstore(drg[r] + W * j, vload<V>(drg[r] + W * j) + ds * s[r][j]);
+        vstore(w[r] + W * j, ds * rv);
+        if (dyb) vstore(dyb + W * j, vload<V>(dyb + W * j) + g[r] * p);
       }
     }
     if constexpr (DT % 8 == 0) {
-      constexpr int KV = DT / 8, kAcc = 2;
-      v8 acc[kAcc][NR][KV];
+      // x_i's d entries in vectors DV: 16 lanes where the row's vector has them and 16 divides d
+      using DV = std::conditional_t<DT % 16 == 0 && sizeof(V) == sizeof(v16), v16, v8>;
+      constexpr int DW = sizeof(DV) / sizeof(float), KV = DT / DW, kAcc = 2;
+      DV acc[kAcc][NR][KV];
 #pragma GCC unroll 4
       for (int a = 0; a < kAcc; ++a)
 #pragma GCC unroll 4
         for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-          for (int k = 0; k < KV; ++k) acc[a][r][k] = vbroadcast(0.0f);
+          for (int k = 0; k < KV; ++k) acc[a][r][k] = vbroadcast<DV>(0.0f);
       static_assert(P % kAcc == 0, "P must be even");
 #pragma GCC unroll 2
       for (int i = 0; i < P; i += kAcc) {
@@ -345,22 +363,22 @@ struct VRow {
         for (int a = 0; a < kAcc; ++a) {
 #pragma GCC unroll 8
           for (int k = 0; k < KV; ++k) {
-            const v8 x = vload(Xb + (i + a) * DT + 8 * k);
+            const DV x = vload<DV>(Xb + (i + a) * DT + DW * k);
 #pragma GCC unroll 4
-            for (int r = 0; r < NR; ++r) acc[a][r][k] += vbroadcast(w[r][i + a]) * x;
+            for (int r = 0; r < NR; ++r) acc[a][r][k] += vbroadcast<DV>(w[r][i + a]) * x;
           }
         }
       }
 #pragma GCC unroll 4
       for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-        for (int k = 0; k < KV; ++k) vstore(du[r] + 8 * k, acc[0][r][k] + acc[1][r][k]);
+        for (int k = 0; k < KV; ++k) vstore(du[r] + DW * k, acc[0][r][k] + acc[1][r][k]);
     } else {
       for (int r = 0; r < NR; ++r)
         for (int k = 0; k < DT; ++k) {
-          v8 a = vbroadcast(0.0f);
+          V a = vbroadcast<V>(0.0f);
 #pragma GCC unroll 16
-          for (int j = 0; j < NV; ++j) a += vload(w[r] + 8 * j) * vload(XT + k * P + 8 * j);
+          for (int j = 0; j < NV; ++j) a += vload<V>(w[r] + W * j) * vload<V>(XT + k * P + W * j);
           du[r][k] = hsum(a);
         }
     }
@@ -381,9 +399,35 @@ inline void transpose(const float* __restrict Xb, int64_t P, int64_t D, float* _
     for (int64_t k = 0; k < D; ++k) XT[k * P + i] = Xb[i * D + k];
 }
 
-// The shapes the register version (VRow) takes: P held in at most 8 vectors.
+// The shapes the register version (VRow) takes: P held in at most 8 vectors of 8.
 template <int DT, int PT>
 constexpr bool kVector = DT > 0 && PT > 0 && PT % 8 == 0 && PT / 8 <= 8;
+// The row's vector: 16 lanes where the CPU has AVX-512 and 16 divides P (fewer instructions for
+// the same work; Zen 4 runs them as two 256-bit halves), else 8. row_lanes(8) makes every row take
+// 8 (the tests check both forms on a machine with AVX-512).
+#if defined(__AVX512F__)
+constexpr bool kWide = true;
+#else
+constexpr bool kWide = false;
+#endif
+int g_row_lanes = kWide ? 16 : 8;
+
+int64_t row_lanes(int64_t lanes) {
+  const int64_t before = g_row_lanes;
+  TORCH_CHECK(lanes == 0 || lanes == 8 || lanes == 16, "depthscale fused: row lanes must be 0 (ask), 8 or 16, got ",
+              lanes);
+  if (lanes) g_row_lanes = kWide ? static_cast<int>(lanes) : 8;
+  return before;
+}
+
+// f.template operator()<VRow<...>>() with the widest vector that P and the CPU allow
+template <int DT, int PT, typename F>
+inline void with_row(F&& f) {
+  if constexpr (kWide && PT % 16 == 0) {
+    if (g_row_lanes == 16) return f.template operator()<VRow<DT, PT / 16, v16>>();
+  }
+  f.template operator()<VRow<DT, PT / 8, v8>>();
+}
 
 // Calls f.template operator()<DT, PT>() with the compile-time shape that matches (d, P), or
 // <0, 0>: the geometries of the presets (d = 16, P = 64; smoke d = 8, P = 16) run specialised.
@@ -428,11 +472,13 @@ std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const a
         const float* yb = Y + b * P;
         const float* rb = R + b * G * P;
         if constexpr (kVector<DT, PT>) {
-          in_pairs(T, [&]<int NR>(int64_t t) {
-            const float* u[NR];
-            const float* rg[NR];
-            for (int r = 0; r < NR; ++r) u[r] = U + (b * T + t + r) * D, rg[r] = rb + own[t + r] * P;
-            VRow<DT, PT / 8>::template forward<NR>(u, XT.data(), rg, yb, PY + b * T + t, LSE + b * T + t);
+          with_row<DT, PT>([&]<typename VR>() {
+            in_pairs(T, [&]<int NR>(int64_t t) {
+              const float* u[NR];
+              const float* rg[NR];
+              for (int r = 0; r < NR; ++r) u[r] = U + (b * T + t + r) * D, rg[r] = rb + own[t + r] * P;
+              VR::template forward<NR>(u, XT.data(), rg, yb, PY + b * T + t, LSE + b * T + t);
+            });
           });
         } else {
           for (int64_t t = 0; t < T; ++t)
@@ -482,18 +528,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
         float* dXb = DX ? DX + b * P * D : nullptr;
         float* dyb = DY ? DY + b * P : nullptr;
         if constexpr (kVector<DT, PT>) {
-          in_pairs(T, [&]<int NR>(int64_t t) {
-            const int64_t bt = b * T + t;
-            const float* u[NR];
-            const float* rg[NR];
-            float* drg[NR];
-            float* du[NR];
-            for (int r = 0; r < NR; ++r) {
-              u[r] = U + (bt + r) * D, rg[r] = rb + own[t + r] * P, drg[r] = drb + own[t + r] * P;
-              du[r] = DU + (bt + r) * D;
-            }
-            VRow<DT, PT / 8>::template backward<NR>(u, Xb, XT.data(), rg, yb, DPY + bt, PY + bt, LSE + bt, drg, du,
-                                                    dXb, dyb);
+          with_row<DT, PT>([&]<typename VR>() {
+            in_pairs(T, [&]<int NR>(int64_t t) {
+              const int64_t bt = b * T + t;
+              const float* u[NR];
+              const float* rg[NR];
+              float* drg[NR];
+              float* du[NR];
+              for (int r = 0; r < NR; ++r) {
+                u[r] = U + (bt + r) * D, rg[r] = rb + own[t + r] * P, drg[r] = drb + own[t + r] * P;
+                du[r] = DU + (bt + r) * D;
+              }
+              VR::template backward<NR>(u, Xb, XT.data(), rg, yb, DPY + bt, PY + bt, LSE + bt, drg, du, dXb, dyb);
+            });
           });
         } else {
           for (int64_t t = 0; t < T; ++t) {
@@ -1013,6 +1060,7 @@ TORCH_LIBRARY(depthscale_fused, m) {
   m.def("test_scales_backward(Tensor drcq, Tensor X, Tensor xq, Tensor rc, Tensor rq, int N, int K) -> Tensor",
         &test_scales_backward);
   m.def("haar_q(Tensor G) -> Tensor", &haar_q);
+  m.def("row_lanes(int lanes) -> int", &row_lanes);
   m.def("layer_forms_forward(Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> Tensor", &layer_forms_forward);
   m.def("layer_forms_backward(Tensor dE, Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> (Tensor, Tensor, Tensor)",
         &layer_forms_backward);
