@@ -40,13 +40,13 @@ def _reference(u, X, rc, y, owner):
 
 
 @pytest.fixture(params=[16, 8])
-def row_lanes(request):
-    """The register kernel's rows in 16-lane vectors (where the CPU has AVX-512; else 8 anyway)
-    and in 8-lane ones: both forms are checked on every machine that builds both."""
+def lanes(request):
+    """The test row's vectors of 16 lanes (where the CPU has AVX-512; else 8 anyway) and of 8:
+    both forms are checked on every machine that builds both."""
     ops = kernels.fused_ops()
-    before = ops.row_lanes(request.param)
+    before = ops.lanes(request.param)
     yield request.param
-    ops.row_lanes(before)
+    ops.lanes(before)
 
 
 @needs_kernel
@@ -54,7 +54,7 @@ def row_lanes(request):
 # give pairs of one model and of two); (16, 128) the compile-time loop kernel; the rest the generic one
 @pytest.mark.parametrize("shape", [dict(), dict(B=3, T=5, d=8, P=16, G=2), dict(B=2, T=4, d=16, P=128, G=2),
                                    dict(B=3, T=1, d=5, P=13, G=1), dict(B=2, T=9, d=32, P=100, G=4)])
-def test_forward_and_gradients_match_float64(shape, row_lanes):
+def test_forward_and_gradients_match_float64(shape, lanes):
     u, X, rc, y, owner = _inputs(**shape)
     leaves32 = [t.clone().requires_grad_() for t in (u, X, rc, y)]
     leaves64 = [t.double().requires_grad_() for t in (u, X, rc, y)]
@@ -139,7 +139,7 @@ def test_off_switch_falls_back(monkeypatch):
 
 
 @needs_kernel
-@pytest.mark.parametrize("d,N,G,P", [(16, 16, 3, 64), (8, 8, 1, 16), (5, 7, 2, 13)])
+@pytest.mark.parametrize("d,N,G,P", [(16, 16, 3, 64), (16, 16, 7, 64), (8, 8, 1, 16), (5, 7, 2, 13)])
 def test_test_scales_match_float64_and_the_torch_path(d, N, G, P):
     # rcq_bgi = rc_bgi rq_bg with r = 1/rms(W_x^g x) computed as (x^T M_g x / N + eps)^(-1/2),
     # M_g = W_x^gT W_x^g, written B x G x P
@@ -347,3 +347,14 @@ def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
     assert not pack.groups_of([0, 1, 3, 4], 2, ctx.X_BxPxd)  # not consecutive
     with pytest.raises(ValueError, match="groups = 3"):
         pack.ensemble_forward(ctx.X_BxPxd[:5], ctx.y_BxP[:5], ctx.xq_Bxd[:5], idx, need_p=False, groups=3)
+
+
+
+@needs_kernel
+def test_lanes_takes_8_or_16_and_says_what_it_had():
+    ops = kernels.fused_ops()
+    now = ops.lanes(0)
+    assert now in (8, 16)
+    assert ops.lanes(8) == now and ops.lanes(now) == 8
+    with pytest.raises(RuntimeError, match="lanes must be 0 .ask., 8 or 16, got 4"):
+        ops.lanes(4)
