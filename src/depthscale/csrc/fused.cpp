@@ -42,8 +42,10 @@ template <typename F>
 inline F splat(float a) {
   if constexpr (sizeof(F) == sizeof(float)) {
     return a;
-  } else {
-    return F{} + a;
+  } else if constexpr (sizeof(F) == sizeof(v8)) {
+    return F{a, a, a, a, a, a, a, a};
+  } else {  // (not F{} + a: 0 + a is no broadcast to the compiler, -0 + 0 being +0)
+    return F{a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a};
   }
 }
 
@@ -624,7 +626,14 @@ void rms_rows(const float* __restrict X, int64_t xs, const float* __restrict M, 
     auto put = [&](const v8 (&q)[2], int64_t g) {
 #pragma omp simd
       for (int j = 0; j < kRowBlock; ++j) o[j] = 1.0f / std::sqrt((j < 8 ? q[0][j] : q[1][j - 8]) * invN + eps);
-      for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = o[j];
+      if (lay.P > 0 && r % lay.P + kRowBlock <= lay.P) {  // the 16 rows of one context: one run
+        float* __restrict dst = out + lay.at(r, g);
+        for (int j = 0; j < kRowBlock; ++j) dst[j] = o[j];
+      } else if (lay.P == 0) {
+        for (int j = 0; j < kRowBlock; ++j) out[(r + j) * G + g] = o[j];
+      } else {
+        for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = o[j];
+      }
     };
     for (; r + kRowBlock <= r1; r += kRowBlock) {
       for (int j = 0; j < kRowBlock; ++j)
