@@ -358,3 +358,24 @@ def test_lanes_takes_8_or_16_and_says_what_it_had():
     assert ops.lanes(8) == now and ops.lanes(now) == 8
     with pytest.raises(RuntimeError, match="lanes must be 0 .ask., 8 or 16, got 4"):
         ops.lanes(4)
+
+
+@needs_kernel
+def test_scales_same_floats_in_either_vector_width():
+    # lane by lane the same operations: the scales at 16 lanes (four models per block: G = 7 goes
+    # four, two, one) and at 8 lanes (two per block) agree bit for bit
+    from depthscale.models import RMS_EPS
+
+    g = torch.Generator().manual_seed(3)
+    X, xq = torch.randn(6, 64, 16, generator=g), torch.randn(6, 16, generator=g)
+    Wx = torch.randn(7, 16, 16, generator=g) / 4
+    M = torch.bmm(Wx.transpose(1, 2), Wx)
+    ops = kernels.fused_ops()
+    out = []
+    for n in (16, 8):
+        before = ops.lanes(n)
+        try:
+            out.append(kernels.FusedTestScales.apply(X, xq, M, 16, RMS_EPS))
+        finally:
+            ops.lanes(before)
+    assert torch.equal(out[0], out[1])

@@ -406,8 +406,8 @@ template <int DT, int PT>
 constexpr bool kVector = DT > 0 && PT > 0 && PT % 8 == 0 && PT / 8 <= 8;
 // The row's vector: 16 lanes where the CPU has AVX-512 and 16 divides P (fewer instructions and
 // loads for the same work; Zen 4 runs them as two 256-bit halves), else 8. lanes(8) makes every row
-// take 8 (the tests check both forms on a machine with AVX-512). (The scales kernels stay at 8:
-// 16 lanes, and four models per block, measured slower there: 2.4 -> 2.8-3.6 ms.)
+// take 8 (the tests check both forms on a machine with AVX-512). The scales' forward follows the
+// same switch (16 lanes, four models per block: the same floats); their backward stays at 8.
 #if defined(__AVX512F__)
 constexpr bool kWide = true;
 #else
@@ -584,32 +584,80 @@ std::vector<float> fold_upper(const float* M, int64_t G, int64_t D) {
   return Mu;
 }
 
-// q[m][.] = x^T M_{g+m} x for the 16 rows of xt (two vectors per k), NG models at once (they share
-// each load of x_k): q = sum_l x_l (sum_{k <= l} M'_kl x_k)
-template <int DT, int NG>
-inline void quad_block(const v8 (&xt)[DT][2], const float* __restrict Mu, v8 (&q)[NG][2]) {
+template <typename V>
+constexpr int kLanes = sizeof(V) / sizeof(float);
+template <typename V>
+constexpr int kParts = kRowBlock / kLanes<V>;  // vectors per 16 rows (or per d = 16 entries)
+
+// q[m][.] = x^T M_{g+m} x for the 16 rows of xt (one lane per row: kParts<V> vectors per k), NG
+// models at once (they share each load of x_k): q = sum_l x_l (sum_{k <= l} M'_kl x_k). Lane by
+// lane the same operations whatever V and NG.
+template <int DT, int NG, typename V>
+inline void quad_block(const V (&xt)[DT][kParts<V>], const float* __restrict Mu, V (&q)[NG][kParts<V>]) {
+  constexpr int H = kParts<V>;
 #pragma GCC unroll 4
-  for (int m = 0; m < NG; ++m) q[m][0] = q[m][1] = vbroadcast(0.0f);
+  for (int m = 0; m < NG; ++m)
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h) q[m][h] = vbroadcast<V>(0.0f);
 #pragma GCC unroll 16
   for (int l = 0; l < DT; ++l) {
-    v8 a[NG][2];
+    V a[NG][H];
 #pragma GCC unroll 4
-    for (int m = 0; m < NG; ++m) a[m][0] = a[m][1] = vbroadcast(0.0f);
+    for (int m = 0; m < NG; ++m)
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) a[m][h] = vbroadcast<V>(0.0f);
 #pragma GCC unroll 16
     for (int k = 0; k <= l; ++k) {
 #pragma GCC unroll 4
       for (int m = 0; m < NG; ++m) {
-        const v8 c = vbroadcast(Mu[(m * DT + k) * DT + l]);
-        a[m][0] += c * xt[k][0];
-        a[m][1] += c * xt[k][1];
+        const V c = vbroadcast<V>(Mu[(m * DT + k) * DT + l]);
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) a[m][h] += c * xt[k][h];
       }
     }
 #pragma GCC unroll 4
-    for (int m = 0; m < NG; ++m) {
-      q[m][0] += a[m][0] * xt[l][0];
-      q[m][1] += a[m][1] * xt[l][1];
-    }
+    for (int m = 0; m < NG; ++m)
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) q[m][h] += a[m][h] * xt[l][h];
   }
+}
+
+// rms_rows' 16-row blocks from r while they fit before r1, NGMAX models at a time (then fewer);
+// returns the first row not done
+template <int DT, typename V, int NGMAX>
+int64_t rms_blocks(const float* __restrict X, int64_t xs, const float* __restrict Mu, int64_t r, int64_t r1,
+                   const ScaleLayout& lay, float invN, float eps, float* __restrict out) {
+  constexpr int W = kLanes<V>, H = kParts<V>;
+  const int64_t G = lay.G;
+  alignas(64) V xt[DT][H];
+  alignas(64) float o[kRowBlock];
+  auto put = [&](const V (&q)[H], int64_t g) {
+#pragma omp simd
+    for (int j = 0; j < kRowBlock; ++j) o[j] = 1.0f / std::sqrt(q[j / W][j % W] * invN + eps);
+    if (lay.P > 0 && r % lay.P + kRowBlock <= lay.P) {  // the 16 rows of one context: one run
+      float* __restrict dst = out + lay.at(r, g);
+      for (int j = 0; j < kRowBlock; ++j) dst[j] = o[j];
+    } else if (lay.P == 0) {
+      for (int j = 0; j < kRowBlock; ++j) out[(r + j) * G + g] = o[j];
+    } else {
+      for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = o[j];
+    }
+  };
+  auto models = [&]<int NG>(int64_t g) {
+    V q[NG][H];
+    quad_block<DT, NG, V>(xt, Mu + g * DT * DT, q);
+    for (int m = 0; m < NG; ++m) put(q[m], g + m);
+  };
+  for (; r + kRowBlock <= r1; r += kRowBlock) {
+    for (int j = 0; j < kRowBlock; ++j)
+      for (int k = 0; k < DT; ++k) xt[k][j / W][j % W] = X[(r + j) * xs + k];
+    int64_t g = 0;
+    if constexpr (NGMAX >= 4)
+      for (; g + 4 <= G; g += 4) models.template operator()<4>(g);
+    for (; g + 2 <= G; g += 2) models.template operator()<2>(g);
+    if (g < G) models.template operator()<1>(g);
+  }
+  return r;
 }
 
 // rows r0..r1 of X, row r at X + r * xs; Mu = fold_upper(M) (used where d is specialised)
@@ -619,38 +667,12 @@ void rms_rows(const float* __restrict X, int64_t xs, const float* __restrict M, 
               float* __restrict out) {
   const int64_t D = DT > 0 ? DT : D_, G = lay.G;
   int64_t r = r0;
-  if constexpr (DT > 0) {  // 16 rows at a time, one row per lane, two models at a time
+  if constexpr (DT > 0) {  // 16 rows at a time, one row per lane
     static_assert(kRowBlock == 16, "quad_block takes 16 rows");
-    alignas(32) v8 xt[DT][2];
-    alignas(32) float o[kRowBlock];
-    auto put = [&](const v8 (&q)[2], int64_t g) {
-#pragma omp simd
-      for (int j = 0; j < kRowBlock; ++j) o[j] = 1.0f / std::sqrt((j < 8 ? q[0][j] : q[1][j - 8]) * invN + eps);
-      if (lay.P > 0 && r % lay.P + kRowBlock <= lay.P) {  // the 16 rows of one context: one run
-        float* __restrict dst = out + lay.at(r, g);
-        for (int j = 0; j < kRowBlock; ++j) dst[j] = o[j];
-      } else if (lay.P == 0) {
-        for (int j = 0; j < kRowBlock; ++j) out[(r + j) * G + g] = o[j];
-      } else {
-        for (int j = 0; j < kRowBlock; ++j) out[lay.at(r + j, g)] = o[j];
-      }
-    };
-    for (; r + kRowBlock <= r1; r += kRowBlock) {
-      for (int j = 0; j < kRowBlock; ++j)
-        for (int k = 0; k < DT; ++k) xt[k][j / 8][j % 8] = X[(r + j) * xs + k];
-      int64_t g = 0;
-      for (; g + 2 <= G; g += 2) {
-        v8 q[2][2];
-        quad_block<DT, 2>(xt, Mu + g * DT * DT, q);
-        put(q[0], g);
-        put(q[1], g + 1);
-      }
-      if (g < G) {
-        v8 q[1][2];
-        quad_block<DT, 1>(xt, Mu + g * DT * DT, q);
-        put(q[0], g);
-      }
-    }
+    // 16 lanes: four models per block (8 lanes: two; four spill there, 2.4 -> 3.6 ms). The backward
+    // stays at 8 lanes: 16 measured slower there (2.4 -> 2.8-3.3 ms)
+    r = kWide && g_lanes == 16 ? rms_blocks<DT, v16, 4>(X, xs, Mu, r, r1, lay, invN, eps, out)
+                               : rms_blocks<DT, v8, 2>(X, xs, Mu, r, r1, lay, invN, eps, out);
   }
   std::vector<float> v(D);  // the rows left (and every row where d is not specialised)
   for (; r < r1; ++r) {
