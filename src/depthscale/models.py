@@ -410,7 +410,8 @@ class AttentionPack(nn.Module):
             raise ValueError(f"ensemble_forward needs an ensemble kind, not {self.kind!r}")
         B, P, d = X_BxPxd.shape
         K = int(groups)
-        if K > 1 and (B % K or not self.groups_of(models, K, X_BxPxd, need_p)):
+        fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
+        if K > 1 and (B % K or not fused or not self.groups_of(models, K, X_BxPxd, need_p)):
             raise ValueError(f"ensemble_forward: groups = {K} needs the fused path, {K} equal blocks of contexts "
                              f"and of consecutive models with equal depths and no loop; got B = {B}, models {models}")
         N, G = self.N, len(models) // K
@@ -436,9 +437,6 @@ class AttentionPack(nn.Module):
         # scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a B x G x P product
         # instead of a pass over u (B x T x d) forward and two backward; and the layers' forms
         # E_l = (W_q^l W_x)^T (W_k^l W_x)
-        fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
-        if K > 1 and not fused:
-            raise ValueError("ensemble_forward: groups > 1 needs the fused path (x_test must not require grad)")
         if fused:  # scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections; E in one call
             M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
             rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd if K == 1 else M_Gxdxd.view(K, G, d, d),
