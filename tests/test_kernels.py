@@ -293,8 +293,8 @@ def test_strided_contexts_give_the_same_numbers_without_a_copy(d, P):
 @needs_kernel
 @pytest.mark.parametrize("d,P,B", [(16, 64, 6), (5, 13, 3)])
 def test_grouped_scales_are_the_blocks_scaled_apart(d, P, B):
-    # M as K x G x d x d: block k of the K B contexts is scaled by its own M_k; the numbers (and
-    # d M_k) are those of K separate calls, bit for bit, whichever thread owns which contexts
+    # M as K x G x d x d: block k of the K B contexts is scaled by its own M_k; the scales are
+    # those of K separate calls bit for bit, d M_k to float rounding (per-thread partial sums)
     from depthscale.models import RMS_EPS
 
     g = torch.Generator().manual_seed(11)

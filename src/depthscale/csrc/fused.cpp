@@ -37,6 +37,8 @@ typedef float v16 __attribute__((vector_size(64)));  // 16 floats: one AVX-512 r
 typedef int32_t v16i __attribute__((vector_size(64)));
 template <typename V>
 using IntOf = std::conditional_t<sizeof(V) == sizeof(v8), v8i, v16i>;
+template <typename V>
+constexpr int kLanes = sizeof(V) / sizeof(float);
 
 template <typename F>
 inline F splat(float a) {
@@ -267,7 +269,7 @@ inline V vexp_nonpos(V x) { return exp_nonpos_t<V, IntOf<V>>(x); }
 // V: the vector type holding W = 8 (v8) or 16 (v16) consecutive i of a row; P = W NV.
 template <int DT, int NV, typename V>
 struct VRow {
-  static constexpr int W = sizeof(V) / sizeof(float);
+  static constexpr int W = kLanes<V>;
   static constexpr int P = W * NV;
 
   // s[r][j] = u_r . x_i for the W i of vector j, from X transposed (XT, DT x P)
@@ -350,7 +352,7 @@ struct VRow {
     if constexpr (DT % 8 == 0) {
       // x_i's d entries in vectors DV: 16 lanes where the row's vector has them and 16 divides d
       using DV = std::conditional_t<DT % 16 == 0 && sizeof(V) == sizeof(v16), v16, v8>;
-      constexpr int DW = sizeof(DV) / sizeof(float), KV = DT / DW, kAcc = 2;
+      constexpr int DW = kLanes<DV>, KV = DT / DW, kAcc = 2;
       DV acc[kAcc][NR][KV];
 #pragma GCC unroll 4
       for (int a = 0; a < kAcc; ++a)
@@ -584,8 +586,6 @@ std::vector<float> fold_upper(const float* M, int64_t G, int64_t D) {
   return Mu;
 }
 
-template <typename V>
-constexpr int kLanes = sizeof(V) / sizeof(float);
 template <typename V>
 constexpr int kParts = kRowBlock / kLanes<V>;  // vectors per 16 rows (or per d = 16 entries)
 
