@@ -155,7 +155,9 @@ def validate(cfg: RunConfig) -> None:
             _require(_is_real(v), f.name, v, "a finite number")
         elif f.type in ("bool", bool):
             _require(isinstance(v, bool), f.name, v, "true or false")
-    for name in ("d", "P", "N", "L", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
+    # max_steps = 0: the model at its initialisation, measured (an untrained control)
+    _require(cfg.max_steps >= 0, "max_steps", cfg.max_steps, ">= 0 (0: the untrained model, measured)")
+    for name in ("d", "P", "N", "L", "k", "batch", "eval_every", "monitor_contexts",
                  "patience", "checkpoint_every", "eval_contexts"):
         _require(getattr(cfg, name) >= 1, name, getattr(cfg, name), ">= 1")
     for name in ("a", "b", "noise", "qk_std", "warmup", "rel_tol", "grad_clip", "metric_sigma", "min_steps"):
@@ -266,7 +268,19 @@ def preset_fields(preset: str) -> dict:
 # Training recipe per (preset, model, task): the part of the configuration that is tuned, not
 # given by the paper (SPEC §3.4). Keys are matched most-specific first; see docs/recipe.md.
 _SOFTMAX_RECIPE = dict(wx_init="orthogonal", qk_std=0.02, lr=3e-3, gain_init="positive")  # recipe.md §3, §5
-_SHAPE_RECIPE = dict(qk_init="spread", tau_min=7.0, tau_max=30.0, metric_sigma=0.5, lr_depth_exp=-0.5)  # recipe.md §9
+# Two named starts of the controlled softmax models (SPEC §3.4, docs/recipe.md §12):
+# - faithful (the paper's: the default everywhere): W_q, W_k small and independent, so attention
+#   starts near uniform, and one learning rate for every depth;
+# - spread (a variant, never used for the paper's claims): layer l starts at cosine temperature
+#   tau_l in [tau*/2, 2 tau*] around the theory-optimal single head with a random metric, and the
+#   rate falls as L^-1/2 — diversity injected at step 0, picked by the fitted alpha (recipe.md §9).
+RECIPE_VARIANTS: dict[str, dict] = {
+    "faithful": dict(qk_init="independent", lr_depth_exp=0.0),
+    "spread": dict(qk_init="spread", tau_min=7.0, tau_max=30.0, metric_sigma=0.5, lr_depth_exp=-0.5),
+}
+# the spread start's temperatures at k = 16 (tau* = 3.8 there; recipe.md §9)
+SPREAD_K16 = dict(tau_min=1.9, tau_max=7.6)
+_SHAPE_RECIPE = RECIPE_VARIANTS["spread"]  # the adopted recipe of issue 22, kept for the variant experiments
 _RECIPES: dict[tuple[str, str, str], dict] = {
     # cpu: the measured recipe (docs/recipe.md); 1,500 steps (800 at batch 64 for linear) keep the main job on 2 cores
     ("cpu", "*", "*"): dict(_SOFTMAX_RECIPE, max_steps=1500, warmup=100),
@@ -283,17 +297,14 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     ("cpu", "linear", "difficult"): dict(max_steps=500),
     # the deep ensembles were still improving at 1,500 and 3,000 steps, and the convergence rule
     # stopped depths 2 and 4 inside plateaus that later break: 4,000 steps, run to the cap (recipe.md §6).
-    # At d = 16, P = 64 each layer starts at its own temperature and random metric and the rate falls
-    # as L^-1/2: the best shape of the recipe study (recipe.md §9: alpha 1.22 +- 0.18, R^2 0.987 at (0, 0))
-    ("cpu", "nonlinear", "difficult"): dict(_SHAPE_RECIPE, max_steps=4000, patience=40),
-    ("cpu", "layer_values", "difficult"): dict(_SHAPE_RECIPE, max_steps=4000, patience=40),
+    # The faithful start (RECIPE_VARIANTS; recipe.md §12): attention near uniform, one rate for every depth
+    ("cpu", "nonlinear", "difficult"): dict(max_steps=4000, patience=40),
+    ("cpu", "layer_values", "difficult"): dict(max_steps=4000, patience=40),
     # context_updates costs O(L P^2 N) per context (the context-to-context attention): batch 64
     ("cpu", "context_updates", "*"): dict(batch=64),
     # paper: the cpu recipe carried over (the softmax models share the cpu geometry; the linear
     # recipe was not tuned at d = 128: no GPU was available to tune it)
     ("paper", "*", "*"): dict(_SOFTMAX_RECIPE),
-    ("paper", "nonlinear", "difficult"): dict(_SHAPE_RECIPE),
-    ("paper", "layer_values", "difficult"): dict(_SHAPE_RECIPE),
     ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, qk_std=0.01, lr=1e-3,
                                    lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
@@ -310,15 +321,10 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
 }
 
 
-# The spread init is centred on the best single cosine head's temperature tau* of the top-k task
-# (theory.softmax_floor at d = 16, P = 64: tau* = 14.8 for k = 2, 3.8 for k = 16), over
-# [tau*/2, 2 tau*]. At k = 16 the k = 2 range (7-30) starts every layer far too sharp: the loss then
-# rose with depth (0.134 -> 0.158 for L = 1 -> 64 at (0.25, 0.25)), against 0.134 -> 0.132 with
-# 1.9-7.6 (recipe.md §9).
-_RECIPES_BY_K: dict[tuple[str, str, str, int], dict] = {
-    (p, m, "difficult", 16): dict(tau_min=1.9, tau_max=7.6)
-    for p in ("cpu", "paper") for m in ("nonlinear", "layer_values")
-}
+# The spread variant's temperatures at k = 16 are SPREAD_K16 (set by the registry's spread groups):
+# the spread start is centred on the best single cosine head's temperature tau* of the top-k task
+# (theory.softmax_floor at d = 16, P = 64: tau* = 14.8 for k = 2, 3.8 for k = 16), over [tau*/2, 2 tau*].
+_RECIPES_BY_K: dict[tuple[str, str, str, int], dict] = {}
 
 
 # Step budgets that grow with depth: max_steps = base * max(1, L / L_ref)^exponent (rounded to a
@@ -384,7 +390,7 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
-__all__ = ["RunConfig", "ConfigError", "make_config", "preset_fields", "run_id", "validate", "config_dict",
+__all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
            "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "field_docs", "geometry",
            "geometry_kind", "GEOMETRIES"]

@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from depthscale.config import (GEOMETRIES, PRESET_DEPTHS, PRESETS, RunConfig, geometry, geometry_kind,
-                               make_config)
+from depthscale.config import (GEOMETRIES, PRESET_DEPTHS, PRESETS, RECIPE_VARIANTS, SPREAD_K16, RunConfig,
+                               geometry, geometry_kind, make_config)
 from depthscale.errors import InputError
 
 Spectrum = tuple[float, float]  # (a, b)
@@ -115,6 +115,32 @@ LOOPED_MODELS = ("single_stream", "context_updates")
 # task and spectrum (0,0), k = 2; depths 1-8 keep it near 15 core-minutes at the cpu preset (a depth-8
 # step costs ~8x a depth-1 step: no packing across depth)
 TRANSFORMER_DEPTHS = (1, 2, 4, 8)
+# the budget ladder (SPEC §9, a study; docs/recipe.md §12): top-2, d = N = 16, P = 64, batch 512,
+# budgets x2 up to the paper's 20,000 steps; every run goes to its cap (min_steps = max_steps), on the
+# cosine schedule of its own budget; both starts, 3 seeds at every preset. cpu: (0, 0), depths 1-64;
+# paper: the ten top-2 spectra, depths 1-256
+BUDGET_BATCH = 512
+BUDGET_STEPS = (1250, 2500, 5000, 10000, 20000)
+BUDGET_SEEDS = (0, 1, 2)
+BUDGET_RECIPES = ("faithful", "spread")
+
+
+def variant_fields(recipe: str, k: int = 2) -> tuple[tuple[str, object], ...]:
+    """RunGroup fields of a named start (config.RECIPE_VARIANTS), k = 16's temperatures for spread."""
+    out = dict(RECIPE_VARIANTS[recipe])
+    if recipe == "spread" and k == 16:
+        out.update(SPREAD_K16)
+    return tuple(sorted(out.items()))
+
+
+def budget_groups() -> tuple[RunGroup, ...]:
+    out = []
+    for recipe in BUDGET_RECIPES:
+        for steps in BUDGET_STEPS:
+            f = variant_fields(recipe) + (("batch", BUDGET_BATCH), ("max_steps", steps), ("min_steps", steps))
+            out.append(RunGroup("nonlinear", "difficult", 2, ORIGIN, "all", f, ("cpu",)))
+            out.append(RunGroup("nonlinear", "difficult", 2, TOP2_SPECTRA, "all", f, ("paper",)))
+    return tuple(out)
 
 
 def transformer_depths(preset: str) -> tuple[int, ...]:
@@ -135,6 +161,7 @@ class RunGroup:
     # further RunConfig fields of every run of the group (beyond-the-paper experiments: tied weights,
     # clustered contexts, width, ...), as (name, value) pairs; () for the paper's own runs
     fields: tuple[tuple[str, object], ...] = ()
+    presets: tuple[str, ...] | None = None  # the presets the group runs at (None: every preset)
 
     def depths_for(self, preset: str) -> tuple[int, ...]:
         if isinstance(self.depths, tuple):  # explicit depths, capped like the preset's own
@@ -142,6 +169,8 @@ class RunGroup:
         return depth_set(preset, self.depths or model_depths(self.model))
 
     def in_preset(self, preset: str) -> bool:
+        if self.presets is not None and preset not in self.presets:
+            return False
         return self.task == "easy" or self.k in PRESET_KS[preset]
 
 
@@ -185,7 +214,8 @@ class Experiment:
     groups: tuple[RunGroup, ...] = ()
     theory: tuple[TheoryNeed, ...] = ()
     reuses: tuple[str, ...] = ()  # experiments whose runs these are (documentation)
-    part: str = "paper"  # paper (a figure or table of the paper: `all`) | beyond (the report's "Beyond the paper": `beyond`)
+    part: str = "paper"  # paper (a figure or table of the paper: `all`) | beyond (the report's "Beyond the paper": `beyond`) | study (run only when named)
+    seeds: tuple[int, ...] | None = None  # the experiment's own seeds at every preset (None: PRESET_SEEDS)
 
     @property
     def kind(self) -> str:
@@ -211,7 +241,7 @@ class Experiment:
         for g in self.groups_for(preset):
             for a, b in g.spectra:
                 for L in g.depths_for(preset):
-                    for s in resolve_seeds(preset, seeds):
+                    for s in resolve_seeds(preset, self.seeds if seeds is None else seeds):
                         out.append(make_config(preset, **{**overrides, **dict(g.fields), "model": g.model,
                                                           "task": g.task, "k": g.k, "a": a,
                                                           "b": b, "L": L, "seed": s}))
@@ -353,6 +383,13 @@ _G4 = RunGroup("nonlinear", "easy", 1, FIG4_SPECTRA)
 _G5 = RunGroup("linear", "difficult", 2, FIG56_SPECTRA)
 _G6 = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA)
 _G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "difficult", 16, FIG14_K16))
+# the spread start (a named variant, SPEC §3.4): beside fig6 and fig14, never in the claims
+_G6_SPREAD = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA, None, variant_fields("spread", 2))
+_G14_SPREAD = (RunGroup("nonlinear", "difficult", 2, FIG14_K2, None, variant_fields("spread", 2)),
+               RunGroup("nonlinear", "difficult", 16, FIG14_K16, None, variant_fields("spread", 16)))
+# claim 5b: the linear model trained at the nonlinear geometry (d = N = 16, P = 64), every fig5 spectrum
+SOFTMAX_GEOMETRY_FIELDS = (("d", 16), ("P", 64), ("N", 16))
+_G5_SOFTMAX_GEOMETRY = RunGroup("linear", "difficult", 2, FIG56_SPECTRA, "all", SOFTMAX_GEOMETRY_FIELDS)
 _G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
          RunGroup("context_updates", "difficult", 16, ORIGIN))
 
@@ -410,12 +447,21 @@ _ENTRIES = (
                "k=2: (0.25,0.25),(0.25,0.5),(0.5,0.5); k=16: (0,0.25),(0,0.5),(0.25,0.25),(0.25,0.5)",
                "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", _G14,
                _softmax_floors(2, FIG14_K2) + _softmax_floors(16, FIG14_K16)),
+    Experiment("fig6-spread", "Variant start: fig6 with the spread start (never used for the claims)",
+               ("nonlinear",), "difficult", (2,), "as fig6",
+               "fig6's runs with each layer started at its own temperature around the theory-optimal head "
+               "and the rate tapered as L^-1/2 (config.RECIPE_VARIANTS['spread']): drawn beside the faithful "
+               "runs in fig6", (_G6_SPREAD,), reuses=("fig6",)),
+    Experiment("fig14-spread", "Variant start: fig14 with the spread start (never used for the claims)",
+               ("nonlinear",), "difficult", (2, 16), "as fig14",
+               "fig14's runs with the spread start (k = 16: temperatures around its own tau*): drawn beside "
+               "the faithful runs in fig14", _G14_SPREAD, reuses=("fig14",)),
     Experiment("table1", "L0 on the difficult task: nonlinear vs linear", ("nonlinear", "linear"),
                "difficult", (2,), "fig5/6 spectra",
                "L0 nonlinear vs linear, each at its own geometry, and the linear floor R_irr at the "
                "nonlinear geometry (the ratio at equal d and P). The paper's Table 1 sets its d = 16 "
                "nonlinear L0 beside its d = 128 linear one: its ratios 5.9-29.8 compare two "
-               "geometries; ratio_equal_geometry is the comparison at equal d and P", (_G6, _G5),
+               "geometries; ratio_equal_geometry is the comparison at equal d and P", (_G6, _G5, _G5_SOFTMAX_GEOMETRY),
                _floors(2, FIG56_SPECTRA, "nonlinear"), reuses=("fig5", "fig6")),
     Experiment("table2", "Linear, easy task: zeta <= alpha <= 2 zeta", ("linear",), "easy", (),
                "fig3 spectra", "zeta, measured alpha, 2 zeta, the finite-size reference slopes",
@@ -442,7 +488,10 @@ _ENTRIES = (
                "selection loss of the deepest model",
                (RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), CLUSTERED_DEPTHS),)
                + tuple(RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), CLUSTERED_DEPTHS,
-                                (("clusters", K),)) for K in CLUSTERED_KS),
+                                (("clusters", K),)) for K in CLUSTERED_KS)
+               # the untrained control of claim B2a: the same models at step 0, deepest depth
+               + tuple(RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), (max(CLUSTERED_DEPTHS),),
+                                (("clusters", K), ("max_steps", 0))) for K in CLUSTERED_KS if K >= 2),
                reuses=("fig6",), part="beyond"),
     Experiment("looped", "Beyond the paper: looped stacks (weights tied across depth)",
                ("nonlinear", "single_stream", "context_updates"), "difficult", (2,), "(0,0)",
@@ -466,6 +515,10 @@ _ENTRIES = (
                "A_L - C_L vs L beside the controlled nonlinear model (fig6's runs at (0,0))",
                (RunGroup("transformer", "difficult", 2, ORIGIN, TRANSFORMER_DEPTHS),),
                reuses=("fig6",), part="beyond"),
+    Experiment("budget", "Study: the budget ladder (faithful start vs spread variant)", ("nonlinear",),
+               "difficult", (2,), "cpu: (0,0); paper: the ten top-2 spectra",
+               "alpha +- SE over seeds, R^2, L0, C_L and A_L - C_L per training budget (steps x 512) for "
+               "both starts; SPEC §9's decision rule", budget_groups(), part="study", seeds=BUDGET_SEEDS),
 )
 
 REGISTRY: dict[str, Experiment] = {e.id: e for e in _ENTRIES}
