@@ -82,13 +82,19 @@ def mode_crossings(s: Series, modes: Sequence[int], d: int, a: float, b: float,
     return out
 
 
-def reducible_modes(s: Series, modes: Sequence[int]) -> dict[int, np.ndarray]:
+def reducible_modes(s: Series, modes: Sequence[int], floor: bool = True) -> dict[int, np.ndarray]:
     """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b).
-    A mode whose fit is degenerate (fits.FitResult.status) has no R_k,inf and is left out."""
+    A mode whose fit is degenerate (fits.FitResult.status) has no R_k,inf and is left out.
+    floor=False: R_k,inf = 0 without a fit (the easy task, whose loss fit has L0 = 0, SPEC §6.1):
+    R_k(L) / R_k(1)."""
     out = {}
     if not s or s.depths[0] != 1:
         return out
     for m, v in mode_curves(s, modes).items():
+        if not floor:
+            if np.isfinite(v[0]) and v[0] > 0:
+                out[m] = v / v[0]
+            continue
         ok = np.isfinite(v) & (v > 0)
         if ok.sum() < 3:
             continue

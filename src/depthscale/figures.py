@@ -25,7 +25,7 @@ from depthscale.analysis import (MODE_FLOOR, fit_series, mode_curves, normalised
 from depthscale.formatting import label
 from depthscale.registry import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES,
                                  FIG7_SPECTRUM, FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA, ORIGIN, PAPER,
-                                 PRESET_KS, depth_set, preset_shape)
+                                 PRESET_KS, depth_set, preset_shape, variant_fields)
 from depthscale.results import Results, Theory
 
 
@@ -377,20 +377,58 @@ def _softmax_floor_line(th: Theory):
     return lambda k, a, b: (th.softmax_floor(a, b, k)["ensemble_floor"], th.softmax_floor(a, b, k)["se"])
 
 
-def fig6(res: Results, th: Theory):
-    fig, ax = _new_figure(2, 2)
+def spread_view(res: Results, k: int = 2) -> Results:
+    """The runs of the spread start (registry.variant_fields: never used for the claims)."""
+    return res.view(**dict(variant_fields("spread", k)))
+
+
+def start_panel(ax, res: Results, groups: Sequence[tuple[int, tuple]]) -> None:
+    """Faithful start (filled markers, solid) beside the spread variant (open markers, dashed):
+    R_L for each (k, (a, b)), the two starts' curves of one spectrum in one colour."""
+    colors = _colors(len(groups))
+    drawn = 0
+    for i, ((k, (a, b)), col) in enumerate(zip(groups, colors)):
+        for view, ls, face, name in ((res, "-", col, "faithful"), (spread_view(res, k), "--", "none", "spread")):
+            s = view.series("nonlinear", "difficult", k, a, b)
+            y = s.get("R") if s else np.zeros(0)
+            ok = np.isfinite(y) & (y > 0)
+            if not ok.any():
+                continue
+            drawn += 1
+            ax.plot(s.depths[ok], y[ok], ls=ls, marker=MARKERS[i % len(MARKERS)], color=col, mfc=face, ms=4,
+                    label=f"{label(a, b, k if len({g[0] for g in groups}) > 1 else None)} {name}")
+    _loglog(ax)
+    if not drawn:
+        _missing(ax)
+    _finish_legend(ax, drawn, "start: filled faithful, open spread", room=True)
+
+
+def fig6(res: Results, th: Theory, compare: bool = True):
+    fig, ax = _new_figure(3 if compare else 2, 2)
+    ax = ax if compare else [ax[0], ax[1], None, ax[2], ax[3], None]  # the same panel slots
     fl = _softmax_floor_line(th)
-    loss_panel(ax[0], res, "nonlinear", "difficult", _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]), fit=True,
-               hlines=fl)
+    a0 = _pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0])
+    loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl)
     _panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: ens. floor")
     b0 = _pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0])
     fits = loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl)
     _panel_title(ax[1], "b", "$b=0$; dashed: ensemble floor")
-    _decomp_panel(ax[2], res, "nonlinear", b0, "C", "$C_L$", {k: f.L0 for k, f in fits.items()})
-    _panel_title(ax[2], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
-    _decomp_panel(ax[3], res, "nonlinear", b0, "gap", "$A_L - C_L$")
-    _panel_title(ax[3], "d", "$A_L - C_L$ at $b=0$")
+    if compare:
+        start_panel(ax[2], res, a0)
+        _panel_title(ax[2], "e", "faithful vs spread start, $a=0$")
+    _decomp_panel(ax[3], res, "nonlinear", b0, "C", "$C_L$", {k: f.L0 for k, f in fits.items()})
+    _panel_title(ax[3], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
+    _decomp_panel(ax[4], res, "nonlinear", b0, "gap", "$A_L - C_L$")
+    _panel_title(ax[4], "d", "$A_L - C_L$ at $b=0$")
+    if compare:
+        start_panel(ax[5], res, b0)
+        _panel_title(ax[5], "f", "faithful vs spread start, $b=0$")
     return fig
+
+
+def fig6_spread(res: Results, th: Theory):
+    """fig6 drawn from the spread variant's runs."""
+    return fig6(spread_view(res, 2), th, compare=False)
 
 
 def fig7(res: Results, th: Theory):
@@ -564,20 +602,33 @@ def fig13(res: Results, th: Theory):
     return fig
 
 
-def fig14(res: Results, th: Theory):
-    fig, ax = _new_figure(2, 2)
+def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool = True):
+    fig, ax = _new_figure(3 if compare else 2, 2)
+    ax = ax if compare else [ax[0], ax[1], None, ax[2], ax[3], None]  # the same panel slots
+    res16 = res if res16 is None else res16
     k2 = _pairs(2, FIG14_K2)
     fl = _softmax_floor_line(th)
     loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl)
     _panel_title(ax[0], "a", "$k=2$; dashed: ensemble floor")
-    loss_panel(ax[1], res, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True,
+    loss_panel(ax[1], res16, "nonlinear", "difficult", _pairs(16, FIG14_K16), fit=True,
                hlines=fl if _has_k(res, 16) else None)
     _panel_title(ax[1], "b", "nonlinear, $k=16$" + ("" if _has_k(res, 16) else " (not in this preset)"))
-    _decomp_panel(ax[2], res, "nonlinear", k2, "C", "$C_L$")
-    _panel_title(ax[2], "c", "$C_L$, $k=2$")
-    _decomp_panel(ax[3], res, "nonlinear", k2, "gap", "$A_L - C_L$")
-    _panel_title(ax[3], "d", "$A_L - C_L$, $k=2$")
+    if compare:
+        start_panel(ax[2], res, k2)
+        _panel_title(ax[2], "e", "faithful vs spread start, $k=2$")
+    _decomp_panel(ax[3], res, "nonlinear", k2, "C", "$C_L$")
+    _panel_title(ax[3], "c", "$C_L$, $k=2$")
+    _decomp_panel(ax[4], res, "nonlinear", k2, "gap", "$A_L - C_L$")
+    _panel_title(ax[4], "d", "$A_L - C_L$, $k=2$")
+    if compare:
+        start_panel(ax[5], res, _pairs(16, FIG14_K16))
+        _panel_title(ax[5], "f", "faithful vs spread start, $k=16$")
     return fig
+
+
+def fig14_spread(res: Results, th: Theory):
+    """fig14 drawn from the spread variant's runs (k = 16 with its own temperatures)."""
+    return fig14(spread_view(res, 2), th, spread_view(res, 16), compare=False)
 
 
 def _clustered_label(K: int) -> str:
@@ -688,7 +739,7 @@ def _clustered_depths(res: Results) -> tuple[int, ...]:
 FIGURES: dict[str, Callable] = {"fig1": fig1, "fig3": fig3, "fig4": fig4, "fig5": fig5, "fig6": fig6,
                                 "fig7": fig7, "fig8": fig8, "fig9": fig9, "fig10": fig10,
                                 "fig11": fig11, "fig12": fig12, "fig13": fig13, "fig14": fig14,
-                                "clustered": clustered}
+                                "fig6-spread": fig6_spread, "fig14-spread": fig14_spread, "clustered": clustered}
 
 
 # ---------------------------------------------------------------- beyond the paper: scaling

@@ -44,6 +44,13 @@ from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, GEOMETRY_EVIDENCE, I
 from depthscale.results import Results, Theory, split_diverged, theory_jobs
 from depthscale.store import Store
 from depthscale.tables import TABLES, markdown_table, write_table
+from depthscale import budget
+
+# the studies (registry part "study": run only when named) draw and tabulate here
+FIGURES["budget"] = budget.figure
+TABLES["budget"] = budget.table_frame
+# lines of text shown under a study's figure and table: its decision rule and outcome
+NOTES = {"budget": budget.notes}
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +145,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         raise InputError(str(e)) from None
     sections, all_claims, errors = [], [], []
     for p in presets:
-        sec = build_preset(p, df, store, out_dir, ids, overrides, device, progress)
+        sec = build_preset(p, df, store, out_dir, with_studies(ids, df, p), overrides, device, progress)
         sec["run_states"] = run_states(df, diverged, p)
         sections.append(sec)
         all_claims += sec["claims"]
@@ -206,15 +213,37 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
         except Exception as e:  # noqa: BLE001 - one broken artifact must not sink the report
             errs[i] = f"{type(e).__name__}: {e}"
             log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
+    notes = {}
+    for i in ids:
+        if i in NOTES and i not in errs:
+            try:
+                notes[i] = NOTES[i](res)
+            except Exception as e:  # noqa: BLE001
+                errs[i] = f"{type(e).__name__}: {e}"
     with timing.record() as rec, timing.phase("report"):
-        cl = claims.check_all(res, th, ids)
+        # one count of claims per store, whichever command asks: every paper claim (and the beyond
+        # claims of the beyond experiments built), not only those of the ids drawn
+        cl = claims.check_all(res, th, claim_ids(ids))
         write_json_atomic(pdir / "claims.json", cl)
     build["claims"] = rec.phases
     prov = provenance(res, ids, time.perf_counter() - t0)
     prov["phase_timing"] = phase_timing(store, preset, ids, build, pdir, overrides)
     runs = {row["id"]: row[preset] for row in summary((preset,))}
     return {"preset": preset, "ids": list(ids), "artifacts": artifacts, "tables": tables,
-            "claims": cl, "errors": errs, "provenance": prov, "runs": runs}
+            "claims": cl, "errors": errs, "provenance": prov, "runs": runs, "notes": notes}
+
+
+def claim_ids(ids: Sequence[str]) -> tuple[str, ...]:
+    """The experiments whose claims a report checks: the paper's always, the beyond ones built."""
+    return tuple(IDS) + tuple(i for i in ids if REGISTRY[i].part == "beyond")
+
+
+def with_studies(ids: Sequence[str], df, preset: str) -> tuple[str, ...]:
+    """`ids` and every study (registry part "study") with a finished run of `preset` in the store."""
+    have = set(df["run_id"]) if len(df) and "run_id" in df.columns else set()
+    extra = [i for i, e in REGISTRY.items() if e.part == "study" and i not in ids
+             and any(c.run_id in have for c in e.configs(preset))]
+    return tuple(ids) + tuple(extra)
 
 
 def _write_one(exp_id: str, res: Results, th: Theory, pdir: Path, tables: dict) -> list[Path]:
@@ -376,6 +405,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
             if i in sec["tables"]:
                 out += (["Columns `paper_*` are the paper's values (SPEC §8); the others are ours.", ""]
                         if e.part == "paper" else []) + [markdown_table(sec["tables"][i]), ""]
+            out += [f"> {line}\n" for line in sec.get("notes", {}).get(i, [])]
     return "\n".join(out) + "\n"
 
 
@@ -493,6 +523,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
                     parts.append("<p class=\"small\">Shaded <code>paper_*</code> columns are the paper's "
                                  "values (SPEC §8); the others are ours.</p>")
                 parts.append(_html_table(sec["tables"][i]))
+            parts += [f"<p class=\"note\">{esc(line)}</p>" for line in sec.get("notes", {}).get(i, [])]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

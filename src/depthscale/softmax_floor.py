@@ -23,46 +23,99 @@ def default_temperatures() -> np.ndarray:
     return np.concatenate([[-10.0, -5.0, -2.0, -1.0, 0.0], np.geomspace(0.25, 500.0, 96)])
 
 
-def _head_moments(a, b, k, d, P, samples, seed, temperatures, batches, device, progress):
-    """Per-batch moments of the cosine-head predictions H_j = softmax(tau_j cos) . y.
+def _batch_sizes(n: int, batches: int) -> list[int]:
+    """Contexts per cross-fitting batch: n split as evenly as possible, the larger batches first."""
+    return [n // batches + (1 if i < n % batches else 0) for i in range(batches)]
 
-    Returns G (n_b, J, J) = sum H H^T, h (n_b, J) = sum H y*, T (n_b,) = sum y*^2, n (n_b,):
-    `batches` independent batches of contexts. The rotation O is fixed to the identity: a cosine
-    head and the top-k selection are rotation invariant, so every moment is unchanged."""
+
+def _chunk(J: int, P: int) -> int:
+    """Contexts per moment computation: keeps the (chunk, J, P) attention array near 32 MB."""
+    return max(1, min(4096, 2**22 // (J * P)))
+
+
+def cosines(x_BxPxd: torch.Tensor, q_Bxd: torch.Tensor) -> torch.Tensor:
+    """cos(x_i, x_test) per context and token, BxP (in the inputs' dtype)."""
+    return torch.einsum("bpd,bd->bp", x_BxPxd / torch.linalg.vector_norm(x_BxPxd, dim=-1, keepdim=True),
+                        q_Bxd / torch.linalg.vector_norm(q_Bxd, dim=-1, keepdim=True))
+
+
+def head_predictions(cos_BxP: torch.Tensor, y_BxP: torch.Tensor, tau_J: torch.Tensor) -> torch.Tensor:
+    """Every cosine head's prediction H_j = softmax(tau_j cos) . y at gain 1, BxJ."""
+    p = torch.softmax(tau_J.view(1, -1, 1) * cos_BxP.unsqueeze(1), dim=-1)  # (B, J, P)
+    return torch.einsum("bjp,bp->bj", p, y_BxP)
+
+
+def _moments(parts, tau_J: torch.Tensor, sizes: list[int], bar=None, keep_heads: bool = False):
+    """The head moments, whatever the source of the contexts (the one implementation).
+
+    `parts` yields (batch index i, x BxPxd, x_test Bxd, y BxP, y* B), float64, each batch's
+    contexts in consecutive parts. Returns G (n_b, J, J) = sum H H^T, h (n_b, J) = sum H y*,
+    T (n_b,) = sum y*^2, n (n_b,) and, with keep_heads, each context's H (n, J) in the order given."""
+    J, nb = tau_J.numel(), len(sizes)
+    G, h, T = np.zeros((nb, J, J)), np.zeros((nb, J)), np.zeros(nb)
+    kept = []
+    for i, x, q, y, ystar in parts:
+        H = head_predictions(cosines(x, q), y, tau_J)
+        G[i] += (H.T @ H).cpu().numpy()
+        h[i] += (H.T @ ystar).cpu().numpy()
+        T[i] += float(ystar.pow(2).sum())
+        if keep_heads:
+            kept.append(H.cpu().numpy())
+        if bar is not None:
+            bar.update(x.shape[0])
+    n = np.asarray(sizes, dtype=np.float64)
+    return (G, h, T, n, np.concatenate(kept)) if keep_heads else (G, h, T, n)
+
+
+def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
+    """Monte Carlo contexts (SPEC §2) for `_moments`, batch by batch, in chunks of `_chunk(J, P)`.
+    The rotation O is the identity: a cosine head and the top-k selection are rotation invariant,
+    so no moment changes."""
     lam, omega = spectra(d, a, b)
-    dev = torch.device(device)
-    f64 = dict(dtype=torch.float64, device=dev)
-    gen = torch.Generator(device=dev).manual_seed(seed)
-    tau_J = torch.as_tensor(temperatures, **f64)
-    J = tau_J.numel()
+    f64 = dict(dtype=torch.float64, device=torch.device(device))
+    gen = torch.Generator(device=torch.device(device)).manual_seed(seed)
     sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
     sqrt_om = torch.as_tensor(np.sqrt(omega), **f64)
-    chunk = max(1, min(4096, 2**22 // (J * P)))
-    per = [samples // batches + (1 if i < samples % batches else 0) for i in range(batches)]
-    G = np.zeros((batches, J, J))
-    h = np.zeros((batches, J))
-    T = np.zeros(batches)
+    chunk = _chunk(J, P)
+    for i, n_i in enumerate(sizes):
+        done = 0
+        while done < n_i:
+            nb = min(chunk, n_i - done)
+            x = torch.randn(nb, P, d, generator=gen, **f64) * sqrt_lam
+            q = torch.randn(nb, d, generator=gen, **f64) * sqrt_lam
+            beta = torch.randn(nb, d, generator=gen, **f64) * sqrt_om
+            y = torch.einsum("bpd,bd->bp", x, beta)
+            ystar = torch.gather(y, 1, torch.topk(cosines(x, q), k, dim=-1).indices).mean(1)
+            yield i, x, q, y, ystar
+            done += nb
+
+
+def _given_parts(x, q, y, ystar, sizes, J):
+    """Given contexts for `_moments`: consecutive batches of `sizes`, in chunks of `_chunk(J, P)`."""
+    chunk, start = _chunk(J, x.shape[1]), 0
+    for i, n_i in enumerate(sizes):
+        for s in range(start, start + n_i, chunk):
+            e = min(s + chunk, start + n_i)
+            yield i, x[s:e], q[s:e], y[s:e], ystar[s:e]
+        start += n_i
+
+
+def _head_moments(a, b, k, d, P, samples, seed, temperatures, batches, device, progress):
+    """Per-batch moments of the cosine heads on `samples` Monte Carlo contexts in `batches`
+    independent batches (`_moments` on `_mc_parts`)."""
+    tau_J = torch.as_tensor(temperatures, dtype=torch.float64, device=torch.device(device))
+    sizes = _batch_sizes(samples, batches)
     with tqdm(total=samples, disable=None if progress else True, file=sys.stderr,
               desc=f"softmax floor a={a} b={b} k={k}", unit="ctx", unit_scale=True) as bar:
-        for i, n_i in enumerate(per):
-            done = 0
-            while done < n_i:
-                nb = min(chunk, n_i - done)
-                x = torch.randn(nb, P, d, generator=gen, **f64) * sqrt_lam
-                q = torch.randn(nb, d, generator=gen, **f64) * sqrt_lam
-                beta = torch.randn(nb, d, generator=gen, **f64) * sqrt_om
-                y = torch.einsum("bpd,bd->bp", x, beta)
-                cos = torch.einsum("bpd,bd->bp", x / torch.linalg.vector_norm(x, dim=-1, keepdim=True),
-                                   q / torch.linalg.vector_norm(q, dim=-1, keepdim=True))
-                ystar = torch.gather(y, 1, torch.topk(cos, k, dim=-1).indices).mean(1)
-                p = torch.softmax(tau_J.view(1, J, 1) * cos.unsqueeze(1), dim=-1)  # (nb, J, P)
-                H = torch.einsum("bjp,bp->bj", p, y)
-                G[i] += (H.T @ H).cpu().numpy()
-                h[i] += (H.T @ ystar).cpu().numpy()
-                T[i] += float(ystar.pow(2).sum())
-                done += nb
-                bar.update(nb)
-    return G, h, T, np.asarray(per, dtype=np.float64)
+        return _moments(_mc_parts(a, b, k, d, P, sizes, seed, tau_J.numel(), device), tau_J, sizes, bar)
+
+
+def mc_contexts(a, b, k, d, P, samples, seed, batches=10, temperatures=None, device="cpu"):
+    """The Monte Carlo contexts `softmax_floor` with these arguments draws, as float64 tensors
+    (x PxD per context, x_test, y, y*), e.g. to feed them to `floor_from_contexts`."""
+    tau = default_temperatures() if temperatures is None else np.asarray(temperatures, dtype=np.float64)
+    parts = list(_mc_parts(a, b, k, d, P, _batch_sizes(samples, batches), seed, tau.size, device))
+    return tuple(torch.cat([p[c] for p in parts]) for c in range(1, 5))
 
 
 def nonneg_mixture(G: np.ndarray, h: np.ndarray) -> np.ndarray:
@@ -130,10 +183,85 @@ def best_equal_weight(G: np.ndarray, h: np.ndarray, T: float, L: int, start: np.
     return n, float(loss_of(h @ (n / L), (n / L) @ G @ (n / L)))
 
 
+def _check_temperatures(temperatures) -> np.ndarray:
+    tau = default_temperatures() if temperatures is None else np.asarray(temperatures, dtype=np.float64)
+    if tau.ndim != 1 or tau.size == 0 or not np.all(np.isfinite(tau)):
+        raise InputError(f"temperatures must be a non-empty list of finite numbers, got {temperatures!r}")
+    return tau
+
+
+def _best_stacks(G, h, T, n, v_held, depths) -> list[float]:
+    """The best depth-L stack of heads (`best_equal_weight`), cross-fitted: counts chosen on all
+    batches but one, measured on the held-out one; mean over held-out batches, per depth.
+
+    Non-increasing over depths that divide one another: a stack of L = m L' layers can repeat each
+    head of the L' stack m times, the same averaged attention. So the search at L starts both from
+    the mixture and from every earlier divisor's counts repeated (the better start on the fitting
+    batches wins, and the local search only lowers that loss), and the reported value is at most
+    the earlier divisor's (an L stack reaches what was measured for the L' stack: the min of two
+    held-out estimates of nearly the same stack, which are paired and differ by little)."""
+    Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
+    out, counts = [], {}
+    for L in depths:
+        held, counts[L] = np.empty(len(n)), []
+        for i in range(len(n)):
+            Go, ho, To = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i]), (Ts - T[i]) / (ns - n[i])
+            starts = [v_held[i]] + [counts[Lp][i] * (L // Lp) for Lp in counts if Lp < L and L % Lp == 0]
+            cnt, _ = min((best_equal_weight(Go, ho, To, L, start=s0) for s0 in starts), key=lambda r: r[1])
+            counts[L].append(cnt)
+            wl = cnt / L
+            g = max(float(ho @ wl), 0.0) / max(float(wl @ Go @ wl), 1e-300)
+            held[i] = (T[i] - 2 * g * (wl @ h[i]) + g * g * (wl @ G[i] @ wl)) / n[i]
+        R = float(held.mean())
+        out.append(min([R] + [out[depths.index(Lp)] for Lp in depths[:len(out)] if Lp < L and L % Lp == 0]))
+    return out
+
+
+def _floor_from_moments(G, h, T, n, tau, depths: list[int]) -> tuple[dict, dict]:
+    """Every number of `softmax_floor` from per-batch moments (see there). Also returns the fitted
+    weights of each held-out batch: {"mixture": [v_i], "single": [(j_i, g_i)]}."""
+    batches = len(n)
+    Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
+    held_ens, held_one = np.empty(batches), np.empty(batches)
+    v_held, one_held = [], []  # each held-out batch's mixture (also the start of its best stacks) and head
+    for i in range(batches):
+        Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
+        v = nonneg_mixture(Go, ho)
+        v_held.append(v)
+        held_ens[i] = (T[i] - 2 * v @ h[i] + v @ G[i] @ v) / n[i]
+        j, g = _best_single(Go, ho)
+        one_held.append((j, g))
+        held_one[i] = (T[i] - 2 * g * h[i, j] + g * g * G[i, j, j]) / n[i]
+    Gm, hm, Tm = Gs / ns, hs / ns, Ts / ns
+    v = nonneg_mixture(Gm, hm)
+    C = float(Tm - 2 * v @ hm + v @ Gm @ v)
+    gain = float(v.sum())
+    w = v / gain if gain > 0 else v
+    A = float(np.sum(w * (gain**2 * np.diag(Gm) - 2 * gain * hm + Tm)))
+    j, g1 = _best_single(Gm, hm)
+    support = [dict(temperature=float(tau[i]), weight=float(w[i])) for i in np.flatnonzero(w > 1e-3)]
+    sq = lambda x: float(x.std(ddof=1) / math.sqrt(batches))  # noqa: E731
+    res = dict(
+        single_head=float(held_one.mean()), single_head_se=sq(held_one),
+        single_head_temperature=float(tau[j]), single_head_gain=g1,
+        ensemble_floor=float(held_ens.mean()), se=sq(held_ens),
+        # paired over the same held-out batches: far more precise than either SE
+        ensemble_minus_single=float((held_ens - held_one).mean()), ensemble_minus_single_se=sq(held_ens - held_one),
+        var_ystar=float(Tm), family=SOFTMAX_FAMILY,
+        temperatures=[float(tau.min()), float(tau.max()), int(tau.size)],
+        in_sample=dict(single_head=float(Tm - 2 * g1 * hm[j] + g1 * g1 * Gm[j, j]), ensemble_floor=C),
+        mixture=dict(gain=gain, support=support),
+        iid_depth=dict(C=C, A=A, delta=A - C, depths=list(depths), R=[C + (A - C) / int(L) for L in depths]),
+        best_stack=dict(depths=list(depths), R=_best_stacks(G, h, T, n, v_held, list(depths))),
+    )
+    return res, {"mixture": v_held, "single": one_held}
+
+
 def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_000, seed: int = 0,
                   temperatures=None, batches: int = 10, depths=(1, 2, 4, 8, 16, 32, 64),
                   device: str = "cpu", progress: bool = True) -> dict:
-    """The best single cosine-softmax head and the best infinitely deep ensemble of them.
+    """The best single cosine-softmax head and the best infinitely deep ensemble of them, on
+    `samples` Monte Carlo contexts (`floor_from_contexts` takes given ones).
 
     A head attends with p = softmax(tau cos(x_i, x_test)) and predicts g p . y. The controlled
     model's infinitely deep limit averages its layers' attention rows with one common gain, and the
@@ -146,7 +274,7 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
     E R_L = C + (A - C)/L, C the mixture's loss and A the mean loss of one drawn head.
     `best_stack` is the other companion: the best depth-L stack of heads of the family, equal
     weights and one gain (`best_equal_weight`), cross-fitted — what joint training could reach
-    at depth L within the family.
+    at depth L within the family (non-increasing over depths that divide one another: `_best_stacks`).
     """
     a, b = check_exponent("a", a), check_exponent("b", b)
     k, P = check_k_P(k, P)
@@ -155,56 +283,40 @@ def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_
     samples = check_int("samples", samples, batches)
     seed = check_int("seed", seed, 0)
     depths = check_depths(depths)
-    tau = default_temperatures() if temperatures is None else np.asarray(temperatures, dtype=np.float64)
-    if tau.ndim != 1 or tau.size == 0 or not np.all(np.isfinite(tau)):
-        raise InputError(f"temperatures must be a non-empty list of finite numbers, got {temperatures!r}")
+    tau = _check_temperatures(temperatures)
     G, h, T, n = _head_moments(a, b, k, d, P, samples, seed, tau, batches, device, progress)
-    Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
-    held_ens, held_one = np.empty(batches), np.empty(batches)
-    v_held = []  # each held-out batch's mixture, reused as the start of its best stacks below
-    for i in range(batches):
-        Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
-        v = nonneg_mixture(Go, ho)
-        v_held.append(v)
-        held_ens[i] = (T[i] - 2 * v @ h[i] + v @ G[i] @ v) / n[i]
-        j, g = _best_single(Go, ho)
-        held_one[i] = (T[i] - 2 * g * h[i, j] + g * g * G[i, j, j]) / n[i]
-    Gm, hm, Tm = Gs / ns, hs / ns, Ts / ns
-    v = nonneg_mixture(Gm, hm)
-    C = float(Tm - 2 * v @ hm + v @ Gm @ v)
-    gain = float(v.sum())
-    w = v / gain if gain > 0 else v
-    A = float(np.sum(w * (gain**2 * np.diag(Gm) - 2 * gain * hm + Tm)))
-    j, g1 = _best_single(Gm, hm)
-    support = [dict(temperature=float(tau[i]), weight=float(w[i])) for i in np.flatnonzero(w > 1e-3)]
-    # the best stack of L cosine heads (equal weights: the model's 1/L average), cross-fitted like
-    # the floor: counts chosen on all batches but one, measured on the held-out one
-    best_L = []
-    for L in depths.tolist():
-        held = np.empty(batches)
-        for i in range(batches):
-            Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
-            cnt, _ = best_equal_weight(Go, ho, float((Ts - T[i]) / (ns - n[i])), int(L), start=v_held[i])
-            wl = cnt / L
-            g = max(float(ho @ wl), 0.0) / max(float(wl @ Go @ wl), 1e-300)
-            held[i] = (T[i] - 2 * g * (wl @ h[i]) + g * g * (wl @ G[i] @ wl)) / n[i]
-        best_L.append(float(held.mean()))
-    sq = lambda x: float(x.std(ddof=1) / math.sqrt(batches))  # noqa: E731
-    return dict(
-        single_head=float(held_one.mean()), single_head_se=sq(held_one),
-        single_head_temperature=float(tau[j]), single_head_gain=g1,
-        ensemble_floor=float(held_ens.mean()), se=sq(held_ens),
-        # paired over the same held-out batches: far more precise than either SE
-        ensemble_minus_single=float((held_ens - held_one).mean()), ensemble_minus_single_se=sq(held_ens - held_one),
-        var_ystar=float(Tm), family=SOFTMAX_FAMILY,
-        temperatures=[float(tau.min()), float(tau.max()), int(tau.size)],
-        in_sample=dict(single_head=float(Tm - 2 * g1 * hm[j] + g1 * g1 * Gm[j, j]), ensemble_floor=C),
-        mixture=dict(gain=gain, support=support),
-        iid_depth=dict(C=C, A=A, delta=A - C, depths=depths.tolist(),
-                       R=[C + (A - C) / int(L) for L in depths]),
-        best_stack=dict(depths=depths.tolist(), R=best_L),
-        samples=int(ns), seed=seed, d=d, P=P, k=k, a=a, b=b,
-    )
+    res, _ = _floor_from_moments(G, h, T, n, tau, depths.tolist())
+    return dict(res, samples=int(n.sum()), seed=seed, d=d, P=P, k=k, a=a, b=b)
 
 
-__all__ = ["softmax_floor", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]
+def floor_from_contexts(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None, batches: int = 10,
+                        depths=()) -> dict:
+    """`softmax_floor`'s numbers on given contexts (SPEC §3.4: the floor depends on the contexts,
+    so compare a run with the floor on its own evaluation contexts), cross-fitted over `batches`
+    consecutive batches of them. Tensors of any float dtype (computed in float64 on their device).
+
+    Beside softmax_floor's keys: `n`, and per context (numpy, in the order given) the squared error
+    of the held-out ensemble (`sq_err_ensemble`: the mixture fitted without the context's batch)
+    and of the held-out best single head (`sq_err_single`), for comparisons paired by context."""
+    x, q, y, ys = (torch.as_tensor(t).to(torch.float64) for t in (x_BxPxd, xq_Bxd, y_BxP, ystar_B))
+    if x.ndim != 3 or q.shape != (x.shape[0], x.shape[2]) or y.shape != x.shape[:2] or ys.shape != x.shape[:1]:
+        raise InputError(f"contexts must be x BxPxd, x_test Bxd, y BxP, y* B; got shapes {tuple(x.shape)}, "
+                         f"{tuple(q.shape)}, {tuple(y.shape)}, {tuple(ys.shape)}")
+    batches = check_int("batches", batches, 2)
+    n_ctx = check_int("contexts", x.shape[0], batches)
+    depths = check_depths(depths).tolist() if len(depths) else []
+    tau = _check_temperatures(temperatures)
+    sizes = _batch_sizes(n_ctx, batches)
+    tau_J = torch.as_tensor(tau, dtype=torch.float64, device=x.device)
+    G, h, T, n, H = _moments(_given_parts(x, q, y, ys, sizes, tau.size), tau_J, sizes, keep_heads=True)
+    res, fits = _floor_from_moments(G, h, T, n, tau, depths)
+    batch_of = np.repeat(np.arange(batches), sizes)
+    ystar = ys.cpu().numpy()
+    V = np.stack(fits["mixture"])[batch_of]  # each context's held-out mixture
+    ens = (H * V).sum(1)
+    j, g = (np.array(c)[batch_of] for c in zip(*fits["single"]))
+    one = g * H[np.arange(n_ctx), j.astype(np.int64)]
+    return dict(res, n=n_ctx, sq_err_ensemble=(ens - ystar) ** 2, sq_err_single=(one - ystar) ** 2)
+
+
+__all__ = ["softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from depthscale.analysis import gap_fit, loss_fit, plateau, reference_slopes
 from depthscale.formatting import number
-from depthscale.registry import (FIG3_SPECTRA, FIG56_SPECTRA, PAPER, PRESET_KS, REGISTRY, TABLE3_K2, TABLE3_K16,
+from depthscale.registry import (FIG3_SPECTRA, FIG56_SPECTRA, PAPER, PRESET_KS, REGISTRY, SOFTMAX_GEOMETRY_FIELDS, TABLE3_K2, TABLE3_K16,
                                  TOP2_SPECTRA, paper_L0_top2)
 from depthscale.results import Results, Theory
 from depthscale.theory import two_zeta, zeta
@@ -28,23 +28,40 @@ def fit_status(f) -> str:
     return "ok" if f.ok else f"degenerate: {f.reason}"
 
 
+def linear_L0(res: Results, a: float, b: float) -> tuple[float, str]:
+    """The linear model's L0 on the difficult task: the fitted L0 where the fit is well posed, else
+    the plateau R_Lmax (seed mean; the linear model plateaus by L = 2, claim 4a, so a 3-parameter
+    fit of a flat curve is often degenerate), and which of the two it is."""
+    s, f = loss_fit(res, "linear", "difficult", 2, a, b)
+    if f is not None and f.ok:
+        return f.L0, "fit"
+    R = s.get("R") if s else np.zeros(0)
+    return (float(R[-1]), f"plateau R_{int(s.depths[-1])}") if len(R) else (math.nan, "missing")
+
+
 def table1(res: Results, th: Theory):
+    """L0 nonlinear (fit, well posed only) beside L0 linear at its own geometry and the linear model
+    trained at the nonlinear geometry d = N = 16, P = 64 (registry.SOFTMAX_GEOMETRY_FIELDS: claim
+    5b's comparison), and the theory floor R_irr there."""
     import pandas as pd
 
     P = PAPER["table1_L0_difficult_k2"]
+    same = res.view(**dict(SOFTMAX_GEOMETRY_FIELDS))
     rows = []
     for (a, b), pnl, pli in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
         s_nl, f_nl = loss_fit(res, "nonlinear", "difficult", 2, a, b)
-        _, f_li = loss_fit(res, "linear", "difficult", 2, a, b)
-        L0n, L0l = (f.L0 if f else math.nan for f in (f_nl, f_li))
+        L0n = f_nl.L0 if f_nl is not None and f_nl.ok else math.nan
+        L0l, how_l = linear_L0(res, a, b)
+        L0s, how_s = linear_L0(same, a, b)
         var = s_nl.get("var_ystar")
         R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]  # the linear floor at the nonlinear d, P
-        rows.append({"a": a, "b": b, "L0_nonlinear": L0n, "L0_linear": L0l,
-                     "ratio_linear_over_nonlinear": L0l / L0n if L0n > 0 else math.nan,
+        rows.append({"a": a, "b": b, "L0_nonlinear": L0n, "fit_nonlinear": fit_status(f_nl),
+                     "R_Lmax_nonlinear": float(s_nl.get("R")[-1]) if s_nl else math.nan,
+                     "L0_linear": L0l, "L0_linear_is": how_l,
+                     "L0_linear_same_geometry": L0s, "L0_linear_same_geometry_is": how_s,
+                     "ratio_same_geometry_trained": L0s / L0n if L0n > 0 else math.nan,
                      "R_irr_at_nonlinear_geometry": R_irr,
-                     "ratio_equal_geometry": R_irr / L0n if L0n > 0 else math.nan,
                      "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
-                     "fit_nonlinear": fit_status(f_nl), "fit_linear": fit_status(f_li),
                      "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
                      "paper_ratio": pli / pnl})
     return pd.DataFrame(rows)

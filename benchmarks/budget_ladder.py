@@ -1,0 +1,44 @@
+"""Export the budget ladder's small result files from a store (SPEC §9's study; docs/recipe.md §12).
+
+    python benchmarks/budget_ladder.py --store runs/budget --preset cpu --out benchmarks/results/budget
+
+Writes ladder_runs.csv (one row per finished run), ladder.csv (per start and budget: alpha +- SE over
+seeds, R², L0, C_L and A_L - C_L at the deepest depth), decision.json (SPEC §9's rule and its
+outcome) and budget.png (the study's figure). Safe to run while the sweep is still training: it
+reads only finished runs, and each file is written atomically. The runs themselves come from
+`depthscale reproduce budget --preset cpu --store runs/budget --executor process` (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from depthscale import budget
+from depthscale.results import Results, Theory
+from depthscale.store import Store
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--out", default="benchmarks/results/budget")
+    args = ap.parse_args()
+    res = Results.from_store(Store(args.store, readonly=True), args.preset)
+    paths = budget.export(res, args.out)
+    from matplotlib import rc_context
+
+    from depthscale.figures import STYLE
+
+    with rc_context(STYLE):
+        fig = budget.figure(res, Theory(args.preset))
+        png = Path(args.out) / "budget.png"
+        fig.savefig(png, dpi=100)
+    for d in budget.decisions(res):
+        print(d["text"])
+    print("wrote", ", ".join(str(p) for p in paths + [png]))
+
+
+if __name__ == "__main__":
+    main()
