@@ -1,6 +1,9 @@
 """The softmax-ensemble floor of the nonlinear model (SPEC §3.4; not in the paper): the best single
 cosine-softmax head, the best infinitely deep ensemble of such heads (a nonnegative mixture of
-temperatures with one gain), and their finite-depth companions, by Monte Carlo over contexts."""
+temperatures with one gain), and their finite-depth companions, on contexts of two sources: Monte
+Carlo (`softmax_floor`) or given ones, e.g. a run's evaluation contexts (`floor_from_contexts`;
+SPEC §3.4: the floor depends on the contexts). One implementation of the head moments (`_moments`)
+serves both."""
 
 from __future__ import annotations
 

@@ -1,0 +1,269 @@
+"""Per-context re-evaluation of stored runs and the softmax floor on given contexts (depthscale.paired,
+softmax_floor.floor_from_contexts). Smoke-sized runs (d = 8, P = 16, 512 evaluation contexts, 60 steps)
+trained once per module."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from depthscale import paired
+from depthscale import softmax_floor as sf
+from depthscale.config import make_config
+from depthscale.errors import InputError
+from depthscale.measurements import PERCENTILES, eval_contexts
+from depthscale.store import Store
+from depthscale.training import run_pack
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("paired") / "store")
+    nl = [make_config("smoke", model="nonlinear", L=L) for L in (1, 2, 4)]
+    lv = make_config("smoke", model="layer_values", L=2)
+    lin = make_config("smoke", model="linear", L=2)
+    easy = make_config("smoke", model="nonlinear", task="easy", L=1, max_steps=0)
+    other = make_config("smoke", model="nonlinear", L=1, eval_seed=7, max_steps=0)  # another evaluation set
+    for pack in (nl, [lv], [lin], [easy], [other]):
+        run_pack(pack, store, progress=False)
+    paired.clear_cache()
+    return store, {"nl1": nl[0], "nl2": nl[1], "nl4": nl[2], "lv": lv, "lin": lin, "easy": easy, "other": other}
+
+
+# --------------------------------------------------------------------------- per_context
+
+def test_per_context_reproduces_the_stored_metrics_for_every_kind(runs):
+    store, c = runs
+    ctx = eval_contexts(c["nl1"], c["nl1"].eval_contexts, c["nl1"].eval_seed)
+    ystar = torch.cat([x.ystar_B for x in ctx]).double().numpy()
+    for name in ("nl1", "nl2", "lv", "lin"):
+        cfg = c[name]
+        m, r = store.load_metrics(cfg.run_id), paired.per_context(store, cfg.run_id)
+        assert r["n"] == cfg.eval_contexts == r["sq_err"].size
+        # measure() computed R with the gradient-carrying forward (input_weights): float rounding apart
+        assert r["sq_err"].mean() == pytest.approx(m["R"], rel=1e-5), name
+        assert r["sq_err"].std(ddof=1) / math.sqrt(r["n"]) == pytest.approx(m["R_se"], rel=1e-5)
+        np.testing.assert_array_equal(r["ystar"], ystar)  # the contexts training evaluated on
+        assert r["key"] == paired.eval_key(c["nl1"])
+        if name == "lin":
+            assert r["sel_E"] is None  # no attention rows
+        else:  # the stored percentiles are those of sel_E (np.percentile of the same float64 numbers)
+            np.testing.assert_allclose(np.percentile(r["sel_E"], PERCENTILES), m["selection_percentiles"],
+                                       rtol=1e-6, atol=1e-12)
+            assert r["sel_E"].mean() == pytest.approx(m["selection_mean"], rel=1e-6)
+    # an independent route to the prediction: the model's own readout y_hat (= mean_l f_l for these kinds)
+    pack = store.load_model(c["nl2"].run_id)
+    with torch.no_grad():
+        yhat = torch.cat([pack(x.X_BxPxd, x.y_BxP, x.xq_Bxd)[0].y_hat_B for x in ctx]).double().numpy()
+    np.testing.assert_allclose(paired.per_context(store, c["nl2"].run_id)["sq_err"], (yhat - ystar) ** 2,
+                               rtol=1e-4, atol=1e-6)
+    assert paired.per_context(store, c["easy"].run_id)["sel_E"] is None  # easy task: no selection loss
+
+
+def test_per_context_caches_in_process_and_on_disk_and_follows_params(runs, monkeypatch):
+    store, c = runs
+    rid = c["nl4"].run_id
+    paired.clear_cache()
+    first = paired.per_context(store, rid)
+    path = store.run_path(rid) / paired.CACHE_FILE
+    assert path.exists() and not first["sq_err"].flags.writeable
+    calls = []
+    real = paired._evaluate
+    monkeypatch.setattr(paired, "_evaluate", lambda *a: calls.append(a) or real(*a))
+    assert paired.per_context(store, rid)["sq_err"] is first["sq_err"]  # in process
+    paired.clear_cache()
+    again = paired.per_context(store, rid)  # from the file
+    assert not calls
+    np.testing.assert_array_equal(again["sq_err"], first["sq_err"])
+    np.testing.assert_array_equal(again["sel_E"], first["sel_E"])
+    params = store.run_path(rid) / "params.pt"
+    st = params.stat()
+    os.utime(params, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # "new" parameters: both caches stale
+    np.testing.assert_array_equal(paired.per_context(store, rid)["sq_err"], first["sq_err"])
+    assert len(calls) == 1
+    paired.clear_cache()
+    paired.per_context(store, rid)
+    assert len(calls) == 1  # the file was rewritten for the new params.pt
+    ro = Store(store.root, readonly=True)  # a read-only store: computed, never written
+    rid2 = c["lv"].run_id
+    (store.run_path(rid2) / paired.CACHE_FILE).unlink(missing_ok=True)
+    paired.clear_cache()
+    paired.per_context(ro, rid2)
+    assert not (store.run_path(rid2) / paired.CACHE_FILE).exists()
+
+
+# --------------------------------------------------------------------------- paired difference
+
+def test_paired_difference_is_the_stored_difference_with_a_smaller_paired_se(runs):
+    store, c = runs
+    a, b = c["nl1"].run_id, c["nl4"].run_id
+    ma, mb = store.load_metrics(a), store.load_metrics(b)
+    res = paired.paired_difference(store, a, b)
+    assert res["n"] == 512
+    assert res["diff"] == pytest.approx(ma["R"] - mb["R"], rel=1e-5, abs=1e-6)
+    # the SE brute-forced with plain Python sums on the per-context arrays
+    da, db = paired.per_context(store, a)["sq_err"], paired.per_context(store, b)["sq_err"]
+    d = [float(x) - float(y) for x, y in zip(da, db)]
+    mean = sum(d) / len(d)
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d))
+    assert res["se"] == pytest.approx(se, rel=1e-9)
+    unpaired = math.hypot(ma["R_se"], mb["R_se"])
+    assert np.corrcoef(da, db)[0, 1] > 0.5  # the two depths err on the same contexts
+    assert res["se"] < 0.8 * unpaired, (res["se"], unpaired)
+    flipped = paired.paired_difference(store, b, a)
+    assert flipped["diff"] == pytest.approx(-res["diff"], rel=1e-12) and flipped["se"] == pytest.approx(res["se"])
+
+
+def test_paired_statistics_refuse_runs_on_different_contexts(runs):
+    store, c = runs
+    with pytest.raises(InputError, match="do not share their evaluation contexts") as e:
+        paired.paired_difference(store, c["nl1"].run_id, c["other"].run_id)
+    assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match="do not share"):
+        paired.bootstrap_dQ(store, c["nl1"].run_id, c["easy"].run_id, n_boot=10)
+
+
+# --------------------------------------------------------------------------- bootstrap Delta Q
+
+def _naive_bootstrap(E1, EL, q, n_boot, seed):
+    """One resample at a time, every index drawn for both runs."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_boot, len(q)))
+    for b in range(n_boot):
+        idx = rng.integers(0, len(E1), len(E1))
+        out[b] = [np.percentile(E1[idx], p) - np.percentile(EL[idx], p) for p in q]
+    return out.std(0, ddof=1)
+
+
+def test_bootstrap_dQ_matches_the_stored_percentiles_and_a_naive_bootstrap(runs):
+    store, c = runs
+    r1, r4 = c["nl1"].run_id, c["nl4"].run_id
+    res = paired.bootstrap_dQ(store, r1, r4, n_boot=1000, seed=3)
+    stored = np.subtract(store.load_metrics(r1)["selection_percentiles"], store.load_metrics(r4)["selection_percentiles"])
+    assert res["q"] == list(map(float, PERCENTILES)) and res["n"] == 512
+    np.testing.assert_allclose(res["dQ"], stored, rtol=1e-6, atol=1e-9)
+    again = paired.bootstrap_dQ(store, r1, r4, n_boot=1000, seed=3)
+    np.testing.assert_array_equal(again["se"], res["se"])  # deterministic for a seed
+    assert not np.array_equal(paired.bootstrap_dQ(store, r1, r4, n_boot=1000, seed=4)["se"], res["se"])
+    E1, E4 = paired.per_context(store, r1)["sel_E"], paired.per_context(store, r4)["sel_E"]
+    inner = [q for q in PERCENTILES if 10 <= q <= 90]
+    naive = _naive_bootstrap(E1, E4, inner, 1000, seed=11)  # an independent stream
+    ours = res["se"][[PERCENTILES.index(q) for q in inner]]
+    # an SD from B = 1000 resamples has relative sd ~ 1/sqrt(2B) = 2.2% (more for a percentile's
+    # lumpy bootstrap law); two independent ones differ by ~3-5%: 20% per q, 8% on the mean ratio
+    ratio = ours / naive
+    assert np.all(np.abs(ratio - 1) < 0.2), ratio
+    assert abs(ratio.mean() - 1) < 0.08, ratio.mean()
+    # pairing matters: resampling the two runs independently gives a larger SE at the median
+    rng = np.random.default_rng(0)
+    unp = np.std([np.median(E1[rng.integers(0, 512, 512)]) - np.median(E4[rng.integers(0, 512, 512)])
+                  for _ in range(1000)], ddof=1)
+    assert res["se"][PERCENTILES.index(50)] < unp
+
+
+def test_bootstrap_dQ_rejects_bad_input(runs):
+    store, c = runs
+    r1, r2 = c["nl1"].run_id, c["nl2"].run_id
+    with pytest.raises(InputError, match="no selection loss"):
+        paired.bootstrap_dQ(store, r1, c["lin"].run_id, n_boot=10)
+    with pytest.raises(InputError, match="percentiles"):
+        paired.bootstrap_dQ(store, r1, r2, percentiles=[50, 101])
+    with pytest.raises(InputError, match="n_boot"):
+        paired.bootstrap_dQ(store, r1, r2, n_boot=1)
+    res = paired.bootstrap_dQ(store, r1, r2, percentiles=[50, 90], n_boot=50)
+    assert res["q"] == [50.0, 90.0] and res["dQ"].shape == res["se"].shape == (2,)
+
+
+# --------------------------------------------------------------------------- floor on given contexts
+
+def _numpy_heads(x, q, y, taus):
+    """Cosine heads context by context in numpy (independent of softmax_floor's torch code)."""
+    H = np.empty((len(x), len(taus)))
+    for c in range(len(x)):
+        cos = x[c] @ q[c] / np.linalg.norm(x[c], axis=1) / np.linalg.norm(q[c])
+        for j, tau in enumerate(taus):
+            e = np.exp(tau * cos - np.max(tau * cos))
+            H[c, j] = e @ y[c] / e.sum()
+    return H
+
+
+def _mixture_by_generic_solver(H, ys):
+    from scipy.optimize import minimize
+
+    G, h = H.T @ H / len(ys), H.T @ ys / len(ys)
+    r = minimize(lambda v: v @ G @ v - 2 * h @ v, np.full(H.shape[1], 0.1), jac=lambda v: 2 * (G @ v - h),
+                 bounds=[(0, None)] * H.shape[1], method="L-BFGS-B", options=dict(ftol=1e-15, gtol=1e-12))
+    return r.x
+
+
+def test_floor_from_given_contexts_equals_the_monte_carlo_path_on_the_same_contexts():
+    args = dict(a=0.5, b=0.25, k=2, d=4, P=8, samples=600, seed=5)
+    taus, depths = [0.0, 2.0, 5.0, 12.0, 40.0], (1, 2, 4)
+    mc = sf.softmax_floor(**args, temperatures=taus, batches=6, depths=depths, progress=False)
+    x, q, y, ys = sf.mc_contexts(**args, batches=6, temperatures=taus)
+    given = sf.floor_from_contexts(x, q, y, ys, temperatures=taus, batches=6, depths=depths)
+    for key in ("single_head", "single_head_se", "ensemble_floor", "se", "ensemble_minus_single", "var_ystar",
+                "single_head_gain"):
+        assert given[key] == pytest.approx(mc[key], rel=1e-9), key
+    assert given["single_head_temperature"] == mc["single_head_temperature"] and given["n"] == 600
+    np.testing.assert_allclose(given["best_stack"]["R"], mc["best_stack"]["R"], rtol=1e-9)
+    np.testing.assert_allclose(given["iid_depth"]["R"], mc["iid_depth"]["R"], rtol=1e-9)
+
+
+def test_floor_from_contexts_against_numpy_heads_and_a_generic_solver():
+    rng = np.random.default_rng(0)
+    n, P, d, taus = 400, 8, 4, [-2.0, 0.0, 3.0, 8.0, 25.0]
+    x, q, beta = rng.standard_normal((n, P, d)), rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    y = np.einsum("bpd,bd->bp", x, beta)
+    ys = np.array([y[c, np.argsort(-(x[c] @ q[c] / np.linalg.norm(x[c], axis=1)))[:2]].mean() for c in range(n)])
+    res = sf.floor_from_contexts(torch.tensor(x), torch.tensor(q), torch.tensor(y), torch.tensor(ys),
+                                 temperatures=taus, batches=4)
+    H = _numpy_heads(x, q, y, taus)
+    # in sample: the best head with its best gain, and the best nonnegative mixture
+    single = min(np.mean((max(0.0, H[:, j] @ ys / (H[:, j] @ H[:, j])) * H[:, j] - ys) ** 2) for j in range(len(taus)))
+    v = _mixture_by_generic_solver(H, ys)
+    assert res["in_sample"]["single_head"] == pytest.approx(single, rel=1e-10)
+    assert res["in_sample"]["ensemble_floor"] == pytest.approx(np.mean((H @ v - ys) ** 2), rel=1e-7)
+    assert res["in_sample"]["ensemble_floor"] <= res["in_sample"]["single_head"] + 1e-12  # a head is a mixture
+    assert res["ensemble_floor"] <= res["single_head"] + 3 * res["ensemble_minus_single_se"]
+    # held out: batch 0 (contexts 0..99) scored with the mixture fitted on the other three batches
+    v0 = _mixture_by_generic_solver(H[100:], ys[100:])
+    np.testing.assert_allclose(res["sq_err_ensemble"][:100], (H[:100] @ v0 - ys[:100]) ** 2, rtol=1e-5, atol=1e-8)
+    assert res["sq_err_ensemble"].mean() == pytest.approx(res["ensemble_floor"], rel=1e-12)  # equal batches
+    assert res["sq_err_single"].mean() == pytest.approx(res["single_head"], rel=1e-12)
+    with pytest.raises(InputError, match="contexts must be"):
+        sf.floor_from_contexts(torch.tensor(x), torch.tensor(q), torch.tensor(y[:, :3]), torch.tensor(ys))
+
+
+def test_floor_on_eval_uses_the_runs_own_evaluation_contexts(runs):
+    store, c = runs
+    cfg = c["nl1"]
+    taus = [0.0, 4.0, 10.0, 30.0]
+    res = paired.floor_on_eval(cfg, temperatures=taus, depths=(1, 2))
+    assert res["n"] == cfg.eval_contexts and res["key"] == paired.per_context(store, cfg.run_id)["key"]
+    chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed)
+    x, q, y = (torch.cat([getattr(k, f) for k in chunks]).double().numpy() for f in ("X_BxPxd", "xq_Bxd", "y_BxP"))
+    ys = paired.per_context(store, cfg.run_id)["ystar"]  # the targets the run was scored against
+    H = _numpy_heads(x, q, y, taus)
+    single = min(np.mean((max(0.0, H[:, j] @ ys / (H[:, j] @ H[:, j])) * H[:, j] - ys) ** 2) for j in range(len(taus)))
+    assert res["in_sample"]["single_head"] == pytest.approx(single, rel=1e-9)
+    assert res["var_ystar"] == pytest.approx(np.mean(ys**2), rel=1e-12)
+    assert res["single_tau"] == res["single_head_temperature"] in taus
+    assert res["in_sample"]["ensemble_floor"] <= res["in_sample"]["single_head"] + 1e-12
+    assert res["best_stack"]["R"][0] == pytest.approx(res["single_head"], rel=1e-12)  # L = 1: one head
+    # not a fresh sample: a Monte Carlo floor at the same geometry gives another number
+    mc = sf.softmax_floor(cfg.a, cfg.b, cfg.k, cfg.d, cfg.P, samples=cfg.eval_contexts, temperatures=taus,
+                          depths=(1,), progress=False)
+    assert mc["ensemble_floor"] != pytest.approx(res["ensemble_floor"], rel=1e-6)
+
+
+def test_best_stack_never_rises_with_depth():
+    # at this seed the search from the mixture alone gave 1.0429 at L = 4 and 1.0449 at L = 8
+    res = sf.softmax_floor(0, 0, 2, 8, 16, samples=1000, seed=2, batches=5, depths=(1, 2, 4, 8, 16, 32),
+                           progress=False)
+    R = res["best_stack"]["R"]
+    assert all(b <= a for a, b in zip(R, R[1:])), R
+    assert R[0] == pytest.approx(res["single_head"], rel=1e-12)
+    assert R[-1] >= res["in_sample"]["ensemble_floor"] - 4 * res["se"]  # no stack beats the mixture by much
