@@ -2,6 +2,7 @@
 softmax_floor.floor_from_contexts). Smoke-sized runs (d = 8, P = 16, 512 evaluation contexts, 60 steps)
 trained once per module."""
 
+import json
 import math
 import os
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import paired
+from depthscale import cli, paired
 from depthscale import softmax_floor as sf
 from depthscale.config import make_config
 from depthscale.errors import InputError
@@ -267,3 +268,42 @@ def test_best_stack_never_rises_with_depth():
     assert all(b <= a for a, b in zip(R, R[1:])), R
     assert R[0] == pytest.approx(res["single_head"], rel=1e-12)
     assert R[-1] >= res["in_sample"]["ensemble_floor"] - 4 * res["se"]  # no stack beats the mixture by much
+
+
+# --------------------------------------------------------------------------- CLI
+
+def _cli(capsys, *argv):
+    code = cli.main(["theory", "softmax-floor", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_softmax_floor_on_a_stored_run(runs, capsys):
+    store, c = runs
+    cfg = c["nl1"]
+    code, out, err = _cli(capsys, "--store", str(store.root), "--run", cfg.run_id, "--depths", "1,2",
+                          "--temperatures", "0,4,10,30", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    ref = paired.floor_on_eval(cfg, temperatures=[0, 4, 10, 30], depths=(1, 2))
+    assert rec["ensemble_floor"] == pytest.approx(ref["ensemble_floor"], rel=1e-12)
+    assert rec["n"] == 512 and rec["run_id"] == cfg.run_id and "sq_err_ensemble" not in rec
+    code, out, _ = _cli(capsys, "--store", str(store.root), "--run", cfg.run_id, "--depths", "1",
+                        "--temperatures", "0,4,10,30")
+    assert code == 0 and out.startswith(f"on the 512 evaluation contexts of run {cfg.run_id}:")
+    for argv, fragment in ((("--store", str(store.root) + "-nope", "--run", cfg.run_id), "does not exist"),
+                           (("--store", str(store.root), "--run", "0123456789abcdef"), "no such run"),
+                           (("--run", cfg.run_id), "--store and --run go together"),
+                           (("--store", str(store.root), "--run", cfg.run_id, "--d", "8"), "--d cannot be given"),
+                           (("--b", "0"), "--a is required")):
+        code, out, err = _cli(capsys, *argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and fragment in lines[0], (argv, err)
+
+
+def test_cli_softmax_floor_defaults_to_the_cpu_nonlinear_geometry(capsys):
+    code, out, err = _cli(capsys, "--a", "0", "--b", "0", "--samples", "200", "--depths", "1",
+                          "--temperatures", "0,10", "--json")
+    assert code == 0, err
+    rec = json.loads(out)
+    assert (rec["d"], rec["P"], rec["k"], rec["samples"], rec["seed"]) == (16, 64, 2, 200, 0)

@@ -210,9 +210,43 @@ def cmd_fit(args) -> int:
     return 0
 
 
+SOFTMAX_FLOOR_DATA = ("a", "b", "d", "P", "k", "samples", "seed")  # theory softmax-floor flags a --run sets
+
+
+def _softmax_floor_inputs(args):
+    """theory softmax-floor: the RunConfig of --store/--run (its data fields and evaluation set
+    fill the flags, which may then not be given), or None, the flags' defaults filled in (d, P: the
+    cpu preset's nonlinear geometry)."""
+    from depthscale.config import geometry
+
+    if (args.store is None) != (args.run is None):
+        raise UsageError("--store and --run go together: give both (the floor on a run's evaluation contexts) or neither")
+    given = [n for n in SOFTMAX_FLOOR_DATA if getattr(args, n) is not None]
+    if args.run is None:
+        if args.a is None or args.b is None:
+            raise UsageError(f"--{'a' if args.a is None else 'b'} is required (or --store and --run: the floor "
+                             f"on a run's evaluation contexts)")
+        defaults = dict(geometry("cpu", "nonlinear"), k=2, samples=4096, seed=0)
+        for n in SOFTMAX_FLOOR_DATA[2:]:
+            if getattr(args, n) is None:
+                setattr(args, n, defaults[n])
+        return None
+    if given:
+        raise UsageError(f"--{given[0]} cannot be given with --run: the run's config sets the data and its "
+                         f"evaluation contexts")
+    store = existing_store(args.store)
+    if not store.run_path(args.run).is_dir():
+        raise UsageError(f"--run {args.run!r}: no such run in store {store.root}")
+    cfg = store.load_config(args.run)
+    args.a, args.b, args.d, args.P, args.k = cfg.a, cfg.b, cfg.d, cfg.P, cfg.k
+    args.samples, args.seed = cfg.eval_contexts, cfg.eval_seed  # (for check_theory's memory estimate)
+    return cfg
+
+
 def cmd_theory(args) -> int:
     from depthscale import linear_floor, softmax_floor, theory
 
+    run_cfg = _softmax_floor_inputs(args) if args.what == "softmax-floor" else None
     check_theory(args)
     if args.what == "exponents":
         res = theory.exponents(args.a, args.b)
@@ -227,12 +261,20 @@ def cmd_theory(args) -> int:
                                                        samples=args.samples, seed=args.seed)
     elif args.what == "softmax-floor":
         taus = None if args.temperatures is None else parse_floats(args.temperatures, "temperatures")
-        res = softmax_floor.softmax_floor(args.a, args.b, args.k, args.d, args.P, samples=args.samples,
-                                   seed=args.seed, temperatures=taus,
-                                   depths=parse_depths(args.depths))
+        if run_cfg is not None:  # on the run's own evaluation contexts (SPEC §3.4), not a fresh sample
+            from depthscale.paired import floor_on_eval
+
+            res = floor_on_eval(run_cfg, temperatures=taus, depths=parse_depths(args.depths))
+            res = {k: v for k, v in res.items() if not k.startswith("sq_err")}  # per-context arrays
+            res["run_id"] = args.run
+        else:
+            res = softmax_floor.softmax_floor(args.a, args.b, args.k, args.d, args.P, samples=args.samples,
+                                              seed=args.seed, temperatures=taus, depths=parse_depths(args.depths))
         if not args.json:
             i = res["iid_depth"]
-            print(f"single head {res['single_head']:.4f} ± {res['single_head_se']:.4f} "
+            where = (f"on the {res['n']} evaluation contexts of run {args.run}: " if run_cfg is not None
+                     else f"on {res['samples']} Monte Carlo contexts: ")
+            print(where + f"single head {res['single_head']:.4f} ± {res['single_head_se']:.4f} "
                   f"(tau {res['single_head_temperature']:.3g}); ensemble floor {res['ensemble_floor']:.4f} "
                   f"± {res['se']:.4f} (ensemble - single {res['ensemble_minus_single']:+.4f} ± "
                   f"{res['ensemble_minus_single_se']:.4f}); Var(y*) {res['var_ystar']:.4f}; family {res['family']}; "
@@ -435,21 +477,38 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_theory)
     what = sp.add_subparsers(dest="what", required=True, parser_class=Parser, metavar="{exponents,curve,floor,softmax-floor}")
 
+    from depthscale.config import geometry
+
     def theory_sub(name, hlp, desc, example, flags):
         tp = what.add_parser(name, help=hlp, **help_text(desc, example))
-        tp.add_argument("--a", type=float, required=True, help="input-spectrum exponent, lambda_k = k^-a")
-        tp.add_argument("--b", type=float, required=True, help="teacher-spectrum exponent, omega_k = k^-b")
+        run = "run" in flags  # softmax-floor: the data may come from a stored run; defaults filled in later
+        geo = geometry("cpu", "nonlinear")
+
+        def data_help(text, default=None):  # a flag a --run sets: its default said here, filled in later
+            return text + (f" (default {default}; not with --run)" if default is not None else " (not with --run)") \
+                if run else text
+
+        tp.add_argument("--a", type=float, required=not run, help=data_help("input-spectrum exponent, lambda_k = k^-a"))
+        tp.add_argument("--b", type=float, required=not run, help=data_help("teacher-spectrum exponent, omega_k = k^-b"))
         if "d" in flags:
-            tp.add_argument("--d", type=int, default=32, help="input dimension")
+            tp.add_argument("--d", type=int, default=None if run else 32,
+                            help=data_help("input dimension", f"{geo['d']}, the cpu preset's nonlinear geometry"))
         if "P" in flags:
-            tp.add_argument("--P", type=int, default=128, help="context length")
+            tp.add_argument("--P", type=int, default=None if run else 128,
+                            help=data_help("context length", f"{geo['P']}, the cpu preset's nonlinear geometry"))
         if "k" in flags:
-            tp.add_argument("--k", type=int, default=2, help="tokens averaged by the top-k target")
+            tp.add_argument("--k", type=int, default=None if run else 2,
+                            help=data_help("tokens averaged by the top-k target", 2))
         if "depths" in flags:
             tp.add_argument("--depths", default="1,2,4,8,16,32,64", help="comma list of depths L")
         if "samples" in flags:
-            tp.add_argument("--samples", type=int, default=4096, help=flags["samples"])
-            tp.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo samples")
+            tp.add_argument("--samples", type=int, default=None if run else 4096, help=data_help(flags["samples"], 4096))
+            tp.add_argument("--seed", type=int, default=None if run else 0,
+                            help=data_help("seed of the Monte Carlo samples", 0))
+        if run:
+            tp.add_argument("--store", default=None, help="with --run: the store holding the run")
+            tp.add_argument("--run", default=None, help="a run id: compute the floor on that run's own evaluation "
+                                                        "contexts (its data fields, eval_contexts, eval_seed)")
         if "temperatures" in flags:
             tp.add_argument("--temperatures", default=None,
                             help="comma list of head temperatures (default: -10 ... 500, 101 values)")
@@ -475,9 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
                {"d": 1, "P": 1, "k": 1, "samples": "Monte Carlo contexts"})
     theory_sub("softmax-floor", "the softmax-ensemble floor", "The best single cosine-softmax head and the best "
                "infinitely deep ensemble of them (nonnegative mixture of temperatures, one gain; SPEC §3.4), "
-               "with the loss of L layers drawn from that mixture and the best stack of L heads.",
+               "with the loss of L layers drawn from that mixture and the best stack of L heads; on Monte Carlo "
+               "contexts, or with --store and --run on that run's own evaluation contexts.",
                "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json",
-               {"d": 1, "P": 1, "k": 1, "depths": 1, "temperatures": 1, "samples": "Monte Carlo contexts"})
+               {"d": 1, "P": 1, "k": 1, "depths": 1, "temperatures": 1, "samples": "Monte Carlo contexts", "run": 1})
 
     sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **help_text(
         "Run whatever is missing for the experiments (resumable), then write each figure (PNG, PDF), "
