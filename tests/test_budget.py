@@ -85,3 +85,22 @@ def test_figure_table_and_export(tmp_path):
     dec = json.loads(paths[2].read_text())
     assert dec["decisions"][0]["outcome"] == "reproduced" and "SPEC §9" in dec["rule"]
     assert np.isfinite(pd.read_csv(paths[1])["alpha (seeds)"]).all()
+
+
+def test_the_ladder_runs_as_registered():
+    """cpu: (0, 0), depths 1-64, 3 seeds, both starts, batch 512, budgets x2 up to 20,000 steps, each
+    run to its cap; paper: the ten top-2 spectra, depths 1-256."""
+    from depthscale.config import PRESET_DEPTHS
+    from depthscale.registry import TOP2_SPECTRA
+
+    cpu = REGISTRY["budget"].configs("cpu")
+    assert {(c.a, c.b) for c in cpu} == {(0.0, 0.0)} and {c.L for c in cpu} == set(PRESET_DEPTHS["cpu"])
+    assert {c.seed for c in cpu} == {0, 1, 2} and {c.batch for c in cpu} == {512}
+    assert sorted({c.max_steps for c in cpu}) == list(BUDGET_STEPS) and max(BUDGET_STEPS) == 20000
+    assert all(BUDGET_STEPS[i + 1] == 2 * BUDGET_STEPS[i] for i in range(len(BUDGET_STEPS) - 1))
+    assert all(c.min_steps == c.max_steps for c in cpu)
+    assert {c.qk_init for c in cpu} == {"independent", "spread"}
+    assert {(c.qk_init, c.lr_depth_exp) for c in cpu} == {("independent", 0.0), ("spread", -0.5)}
+    paper = REGISTRY["budget"].configs("paper")
+    assert {(c.a, c.b) for c in paper} == set(TOP2_SPECTRA) and {c.L for c in paper} == set(PRESET_DEPTHS["paper"])
+    assert REGISTRY["budget"].configs("smoke") == []

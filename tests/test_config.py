@@ -55,15 +55,25 @@ def test_int_and_float_spell_one_config():
     assert isinstance(RunConfig(lr=1).lr, float)
 
 
-def test_spread_recipe_is_centred_per_k():
-    # SPEC §3.4 / recipe.md §9: the spread init is centred on the best single head's temperature of
-    # the task, so top-16 starts softer than top-2; the easy task keeps the plain init
-    k2 = make_config("cpu", model="nonlinear", task="difficult", k=2)
-    k16 = make_config("cpu", model="nonlinear", task="difficult", k=16)
-    assert k2.qk_init == k16.qk_init == "spread" and k2.lr_depth_exp == -0.5
-    assert (k2.tau_min, k2.tau_max) == (7.0, 30.0) and (k16.tau_min, k16.tau_max) == (1.9, 7.6)
+def test_faithful_start_is_the_default_and_spread_a_named_variant():
+    # SPEC §3.4, §9 (issue 25): every nonlinear and layer_values run starts near uniform (small
+    # independent W_q, W_k) with one rate for every depth, at every preset; the spread start is a
+    # variant that only its own experiments use, centred per k on the best single head's temperature
+    from depthscale.registry import REGISTRY
+
+    for preset in ("smoke", "cpu", "paper"):
+        for model in ("nonlinear", "layer_values"):
+            for k in (2, 16):
+                c = make_config(preset, model=model, task="difficult", k=k, L=64 if preset != "smoke" else 4)
+                assert c.qk_init == "independent" and c.lr_depth_exp == 0.0 and c.qk_std == 0.02, (preset, model, k)
     assert make_config("cpu", model="nonlinear", task="easy").qk_init == "independent"
     assert make_config("cpu", model="linear", task="difficult", k=16).qk_init == "gd"  # the linear start
+    spread = {c.k: c for c in REGISTRY["fig14-spread"].configs("cpu")}
+    assert spread[2].qk_init == spread[16].qk_init == "spread" and spread[2].lr_depth_exp == -0.5
+    assert (spread[2].tau_min, spread[2].tau_max) == (7.0, 30.0) and (spread[16].tau_min, spread[16].tau_max) == (1.9, 7.6)
+    # the claims' experiments hold no spread run
+    for i in ("fig6", "fig14", "table1", "table4", "table5", "fig13"):
+        assert all(c.qk_init != "spread" for c in REGISTRY[i].configs("cpu")), i
 
 
 def test_linear_step_budget_grows_with_depth():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from depthscale.config import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
-from depthscale.registry import IDS, PAPER, PRESET_SEEDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.registry import SOFTMAX_GEOMETRY_FIELDS, IDS, PAPER, PRESET_SEEDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
 from depthscale.results import Results
 
 SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
@@ -21,7 +21,8 @@ def ids_of(exp_id, preset="smoke", **kw):
 
 def test_registry_covers_every_spec_id():
     assert set(SPEC_IDS) <= set(IDS)
-    assert set(IDS) - set(SPEC_IDS) == {"table6"}  # ours: the floors beside the softmax-ensemble theory
+    # ours: the floors beside the softmax-ensemble theory, and the spread start's variants of fig6 and fig14
+    assert set(IDS) - set(SPEC_IDS) == {"table6", "fig6-spread", "fig14-spread"}
     for e in REGISTRY.values():
         assert e.title and e.shows and e.spectra_text
         assert e.kind == ("table" if e.id.startswith("table") else "figure")
@@ -40,12 +41,13 @@ def test_configs_expand_deterministically_through_make_config(preset):
         b = e.configs(preset)
         assert [c.run_id for c in a] == [c.run_id for c in b]
         assert len({c.run_id for c in a}) == len(a)  # no duplicate inside one experiment
-        for c in a[:5]:
-            extra = {f: getattr(c, f) for f in ID_OPTIONAL_FIELDS}  # a beyond group's further fields
+        named = set(ID_OPTIONAL_FIELDS) | {f for g in e.groups for f, _ in g.fields}  # a group's further fields
+        for c in a[:5] + a[-5:]:
+            extra = {f: getattr(c, f) for f in named}
             again = make_config(preset, model=c.model, task=c.task, k=c.k, a=c.a, b=c.b, L=c.L, seed=c.seed, **extra)
             assert again == c
             assert c.L in PRESET_DEPTHS[preset]
-            assert {c.seed for c in a} <= set(PRESET_SEEDS[preset])
+            assert {c.seed for c in a} <= set(e.seeds or PRESET_SEEDS[preset])
 
 
 def test_run_ids_are_shared_across_experiments():
@@ -56,7 +58,10 @@ def test_run_ids_are_shared_across_experiments():
         assert fig["table2"] == fig["fig3"]
         assert fig["table4"] == fig["fig14"]
         assert fig["fig12"] == fig["fig11"]
-        assert fig["table1"] == fig["fig5"] | fig["fig6"]
+        # and the linear model trained at the nonlinear geometry (claim 5b)
+        assert fig["table1"] > fig["fig5"] | fig["fig6"]
+        assert {(c.model, c.d, c.P) for c in REGISTRY["table1"].configs(preset) if c.run_id not in fig["fig5"] | fig["fig6"]} \
+            == {("linear",) + tuple(v for _, v in SOFTMAX_GEOMETRY_FIELDS[:2])}
         assert fig["fig1"] == fig["fig3"] | fig["fig4"] | fig["fig5"] | fig["fig6"]
         assert fig["fig7"] < fig["fig5"] | fig["fig6"]
         assert fig["table3"] & fig["fig5"]  # the (0,0) k=2 row
@@ -120,9 +125,12 @@ def test_group_words_and_the_beyond_part():
 
     assert all(REGISTRY[i].part == "paper" for i in IDS)
     assert all(REGISTRY[i].part == "beyond" for i in BEYOND_IDS)
-    assert not set(IDS) & set(BEYOND_IDS) and set(IDS) | set(BEYOND_IDS) == set(REGISTRY)
+    studies = {i for i, e in REGISTRY.items() if e.part == "study"}
+    assert studies == {"budget"}  # run only when named: neither `all` nor `beyond`
+    assert not set(IDS) & set(BEYOND_IDS) and set(IDS) | set(BEYOND_IDS) | studies == set(REGISTRY)
     assert resolve_ids("beyond") == BEYOND_IDS
-    assert resolve_ids("all,beyond") == tuple(REGISTRY)
+    assert resolve_ids("all,beyond") == tuple(i for i in REGISTRY if i not in studies)
+    assert resolve_ids("budget") == ("budget",)
     assert parse_ids("fig6,all")[0] == "fig6" and len(parse_ids("fig6,all")) == len(IDS)
     assert parse_ids("beyond") == list(BEYOND_IDS)
     with pytest.raises(ValueError, match="or all, beyond"):

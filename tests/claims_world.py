@@ -1,0 +1,142 @@
+"""TEST FIXTURE for the claim tests (tests/test_claims*.py): synthetic results, theory and paired
+statistics, built in memory, so that each claim of SPEC §9 can be shown one input that PASSES and
+one that FAILS it. Nothing here is a result of the toolkit.
+
+- `World` collects rows of made-up runs (a config from `make_config` at the cpu preset, its run id,
+  and the metrics given) and gives a `results.Results` over them with a `FakeStore` (configs and
+  training curves by run id).
+- `FakeTheory` answers the few theory calls the claims make (`floor`, `curves`).
+- `FakePaired` stands in for `depthscale.paired` (paired differences, bootstrap of Delta Q, the
+  softmax-ensemble floor on a run's evaluation contexts); tests install it with `use_paired`.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from depthscale import claims
+from depthscale.config import make_config
+from depthscale.registry import depth_set, model_depths
+from depthscale.results import Results
+
+PRESET = "cpu"
+DEPTHS = depth_set(PRESET, "all")  # 1 .. 64
+# a fixed pattern of relative noise: fits of made-up laws get a finite SE and a chosen R²
+Z = np.array([0.3, -0.5, 0.2, 0.6, -0.4, -0.1, 0.3, -0.2, 0.4])
+
+
+def noise(n: int, scale: float) -> np.ndarray:
+    """exp(scale * Z[:n]): multiplicative noise with a fixed pattern."""
+    return np.exp(scale * Z[:n])
+
+
+def depths_of(model: str, preset: str = PRESET) -> tuple[int, ...]:
+    return depth_set(preset, model_depths(model))
+
+
+class FakeStore:
+    def __init__(self):
+        self.configs: dict = {}
+        self.curves: dict = {}
+
+    def load_config(self, rid):
+        return self.configs[rid]
+
+    def load_curves(self, rid):
+        return self.curves[rid]
+
+
+class World:
+    """Rows of made-up runs at one preset."""
+
+    def __init__(self, preset: str = PRESET):
+        self.preset = preset
+        self.rows: list[dict] = []
+        self.store = FakeStore()
+        self.R: dict[str, float] = {}  # run id -> R (FakePaired's differences)
+
+    def add(self, model, task, k, a, b, L, seed=0, fields=None, curves=None, **metrics) -> str:
+        cfg = make_config(self.preset, model=model, task=task, k=k, a=float(a), b=float(b), L=int(L), seed=seed,
+                          **(fields or {}))
+        row = cfg.to_dict()
+        row["run_id"] = cfg.run_id
+        metrics.setdefault("R_se", 0.01 * metrics["R"])
+        row.update(metrics)
+        self.rows.append(row)
+        self.store.configs[cfg.run_id] = cfg
+        self.R[cfg.run_id] = float(metrics["R"])
+        if curves is not None:
+            self.store.curves[cfg.run_id] = curves
+        return cfg.run_id
+
+    def series(self, model, task, k, a, b, values, depths=None, seed=0, fields=None, **per_depth):
+        """One run per depth. `values` (R) and every metric: a callable of L, a sequence over the
+        depths, or one value for every depth (an array metric such as mode_R: a callable)."""
+        depths = tuple(depths or depths_of(model, self.preset))
+
+        def at(v, i, L):
+            if callable(v):
+                return v(L)
+            if isinstance(v, (list, tuple, np.ndarray)):
+                return v[i]
+            return v
+
+        return [self.add(model, task, k, a, b, L, seed=seed, fields=fields, R=float(at(values, i, L)),
+                         **{m: at(v, i, L) for m, v in per_depth.items()})
+                for i, L in enumerate(depths)]
+
+    def results(self, store: bool = True) -> Results:
+        return Results(pd.DataFrame(self.rows), self.preset, self.store if store else None)
+
+
+class FakeTheory:
+    """The theory numbers the claims read: linear floors and the finite-size reference curves."""
+
+    def __init__(self):
+        self.floors: dict = {}
+        self.ref: tuple[float, float] = (1.0, 2.0)  # slopes of the constrained and free references
+
+    def floor(self, a, b, k, model="linear"):
+        return self.floors.get((float(a), float(b), int(k), model),
+                               {"R_irr": 1.0, "se": 0.005, "finite_P": 1.0, "finite_P_se": 0.01})
+
+    def curves(self, a, b):
+        Ls = list(DEPTHS)
+        lo, hi = self.ref
+        return {"finite_P_constrained": {"depths": Ls, "in_sample": [L ** -lo for L in Ls]},
+                "finite_P": {"depths": Ls, "in_sample": [L ** -hi for L in Ls]}}
+
+
+class FakePaired:
+    """depthscale.paired's three calls on a World's made-up runs."""
+
+    def __init__(self, world: World, se: float = 1e-3):
+        self.world, self.se = world, se
+        self.dQ: dict = {}  # (rid_1, rid_L) -> {"q", "dQ", "se"}
+        self.floor: dict = {}  # (a, b, k) -> ensemble floor
+        self.calls: list = []
+
+    def paired_difference(self, store, rid_a, rid_b, device="cpu"):
+        self.calls.append(("paired_difference", rid_a, rid_b))
+        return {"diff": self.world.R[rid_a] - self.world.R[rid_b], "se": self.se, "n": 10240}
+
+    def bootstrap_dQ(self, store, rid_1, rid_L, percentiles=None, n_boot=1000, seed=0):
+        self.calls.append(("bootstrap_dQ", rid_1, rid_L))
+        return self.dQ[(rid_1, rid_L)]
+
+    def floor_on_eval(self, cfg):
+        self.calls.append(("floor_on_eval", cfg.run_id))
+        return {"ensemble_floor": self.floor[(cfg.a, cfg.b, cfg.k)], "single_head": math.nan}
+
+
+def use_paired(monkeypatch, fake) -> None:
+    """Install `fake` as depthscale.paired for the claims (None: the module is not available)."""
+    monkeypatch.setattr(claims, "_paired", lambda: fake)
+
+
+def ns(**kw) -> SimpleNamespace:
+    return SimpleNamespace(**kw)
