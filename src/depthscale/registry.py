@@ -191,7 +191,7 @@ class TheoryNeed:
         if self.kind == "floor":
             return f"floor2:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}:n={FLOOR_SAMPLES[preset]}:seed={THEORY_SEED}"
         if self.kind == "softmax_floor":
-            return (f"softmax_floor:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}"
+            return (f"softmax_floor2:a={self.a}:b={self.b}:k={self.k}:d={d}:P={P}"
                     f":n={SOFTMAX_FLOOR_SAMPLES[preset]}:L={','.join(map(str, PRESET_DEPTHS[preset]))}"
                     f":seed={THEORY_SEED}")
         if self.kind == "fig8":
