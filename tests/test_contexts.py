@@ -139,3 +139,25 @@ def test_top_k_by_cosine_scores_equal_torch_cosine_similarity_bit_for_bit():
         xn = torch.linalg.vector_norm(X, 2, dim=-1, keepdim=True).clamp_min(1e-8)
         qn = torch.linalg.vector_norm(xq, 2, dim=-1, keepdim=True).clamp_min(1e-8)
         assert torch.equal(((X / xn) * (xq / qn).unsqueeze(1)).sum(-1), ref)
+
+
+def test_the_stream_is_drawn_on_the_cpu_whatever_the_device():
+    """SPEC §2: same seed, same contexts on every device. The generator of a data stream is a CPU
+    generator for any device, and contexts asked for another device are the CPU contexts moved: the
+    'meta' device (no data, but a real second device) shows they are moved, not drawn there; the
+    GPU check itself is benchmarks/device_stream.py (the numbers compared bit for bit on a CUDA machine)."""
+    from depthscale.config import make_config
+    from depthscale.contexts import make_generator, sample_for
+
+    cfg = make_config("smoke", model="nonlinear", task="difficult")
+    assert make_generator(5, "cuda").device.type == "cpu"
+    g_cpu, g_meta = make_generator(5, "cpu"), make_generator(5, "meta")
+    on_cpu = sample_for(cfg, 8, g_cpu, "cpu")
+    on_meta = sample_for(cfg, 8, g_meta, "meta")
+    assert on_meta.X_BxPxd.device.type == "meta" and on_meta.sel_Bxk.device.type == "meta"
+    assert on_meta.X_BxPxd.shape == on_cpu.X_BxPxd.shape and on_meta.sel_Bxk.dtype == on_cpu.sel_Bxk.dtype
+    # both generators advanced by the same draws: the next batch is the same bits
+    assert torch.equal(sample_for(cfg, 8, g_cpu, "cpu").X_BxPxd, sample_for(cfg, 8, g_meta, "cpu").X_BxPxd)
+    # moving is exact
+    back = on_cpu.to("cpu")
+    assert all(torch.equal(getattr(back, f), getattr(on_cpu, f)) for f in ("X_BxPxd", "y_BxP", "ystar_B", "sel_Bxk"))

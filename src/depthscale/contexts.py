@@ -57,6 +57,11 @@ class Contexts:
     def B(self) -> int:
         return self.X_BxPxd.shape[0]
 
+    def to(self, device) -> "Contexts":
+        """The same contexts on `device` (every tensor moved; the numbers unchanged)."""
+        moved = {f: (v.to(device) if isinstance(v, torch.Tensor) else v) for f, v in self.__dict__.items()}
+        return Contexts(**moved)
+
 
 def top_k_by_cosine(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, k: int) -> torch.Tensor:
     """Indices of the k context inputs with the largest cosine to x_test, sorted by relevance."""
@@ -138,12 +143,15 @@ def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torc
 def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
                     gen: torch.Generator, noise: float = 0.0, dtype=torch.float32,
                     device="cpu", clusters: int = 0) -> Contexts:
-    """Sample B independent contexts on `device` from the generator `gen` (SPEC §2).
+    """Sample B independent contexts from the generator `gen` and return them on `device` (SPEC §2).
+    Everything is computed where `gen` lives — the CPU for every generator of `make_generator` — and
+    then moved: a run's contexts are the same bits whichever device trains it.
     `clusters` = K >= 1: after the usual draws (the fresh Haar rotation is drawn and discarded, so
     the Gaussians equal those of clusters = 0), each context draws its class uniformly in 0..K-1
     from `gen` and takes that class's fixed rotation (`cluster_rotations`); 0: a fresh rotation each."""
     if task not in ("easy", "difficult"):
         raise InputError(f"task must be easy or difficult, got {task!r}")
+    out_device, device = torch.device(device), gen.device  # drawn and computed where the stream lives
     lam = spectrum(d, a, dtype, device)
     omega = spectrum(d, b, dtype, device)
     O, zX, zb, zn, j = _raw_draws(B, d, P, task, noise > 0, gen, dtype, device)
@@ -166,7 +174,8 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
         sel = top_k_by_cosine(X, xq, k)
     t = torch.gather(X, 1, sel.unsqueeze(-1).expand(-1, -1, d)).mean(1)
     ystar = torch.gather(y, 1, sel).mean(1)
-    return Contexts(X, y, xq, ystar, sel, t, beta, O, lam, omega, cls, int(clusters))
+    ctx = Contexts(X, y, xq, ystar, sel, t, beta, O, lam, omega, cls, int(clusters))
+    return ctx if out_device == device else ctx.to(out_device)
 
 
 def sample_for(cfg, B: int, gen: torch.Generator, device="cpu", dtype=torch.float32) -> Contexts:
@@ -176,7 +185,11 @@ def sample_for(cfg, B: int, gen: torch.Generator, device="cpu", dtype=torch.floa
 
 
 def make_generator(seed: int, device="cpu") -> torch.Generator:
-    gen = torch.Generator(device=device)
+    """The generator of a data stream. Always a CPU generator, whatever `device` the run trains on
+    (SPEC §2: same seed, same contexts, bit for bit, on a CPU or a GPU): `sample_contexts` draws and
+    computes the contexts on the CPU and moves them. `device` is accepted for the callers' symmetry."""
+    del device
+    gen = torch.Generator(device="cpu")
     gen.manual_seed(int(seed))
     return gen
 
