@@ -166,6 +166,11 @@ def _ks(res: Results, pairs):
     return kept
 
 
+def _item(a: float, b: float, k: int) -> str:
+    """A top-2 spectrum as '(a,b)', any other k as 'k=16 (a,b)' (claims mixing k = 2 and 16)."""
+    return label(a, b) if k == 2 else label(a, b, k)
+
+
 def _left_out(res: Results, ks) -> str:
     """'; k=16 is not part of the smoke preset: its items are left out' (or '')."""
     gone = [k for k in ks if k not in PRESET_KS[res.preset]]
@@ -442,10 +447,10 @@ def c5a(res, th):
                 what = f"|α - α_paper {_g(pa)}| = {_g(abs(f.alpha - pa) if f else None)} <= 0.2 {_yes(a_ok)}"
             good = bool(not fit_problem(f) and a_ok and r2_ok)
             ok &= good
-            meas[label(a, b, k)] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
+            meas[_item(a, b, k)] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
                                     "r2": f.r2 if f else None, "paper_alpha": pa,
                                     "fit_status": f.status if f else None}
-            parts.append(f"{label(a, b, k)} {_fitted(f)}: {what}, R² >= 0.99 {_yes(r2_ok)} → {_verdict(good, f)}")
+            parts.append(f"{_item(a, b, k)} {_fitted(f)}: {what}, R² >= 0.99 {_yes(r2_ok)} → {_verdict(good, f)}")
     return meas, ok, _judged("well-posed fits; top-2 (figs 6, 14): α in [0.8, 1.2] and R² >= 0.99; top-16 "
                              "(Table 4): |α - α_paper| <= 0.2 and R² >= 0.99", parts, _left_out(res, (16,)))
 
@@ -461,8 +466,8 @@ def c5b(res, th):
         _, fn = loss_fit(res, "nonlinear", "difficult", 2, a, b)
         sl, fl = loss_fit(lin, "linear", "difficult", 2, a, b)
         if fit_problem(fl):
-            L0_lin, how = float(sl.get("R")[-1]), (f"plateau R_{int(sl.depths[-1])} (the linear fit is "
-                                                   f"{fit_problem(fl)})")
+            L0_lin, how = float(sl.get("R")[-1]), (f"plateau R_{int(sl.depths[-1])}: the linear fit is not "
+                                                   f"usable, {fit_problem(fl)}")
         else:
             L0_lin, how = fl.L0, "fitted L0"
         paper_ratio = pl / pn
@@ -517,10 +522,10 @@ def c5c(res, th):
         good = bool(not fit_problem(f) and abs(rp) <= 0.05 and abs(rf) <= 0.05)
         ok &= good
         R_deep = float(s.get("R")[-1])
-        meas[label(a, b, k)] = {"L0": f.L0 if f else None, "L0_se": f.L0_se if f else None, "paper_L0": p,
+        meas[_item(a, b, k)] = {"L0": f.L0 if f else None, "L0_se": f.L0_se if f else None, "paper_L0": p,
                                 "ensemble_floor_on_eval": fl, "L0_vs_paper": rp, "L0_vs_floor": rf,
                                 "R_Lmax": R_deep, "fit_status": f.status if f else None}
-        parts.append(f"{label(a, b, k)} L0={_g(L0)}±{_g(f.L0_se if f else None)} vs paper {_g(p)} "
+        parts.append(f"{_item(a, b, k)} L0={_g(L0)}±{_g(f.L0_se if f else None)} vs paper {_g(p)} "
                      f"({100 * rp:+.1f}%, {_yes(abs(rp) <= 0.05)}) and floor on its evaluation contexts {_g(fl)} "
                      f"({100 * rf:+.1f}%, {_yes(abs(rf) <= 0.05)}); beside: R_{Lmax}={_g(R_deep)} → "
                      f"{_verdict(good, f)}")
