@@ -597,7 +597,7 @@ def c8a(res, th):
                        "r2": f.r2 if f else None, "fit_status": f.status if f else None}
         parts.append(f"{model} {_fitted(f)}: α in [0.6, 1.3] {_yes(a_ok)}, R² >= 0.95 {_yes(r2_ok)} → "
                      f"{_verdict(good, f)}")
-    return meas, ok, _judged("non-degenerate fit with α in [0.6, 1.3] and R² >= 0.95, each variant (k = 2, (0,0))",
+    return meas, ok, _judged("well-posed fit with α in [0.6, 1.3] and R² >= 0.95, each variant (k = 2, (0,0), its own depths)",
                              parts)
 
 
