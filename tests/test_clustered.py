@@ -143,7 +143,10 @@ def test_registry_expansion_smoke_and_cpu():
     assert e.part == "beyond" and "clustered" in ex.BEYOND_IDS and "clustered" not in ex.IDS
     for preset, depths in (("smoke", (1, 2, 4)), ("cpu", (1, 2, 4, 8, 16, 64))):
         cfgs = e.configs(preset)
-        assert len(cfgs) == 5 * len(depths) == len({c.run_id for c in cfgs})
+        assert len(cfgs) == 5 * len(depths) + 3 == len({c.run_id for c in cfgs})
+        # claim B2a's untrained controls: K = 2, 4, 8 at the deepest depth, measured at step 0
+        controls = [c for c in cfgs if c.max_steps == 0]
+        assert sorted(c.clusters for c in controls) == [2, 4, 8] and {c.L for c in controls} == {depths[-1]}
         assert sorted({c.clusters for c in cfgs}) == [0, 1, 2, 4, 8]
         assert {(c.a, c.b, c.k, c.task, c.model) for c in cfgs} == {(1.0, 0.0, 2, "difficult", "nonlinear")}
         assert tuple(sorted({c.L for c in cfgs})) == depths

@@ -46,7 +46,7 @@ SOFTMAX_FLOOR_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 20_000, "paper":
 # contexts for the finite-P free curve (theory.sample_free_curve): fit on n, measure on n more
 FINITE_P_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 10_000, "paper": 10_000}
 THEORY_SEED = 0  # seed of every theory Monte Carlo
-DEPTH_SETS = ("all", "ends", "plateau", "variant")  # all | (1, Lmax) | (1, 2, Lmax) | up to VARIANT_MAX_DEPTH
+DEPTH_SETS = ("all", "ends", "plateau", "variant", "deepest")  # all | (1, Lmax) | (1, 2, Lmax) | up to VARIANT_MAX_DEPTH | (Lmax,)
 # The variants that cannot be packed across depths (single_stream, context_updates) cost O(L) per
 # model and context_updates O(L P^2 N) per step: at the cpu preset their depths stop at 16, which
 # keeps the main job on 2 cores (a depth-64 context_updates model costs 3.4 s per step there).
@@ -345,6 +345,8 @@ def depth_set(preset: str, which: str) -> tuple[int, ...]:
         return tuple(sorted({depths[0], 2, depths[-1]} & set(depths)))
     if which == "variant":
         return tuple(L for L in depths if L <= VARIANT_MAX_DEPTH[preset])
+    if which == "deepest":
+        return (depths[-1],)
     raise InputError(f"depths must be one of {', '.join(DEPTH_SETS)}, got {which!r}")
 
 
@@ -490,7 +492,7 @@ _ENTRIES = (
                + tuple(RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), CLUSTERED_DEPTHS,
                                 (("clusters", K),)) for K in CLUSTERED_KS)
                # the untrained control of claim B2a: the same models at step 0, deepest depth
-               + tuple(RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), (max(CLUSTERED_DEPTHS),),
+               + tuple(RunGroup("nonlinear", "difficult", 2, (CLUSTERED_SPECTRUM,), "deepest",
                                 (("clusters", K), ("max_steps", 0))) for K in CLUSTERED_KS if K >= 2),
                reuses=("fig6",), part="beyond"),
     Experiment("looped", "Beyond the paper: looped stacks (weights tied across depth)",

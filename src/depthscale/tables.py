@@ -50,7 +50,7 @@ def table1(res: Results, th: Theory):
     rows = []
     for (a, b), pnl, pli in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
         s_nl, f_nl = loss_fit(res, "nonlinear", "difficult", 2, a, b)
-        L0n = f_nl.L0 if f_nl is not None and f_nl.ok else math.nan
+        L0n = f_nl.L0 if f_nl is not None else math.nan  # shown also from a degenerate fit, flagged by fit_nonlinear
         L0l, how_l = linear_L0(res, a, b)
         L0s, how_s = linear_L0(same, a, b)
         var = s_nl.get("var_ystar")
