@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import math
+import re
+import warnings
 from pathlib import Path
 
-from depthscale.config import FIELD_CHOICES, RunConfig, field_docs, make_config
+from depthscale.config import (FIELD_CHOICES, FIELD_NAMES, ID_OPTIONAL_FIELDS, INT_FIELDS, RENAMED_FIELDS, ConfigError,
+                               RunConfig, depth_steps, geometry, make_config, preset_fields, recipe_fields)
 from depthscale.errors import UserError
 
 MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
@@ -25,6 +29,42 @@ class UsageError(UserError):
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse's default prints the usage too)
         raise UsageError(message)
+
+    def _get_option_tuples(self, option_string):
+        # an abbreviation matching both spellings of one flag (--max_steps, --max-steps) is not ambiguous
+        seen, out = set(), []
+        for tup in super()._get_option_tuples(option_string):
+            if id(tup[0]) not in seen:
+                seen.add(id(tup[0]))
+                out.append(tup)
+        return out
+
+
+def other_spelling(option: str) -> str | None:
+    """--max_steps -> --max-steps and --pack-memory -> --pack_memory (None for a flag of one word)."""
+    if not option.startswith("--"):
+        return None
+    body = option[2:]
+    if "_" in body:
+        return "--" + body.replace("_", "-")
+    if "-" in body:
+        return "--" + body.replace("-", "_")
+    return None
+
+
+def add_spelling_aliases(parser: argparse.ArgumentParser) -> None:
+    """Every flag of `parser` and its subcommands answers to both spellings, --max_steps and
+    --max-steps. The other spelling is registered with the parser only (not on the action), so
+    help, usage and error messages name each flag once, as it was declared."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                add_spelling_aliases(sub)
+            continue
+        for opt in action.option_strings:
+            alt = other_spelling(opt)
+            if alt is not None and alt not in parser._option_string_actions:
+                parser._option_string_actions[alt] = action
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -73,7 +113,7 @@ def path_arg(value: str, name: str) -> Path:
     return Path(value)
 
 
-def _check_parents(out: Path, value: str) -> None:
+def check_parents(out: Path, value: str) -> None:
     """The nearest existing parent of `out` is a directory (nothing is created here)."""
     for parent in out.absolute().parents:
         if parent.exists():
@@ -87,7 +127,7 @@ def out_dir(value: str) -> Path:
     out = path_arg(value, "out")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {value!r} is a file, not a directory")
-    _check_parents(out, value)
+    check_parents(out, value)
     return out
 
 
@@ -98,7 +138,7 @@ def out_file(value: str) -> Path:
         raise UsageError(f"--out {value!r}: use a .parquet or .csv suffix")
     if out.is_dir():
         raise UsageError(f"--out {value!r} is a directory")
-    _check_parents(out, value)
+    check_parents(out, value)
     return out
 
 
@@ -125,12 +165,80 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def add_config_fields(p: argparse.ArgumentParser) -> None:
+def field_docs() -> dict[str, str]:
+    """Each RunConfig field's help, read from its comment in config.py, continuation lines and
+    all: a comment that runs on over the next lines (a line holding only a comment, e.g. grad_clip's)
+    is read whole, up to the next field, blank line or section heading ("# --- ... ---")."""
+    docs: dict[str, str] = {}
+    last = None  # the field whose comment the next comment-only line continues
+    for raw in inspect.getsource(RunConfig).splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            if last is not None and not line.startswith("# ---"):
+                docs[last] += " " + line.lstrip("#").strip()
+            else:
+                last = None
+            continue
+        last = None
+        m = re.match(r"^(\w+)\s*:", line)
+        if m and m.group(1) in FIELD_NAMES and "#" in line:
+            last = m.group(1)
+            docs[last] = line.split("#", 1)[1].strip()
+    return docs
+
+
+# where a field's value comes from: make_config's layers, in the order it applies them
+SOURCES = ("default", "preset", "geometry", "recipe", "depth", "flag")
+SOURCE_HELP = ("default: RunConfig's own default; preset: the preset's training fields; geometry: the preset's "
+               "d, P, N for the model; recipe: the tuned recipe of (preset, model, task); depth: the step budget "
+               "that grows with L; flag: given on the command line")
+# the fields that pick make_config's layers (and so the defaults --help shows)
+CONTEXT_FIELDS = ("model", "task", "k", "L")
+
+
+def config_sources(preset: str, given: dict) -> dict[str, str]:
+    """For make_config(preset, **given): where each field's value comes from, one of SOURCES, found
+    by replaying make_config's layers (dataclass defaults, preset_fields, geometry, recipe_fields,
+    depth_steps, the given fields; the easy task's k = 1 counts as the recipe's). The last layer to
+    set a field names it, even where it sets the value an earlier one had."""
+    given = {k: v for k, v in given.items() if v is not None}
+    model = given.get("model", RunConfig.model)
+    task = given.get("task", RunConfig.task)
+    src = dict.fromkeys(FIELD_NAMES, "default")
+    src.update(dict.fromkeys(preset_fields(preset), "preset"))
+    src.update(dict.fromkeys(geometry(preset, model), "geometry"))
+    src.update(dict.fromkeys(recipe_fields(preset, model, task, given.get("k", RunConfig.k)), "recipe"))
+    L = given.get("L", RunConfig.L)
+    if isinstance(L, int) and L >= 1 and depth_steps(preset, model, task, L) is not None:
+        src["max_steps"] = src["min_steps"] = "depth"
+    src.update(dict.fromkeys(given, "flag"))
+    if task == "easy" and given.get("k", None) != 1:  # make_config: k has no meaning on the easy task
+        src["k"] = "recipe"
+    return src
+
+
+def _shown(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def add_config_fields(p: argparse.ArgumentParser, preset: str = "cpu", context: dict | None = None) -> None:
     """A flag per RunConfig field (but preset): its comment as help, its choices where it takes one
-    of a set of words, and its default: the preset's (and the model's recipe), shown for cpu."""
+    of a set of words, and its default: make_config(preset, **context)'s value and where it comes
+    from (config_sources). `context` holds the fields among CONTEXT_FIELDS given on the command
+    line (main reads them before it shows --help), so `train --preset smoke --model linear --help`
+    shows the defaults a run with those flags gets."""
     docs = field_docs()
-    cpu = make_config("cpu")
-    g = p.add_argument_group("run configuration (every RunConfig field; unset ones come from --preset)")
+    context = {k: v for k, v in (context or {}).items() if v is not None}
+    try:
+        cfg, src = make_config(preset, **context), config_sources(preset, context)
+    except UserError:  # a bad flag among them: the parse that follows says which
+        context = {}
+        cfg, src = make_config(preset), config_sources(preset, {})
+    for_ = ", ".join([f"--preset {preset}"] + [f"--{k} {_shown(getattr(cfg, k))}" for k in CONTEXT_FIELDS])
+    g = p.add_argument_group(
+        "run configuration",
+        f"Every RunConfig field. Defaults shown for {for_}, each with its source in brackets ({SOURCE_HELP}). "
+        f"--print-config shows them all for any flags without training.")
     for f in dataclasses.fields(RunConfig):
         if f.name == "preset":
             continue
@@ -138,16 +246,89 @@ def add_config_fields(p: argparse.ArgumentParser) -> None:
         names = ["--" + f.name] + (["--depth"] if f.name == "L" else [])
         choices = FIELD_CHOICES.get(f.name)
         metavar = "{true,false}" if str(f.type) == "bool" else (None if choices else f.name)
-        value = getattr(cpu, f.name)
-        shown = str(value).lower() if isinstance(value, bool) else value
+        shown = _shown(getattr(cfg, f.name))
+        tail = f"(given: {shown})" if src[f.name] == "flag" else f"(default: {shown} [{src[f.name]}])"
+        text = docs.get(f.name, "").replace("%", "%%")  # argparse %-formats help strings
         g.add_argument(*names, dest=f.name, type=typ, default=None, choices=choices, metavar=metavar,
-                       help=f"{docs.get(f.name, '')} (default: the preset's; cpu, {cpu.model}, {cpu.task}: {shown})")
+                       help=f"{text} {tail}".strip())
+
+
+def help_context(argv: list[str]) -> tuple[str, dict] | None:
+    """For `train ... --help`: the preset and the CONTEXT_FIELDS given before the help is shown
+    (None when no train help is asked for). A bad value is left for the real parse to report."""
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    if not argv or argv[0] != "train" or not any(a in ("-h", "--help") for a in argv[1:end]):
+        return None
+    p = Parser(add_help=False)
+    p.add_argument("--preset", default="cpu")
+    p.add_argument("--model")
+    p.add_argument("--task")
+    p.add_argument("--k", type=int)
+    p.add_argument("--L", "--depth", dest="L", type=int)
+    add_spelling_aliases(p)
+    try:
+        ns, _ = p.parse_known_args([a for a in argv[1:end] if a not in ("-h", "--help")])
+    except UserError:
+        return None
+    try:
+        preset_fields(ns.preset)
+    except ConfigError:
+        return None
+    return ns.preset, {k: getattr(ns, k) for k in CONTEXT_FIELDS if getattr(ns, k) is not None}
+
+
+def config_overrides(args) -> dict:
+    """The RunConfig fields given as flags (preset apart)."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
+            if f.name != "preset" and getattr(args, f.name, None) is not None}
 
 
 def config_from(args) -> RunConfig:
-    over = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
-            if f.name != "preset" and getattr(args, f.name, None) is not None}
-    return make_config(args.preset, **over)
+    return make_config(args.preset, **config_overrides(args))
+
+
+def _record_fields(rec: dict, where: str) -> dict:
+    """A run record as one grid table of scalars: a config.json ({"run_id", "config": {...},
+    provenance}) gives its config (an unknown field in it is an error); a collected row (run_id,
+    every config field, state and metric columns) gives its config fields and must hold every
+    field of a run id (a missing one, e.g. misspelt, is named)."""
+    if isinstance(rec.get("config"), dict):
+        fields = {RENAMED_FIELDS.get(k, k): v for k, v in rec["config"].items()}
+        unknown = sorted(set(fields) - set(FIELD_NAMES))
+        if unknown:
+            raise ConfigError(f"{where}: unknown config field {unknown[0]!r}")
+    else:
+        fields = {RENAMED_FIELDS.get(k, k): v for k, v in rec.items() if RENAMED_FIELDS.get(k, k) in FIELD_NAMES}
+        missing = [n for n in FIELD_NAMES if n not in fields and n != "preset" and n not in ID_OPTIONAL_FIELDS]
+        if missing:
+            raise ConfigError(f"{where}: a run record (it has run_id) without the config field {missing[0]!r}")
+    out = {}
+    for k, v in fields.items():
+        if k == "preset" or v is None or (isinstance(v, float) and math.isnan(v)):
+            continue  # the preset is a label (the run id leaves it out); null: an older run without the field
+        if k in INT_FIELDS and isinstance(v, float) and v.is_integer():
+            v = int(v)  # a table column that held a NaN somewhere is float
+        out[k] = v
+    try:  # the run id it names, where the config does not give it (a field changed since): say so
+        rid = make_config("cpu", **out).run_id
+    except UserError:
+        return out  # expand_grid reports the bad field
+    if isinstance(rec.get("run_id"), str) and rec["run_id"] != rid:
+        warnings.warn(f"{where}: its config gives run id {rid}, not the run_id {rec['run_id']!r} it holds")
+    return out
+
+
+def grid_from_records(grid, where: str = "grid"):
+    """`sweep --grid` input with run records turned into grid tables: a dict with a run_id (a
+    run's config.json, or one collected row as JSON) becomes its config's fields, so the sweep
+    is that run again (same run id); a list may mix records and grid tables. Anything else is
+    returned as it was, for sweeps.expand_grid to read (and to refuse unknown keys)."""
+    if isinstance(grid, dict) and "run_id" in grid:
+        return _record_fields(grid, where)
+    if isinstance(grid, list):
+        return [_record_fields(g, where) if isinstance(g, dict) and "run_id" in g else g for g in grid]
+    return grid
 
 
 def pick_device(name: str) -> str:
@@ -285,7 +466,9 @@ def check_theory(args) -> None:
                          f"memory (estimate); {fmt_bytes(avail)} is available: fewer samples, or --allow-memory")
 
 
-__all__ = ["UsageError", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
-           "check_int", "check_real", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
+__all__ = ["other_spelling", "add_spelling_aliases", "field_docs", "config_sources", "config_overrides",
+           "help_context", "grid_from_records", "SOURCES", "CONTEXT_FIELDS",
+           "UsageError", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
+           "check_int", "check_real", "check_parents", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
            "store_if_any", "check_memory", "parse_shard", "slurm_options", "require_submitit", "check_theory",
            "SLURM_FLAGS", "MAX_SEED", "MAX_SAMPLES", "MAX_BENCH_STEPS", "MAX_EXPONENT"]

@@ -13,12 +13,13 @@ import os
 import sys
 import warnings
 
-from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, add_config_fields, check_int, check_memory,
-                                  check_theory, config_from, existing_store, help_text, open_store, out_dir, out_file,
-                                  parse_depths, parse_experiments, parse_floats, parse_loggers, parse_shard, path_arg,
-                                  pick_device, require_submitit, slurm_options, store_if_any)
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, add_config_fields, add_spelling_aliases,
+                                  check_int, check_memory, check_parents, check_theory, config_from, config_overrides, config_sources,
+                                  existing_store, grid_from_records, help_context, help_text, open_store, out_dir,
+                                  out_file, parse_depths, parse_experiments, parse_floats, parse_loggers, parse_shard,
+                                  path_arg, pick_device, require_submitit, slurm_options, store_if_any)
 from depthscale.atomic import plain
-from depthscale.config import PRESETS, ConfigError
+from depthscale.config import PRESETS, ConfigError, make_config
 from depthscale.errors import UserError
 
 EXIT_USAGE = 2
@@ -50,10 +51,39 @@ def _num(x, spec: str) -> str:
     return "nan" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
+def _shown(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def print_config(args) -> int:
+    """train --print-config: the resolved config, each field's value and source; nothing is run."""
+    given = config_overrides(args)
+    cfg = make_config(args.preset, **given)
+    src = config_sources(args.preset, given)
+    state = None
+    if args.store is not None:
+        st = store_if_any(args.store)
+        state = "new" if st is None or not st.run_path(cfg.run_id).is_dir() else st.run_state(cfg.run_id)
+    dct = cfg.to_dict()
+    if args.json:
+        _print_json({"run_id": cfg.run_id, "state": state, "config": dct, "source": src})
+        return 0
+    where = f"; in --store: {state}" if state is not None else ""
+    print(f"run {cfg.run_id} (nothing trained{where}); field, value, source:")
+    w, wv = max(map(len, dct)), max(len(_shown(v)) for v in dct.values())
+    for k, v in dct.items():
+        print(f"  {k:<{w}}  {_shown(v):<{wv}}  {src[k]}")
+    return 0
+
+
 def cmd_train(args) -> int:
     from depthscale.divergence import diverged
     from depthscale.training import train_one
 
+    if args.print_config:
+        return print_config(args)
+    if args.store is None:
+        raise UsageError("the following arguments are required: --store")
     cfg = config_from(args)
     device = pick_device(args.device)
     loggers = parse_loggers(args.log)
@@ -100,7 +130,47 @@ def _sweep_configs(args) -> tuple[list, str]:
     if os.path.getsize(args.grid) == 0:
         raise UsageError(f"--grid {args.grid!r} is empty")
     name = os.path.splitext(os.path.basename(args.grid))[0]
-    return expand_grid(load_grid(args.grid), args.preset), f"{name}-{args.preset}"
+    # a run's config.json, or a collected row as JSON, is that run's config (same run id)
+    grid = grid_from_records(load_grid(args.grid), f"grid file {args.grid}")
+    return expand_grid(grid, args.preset), f"{name}-{args.preset}"
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _print_plan(args, name: str, cfgs: list, packs: list, shard, store, memory_note: str | None) -> int:
+    """sweep --dry-run: the runs the sweep would train, pack by pack, and what varies between them."""
+    from depthscale.compare import differing_fields, run_label
+    from depthscale.memory import fmt_bytes, pack_bytes
+    from depthscale.plots import sort_key
+
+    ids = sorted({c.run_id for c in cfgs})
+    share = ids if shard is None else ids[shard[0]::shard[1]]
+    done = sum(store.is_done(r) for r in share) if store is not None else 0
+    runs = [c for p in packs for c in p]
+    vary = differing_fields([c.to_dict() for c in runs]) or ["model", "task", "L"]
+    sizes = [pack_bytes(p) for p in packs]
+    rows = [{"run_id": c.run_id, "pack": i, **{f: getattr(c, f) for f in vary}}
+            for i, p in enumerate(packs) for c in p]
+    if args.json:
+        _print_json({"sweep": name, "dry_run": True, "planned": len(runs), "packs": len(packs), "total": len(share),
+                     "skipped_done": done, "vary": vary, "pack_bytes": sizes, "memory": memory_note, "runs": rows})
+        return 0
+    print(f"sweep {name}: {_n(len(runs), 'run')} to train in {_n(len(packs), 'pack')} ({done} of {len(share)} "
+          f"already done; dry run: nothing trained)" + (f"; fields that vary: {', '.join(vary)}" if runs else ""))
+    for i, p in enumerate(packs):
+        # the pack's line names what its runs share of the varying fields, each run's line the rest
+        dicts = [c.to_dict() for c in p]
+        inner = [f for f in differing_fields(dicts) if f in vary] if len(p) > 1 else []
+        shared = [f for f in vary if f not in inner]
+        head = f"pack {i + 1} of {len(packs)}: {_n(len(p), 'run')}, about {fmt_bytes(sizes[i])} (estimate)"
+        print(head + (f"; {run_label(dicts[0], shared)}" if shared else ""))
+        for c, dct in sorted(zip(p, dicts), key=lambda cd: (*(sort_key(cd[1][f]) for f in inner), cd[0].run_id)):
+            print(f"  {c.run_id}" + (f"  {run_label(dct, inner)}" if inner else ""))
+    if memory_note:
+        print(f"memory: {memory_note}")
+    return 0
 
 
 def cmd_sweep(args) -> int:
@@ -122,8 +192,16 @@ def cmd_sweep(args) -> int:
         budget = int(args.pack_memory * 1e9)
     else:
         budget = pack_memory_budget(args.executor, args.workers, device, slurm)  # packs split to fit it
-    check_memory(plan(cfgs, store_if_any(args.store), shard=shard, pack_memory=budget), args.executor,
-                 args.workers, device, args.allow_memory)
+    packs = plan(cfgs, store_if_any(args.store), shard=shard, pack_memory=budget)
+    if args.dry_run:  # nothing is created, written or trained
+        note = None
+        try:
+            check_memory(packs, args.executor, args.workers, device, args.allow_memory)
+        except UserError as e:
+            note = "the sweep would be refused: " + str(e).splitlines()[0]
+        _say_preset(args.preset)
+        return _print_plan(args, name, cfgs, packs, shard, store_if_any(args.store), note)
+    check_memory(packs, args.executor, args.workers, device, args.allow_memory)
     store = open_store(args.store)
     _say_preset(args.preset)
     worker = None
@@ -356,13 +434,49 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_plot(args) -> int:
+    from depthscale.plots import parse_metrics, plot_curves
+
+    out = path_arg(args.out, "out")
+    if out.suffix.lower() not in (".png", ".pdf"):
+        raise UsageError(f"--out {args.out!r}: use a .png or .pdf suffix")
+    if out.is_dir():
+        raise UsageError(f"--out {args.out!r} is a directory")
+    check_parents(out, args.out)  # a parent that is a file: one line
+    metrics = parse_metrics(args.metric)
+    store = existing_store(args.store)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    res = plot_curves(store, out, sweep=args.sweep, runs=args.run, metrics=metrics)
+    for rid in res["skipped"]:
+        print(f"depthscale: warning: run {rid} has no curves yet (left out)", file=sys.stderr)
+    _emit(args, res, f"wrote {out}: {', '.join(metrics)} against step for {len(res['runs'])} runs"
+          + (f" (labelled by {', '.join(res['fields'])})" if res["fields"] else ""))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from depthscale.compare import compare, format_text
+
+    if args.store is not None:
+        existing_store(args.store)
+    res = compare(args.a, args.b, args.store)
+    if args.json:
+        _print_json(res)
+    else:
+        print(format_text(res))
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 STORE_HELP = "store directory: it holds runs/ and sweeps/ (a path to its runs/ directory works too)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(help_for: tuple[str, dict] | None = None) -> argparse.ArgumentParser:
+    """The command's parser. `help_for`: (preset, fields among arguments.CONTEXT_FIELDS) whose
+    defaults `train --help` shows (main reads them from the command line; default: cpu)."""
     p = Parser(prog="depthscale", description="Inverse-depth scaling in attention (arXiv 2610.11063).")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    p.add_argument("--version", action="store_true", help="print the package version and exit")
+    sub = p.add_subparsers(dest="cmd", required=False, parser_class=Parser)
 
     def common_preset(sp, required=False):
         sp.add_argument("--preset", choices=PRESETS, default=None if required else "cpu", required=required,
@@ -391,15 +505,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("train", help="train one model", **help_text(
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
-        "run resumes from its checkpoint.",
-        "depthscale train --model nonlinear --task difficult --k 2 --a 0 --b 0 --depth 4 --preset smoke --store runs/smoke --json"))
+        "run resumes from its checkpoint. --help shows the defaults of the --preset, --model, --task, "
+        "--k and --depth given with it; --print-config shows the whole config and where each value "
+        "comes from, without training. Every flag is spelt with - or _ (--max-steps, --max_steps).",
+        "depthscale train --model nonlinear --task difficult --k 2 --a 0 --b 0 --depth 4 --preset smoke --store runs/smoke --json\n"
+        "  depthscale train --preset smoke --model linear --depth 4 --print-config"))
     common_preset(sp)
-    store(sp, STORE_HELP + '; created if missing; the run is added to its sweep "train"')
-    json_flag(sp, "print one JSON line: run_id, R, R_se, A, C, steps, ... (messages go to stderr)")
+    sp.add_argument("--store", default=None,
+                    help=STORE_HELP + '; created if missing; the run is added to its sweep "train" '
+                                      "(default: none; required unless --print-config)")
+    sp.add_argument("--print-config", dest="print_config", action="store_true",
+                    help="print the resolved config, each field's value and its source (default, preset, geometry, "
+                         "recipe, depth or flag), and train nothing; with --store, whether the run is there")
+    json_flag(sp, "print one JSON line: run_id, R, R_se, A, C, steps, ... (messages go to stderr); with "
+                  "--print-config: run_id, state, config, source")
     log(sp)
     allow_memory(sp)
     device(sp)
-    add_config_fields(sp)
+    add_config_fields(sp, *(help_for or ("cpu", {})))
     sp.set_defaults(fn=cmd_train)
 
     sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **help_text(
@@ -428,7 +551,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--pack-memory", dest="pack_memory", type=float, default=None, metavar="GB",
                     help="split packs until each one's memory estimate fits this many GB (default: this "
                          "machine's memory shared by the workers, or --slurm-mem; set it for GPUs on a cluster)")
-    json_flag(sp, "print the counts as one JSON line (messages go to stderr)")
+    sp.add_argument("--dry-run", dest="dry_run", action="store_true",
+                    help="print the runs the sweep would train (their count, the packs, one line per run: its id "
+                         "and the fields that vary) and train nothing; the store is not created or written")
+    json_flag(sp, "print the counts as one JSON line (messages go to stderr); with --dry-run the plan")
     log(sp)
     allow_memory(sp)
     device(sp)
@@ -485,11 +611,12 @@ def build_parser() -> argparse.ArgumentParser:
         geo = geometry("cpu", "nonlinear")
 
         def data_help(text, default=None):  # a flag a --run sets: its default said here, filled in later
-            return text + (f" (default {default}; not with --run)" if default is not None else " (not with --run)") \
+            return text + (f" (default: {default}; not with --run)" if default is not None else " (not with --run)") \
                 if run else text
 
-        tp.add_argument("--a", type=float, required=not run, help=data_help("input-spectrum exponent, lambda_k = k^-a"))
-        tp.add_argument("--b", type=float, required=not run, help=data_help("teacher-spectrum exponent, omega_k = k^-b"))
+        needed = " (default: none; required without --run, which sets it)" if run else ""
+        tp.add_argument("--a", type=float, required=not run, help="input-spectrum exponent, lambda_k = k^-a" + needed)
+        tp.add_argument("--b", type=float, required=not run, help="teacher-spectrum exponent, omega_k = k^-b" + needed)
         if "d" in flags:
             tp.add_argument("--d", type=int, default=None if run else 32,
                             help=data_help("input dimension", f"{geo['d']}, the cpu preset's nonlinear geometry"))
@@ -506,9 +633,10 @@ def build_parser() -> argparse.ArgumentParser:
             tp.add_argument("--seed", type=int, default=None if run else 0,
                             help=data_help("seed of the Monte Carlo samples", 0))
         if run:
-            tp.add_argument("--store", default=None, help="with --run: the store holding the run")
+            tp.add_argument("--store", default=None, help="with --run: the store holding the run (default: none)")
             tp.add_argument("--run", default=None, help="a run id: compute the floor on that run's own evaluation "
-                                                        "contexts (its data fields, eval_contexts, eval_seed)")
+                                                        "contexts (its data fields, eval_contexts, eval_seed) "
+                                                        "(default: none: Monte Carlo contexts)")
         if "temperatures" in flags:
             tp.add_argument("--temperatures", default=None,
                             help="comma list of head temperatures (default: -10 ... 500, 101 values)")
@@ -538,6 +666,41 @@ def build_parser() -> argparse.ArgumentParser:
                "contexts, or with --store and --run on that run's own evaluation contexts.",
                "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json",
                {"d": 1, "P": 1, "k": 1, "depths": 1, "temperatures": 1, "samples": "Monte Carlo contexts", "run": 1})
+
+    sp = sub.add_parser("plot", help="draw training curves from a store", **help_text(
+        "curves: the monitor loss R, the layers' disagreement A - C and the top-1 attention mass (or A, C, lr) "
+        "against the training step, one line per run, labelled by the config fields that differ between "
+        "the runs; finished runs and runs still training (their rows so far). PNG or PDF at 200 dpi.",
+        "depthscale plot curves --store runs/smoke --sweep train --out curves.png"))
+    sp.set_defaults(fn=cmd_plot)
+    plots = sp.add_subparsers(dest="what", required=True, parser_class=Parser, metavar="{curves}")
+    pp = plots.add_parser("curves", help="R, A - C and top-1 mass against step, one line per run", **help_text(
+        "One panel per metric, one line per run, labelled by the config fields that differ between the runs "
+        "drawn (e.g. L=4). Runs: --run, else the --sweep's, else every run in the store; runs without curves "
+        "yet are left out with a warning.",
+        "depthscale plot curves --store runs/smoke --sweep grid-smoke --metric R,gap --out curves.pdf"))
+    store(pp)
+    pp.add_argument("--sweep", default=None, help="only the runs of this sweep, as `status` names it (default: every run)")
+    pp.add_argument("--run", nargs="+", action="extend", default=None, metavar="ID",
+                    help="these runs (ids or unique prefixes; repeatable) (default: the sweep's, or every run)")
+    pp.add_argument("--out", default="curves.png", help="FILE.png or FILE.pdf (by suffix)")
+    pp.add_argument("--metric", default="R,gap,top1_mass",
+                    help="comma list of panels: R, gap (A - C), top1_mass, A, C, lr")
+    json_flag(pp, "print what was drawn as one JSON line: out, metrics, runs (id -> label), fields, skipped")
+
+    sp = sub.add_parser("compare", help="two runs or two stores side by side", **help_text(
+        "Two runs (run directories, or run ids with --store): the config fields that differ, the provenance "
+        "that differs (device, versions), and R, R_se, A, C, steps, stopped_because side by side with "
+        "R_B/R_A. Two stores: the runs finished in both with the same config apart from provenance, each "
+        "with R_A, R_B and R_B/R_A, and a summary of the ratios. Reads only.",
+        "depthscale compare 1a2b3c4d 5e6f7a8b --store runs/smoke\n"
+        "  depthscale compare runs/cpu runs/cpu-gpu --json"))
+    sp.add_argument("a", help="run A: a run directory (<store>/runs/<id>), a run id (or a unique prefix) in "
+                              "--store; or store A")
+    sp.add_argument("b", help="run B or store B, as A")
+    sp.add_argument("--store", default=None, help="the store that holds A and B when they are run ids (default: none)")
+    json_flag(sp, "print the comparison as one JSON object")
+    sp.set_defaults(fn=cmd_compare)
 
     sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **help_text(
         "Run whatever is missing for the experiments (resumable), then write each figure (PNG, PDF), "
@@ -582,6 +745,7 @@ def build_parser() -> argparse.ArgumentParser:
     json_flag(sp)
     device(sp)
     sp.set_defaults(fn=cmd_bench)
+    add_spelling_aliases(p)  # --max-steps and --max_steps, --pack-memory and --pack_memory, ...
     return p
 
 
@@ -591,11 +755,19 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warning
     try:
+        parser = build_parser(help_context(argv))  # train --help: the defaults of its preset and model
         args = parser.parse_args(argv)
+        if args.version:
+            from depthscale import __version__
+
+            print(f"depthscale {__version__}")
+            return 0
+        if args.cmd is None:
+            raise UsageError("the following arguments are required: cmd")
         return args.fn(args) or 0
     except UserError as exc:  # the user's input; anything else is a bug and shows its traceback
         if os.environ.get("DEPTHSCALE_DEBUG") and not isinstance(exc, (UsageError, ConfigError)):
