@@ -256,3 +256,11 @@ def test_bad_inputs_to_plot_and_compare(tmp_path, capsys):
     one_line_error(capsys, "does not exist", "compare", "a", "b", "--store", tmp_path / "missing")
     one_line_error(capsys, "the following arguments are required: b", "compare", "a")
     assert not (tmp_path / "missing").exists() and not (tmp_path / "c.png").exists()
+
+
+@pytest.mark.parametrize("argv", [("plot",), ("plot", "curves"), ("compare",)])
+def test_the_new_commands_have_help_with_an_example(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "example:" in out and "depthscale " + " ".join(argv) in out
