@@ -4,11 +4,14 @@ Transformer trained on the difficult task (issue 16, item 3; docs/decompose.md)?
     python benchmarks/transformer_decomposition.py [--depths 1,2,4,8,16] [--steps 1000] [--D 32]
         [--name transformer_decomposition]
 
-Trains one Transformer per depth (depthscale.transformer: d = 16, P = 64, k = 2, (a, b) = (0, 0)
-by default, the cpu preset's nonlinear geometry; every depth sees the same training stream and the
-same evaluation contexts), decomposes each with depthscale.decompose and writes
-benchmarks/results/NAME.json: per depth R_L (+- SE), A_L, C_L, A_L - C_L, the identity's residual,
-training curve and time; the fit R_L = L0 + c L^-alpha (depthscale.fits) where it converges.
+Trains one Transformer per depth (a RunConfig with model = "transformer" at the cpu preset: d = 16,
+P = 64, k = 2, (a, b) = (0, 0) by default; N the stream width, --heads; every depth sees the same
+training stream and the same evaluation contexts) with the package's trainer (training.train_pack:
+row-wise Adam, warmup and cosine schedule, monitor curves, keep-best), whose measurement decomposes
+each with depthscale.decompose, and writes benchmarks/results/NAME.json: per depth R_L (+- SE),
+A_L, C_L, A_L - C_L, the identity's residual, monitor curve and time; the fit R_L = L0 + c L^-alpha
+(depthscale.fits) where it converges. (Earlier versions trained with a standalone loop, torch's Adam
+and no monitor: their result files are not comparable number for number.)
 One thread: run it with `nice` on a shared machine.
 """
 
@@ -22,7 +25,8 @@ import torch
 
 from depthscale import versions
 from depthscale.atomic import write_json_atomic
-from depthscale.transformer import TransformerConfig, train_transformer
+from depthscale.config import make_config
+from depthscale.training import train_pack
 
 OUT = Path(__file__).parent / "results"
 
@@ -31,8 +35,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--depths", default="1,2,4,8,16")
     ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--D", type=int, default=32)
-    ap.add_argument("--H", type=int, default=4)
+    ap.add_argument("--N", "--D", dest="N", type=int, default=32, help="stream width")
+    ap.add_argument("--heads", "--H", dest="heads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--eval", type=int, default=4096, help="evaluation contexts")
@@ -44,15 +48,18 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     depths = [int(x) for x in args.depths.split(",")]
-    base = TransformerConfig(a=args.a, b=args.b, D=args.D, H=args.H, lr=args.lr, batch=args.batch,
-                             max_steps=args.steps, eval_contexts=args.eval, seed=args.seed)
+    base = make_config("cpu", model="transformer", a=args.a, b=args.b, N=args.N, heads=args.heads, lr=args.lr,
+                       batch=args.batch, max_steps=args.steps, eval_contexts=args.eval, seed=args.seed,
+                       eval_every=max(1, args.steps // 20), patience=10 ** 6)
     out = {"what": "pre-LN Transformer on the difficult task: R_L = C_L + (A_L - C_L)/L (docs/decompose.md)",
            "config": base.to_dict(), "depths": depths, "rows": [], **versions(("torch",)),
            "threads": args.threads}
     path = OUT / f"{args.name}.json"
     t0 = time.perf_counter()
     for L in depths:
-        _, met = train_transformer(base.replace(L=L), log_every=max(1, args.steps // 20))
+        curves = {}
+        met = train_pack([base.replace(L=L)], progress=False, on_finish=lambda i, m, c: curves.update(c))[0]
+        met["curve"] = curves
         out["rows"].append(met)
         print(f"L={L:3d}  R={met['R']:.4f} +- {met['R_se']:.4f}  A={met['A']:.4f}  C={met['C']:.4f}  "
               f"identity residual={met['identity_residual']:.2e}  ({met['train_seconds']:.0f} s)", flush=True)

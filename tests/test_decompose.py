@@ -14,7 +14,9 @@ from depthscale.decompose import ContractError, decompose, decomposition_stats, 
 from depthscale.errors import InputError, UserError
 from depthscale.measurements import decomposition, eval_contexts, measure
 from depthscale.models import build_pack, rms_norm
-from depthscale.transformer import Transformer, TransformerConfig, evaluate, label_scale, train_transformer
+from depthscale.store import Store
+from depthscale.training import run_pack
+from depthscale.transformer import Transformer, evaluate, label_scale
 
 IDENTITY_RTOL = 1e-9
 
@@ -193,12 +195,19 @@ def test_a_final_layernorm_breaks_the_contract_but_the_sum_still_telescopes():
     assert_identity(decompose(model, batch, ctx.ystar_B, check_readout=False))
 
 
-def test_train_transformer_smoke():
-    cfg = TransformerConfig(d=4, P=8, D=8, H=2, L=2, batch=16, max_steps=6, warmup=2, eval_contexts=64)
-    model, met = train_transformer(cfg, log_every=3)
+def test_train_transformer_smoke(tmp_path):
+    """A Transformer run is a RunConfig (N the stream width, heads, mlp) trained by the trainer like
+    every other model kind; its stored numbers are the decomposition of the trained network."""
+    cfg = make_config("smoke", model="transformer", d=4, P=8, N=8, heads=2, L=2, batch=16, max_steps=6, warmup=2,
+                      eval_every=3, eval_contexts=64, monitor_contexts=32)
+    store = Store(tmp_path / "s")
+    run_pack([cfg], store)
+    met = store.load_metrics(cfg.run_id)
     assert met["stopped_because"] == "max_steps" and met["steps"] == 6
     assert math.isfinite(met["R"]) and abs(met["identity_residual"]) <= IDENTITY_RTOL * met["R"]
-    assert met["curve"]["step"] == [3, 6] and met["n_params"] == sum(p.numel() for p in model.parameters())
+    pack = store.load_model(cfg.run_id)
+    model = pack.model
+    assert store.load_curves(cfg.run_id)["step"] == [3, 6] and pack.n_params() == sum(p.numel() for p in model.parameters())
     chunks = eval_contexts(cfg, 64, cfg.eval_seed, chunk=512)
     assert evaluate(model, chunks).R == pytest.approx(met["R"], rel=1e-12)  # the same evaluation set
     # the init is a function of the seed alone
@@ -206,11 +215,11 @@ def test_train_transformer_smoke():
                        Transformer.from_config(cfg).blocks[0].qkv.weight)
 
 
-@pytest.mark.parametrize("bad", [dict(D=6, H=4), dict(L=0), dict(task="hard"), dict(k=9, P=8), dict(lr=0.0),
+@pytest.mark.parametrize("bad", [dict(N=10, heads=4), dict(L=0), dict(task="hard"), dict(k=9, P=8), dict(lr=0.0),
                                  dict(a=-1.0), dict(schedule="step")])
 def test_transformer_config_rejects_bad_values(bad):
     with pytest.raises(InputError):
-        TransformerConfig(**bad)
+        make_config("smoke", model="transformer", **bad)
 
 
 # ---------- agreement with measurements.py on the package's own models ----------

@@ -156,7 +156,7 @@ def test_cli_bad_input_exit_2(tmp_path, args, fragment):
 
 
 def test_batch_order_groups_shared_batches_and_changes_no_number(monkeypatch):
-    from depthscale.models import AttentionPack
+    from depthscale.models import Nonlinear
     from depthscale.training import batch_order
 
     # depth-major, as a sweep lists them: the seeds' models interleave
@@ -170,7 +170,7 @@ def test_batch_order_groups_shared_batches_and_changes_no_number(monkeypatch):
     as_given = train_pack(cfgs, progress=False)
     grouped = train_pack([cfgs[i] for i in order], progress=False)
     with monkeypatch.context() as m:
-        m.setattr(AttentionPack, "groups_of", lambda *a, **k: False)
+        m.setattr(Nonlinear, "groups_of", lambda *a, **k: False)
         per_seed = train_pack([cfgs[i] for i in order], progress=False)
     for j, i in enumerate(order):
         for key in ("R", "A", "C", "final_monitor_loss"):

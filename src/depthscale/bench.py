@@ -32,7 +32,8 @@ from depthscale import kernels
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
 from depthscale.errors import InputError
 from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
-from depthscale.models import build_pack
+from depthscale.kinds.ensemble import fused_scale_flops
+from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
 from depthscale.registry import FIG3_SPECTRA
 from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
@@ -57,46 +58,12 @@ def seed_groups(cfgs: list[RunConfig]) -> list[list[int]]:
     return list(groups.values())
 
 
-def fused_scale_flops(B: int, P: int, G: int, d: int) -> int:
-    """FLOPs of the fused scales over B(P + 1) tokens and G models, each way: forward
-    x^T M x = sum_l x_l sum_{k <= l} M'_kl x_k (d(d+1)/2 + d multiply-adds), backward the upper
-    triangle of d M = sum c x x^T and c x (d(d+1)/2 + d). The kernel's d = 16 path does this
-    (its backward at vector granularity: 24 of 32 half-rows, a little more); other d take the
-    full d^2 form, for which this count is a lower bound."""
-    return 2 * B * (P + 1) * G * (d * (d + 1) // 2 + d)
-
-
 def flops_per_step(kind: str, d: int, N: int, P: int, B: int, groups: list[list[int]], fused: bool = False) -> dict:
-    """Matmul FLOPs of one packed training step (forward and backward), counted for the algorithm
-    `AttentionPack.ensemble_forward` executes; `groups` lists the depths of the models that share
-    one batch. Elementwise work (norms, softmax, Adam) and data sampling are not counted.
-
-    Per group of G models with T layers in all (each multiply-add is 2 FLOPs):
-      scales       X W_x^T, x_test W_x^T        fwd 2BPdGN + 2BdGN   bwd the same (dW_x only)
-      E_l          (W_q W_x)^T (W_k W_x)        fwd 4TN^2d + 2Td^2N  bwd twice that (all params)
-      u, scores    x_test E, u X^T              fwd 2BTd^2 + 2BTdP   bwd the same (no input grads)
-      readout      p . y                        fwd 2BTP             bwd elementwise
-      gains        W_o W_v W_y                  fwd 2G'N^2 + 2G'N    bwd twice that (G' = T for
-                                                                     layer_values, else G)
-    `fused` (`kernels`): the test row's backward recomputes the scores (2BTdP more), and the scales
-    are x^T M_g x with M_g = W_x^T W_x from M's folded upper triangle (`fused_scale_flops`) plus
-    2GNd^2 forward, 4GNd^2 backward for M.
-    """
-    fwd = bwd = 0
-    for depths in groups:
-        G, T = len(depths), sum(depths)
-        Gv = T if kind == "layer_values" else G
-        scales = 2 * B * P * d * G * N + 2 * B * d * G * N
-        scales_bwd = scales
-        if fused:  # x^T M_g x for every token and model, M_g = W_x^T W_x; d M_g = sum c x x^T
-            M = 2 * G * N * d * d
-            scales, scales_bwd = fused_scale_flops(B, P, G, d) + M, fused_scale_flops(B, P, G, d) + 2 * M
-        E = 4 * T * N * N * d + 2 * T * d * d * N
-        scores = 2 * B * T * d * d + 2 * B * T * d * P
-        gains = 2 * Gv * N * N + 2 * Gv * N
-        fwd += scales + E + scores + 2 * B * T * P + gains
-        bwd += scales_bwd + 2 * E + scores + 2 * gains + (2 * B * T * d * P if fused else 0)
-    return {"forward": fwd, "backward": bwd, "total": fwd + bwd}
+    """Matmul FLOPs of one packed training step (forward and backward) of model kind `kind`, counted
+    for the algorithm it executes (its class's `flops_per_step`: the ensemble kinds,
+    `kinds.ensemble.Nonlinear.flops_per_step`); `groups` lists the depths of the models that share
+    one batch."""
+    return model_class(kind).flops_per_step(d, N, P, B, groups, fused)
 
 
 def sweep_flops(cfgs: list[RunConfig], fused: bool = False) -> dict:
@@ -113,7 +80,7 @@ F32 = 4  # bytes per element
 def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
              n_params: int = 0, fused: bool = False) -> list[dict]:
     """The major ops of one packed training step of the nonlinear model, as the engine executes
-    them (`contexts.sample_contexts`, `AttentionPack.ensemble_forward`, its two hand-written
+    them (`contexts.sample_contexts`, `Nonlinear.ensemble_forward`, its two hand-written
     backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
     and every output written once (float32). `groups`: the depths of the models sharing a batch.
     `fused`: the fused kernels run (`kernels`): the test row's B x T x P scores never reach memory,
@@ -425,7 +392,7 @@ def linear_configs(preset: str = "cpu", L: int | None = None, seeds: int = 1) ->
 def bench_linear(preset: str = "cpu", device: str = "auto", dtype: str = "float32", steps: int = 5,
                  warmup: int = 1, L: int | None = None, seeds: int = 1) -> dict:
     """The linear model's batched pack (every spectrum and seed of one depth as one computation,
-    `AttentionPack.linear_forward`) against the same runs one at a time, same steps, same losses."""
+    `Linear.linear_forward`) against the same runs one at a time, same steps, same losses."""
     dev = resolve_device(device)
     _check_dtype(dtype, dev)
     cfgs = linear_configs(preset, L, seeds)

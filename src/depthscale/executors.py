@@ -234,19 +234,17 @@ def run_inline(packs, store, worker, device, progress, bar) -> dict:
     return total
 
 
-# Relative cost of one layer of one context per step, measured at the cpu preset (d = N = 32,
-# P = 128, one thread): nonlinear-family packs 1.1 ms per layer at batch 256, linear and
-# single_stream ~5x that, context_updates ~48x (its P x P context attention, O(P^2 N) per layer).
-_LAYER_COST = {"nonlinear": 1.0, "layer_values": 1.0, "linear": 5.0, "single_stream": 5.0,
-               "context_updates": 48.0}
-
-
 def pack_cost(pack: list[RunConfig]) -> float:
     """A rough estimate of a pack's training cost (arbitrary units), to start the longest packs
-    first: steps x batch x layers x a per-model weight, scaled with P (P^2 for context_updates)."""
+    first: steps x batch x layers x the model kind's relative cost of one layer of one context
+    (`layer_cost`, measured at the cpu preset: a nonlinear-family layer 1.1 ms at batch 256, linear
+    and single_stream ~5x that, context_updates ~48x) scaled to the geometry (`cost_scale`: with P,
+    P^2 for context_updates' context attention, and N)."""
+    from depthscale.models import model_class  # (the model layer loads torch: the sweep has done so)
+
     c0 = pack[0]
-    size = (c0.P / 128) ** (2 if c0.model == "context_updates" else 1) * (c0.N / 32)
-    return c0.max_steps * c0.batch * sum(c.L for c in pack) * _LAYER_COST.get(c0.model, 1.0) * size
+    kind = model_class(c0.model)
+    return c0.max_steps * c0.batch * sum(c.L for c in pack) * kind.layer_cost * kind.cost_scale(c0)
 
 
 def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> dict:

@@ -2,7 +2,7 @@
 store for the `looped` figure, table and claims.
 
 A looped model (RunConfig.loop = B) has B distinct layers; layer l (0-based) uses the weights of
-layer l % B, so it owns B rows of W_q, W_k (models.AttentionPack) and is initialised and trained at
+layer l % B, so it owns B rows of W_q, W_k (kinds.attention.AttentionStack) and is initialised and trained at
 the rate of the untied B-layer model (training.base_lr). At L = B it *is* the untied B-layer model,
 so a tying's depth curve starts at that untied run (the registry trains looped runs from L = 2B).
 
@@ -33,13 +33,17 @@ def tying_name(B: int) -> str:
 
 
 def n_params(model: str, d: int, N: int, L: int, loop: int = 0) -> int:
-    """Trained scalars of one model (SPEC §3): W_x (N d), W_y, W_o (N each), W_v (N^2, or one per
-    distinct layer for layer_values), W_q and W_k per distinct layer (2 N^2 each), and m for
-    context_updates. A looped model counts its B distinct layers once."""
-    rows = loop or L
-    per_layer = 2 * N * N + (N * N if model == "layer_values" else 0)
-    shared_v = 0 if model == "layer_values" else N * N
-    return N * d + 2 * N + shared_v + rows * per_layer + (1 if model == "context_updates" else 0)
+    """Trained scalars of one model of kind `model` (its class's `count_params`, SPEC §3): W_x,
+    W_y, W_o, W_v (shared, or one per distinct layer), W_q and W_k per distinct layer, and the
+    kind's scalars. A looped model counts its B distinct layers once."""
+    from depthscale.models import model_class  # (the model layer loads torch)
+
+    return model_class(model).count_params(d, N, L, loop)
+
+
+def models_of(preset: str) -> tuple[str, ...]:
+    """The model kinds the `looped` experiment trains at `preset`, in the registry's order."""
+    return tuple(dict.fromkeys(g.model for g in REGISTRY["looped"].groups_for(preset)))
 
 
 def depths_of(preset: str, model: str, B: int) -> tuple[int, ...]:
@@ -81,7 +85,7 @@ def curve(res: Results, model: str, B: int) -> list[dict]:
 def missing(res: Results) -> list[str]:
     """Cells of the `looped` experiment without a finite run, as 'model B L' strings."""
     miss = []
-    for model in ("nonlinear",) + LOOPED_MODELS:
+    for model in models_of(res.preset):
         for B in TYINGS:
             for L in depths_of(res.preset, model, B):
                 if _run_row(res, model, B, L) is None:
@@ -93,8 +97,8 @@ def rows(res: Results) -> list[dict]:
     """Every model x tying x depth of the experiment (COLUMNS), untied first, then B = 1, 2, 4: one
     row per trained run (a tying's L = B point is the untied row of that depth)."""
     out = []
-    d, _ = preset_shape(res.preset, "single_stream")
-    for model in ("nonlinear",) + LOOPED_MODELS:
+    for model in models_of(res.preset):
+        d, _ = preset_shape(res.preset, model)
         N = make_N(res.preset, model)
         one = _run_row(res, model, 0, 1)
         R1 = one["R"] if one else math.nan
@@ -127,4 +131,4 @@ def frame(res: Results):
     return pd.DataFrame(rows(res), columns=list(COLUMNS))
 
 
-__all__ = ["LOOPED_B", "LOOPED_MODELS", "n_params", "rows", "curve", "frame", "missing", "depths_of", "tying_name", "TYINGS", "COLUMNS"]
+__all__ = ["LOOPED_B", "LOOPED_MODELS", "n_params", "models_of", "rows", "curve", "frame", "missing", "depths_of", "tying_name", "TYINGS", "COLUMNS"]

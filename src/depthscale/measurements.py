@@ -159,21 +159,20 @@ def split_contexts(ctx: Contexts, size: int | None) -> list[Contexts]:
             for s in range(0, ctx.B, size)]
 
 
-# kinds whose prediction is not linear in the context labels: no input weights, no mode-wise loss
-LABEL_NONLINEAR = ("single_stream", "transformer")
-
-
 def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
-    """Every SPEC §5 measurement of model m of the pack on the evaluation chunks."""
-    kind = pack.kind
+    """Every SPEC §5 measurement of model m of the pack on the evaluation chunks. What the kind
+    allows is the pack's to say (kinds.base.ModelKind): `label_linear` (input weights and the
+    mode-wise loss), `readout_by_hooks` (the identity checked against the model's own readout),
+    `extra_measurements` (the kind's own numbers, from the means of its outputs' extras)."""
     L = pack.depths[m]
     f_all, ys_all, mode_all, sel_all, top1_all, ystar_all = [], [], [], [], [], []
     layer_sel_all, cls_all = [], []  # clustered contexts: per-layer selection loss and class per context
-    A1_sum, nA1 = None, 0
+    extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
+    n_extra = 0
     size = eval_batch(chunks[0].X_BxPxd.device) if chunks else None
-    yhat_all = []  # the model's own prediction (transformer: its readout, beside the hooks' f_l)
+    yhat_all = []  # the model's own prediction (readout_by_hooks: its readout, beside the hooks' f_l)
     for ctx in (part for chunk in chunks for part in split_contexts(chunk, size)):
-        if kind not in LABEL_NONLINEAR:
+        if pack.label_linear:
             w, out = input_weights(pack, m, ctx)
             u = torch.einsum("bp,bpd->bd", w, ctx.X_BxPxd)
             mode_all.append(modewise(u, ctx).double().sum(0))
@@ -194,17 +193,18 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
                     layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
         if ctx.cls_B is not None:
             cls_all.append(ctx.cls_B.cpu())
-        if out.extras and "A1_BxPxP" in out.extras:
-            s = out.extras["A1_BxPxP"].detach().double().sum(0)
-            A1_sum = s if A1_sum is None else A1_sum + s
-            nA1 += ctx.B
+        if out.extras:
+            for key, t in out.extras.items():
+                s = t.detach().double().sum(0)
+                extra_sum[key] = s if key not in extra_sum else extra_sum[key] + s
+            n_extra += ctx.B
     f = torch.cat(f_all)
     ystar = torch.cat(ys_all)
     res = decomposition(f, ystar)
     n = f.shape[0]
     res.update(L=L, n_eval=n, var_ystar=torch.cat(ystar_all).var().item())
     res["R_rel"] = res["R"] / res["var_ystar"]
-    if kind == "transformer":  # f_l read by hooks (depthscale.decompose): checked against the model's own loss
+    if pack.readout_by_hooks:  # f_l read by hooks (depthscale.decompose): checked against the model's own loss
         R_model = (torch.cat(yhat_all).double() - ystar.double()).pow(2).mean().item()
         res["R_model"] = R_model
         res["identity_residual"] = R_model - (res["C"] + (res["A"] - res["C"]) / L if L > 1 else res["A"])
@@ -232,11 +232,7 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
             res.update(specialisation_index(E_LxK))
             perm = np.random.default_rng(SPECIALISATION_NULL_SEED).permutation(cls)
             res["specialisation_null"] = specialisation_index(class_means(El, perm, K))["specialisation"]
-    if kind == "context_updates":
-        res["m"] = float(pack.m[m].item())
-        A1 = (A1_sum / nA1).cpu().numpy()
-        res["A1_mean"] = A1.tolist() if A1.shape[0] <= 64 else A1[:64, :64].tolist()
-        res.update(rho_fit(A1))
+    res.update(pack.extra_measurements(m, {key: t / n_extra for key, t in extra_sum.items()}))
     return res
 
 

@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Sequence
 
-from depthscale.config import ENSEMBLE_MODELS, ConfigError, RunConfig
+from depthscale.config import ConfigError, RunConfig
 
 FLOAT = 4  # bytes: every tensor of a training step is float32
 EVAL_CHUNK = 1024  # measurements.eval_contexts' chunk: one chunk's forward is alive at a time
@@ -49,45 +49,23 @@ def _per_context(cfg: RunConfig) -> int:
     return 5 * (P + 1) * d + 2 * d * d + 3 * P + 5 * d + 2 * cfg.k
 
 
-def _layer_activations(cfg: RunConfig) -> int:
-    """Floats one layer of one model keeps per context for the backward pass."""
-    P, d, N = cfg.P, cfg.d, cfg.N
-    if cfg.model in ENSEMBLE_MODELS:  # scores and probabilities over P, with their gradients
-        return 4 * P + 3 * d
-    if cfg.model == "single_stream":
-        return 3 * P + 5 * N
-    if cfg.model == "context_updates":  # the P x P context attention of every layer
-        return 2 * P * P + 3 * P * N
-    if cfg.model == "transformer":  # every token: H attention rows, qkv, LayerNorms, the MLP
-        return (P + 1) * (2 * cfg.heads * (P + 1) + (10 + 3 * cfg.mlp) * N)
-    return 4 * N * d  # linear: the N x d label state of every layer
-
-
-def _model_activations(cfg: RunConfig) -> int:
-    """Floats one model keeps per context whatever its depth."""
-    P, d, N = cfg.P, cfg.d, cfg.N
-    if cfg.model in ENSEMBLE_MODELS:
-        return 2 * P
-    if cfg.model == "linear":
-        return d * d + N * d
-    return 3 * P * N
-
-
 def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     """Estimated peak bytes of training `cfgs` as one pack (they share a pack key)."""
     cfgs = list(cfgs)
     if not cfgs:
         return 0
+    from depthscale.models import model_class  # (the model layer loads torch: only when estimating)
+
     c0 = cfgs[0]
+    kind = model_class(c0.model)
     B, d, N = c0.batch, c0.d, c0.N
     T = sum(c.L for c in cfgs)  # layers of the whole pack
     M = len(cfgs)
     streams = len({(c.seed, c.a, c.b) for c in cfgs})  # distinct training batches per step
     spectra = len({(c.a, c.b) for c in cfgs})  # distinct evaluation and monitor sets
-    per_layer, per_model = _layer_activations(c0), _model_activations(c0)
-    qk = 3 if c0.model == "layer_values" else 2
-    qk = (4 + 2 * c0.mlp) if c0.model == "transformer" else qk  # a Transformer block's N x N matrices
-    params = T * qk * N * N + M * (N * d + N * N + 3 * N)
+    # floats one context keeps for the backward pass, per layer of one model and per model
+    per_layer, per_model = kind.activation_floats(c0)
+    params = T * kind.layer_matrices(c0) * N * N + M * (N * d + N * N + 3 * N)
     train = streams * B * _per_context(c0) + B * (T * per_layer + M * per_model)
     # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)
     held = ((c0.eval_contexts + spectra * c0.monitor_contexts) * _stored_context(c0) * 3 // 2

@@ -9,7 +9,7 @@ code, not deliberately slow code. It is what depthscale's packed engine is measu
 (bench.py; `benchmarks/naive_loop.py` runs it alone).
 
 Taken from depthscale so that the two can be compared step for step: the contexts (`sample_for`,
-the same (seed, step) stream), the initial parameters (`models.init_model_params`), the pre-norm
+the same (seed, step) stream), the initial parameters (`models.Nonlinear.init_params`), the pre-norm
 (`models.rms_norm`) and the learning-rate schedule (`training.base_lr`, `training.lr_factor`).
 A research script would have its own versions of these, at the same cost.
 """
@@ -24,7 +24,7 @@ from torch import nn
 from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError
-from depthscale.models import init_model_params, rms_norm
+from depthscale.models import Nonlinear, model_class, rms_norm
 from depthscale.training import base_lr, lr_factor
 
 
@@ -33,10 +33,9 @@ class NaiveAttentionStack(nn.Module):
 
     def __init__(self, cfg: RunConfig):
         super().__init__()
-        if cfg.model != "nonlinear":
+        if model_class(cfg.model) is not Nonlinear:
             raise InputError("the naive baseline implements the nonlinear model only")
-        p = init_model_params("nonlinear", cfg.d, cfg.N, cfg.L, cfg.qk_std, cfg.seed, cfg.qk_init, cfg.wx_init,
-                              cfg.gain_init)
+        p = Nonlinear.init_params(cfg.d, cfg.N, cfg.L, cfg.qk_std, cfg.seed, cfg.qk_init, cfg.wx_init, cfg.gain_init)
         self.L = cfg.L
         self.Wx = nn.Parameter(p["Wx"])  # N x d
         self.Wy = nn.Parameter(p["Wy"])  # N

@@ -18,30 +18,16 @@ from dataclasses import dataclass, field
 import torch
 
 from depthscale import kernels, versions
-from depthscale.config import ENSEMBLE_MODELS, RunConfig, config_dict
+from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError, MissingExtraError
 from depthscale.measurements import decomposition, eval_batch, eval_contexts, measure, split_contexts, top1_mass
-from depthscale.models import AttentionPack, build_pack
+from depthscale.models import ModelKind, build_pack, model_class, pack_key
 from depthscale.timing import phase
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
 MONITOR_SEED_OFFSET = 1
-
-
-# Models whose forward batches over models with different data (one computation for the whole
-# pack, whatever each model's spectrum): their packs may mix spectra, not only seeds.
-SPECTRUM_PACKED_MODELS = ("linear",)
-
-
-def pack_key(cfg: RunConfig) -> tuple:
-    """Runs with equal keys can be trained as one pack: everything but the seed (for the
-    parallel-ensemble models, the depth; for the linear model, the spectrum) must agree. A
-    Transformer is a pack of its own (transformer.TransformerPack): its seed stays in the key."""
-    drop = ("preset",) + (("seed",) if cfg.model != "transformer" else ()) + (("L",) if cfg.model in ENSEMBLE_MODELS else ()) \
-        + (("a", "b") if cfg.model in SPECTRUM_PACKED_MODELS else ())
-    return tuple(sorted(config_dict(cfg, drop).items()))
 
 
 def spectrum_key(cfg: RunConfig) -> tuple:
@@ -66,7 +52,7 @@ def batch_groups(cfgs: list[RunConfig], idx: list[int]) -> dict[tuple, list[int]
 def batch_order(cfgs: list[RunConfig]) -> list[int]:
     """The indices of `cfgs` with the models that share a training batch next to each other
     (`batch_groups`). A pack built in this order runs each batch's models on slices of its
-    parameters (AttentionPack.ensemble_forward's contiguous case): no gathers forward, no scatters
+    parameters (the ensemble kinds' contiguous case): no gathers forward, no scatters
     backward. The numbers are the same in any order."""
     return [i for g in batch_groups(cfgs, list(range(len(cfgs)))).values() for i in g]
 
@@ -106,7 +92,7 @@ def converged(history: list[float], patience: int, rel_tol: float) -> bool:
 class RowAdam:
     """Adam over pack parameters with a learning rate per model and a mask of active models."""
 
-    def __init__(self, pack: AttentionPack, lr_mult: dict | None = None):
+    def __init__(self, pack: ModelKind, lr_mult: dict | None = None):
         self.pack = pack
         self.params = dict(pack.named_parameters())
         # optional per-parameter, per-model rate multipliers {name: tensor (M,)} (qk_lr = relative)
@@ -211,7 +197,7 @@ def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
 
 
 @torch.no_grad()
-def _monitor(pack: AttentionPack, models: list[int], chunks_of) -> dict:
+def _monitor(pack: ModelKind, models: list[int], chunks_of) -> dict:
     """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
     `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
     f_acc = {m: [] for m in models}
@@ -237,44 +223,10 @@ def _monitor(pack: AttentionPack, models: list[int], chunks_of) -> dict:
     return res
 
 
-def _pack_losses(pack: AttentionPack, cfgs: list[RunConfig], idx: list[int], batches: dict) -> torch.Tensor:
-    """Training MSE of each model in `idx` on its own batch (`batches` maps data_key -> Contexts).
-    Ensemble kinds run every model that shares a batch as one computation (ensemble_forward); the
-    linear model runs the whole pack as one computation (linear_forward)."""
-    if pack.kind not in ENSEMBLE_MODELS:
-        bat = lambda i: batches[data_key(cfgs[i])]  # noqa: E731
-        outs = pack(None, None, None, models=idx, X_of=lambda i: (bat(i).X_BxPxd, bat(i).y_BxP, bat(i).xq_Bxd))
-        return torch.stack([(o.y_hat_B - bat(i).ystar_B).pow(2).mean() for i, o in zip(idx, outs)])
-    order, parts = [], []
-    by_batch = batch_groups(cfgs, idx)
-    ctxs = [batches[key] for key in by_batch]
-    blocks = list(by_batch.values())
-    flat = [i for ms in blocks for i in ms]
-    K = len(blocks)
-    if K > 1 and len({c.B for c in ctxs}) == 1 and pack.groups_of(flat, K, ctxs[0].X_BxPxd):
-        # every batch's models in one call (equal blocks: the seeds of a sweep): K times fewer ops
-        X, y, xq, ystar = (torch.cat([getattr(c, n) for c in ctxs])
-                           for n in ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B"))
-        runs = [(X, y, xq, ystar, flat, K)]
-    else:
-        runs = [(c.X_BxPxd, c.y_BxP, c.xq_Bxd, c.ystar_B, ms, 1) for c, ms in zip(ctxs, blocks)]
-    for X, y, xq, ystar, ms, k in runs:
-        f_BxT, _ = pack.ensemble_forward(X, y, xq, ms, need_p=False, groups=k)
-        f_KxBxT = f_BxT.view(k, -1, f_BxT.shape[1])
-        # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
-        # whose loss is NaN (masked below) cannot leak NaN into another model's gradient
-        yhat, r0 = [], 0
-        for i in ms[:len(ms) // k]:
-            yhat.append(f_KxBxT[:, :, r0:r0 + pack.depths[i]].mean(2))
-            r0 += pack.depths[i]
-        yhat_KxBxG = torch.stack(yhat, 2)
-        parts.append((yhat_KxBxG - ystar.view(k, -1, 1)).pow(2).mean(1).view(-1))
-        order += ms
-    losses = torch.cat(parts)
-    if order != idx:
-        pos = {i: j for j, i in enumerate(order)}
-        losses = losses[torch.tensor([pos[i] for i in idx], device=losses.device)]
-    return losses
+def _pack_losses(pack: ModelKind, cfgs: list[RunConfig], idx: list[int], batches: dict) -> torch.Tensor:
+    """Training MSE of each model in `idx` on its own batch (`batches` maps data_key -> Contexts;
+    the pack's `train_losses` may run the models that share a batch as one computation)."""
+    return pack.train_losses(idx, lambda i: batches[data_key(cfgs[i])])
 
 
 def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> dict:
@@ -296,7 +248,7 @@ def qk_lr_mults(cfgs: list[RunConfig]) -> dict:
     return {} if bool((mult == 1).all()) else {"Wq": mult, "Wk": mult}
 
 
-def train_step(pack: AttentionPack, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
+def train_step(pack: ModelKind, opt: "RowAdam", cfgs: list[RunConfig], idx: list[int], step: int,
                 lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None,
                 batches: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimiser step of the models `idx`: fresh batches (one per seed; `step_batches` unless
@@ -565,11 +517,14 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
     `loggers` as in train_pack (bind it with functools.partial to hand it to a sweep)."""
     todo = [c for c in configs if not store.is_done(c.run_id)]
     todo = [todo[i] for i in batch_order(todo)]
-    fused = None  # provenance: did the fused CPU kernels train the ensemble runs (same numbers to float rounding)
-    if torch.device(device).type == "cpu" and any(c.model in ENSEMBLE_MODELS for c in todo):
+    # provenance: did the fused CPU kernels train the runs of the kinds that use them (the same
+    # numbers to float rounding)
+    uses_fused = [model_class(c.model).fused_cpu_kernels for c in todo]
+    fused = None
+    if torch.device(device).type == "cpu" and any(uses_fused):
         fused = {"fused_cpu_kernels": kernels.fused_ops() is not None}
-    for c in todo:
-        store.write_config(c, extra=fused if c.model in ENSEMBLE_MODELS else None)
+    for c, u in zip(todo, uses_fused):
+        store.write_config(c, extra=fused if u else None)
     by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
     for c in todo:
         ck = store.load_checkpoint(c.run_id)

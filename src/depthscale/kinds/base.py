@@ -1,0 +1,159 @@
+"""The protocol every model kind meets, with its defaults (SPEC §3).
+
+A model kind is one class, a torch module holding a *pack*: M models of that kind side by side (a
+pack of one is an ordinary single model). Everything outside the model layer — the trainer, the
+measurements, the memory and cost estimates, the pack key — talks to a model through this
+protocol and asks the class what it needs to know; none of it tests the kind's name.
+
+Shapes: B contexts, P context pairs, d input dims, N width, L depth of one model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, ClassVar
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from depthscale.config import RunConfig
+    from depthscale.contexts import Contexts
+
+RMS_EPS = 1e-6
+
+
+def rms_norm(h: torch.Tensor) -> torch.Tensor:
+    """Per-token RMS normalisation (pre-norm of SPEC §3.1), no learned gain."""
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + RMS_EPS)
+
+
+@dataclass
+class ModelOutput:
+    """What one model's forward returns on a batch: the prediction, the parallel-form per-layer
+    predictors f_l (y_hat = mean_l f_l; SPEC §3.3) and the test token's attention rows."""
+
+    y_hat_B: torch.Tensor
+    f_BxL: torch.Tensor | None  # None only under gradients where a kind reads f by hooks (transformer)
+    p_BxLxP: torch.Tensor | None  # test-row attention over the context (None where there is none)
+    extras: dict | None = None  # per-context tensors (leading axis B) the kind's measurements average
+
+
+class ModelKind(nn.Module):
+    """A pack of M models of one kind. The protocol, in four parts.
+
+    **Class facts** (class attributes; what the rest of the package asks instead of the name):
+    - `kind`: the name, RunConfig.model.
+    - `packs_across_depth`, `packs_across_seeds`, `packs_across_spectra`: which of a run's fields
+      may differ between the models of one pack (`pack_free_fields`, `models.pack_key`).
+    - `loopable`: weights tied across depth (RunConfig.loop) are implemented.
+    - `label_linear`: y_hat is linear in the context labels, so `measurements.measure` takes the
+      input weights w = d y_hat / d y_in and the mode-wise loss (SPEC §5).
+    - `readout_by_hooks`: f_l is read off the forward by hooks (depthscale.decompose) beside the
+      model's own readout; the measurement checks the identity against that readout.
+    - `fused_cpu_kernels`: training may run depthscale.kernels (recorded in each run's config.json).
+    - `layer_cost`, `cost_P_power`: the relative training cost of one layer of one context
+      (times `cost_scale(cfg)`; the process executor starts the longest packs first).
+
+    **Construction and parameters**: `from_configs(cfgs)` (runs of one pack key); `M`, `depths`;
+    `row_owner(name)` (the model of each leading row of a parameter: the row-wise optimiser),
+    `model_slice(name, m, t)`, `state_of(m)`, `load_model_state(m, state)`, `n_params(m)`.
+
+    **Forward**: `forward(X, y, xq, models, X_of) -> [ModelOutput]` (per model; `X_of(m)` gives
+    model m its own batch) and `train_losses(models, batch_of)`, the training MSE of each model
+    (a kind may batch it as one computation; the default runs the forward).
+
+    **Measurements and estimates**: `extra_measurements(m, extras)` (the kind's own SPEC §5
+    numbers), `activation_floats(cfg)` and `layer_matrices(cfg)` (memory.pack_bytes),
+    `cost_scale(cfg)` (executors.pack_cost) and `flops_per_step(...)` (the kinds that have one).
+    """
+
+    kind: ClassVar[str] = ""
+    packs_across_depth: ClassVar[bool] = False
+    packs_across_seeds: ClassVar[bool] = True
+    packs_across_spectra: ClassVar[bool] = False
+    loopable: ClassVar[bool] = False
+    label_linear: ClassVar[bool] = True
+    readout_by_hooks: ClassVar[bool] = False
+    fused_cpu_kernels: ClassVar[bool] = False
+    layer_cost: ClassVar[float] = 1.0
+    cost_P_power: ClassVar[int] = 1
+
+    M: int
+    depths: list[int]
+
+    # ---- construction ----
+    @classmethod
+    def from_configs(cls, cfgs: list[RunConfig]) -> "ModelKind":
+        """The pack of the runs `cfgs` (one pack key), initialised from their seeds."""
+        raise NotImplementedError(f"{cls.__name__} must define from_configs")
+
+    @classmethod
+    def pack_free_fields(cls) -> tuple[str, ...]:
+        """RunConfig fields that may differ between the models of one pack (besides `preset`)."""
+        return ((("seed",) if cls.packs_across_seeds else ()) + (("L",) if cls.packs_across_depth else ())
+                + (("a", "b") if cls.packs_across_spectra else ()))
+
+    # ---- parameters (the optimiser, checkpoints and the store go through these) ----
+    def row_owner(self, name: str) -> torch.Tensor:
+        """Model index of each leading row of parameter `name`."""
+        raise NotImplementedError
+
+    def model_slice(self, name: str, m: int, t: torch.Tensor | None = None) -> torch.Tensor:
+        """Model m's rows of parameter `name`, or of `t`, a tensor laid out like it (e.g. the
+        optimiser's moments of that parameter)."""
+        raise NotImplementedError
+
+    def state_of(self, m: int) -> dict:
+        """Model m's parameters as a plain dict (a single-model pack can load it)."""
+        return {n: self.model_slice(n, m).detach().clone() for n, _ in self.named_parameters()}
+
+    def load_model_state(self, m: int, state: dict) -> None:
+        with torch.no_grad():
+            for n, _ in self.named_parameters():
+                self.model_slice(n, m).copy_(state[n])
+
+    def n_params(self, m: int = 0) -> int:
+        """Trained scalars of model m."""
+        return sum(self.model_slice(n, m).numel() for n, _ in self.named_parameters())
+
+    # ---- forward ----
+    def train_losses(self, models: list[int], batch_of: Callable[[int], Contexts]) -> torch.Tensor:
+        """Training MSE of each model in `models` on its own batch `batch_of(m)` (models that share
+        a batch get the same object), one value per model in that order."""
+        outs = self(None, None, None, models=models,
+                    X_of=lambda m: (batch_of(m).X_BxPxd, batch_of(m).y_BxP, batch_of(m).xq_Bxd))
+        return torch.stack([(o.y_hat_B - batch_of(m).ystar_B).pow(2).mean() for m, o in zip(models, outs)])
+
+    # ---- measurements (SPEC §5) ----
+    def extra_measurements(self, m: int, extras: dict) -> dict:
+        """The kind's own numbers for model m, from the means over the evaluation contexts of its
+        outputs' `extras` (float64, the leading B axis averaged away). None by default."""
+        return {}
+
+    # ---- estimates ----
+    @classmethod
+    def activation_floats(cls, cfg: RunConfig) -> tuple[int, int]:
+        """Floats one context keeps for the backward pass: per layer of one model, and per model
+        whatever its depth (memory.pack_bytes)."""
+        raise NotImplementedError(f"{cls.__name__} has no memory estimate")
+
+    @classmethod
+    def layer_matrices(cls, cfg: RunConfig) -> int:
+        """N x N parameter matrices per layer (memory.pack_bytes)."""
+        raise NotImplementedError(f"{cls.__name__} has no memory estimate")
+
+    @classmethod
+    def cost_scale(cls, cfg: RunConfig) -> float:
+        """How one layer's cost scales with the geometry: `layer_cost` is measured at the cpu
+        preset's P = 128, N = 32 (one thread), in units of a nonlinear layer there; a layer costs
+        layer_cost * cost_scale(cfg) (executors.pack_cost)."""
+        return (cfg.P / 128) ** cls.cost_P_power * (cfg.N / 32)
+
+    @classmethod
+    def flops_per_step(cls, d: int, N: int, P: int, B: int, groups: list[list[int]], fused: bool = False) -> dict:
+        """Matmul FLOPs of one packed training step (bench.flops_per_step)."""
+        raise NotImplementedError(f"no FLOP count for model {cls.kind!r}")
+
+
+__all__ = ["ModelKind", "ModelOutput", "rms_norm", "RMS_EPS"]

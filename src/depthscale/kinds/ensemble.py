@@ -1,0 +1,250 @@
+"""The ensemble kinds (SPEC §3.1, §3.3): the controlled nonlinear model and its per-layer-values variant.
+
+Under the mask M(0) only the test token's label state changes and every layer reads the fixed
+inputs, so the layers form a parallel ensemble: y_hat = (1/L) sum_l f_l, f_l = g_l p_l . y with
+p_l layer l's test-row attention and g_l = W_o W_v W_y (W_v^l for LayerValues). All layers of all
+models of a pack are computed at once (`ensemble_forward`); tests/test_models.py checks that this
+equals the layer-by-layer recursion. Models of different depths pack together.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from depthscale import kernels
+from depthscale.kinds.attention import AttentionStack
+from depthscale.kinds.base import RMS_EPS, ModelOutput
+from depthscale.kinds.ops import _RmsScale, _TestRowReadout
+
+
+def fused_scale_flops(B: int, P: int, G: int, d: int) -> int:
+    """FLOPs of the fused scales over B(P + 1) tokens and G models, each way: forward
+    x^T M x = sum_l x_l sum_{k <= l} M'_kl x_k (d(d+1)/2 + d multiply-adds), backward the upper
+    triangle of d M = sum c x x^T and c x (d(d+1)/2 + d). The kernel's d = 16 path does this
+    (its backward at vector granularity: 24 of 32 half-rows, a little more); other d take the
+    full d^2 form, for which this count is a lower bound."""
+    return 2 * B * (P + 1) * G * (d * (d + 1) // 2 + d)
+
+
+class Nonlinear(AttentionStack):
+    """The controlled nonlinear model (SPEC §3.1, the paper's main model): two streams, pre-norm on
+    the input stream, per-layer W_q, W_k, one shared W_v, 1/L residual branches, mask M(0)."""
+
+    kind = "nonlinear"
+    packs_across_depth = True
+    fused_cpu_kernels = True
+
+    @classmethod
+    def activation_floats(cls, cfg) -> tuple[int, int]:
+        # per layer: scores and probabilities over P with their gradients; per model: y_hat and the scales
+        return 4 * cfg.P + 3 * cfg.d, 2 * cfg.P
+
+    @classmethod
+    def flops_per_step(cls, d: int, N: int, P: int, B: int, groups: list[list[int]], fused: bool = False) -> dict:
+        """Matmul FLOPs of one packed training step (forward and backward), counted for the
+        algorithm `ensemble_forward` executes; `groups` lists the depths of the models that share
+        one batch. Elementwise work (norms, softmax, Adam) and data sampling are not counted.
+
+        Per group of G models with T layers in all (each multiply-add is 2 FLOPs):
+          scales       X W_x^T, x_test W_x^T        fwd 2BPdGN + 2BdGN   bwd the same (dW_x only)
+          E_l          (W_q W_x)^T (W_k W_x)        fwd 4TN^2d + 2Td^2N  bwd twice that (all params)
+          u, scores    x_test E, u X^T              fwd 2BTd^2 + 2BTdP   bwd the same (no input grads)
+          readout      p . y                        fwd 2BTP             bwd elementwise
+          gains        W_o W_v W_y                  fwd 2G'N^2 + 2G'N    bwd twice that (G' = T with
+                                                                         per-layer values, else G)
+        `fused` (`kernels`): the test row's backward recomputes the scores (2BTdP more), and the scales
+        are x^T M_g x with M_g = W_x^T W_x from M's folded upper triangle (`fused_scale_flops`) plus
+        2GNd^2 forward, 4GNd^2 backward for M.
+        """
+        fwd = bwd = 0
+        for depths in groups:
+            G, T = len(depths), sum(depths)
+            Gv = T if cls.per_layer_values else G
+            scales = 2 * B * P * d * G * N + 2 * B * d * G * N
+            scales_bwd = scales
+            if fused:  # x^T M_g x for every token and model, M_g = W_x^T W_x; d M_g = sum c x x^T
+                M = 2 * G * N * d * d
+                scales, scales_bwd = fused_scale_flops(B, P, G, d) + M, fused_scale_flops(B, P, G, d) + 2 * M
+            E = 4 * T * N * N * d + 2 * T * d * d * N
+            scores = 2 * B * T * d * d + 2 * B * T * d * P
+            gains = 2 * Gv * N * N + 2 * Gv * N
+            fwd += scales + E + scores + 2 * B * T * P + gains
+            bwd += scales_bwd + 2 * E + scores + 2 * gains + (2 * B * T * d * P if fused else 0)
+        return {"forward": fwd, "backward": bwd, "total": fwd + bwd}
+
+    def forward_model(self, m, X, y, xq):
+        # SPEC §3.1 / paper eqs. 9-10 with M(0): the layers are a parallel ensemble, so all L
+        # attention rows are computed at once; f_l = g p_l . y with g = W_o W_v W_y.
+        f, p = self.ensemble_forward(X, y, xq, [m])
+        return ModelOutput(f.mean(1), f, p)
+
+    def train_losses(self, models: list[int], batch_of: Callable) -> torch.Tensor:
+        """Every model that shares a batch runs as one computation (`ensemble_forward`), and the
+        batches of equal blocks of models (the seeds of a sweep) as one call where `groups_of`
+        allows; the loss of each model in `models`, in that order."""
+        by_batch: dict[int, list[int]] = {}  # the models by the batch they share, in order of first appearance
+        ctx_of: dict[int, object] = {}
+        for i in models:
+            c = batch_of(i)
+            by_batch.setdefault(id(c), []).append(i)
+            ctx_of.setdefault(id(c), c)
+        ctxs = [ctx_of[key] for key in by_batch]
+        blocks = list(by_batch.values())
+        flat = [i for ms in blocks for i in ms]
+        K = len(blocks)
+        order, parts = [], []
+        if K > 1 and len({c.B for c in ctxs}) == 1 and self.groups_of(flat, K, ctxs[0].X_BxPxd):
+            # every batch's models in one call (equal blocks: the seeds of a sweep): K times fewer ops
+            X, y, xq, ystar = (torch.cat([getattr(c, n) for c in ctxs])
+                               for n in ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B"))
+            runs = [(X, y, xq, ystar, flat, K)]
+        else:
+            runs = [(c.X_BxPxd, c.y_BxP, c.xq_Bxd, c.ystar_B, ms, 1) for c, ms in zip(ctxs, blocks)]
+        for X, y, xq, ystar, ms, k in runs:
+            f_BxT, _ = self.ensemble_forward(X, y, xq, ms, need_p=False, groups=k)
+            f_KxBxT = f_BxT.view(k, -1, f_BxT.shape[1])
+            # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
+            # whose loss is NaN (masked by the trainer) cannot leak NaN into another model's gradient
+            yhat, r0 = [], 0
+            for i in ms[:len(ms) // k]:
+                yhat.append(f_KxBxT[:, :, r0:r0 + self.depths[i]].mean(2))
+                r0 += self.depths[i]
+            yhat_KxBxG = torch.stack(yhat, 2)
+            parts.append((yhat_KxBxG - ystar.view(k, -1, 1)).pow(2).mean(1).view(-1))
+            order += ms
+        losses = torch.cat(parts)
+        if order != list(models):
+            pos = {i: j for j, i in enumerate(order)}
+            losses = losses[torch.tensor([pos[i] for i in models], device=losses.device)]
+        return losses
+
+    def _layer_gains(self, sel_M, sel_T, owner_T: torch.Tensor, n_models: int) -> torch.Tensor:
+        """g_T = W_o W_v W_y of each selected layer's model (one shared W_v per model)."""
+        Wo, Wy, Wv = sel_M(self.Wo), sel_M(self.Wy), sel_M(self.Wv)
+        g = torch.bmm(torch.bmm(Wo.unsqueeze(1), Wv), Wy.unsqueeze(-1)).view(-1)
+        return g if n_models == 1 else g.index_select(0, owner_T)
+
+    def groups_of(self, models: list[int], K: int, X_BxPxd: torch.Tensor, need_p: bool = False) -> bool:
+        """Whether `ensemble_forward(..., models, groups=K)` can run the K blocks of `models` as
+        one computation: the fused path (training, CPU float32, the kernels built; X_BxPxd is one
+        block's batch or all), K equal blocks of consecutive models with the same depths and no
+        looped tiling."""
+        n = len(models)
+        if K < 1 or n == 0 or n % K:
+            return False
+        G = n // K
+        if any(b != a + 1 for a, b in zip(models, models[1:])):
+            return False
+        if any(self.rows[models[j]] != self.rows[models[j % G]] for j in range(n)):
+            return False
+        if self.loop and any(self.rows[m] != self.depths[m] for m in models):
+            return False
+        return not need_p and not X_BxPxd.requires_grad and kernels.use_fused(X_BxPxd)
+
+    def ensemble_forward(self, X_BxPxd: torch.Tensor, y_BxP: torch.Tensor, xq_Bxd: torch.Tensor,
+                         models: list[int], need_p: bool = True,
+                         groups: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-layer predictors f_BxT and test-row attention p_BxTxP of the ensemble models
+        `models` (nonlinear, layer_values), all on one batch, as one computation; T = their layers,
+        model by model in the order given (SPEC §3.1). need_p=False (training): p is None, and on
+        the CPU in float32 the fused kernel (`kernels.FusedTestRow`) computes the readout without
+        the B x T x P scores in memory.
+
+        With h = W_x x and the pre-norm scale r = 1/rms(h) (h_hat = r h), layer l's test-row score
+        is s_li = (W_q^l h_hat_test) . (W_k^l h_hat_i) = r_test r_i x_test^T E_l x_i with
+        E_l = W_x^T W_q^l^T W_k^l W_x (d x d). Every layer of every model then shares the raw
+        inputs, so the batch-sized work is a few large matmuls: the scales (X @ [W_x^1 .. W_x^G]),
+        u = x_test @ [E_1 .. E_T] and u X^T (B batches of T x d times d x P).
+
+        groups = K > 1 runs K batches at once (the seed groups of a pack, `groups_of`): `models`
+        is K equal blocks of consecutive models with the same depths, the B rows of X, y, x_test
+        are K blocks of B / K contexts, and block k's contexts meet only block k's models. T is
+        then one block's layers and f_BxT's rows of block k hold block k's models (the fused path
+        only: one call of each kernel instead of K, and K times fewer autograd nodes)."""
+        B, P, d = X_BxPxd.shape
+        K = int(groups)
+        fused = not need_p and not (X_BxPxd.requires_grad or xq_Bxd.requires_grad) and kernels.use_fused(X_BxPxd)
+        if K > 1 and (B % K or not fused or not self.groups_of(models, K, X_BxPxd, need_p)):
+            raise ValueError(f"ensemble_forward: groups = {K} needs the fused path, {K} equal blocks of contexts "
+                             f"and of consecutive models with equal depths and no loop; got B = {B}, models {models}")
+        N, G = self.N, len(models) // K
+        Bk = B // K
+        dev = X_BxPxd.device
+        depths = [self.rows[m] for m in models[:G]]  # computed rows (a looped model's B; tiled to L below)
+        T = sum(depths)
+        contiguous = all(b == a + 1 for a, b in zip(models, models[1:]))
+        if contiguous:  # slices are views: no gather, and a cheaper backward
+            m0, m1 = models[0], models[-1] + 1
+            sel_M = lambda t: t[m0:m1]  # noqa: E731
+            sel_T = lambda t: t[self.offsets[m0]:self.offsets[m1]]  # noqa: E731
+        else:
+            idx_G = torch.tensor(models, device=dev)
+            idx_T = torch.cat([torch.arange(self.offsets[m], self.offsets[m + 1]) for m in models]).to(dev)
+            sel_M = lambda t: t.index_select(0, idx_G)  # noqa: E731
+            sel_T = lambda t: t.index_select(0, idx_T)  # noqa: E731
+        local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
+        # each layer's model among all K G selected (block k's layers belong to models k G ..)
+        owner_T = local_T if K == 1 else (local_T + G * torch.arange(K, device=dev).unsqueeze(1)).view(-1)
+        Wx_GxNxd = sel_M(self.Wx)
+        # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens; the test token's
+        # scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a B x G x P product
+        # instead of a pass over u (B x T x d) forward and two backward; and the layers' forms
+        # E_l = (W_q^l W_x)^T (W_k^l W_x)
+        if fused:  # scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections; E in one call
+            M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
+            rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd if K == 1 else M_Gxdxd.view(K, G, d, d),
+                                                      N, RMS_EPS)
+            E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, owner_T)
+        else:
+            WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
+            rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
+            rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
+            rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
+            # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
+            Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else torch.cat(
+                [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
+            E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
+                                torch.bmm(sel_T(self.Wk), Wx_TxNxd))
+        if K == 1:
+            u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
+        else:  # block k: its contexts' test tokens times its layers' forms
+            u_BxTxd = torch.bmm(xq_Bxd.view(K, Bk, d), E_Txdxd.view(K, T, d, d).transpose(1, 2).reshape(K, d, T * d))
+            u_BxTxd = u_BxTxd.view(B, T, d)
+        bounds, t0 = [], 0
+        for L in depths:
+            bounds.append((t0, t0 + L))
+            t0 += L
+        if fused:
+            py_BxT, p_BxTxP = kernels.FusedTestRow.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, local_T), None
+        else:
+            py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, bounds)
+        g_T = self._layer_gains(sel_M, sel_T, owner_T, G * K)
+        f_BxT = py_BxT * g_T if K == 1 else (py_BxT.view(K, Bk, T) * g_T.view(K, 1, T)).view(B, T)
+        if self.loop and any(self.rows[m] != self.depths[m] for m in models):
+            # looped models: layer l is row l % B, so f and p of the L layers are the B rows tiled
+            fs, ps = [], []
+            for j, (m, (t0, t1)) in enumerate(zip(models, bounds)):
+                fs.append(self._tile(m, f_BxT[:, t0:t1]))
+                if p_BxTxP is not None:
+                    ps.append(self._tile(m, p_BxTxP[:, t0:t1]))
+            f_BxT, p_BxTxP = torch.cat(fs, 1), (torch.cat(ps, 1) if ps else None)
+        return f_BxT, p_BxTxP
+
+
+class LayerValues(Nonlinear):
+    """SPEC §3.3 `layer_values`: the controlled nonlinear model with W_v^l per layer, so
+    f_l = g_l p_l . y with g_l = W_o W_v^l W_y."""
+
+    kind = "layer_values"
+    per_layer_values = True
+
+    def _layer_gains(self, sel_M, sel_T, owner_T: torch.Tensor, n_models: int) -> torch.Tensor:
+        """g_l = W_o W_v^l W_y of each selected layer."""
+        Wo, Wy = sel_M(self.Wo).index_select(0, owner_T), sel_M(self.Wy).index_select(0, owner_T)
+        Wv = sel_T(self.Wv)
+        return torch.bmm(torch.bmm(Wo.unsqueeze(1), Wv), Wy.unsqueeze(-1)).view(-1)
+
+
+__all__ = ["Nonlinear", "LayerValues", "fused_scale_flops"]
