@@ -123,7 +123,7 @@ def test_sweep_accepts_a_comma_list_of_experiments(tmp_path):
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "bad_inputs.md"
 GIB16 = 16 * 2**30  # the available memory the table is made with (the real one varies by machine)
 TRAIN = ("train", "--preset", "smoke", "--store", "{store}")
-INT_FIELDS = ("d", "P", "N", "depth", "k", "batch", "max_steps", "eval_every", "monitor_contexts",
+INT_FIELDS = ("d", "P", "N", "depth", "k", "batch", "eval_every", "monitor_contexts",
               "patience", "checkpoint_every", "eval_contexts")
 NONNEG_FLOATS = ("a", "b", "noise", "qk_std", "rel_tol", "grad_clip", "metric_sigma")
 GRIDS = {"empty.json": "", "empty.toml": "", "nokeys.json": "{}", "nolist.json": "[]", "badjson.json": "{",
@@ -140,8 +140,10 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
     for f in INT_FIELDS:
         for v, frag in (("0", ">= 1"), ("-1", ">= 1"), ("abc", "invalid int value"), ("1.5", "invalid int value")):
             cases.append((f"--{f} {v}", TRAIN + (f"--{f}", v), frag))
-    for v, frag in (("-1", ">= 0"), ("abc", "invalid int value"), ("1.5", "invalid int value")):
-        cases.append((f"--warmup {v}", TRAIN + ("--warmup", v), frag))
+    # warmup >= 0; max_steps >= 0 (0: the untrained model, measured: claim B2a's control)
+    for f in ("warmup", "max_steps"):
+        for v, frag in (("-1", ">= 0"), ("abc", "invalid int value"), ("1.5", "invalid int value")):
+            cases.append((f"--{f} {v}", TRAIN + (f"--{f}", v), frag))
     for f in ("seed", "eval_seed"):
         for v, frag in (("-1", f"{f} must be"), ("abc", "invalid int value"), (str(2**64), "[0, 2**60)")):
             cases.append((f"--{f} {v}", TRAIN + (f"--{f}", v), frag))
