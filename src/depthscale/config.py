@@ -376,21 +376,7 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     return RunConfig(**base)
 
 
-def field_docs() -> dict[str, str]:
-    """One-line help per field, read from the comments above (used by the CLI)."""
-    import inspect
-
-    src = inspect.getsource(RunConfig)
-    docs = {}
-    for line in src.splitlines():
-        line = line.strip()
-        if ":" in line and "#" in line and not line.startswith("#"):
-            name = line.split(":")[0].strip()
-            docs[name] = line.split("#", 1)[1].strip()
-    return docs
-
-
 __all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
-           "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "field_docs", "geometry",
+           "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "geometry",
            "geometry_kind", "GEOMETRIES"]
