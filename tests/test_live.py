@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from depthscale import cli, training
+from depthscale import cli, live
 from depthscale.config import FIELD_NAMES, make_config
 from depthscale.errors import StoreError
 from depthscale.store import CURVES_LIVE, Store
@@ -147,7 +147,7 @@ def test_load_model_reproduces_the_stored_R(tmp_path):
 
 
 def test_without_a_terminal_each_finished_run_and_each_minute_print_a_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(training, "HEARTBEAT_SECONDS", 0.0)  # "a minute" passes at every step
+    monkeypatch.setattr(live, "HEARTBEAT_SECONDS", 0.0)  # "a minute" passes at every step
     cfgs = [small(L=1), small(L=2)]
     capsys.readouterr()
     train_pack(cfgs, store=Store(tmp_path / "s"))

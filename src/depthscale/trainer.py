@@ -1,0 +1,340 @@
+"""Online training of a pack of models (SPEC §4), in named parts that know nothing of the model kind.
+
+A pack is a list of RunConfigs with one `models.pack_key`; a single run is a pack of one. Every
+model sees fresh contexts each step, drawn from a stream that depends only on (seed, step), so
+models that share a seed share their data whatever their depth and a resumed run needs no RNG
+state. The optimiser is Adam applied row-wise (optim.RowAdam): a model in a pack is updated
+exactly as it would be alone, and a stopped model's rows are frozen.
+
+`Trainer` is one pack's training, read top to bottom:
+- `resume`: parameters, optimiser moments and bookkeeping from each run's checkpoint;
+- `step`: one optimiser step of the running models (`train_step`); a NaN loss stops that run only;
+- `evaluate`: the monitor loss, A, C and top-1 mass on fixed contexts (`monitor`), a curve row
+  per run, `keep_best`, and the convergence rule;
+- `keep_best`: the parameters of the lowest monitor loss seen (RunConfig.keep_best);
+- `checkpoint`: each running run's checkpoint into the store;
+- `finish`: a stopped run's final measurement (measurements.measure, on the best parameters when
+  kept), its metrics, and its result in the store;
+- `run`: the loop that calls them.
+The pack is reached only through the model protocol (kinds.base.ModelKind).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from depthscale import versions
+from depthscale.config import RunConfig
+from depthscale.contexts import make_generator, sample_for, step_seed
+from depthscale.errors import InputError
+from depthscale.kinds.base import ModelKind
+from depthscale.live import CURVE_KEYS, LiveLog
+from depthscale.measurements import decomposition, eval_batch, eval_contexts, measure, split_contexts, top1_mass
+from depthscale.optim import RowAdam, qk_lr_mults
+from depthscale.schedule import base_lrs, converged, lr_factor
+from depthscale.timing import phase
+
+MONITOR_SEED_OFFSET = 1  # the monitor set's seed is the evaluation seed plus this
+
+
+# ---- which runs share what ----
+
+def spectrum_key(cfg: RunConfig) -> tuple:
+    """Runs with equal spectra share their evaluation and monitor contexts."""
+    return (cfg.a, cfg.b)
+
+
+def data_key(cfg: RunConfig) -> tuple:
+    """Runs with equal keys share their training data stream (seed and spectrum)."""
+    return (cfg.seed, cfg.a, cfg.b)
+
+
+def batch_groups(cfgs: list[RunConfig], idx: list[int]) -> dict[tuple, list[int]]:
+    """The models `idx` by the training batch they share (data_key), batches in order of first
+    appearance."""
+    groups: dict[tuple, list[int]] = {}
+    for i in idx:
+        groups.setdefault(data_key(cfgs[i]), []).append(i)
+    return groups
+
+
+def batch_order(cfgs: list[RunConfig]) -> list[int]:
+    """The indices of `cfgs` with the models that share a training batch next to each other
+    (`batch_groups`). A pack built in this order runs each batch's models on slices of its
+    parameters (the ensemble kinds' contiguous case): no gathers forward, no scatters backward.
+    The numbers are the same in any order."""
+    return [i for g in batch_groups(cfgs, list(range(len(cfgs)))).values() for i in g]
+
+
+# ---- one step ----
+
+def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> dict:
+    """The training contexts of `step` for the models `idx`: one batch per data_key (seed and
+    spectrum), drawn from the seed's stream exactly as for a run trained alone."""
+    firsts: dict[tuple, RunConfig] = {}
+    for i in idx:
+        firsts.setdefault(data_key(cfgs[i]), cfgs[i])
+    return {key: sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device)
+            for key, c in sorted(firsts.items())}
+
+
+def pack_losses(pack: ModelKind, cfgs: list[RunConfig], idx: list[int], batches: dict) -> torch.Tensor:
+    """Training MSE of each model in `idx` on its own batch (`batches` maps data_key -> Contexts;
+    the pack's `train_losses` may run the models that share a batch as one computation)."""
+    return pack.train_losses(idx, lambda i: batches[data_key(cfgs[i])])
+
+
+def train_step(pack: ModelKind, opt: RowAdam, cfgs: list[RunConfig], idx: list[int], step: int,
+               lr0_M: torch.Tensor, device, autocast: torch.dtype | None = None,
+               batches: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimiser step of the models `idx`: fresh batches (one per seed; `step_batches` unless
+    given), forward, backward, row-wise Adam. Returns the training losses (detached) and whether
+    each was finite. `autocast` (e.g. torch.bfloat16) runs the forward under torch.autocast."""
+    c0 = cfgs[0]
+    if batches is None:
+        with phase("sampling"):
+            batches = step_batches(cfgs, idx, step, device)
+    with phase("forward"), torch.autocast(torch.device(device).type, dtype=autocast, enabled=autocast is not None):
+        losses = pack_losses(pack, cfgs, idx, batches).float()
+    with phase("backward"):
+        finite = torch.isfinite(losses)
+        losses.masked_fill(~finite, 0.0).sum().backward()
+    with phase("optimiser"):
+        active_M = torch.zeros(pack.M, dtype=torch.bool)
+        active_M[torch.tensor(idx)] = finite.cpu()
+        opt.step(lr0_M * lr_factor(c0, step), active_M, c0.grad_clip)
+    return losses.detach(), finite
+
+
+# ---- the monitor ----
+
+def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
+    """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
+    ys.append(ctx.ystar_B)
+    f_acc.append(o.f_BxL)
+    if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
+        t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+
+
+@torch.no_grad()
+def monitor(pack: ModelKind, models: list[int], chunks_of) -> dict:
+    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
+    `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
+    f_acc = {m: [] for m in models}
+    t1 = {m: [] for m in models}
+    ys = {m: [] for m in models}
+    chunks = {m: chunks_of(m) for m in models}
+    # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
+    # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
+    size = eval_batch(next(pack.parameters()).device)
+    for group in ([models] if size is None else [[m] for m in models]):
+        for c in range(len(chunks[group[0]])):
+            parts = {m: split_contexts(chunks[m][c], size) for m in group}
+            for s in range(len(parts[group[0]])):
+                outs = pack(None, None, None, models=group,
+                            X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
+                for m, o in zip(group, outs):
+                    _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
+    res = {}
+    for m in models:
+        dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))
+        dec["top1_mass"] = torch.cat(t1[m]).double().mean().item() if t1[m] else float("nan")
+        res[m] = dec
+    return res
+
+
+# ---- the trainer ----
+
+@dataclass
+class RunState:
+    """Per-model bookkeeping during training (goes into checkpoints)."""
+
+    history: list = field(default_factory=list)  # monitor losses
+    curves: dict = field(default_factory=lambda: {k: [] for k in CURVE_KEYS})
+    stopped_because: str | None = None
+    steps: int = 0
+    seconds: float = 0.0
+    best_loss: float = math.inf  # keep_best: the lowest monitor loss seen, its step and parameters
+    best_step: int = 0
+    best_params: dict | None = None
+
+
+def _cpu(tensors: dict) -> dict:
+    return {n: t.cpu() for n, t in tensors.items()}
+
+
+class Trainer:
+    """The training of one pack: the runs `cfgs` (one pack key) in the model pack `pack`, on `device`.
+    With a store, curves go to each run's directory as they come, checkpoints every
+    checkpoint_every steps, and a finished run's metrics and parameters; `on_finish(i, metrics,
+    curves)` is called as soon as run i stops; `loggers` (live.LOGGERS) log the curve rows too."""
+
+    def __init__(self, cfgs: list[RunConfig], pack: ModelKind, device="cpu", store=None, loggers=(),
+                 on_finish=None):
+        self.cfgs, self.c0, self.M = cfgs, cfgs[0], len(cfgs)
+        self.pack, self.device, self.store, self.loggers, self.on_finish = pack, device, store, loggers, on_finish
+        self.opt = RowAdam(pack, qk_lr_mults(cfgs))
+        self.states = [RunState() for _ in cfgs]
+        self.start = 0  # the step training starts from (a resumed pack: its checkpoints')
+        self.lr0_M = base_lrs(cfgs)
+        self.results: list[dict | None] = [None] * self.M
+        self.live: LiveLog | None = None
+        self.monitor_sets: dict[tuple, list] = {}
+        # the evaluation set of one spectrum at a time (10,240 contexts each: a pack of many spectra
+        # must not hold them all); runs that stop together are measured spectrum by spectrum
+        self.eval_sets: dict[tuple, list] = {}
+
+    def running(self) -> list[int]:
+        """The runs still training."""
+        return [i for i, st in enumerate(self.states) if st.stopped_because is None]
+
+    # ---- resume ----
+    def resume(self, checkpoints: dict[int, dict]) -> None:
+        """Continue from `checkpoints` (run index -> checkpoint dict, one per run, all at one step)."""
+        steps = {ck["step"] for ck in checkpoints.values()}
+        if len(steps) != 1 or len(checkpoints) != self.M:
+            raise InputError("a resumed pack needs one checkpoint per run, all at one step")
+        self.start = steps.pop()
+        dev = self.device
+        for i, ck in checkpoints.items():
+            self.pack.load_model_state(i, {n: t.to(dev) for n, t in ck["params"].items()})
+            self.opt.load_state(i, {"m": {n: t.to(dev) for n, t in ck["adam"]["m"].items()},
+                                    "v": {n: t.to(dev) for n, t in ck["adam"]["v"].items()},
+                                    "t": ck["adam"]["t"]})
+            st = self.states[i] = RunState(**ck["state"])
+            if "loss" in st.curves:  # a checkpoint of an earlier version: the loss is R now
+                st.curves["R"] = st.curves.pop("loss")
+
+    # ---- one step ----
+    def step(self, step: int, t_last: float) -> float:
+        """One optimiser step of the running runs; their wall time since `t_last` is shared among
+        them. A run whose loss is not finite stops ("nan"). Returns the time after the step."""
+        idx = self.running()
+        _, finite = train_step(self.pack, self.opt, self.cfgs, idx, step, self.lr0_M, self.device)
+        now = time.perf_counter()
+        for i in idx:
+            self.states[i].seconds += (now - t_last) / len(idx)
+        for j, i in enumerate(idx):
+            if not bool(finite[j]):
+                self.finish(i, "nan", step + 1)
+        return now
+
+    # ---- evaluate ----
+    def evaluate(self, done_step: int) -> None:
+        """The monitor after `done_step` steps: each running run's curve row, keep-best, and the
+        convergence rule (from min_steps on)."""
+        c0, idx = self.c0, self.running()
+        with phase("evaluation"):
+            mon = monitor(self.pack, idx, lambda m: self.monitor_sets[spectrum_key(self.cfgs[m])]) if idx else {}
+        for i in idx:
+            st, r = self.states[i], mon[i]
+            if not math.isfinite(r["R"]):
+                self.finish(i, "nan", done_step)
+                continue
+            st.history.append(r["R"])
+            if self.cfgs[i].keep_best:
+                self.keep_best(i, r["R"], done_step)
+            row = {"step": done_step, "R": r["R"], "A": r["A"], "C": r["C"], "top1_mass": r["top1_mass"],
+                   "lr": float(self.lr0_M[i] * lr_factor(c0, done_step - 1))}
+            for key in CURVE_KEYS:
+                st.curves[key].append(row[key])
+            self.live.row(i, row)
+            if done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
+                self.finish(i, "converged", done_step)
+        self.live.postfix([mon[i]["R"] for i in idx if math.isfinite(mon[i]["R"])])
+
+    def keep_best(self, i: int, loss: float, step: int) -> None:
+        """Keep run i's parameters if `loss` is the lowest monitor loss it has seen."""
+        st = self.states[i]
+        if loss < st.best_loss:
+            st.best_loss, st.best_step = loss, step
+            st.best_params = _cpu(self.pack.state_of(i))
+
+    # ---- checkpoint ----
+    def checkpoint(self, done_step: int) -> None:
+        """Each running run's checkpoint: parameters, its Adam moments, bookkeeping and config."""
+        for i in self.running():
+            self.states[i].steps = done_step
+            adam = self.opt.state_of(i)
+            self.store.save_checkpoint(self.cfgs[i].run_id, {
+                "step": done_step, "params": _cpu(self.pack.state_of(i)),
+                "adam": {"m": _cpu(adam["m"]), "v": _cpu(adam["v"]), "t": adam["t"]},
+                "state": self.states[i].__dict__, "config": self.cfgs[i].to_dict()})
+
+    # ---- finish ----
+    def finish(self, i: int, reason: str, step: int) -> None:
+        """Run i stops after `step` steps (`reason`: converged, max_steps or nan): its final
+        measurement, metrics and stored result."""
+        st = self.states[i]
+        st.stopped_because, st.steps = reason, step
+        met = self.final_measurement(i) if reason != "nan" else {}
+        if self.cfgs[i].keep_best:
+            met.update(best_step=st.best_step if st.best_params is not None else step)
+        met.update(run_id=self.cfgs[i].run_id, steps=step, stopped_because=reason, train_seconds=st.seconds,
+                   final_monitor_loss=st.history[-1] if st.history else float("nan"),
+                   lr_used=float(self.lr0_M[i]), **versions(("torch",)), device=str(self.device))
+        if reason == "nan":
+            met.update(R=float("nan"), R_se=float("nan"), A=float("nan"), C=float("nan"))
+        self.results[i] = met
+        if self.store is not None:
+            params = _cpu(self.pack.state_of(i)) if reason != "nan" else None
+            self.store.finish(self.cfgs[i].run_id, met, st.curves, params=params)
+        self.live.finished(i, met)
+        if self.on_finish is not None:
+            self.on_finish(i, met, st.curves)
+
+    def final_measurement(self, i: int) -> dict:
+        """SPEC §5 on the evaluation set of run i's spectrum, with the kept best parameters when
+        they beat the last monitor loss."""
+        cfg, st = self.cfgs[i], self.states[i]
+        key = spectrum_key(cfg)
+        with phase("evaluation"):
+            if key not in self.eval_sets:
+                self.eval_sets.clear()
+                self.eval_sets[key] = eval_contexts(cfg, self.c0.eval_contexts, self.c0.eval_seed, self.device)
+        if cfg.keep_best and st.best_params is not None and st.history and st.best_loss < st.history[-1]:
+            self.pack.load_model_state(i, {n: t.to(self.device) for n, t in st.best_params.items()})
+        with phase("evaluation"):
+            return measure(self.pack, i, self.eval_sets[key], self.c0.task)
+
+    # ---- the loop ----
+    def run(self, progress: bool | None = None) -> list[dict]:
+        """Train from `start` to the step cap or until every run has stopped; each run's metrics."""
+        c0 = self.c0
+        self.live = LiveLog(self.cfgs, self.store, self.loggers, self.states, self.start)
+        for c in self.cfgs:  # monitor contexts per spectrum (shared by every seed and depth of it)
+            if spectrum_key(c) not in self.monitor_sets:
+                self.monitor_sets[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts,
+                                                                   c.eval_seed + MONITOR_SEED_OFFSET, self.device)
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=c0.max_steps, initial=self.start, disable=None if progress is None else not progress,
+                   desc=f"{c0.model} x{self.M}", leave=False)
+        self.live.bar = bar
+        t_last = time.perf_counter()
+        try:
+            for step in range(self.start, c0.max_steps):
+                if not self.running():
+                    break
+                t_last = self.step(step, t_last)
+                done_step = step + 1
+                if done_step % c0.eval_every == 0 or done_step == c0.max_steps:
+                    self.evaluate(done_step)
+                if self.store is not None and done_step % c0.checkpoint_every == 0 and done_step < c0.max_steps:
+                    self.checkpoint(done_step)
+                bar.update(1)
+                self.live.tick(done_step, [st.stopped_because is None for st in self.states])
+            for i in sorted(self.running(), key=lambda j: spectrum_key(self.cfgs[j])):
+                self.finish(i, "max_steps", c0.max_steps)
+        finally:
+            bar.close()
+            self.live.close()
+        return self.results  # type: ignore[return-value]
+
+
+__all__ = ["Trainer", "RunState", "train_step", "step_batches", "pack_losses", "monitor", "spectrum_key", "data_key",
+           "batch_groups", "batch_order", "MONITOR_SEED_OFFSET"]
