@@ -32,10 +32,10 @@ from depthscale import kernels
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
 from depthscale.errors import InputError
 from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
-from depthscale.kinds.ensemble import fused_scale_flops
 from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
 from depthscale.registry import FIG3_SPECTRA
+from depthscale.roofline import F32, roofline, step_ops
 from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
 
 DTYPES = ("float32", "tf32", "bf16")
@@ -73,76 +73,7 @@ def sweep_flops(cfgs: list[RunConfig], fused: bool = False) -> dict:
 
 
 # ------------------------------------------------------------ roofline ----
-
-F32 = 4  # bytes per element
-
-
-def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
-             n_params: int = 0, fused: bool = False) -> list[dict]:
-    """The major ops of one packed training step of the nonlinear model, as the engine executes
-    them (`contexts.sample_contexts`, `Nonlinear.ensemble_forward`, its two hand-written
-    backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
-    and every output written once (float32). `groups`: the depths of the models sharing a batch.
-    `fused`: the fused kernels run (`kernels`): the test row's B x T x P scores never reach memory,
-    so its ops move only their inputs and outputs, and its backward recomputes the scores (2BTdP
-    more FLOPs); the scales come from M_g = W_xᵀW_x without the B x P x G x N projections, written
-    with the test token's scale folded in. Ops on small tensors (parameters, E_l, the B x T
-    predictions) are left out; they are a few percent of the bytes. Returns dicts {op, phase, flops, bytes},
-    summed over groups."""
-    ops: dict[tuple, list] = {}
-
-    def add(phase: str, op: str, flops: float, elems: float) -> None:
-        acc = ops.setdefault((phase, op), [0.0, 0.0])
-        acc[0] += flops
-        acc[1] += elems * F32
-
-    for depths in groups:
-        G, T = len(depths), sum(depths)
-        S = B * T * P  # the score tensor: one entry per context, layer and context token
-        H = B * P * G * N  # the projections W_x x of every model and context token
-        X, u = B * P * d, B * T * d
-        # sampling: Gaussians and Haar rotations, rotation into the spectrum, labels, targets
-        add("sampling", "Gaussians (O, z_X, z_beta)", 0, B * d * d + B * (P + 1) * d + B * d)
-        add("sampling", "Haar rotations (batched QR)", B * 8 / 3 * d**3, 3 * B * d * d)
-        add("sampling", "rotate inputs x = O Λ^½ z", 2 * B * (P + 1) * d * d, 3 * B * (P + 1) * d + B * d * d)
-        add("sampling", "labels y = X β", 2 * B * P * d, X + B * P)
-        if task == "difficult":
-            add("sampling", "cosine top-k", 4 * B * P * d, X + B * P)
-        # forward
-        if fused:
-            # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
-            add("forward", "scales: r = (xᵀM_g x / N + ε)^-½", fused_scale_flops(B, P, G, d),
-                X + B * d + 2 * B * G * P + B * G)
-        else:
-            add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
-            add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
-        add("forward", "u = x_test [E_1..E_T] · r_test", 2 * B * T * d * d, 3 * u)
-        if fused:  # in: u, X, rc (B x G x P), y; out: py, lse (forward) / du, d rc (backward)
-            add("forward", "fused test row: s = r u Xᵀ, softmax, p·y", 2 * S * d + 2 * S,
-                u + X + B * G * P + B * P + 2 * B * T)
-        else:
-            add("forward", "scores s = u Xᵀ", 2 * B * T * d * P, u + X + S)
-            add("forward", "s ← r_i s (per model)", 0, 2 * S + B * G * P)
-            add("forward", "softmax", 0, 2 * S)
-            add("forward", "readout p·y", 2 * S, S + B * P)
-        # backward
-        if fused:
-            add("backward", "fused test row: recompute s, ds, d r_i, du = ds X", 4 * S * d,
-                2 * u + X + 2 * B * G * P + B * P + 3 * B * T)
-        else:
-            add("backward", "ds = p (y − p·y) dpy", 0, 2 * S + B * P)
-            add("backward", "d r_i = Σ_l ds s / r", 0, 3 * S + B * G * P)
-            add("backward", "ds ← r_i ds (per model)", 0, 2 * S + B * G * P)
-            add("backward", "du = ds X", 2 * B * T * d * P, S + X + u)
-        add("backward", "dE = x_testᵀ du (and d r_test)", 2 * B * T * d * d, 3 * u)
-        if fused:
-            add("backward", "scales: dM_g = Σ c x xᵀ", fused_scale_flops(B, P, G, d),  # in: d rcq, rc, r_test
-                X + B * d + 2 * B * G * P + B * G)
-        else:
-            add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
-            add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)
-    add("optimiser", "Adam (read p, g, m, v; write p, m, v)", 0, 7 * n_params)
-    return [{"phase": k[0], "op": k[1], "flops": v[0], "bytes": v[1]} for k, v in ops.items()]
+# (the arithmetic is depthscale.roofline; here the machine's bandwidth)
 
 
 def mem_bandwidth(device="cpu", n: int | None = None, repeats: int = 7) -> dict:
@@ -165,19 +96,6 @@ def mem_bandwidth(device="cpu", n: int | None = None, repeats: int = 7) -> dict:
         _sync(dev)
         best = min(best, time.perf_counter() - t0)
     return {"bytes_per_s": 3 * F32 * n / best, "n": n, "threads": torch.get_num_threads()}
-
-
-def roofline(ops: list[dict], peak_flops: float, bandwidth: float) -> dict:
-    """Per-op roofline: each op takes at least max(FLOPs / peak, bytes / bandwidth); the step's
-    roofline is the sum over ops (ops run one after another). Returns roofline_s, the FLOP-only
-    and byte-only totals, and the ops with their roofline time and bound."""
-    rows, total = [], 0.0
-    for o in ops:
-        tf, tb = o["flops"] / peak_flops, o["bytes"] / bandwidth
-        rows.append(dict(o, roofline_s=max(tf, tb), bound="flops" if tf >= tb else "memory"))
-        total += max(tf, tb)
-    return {"roofline_s": total, "flop_time_s": sum(o["flops"] for o in ops) / peak_flops,
-            "byte_time_s": sum(o["bytes"] for o in ops) / bandwidth, "ops": rows}
 
 
 # ------------------------------------------------------------- machine ----
