@@ -172,9 +172,10 @@ def _kind_tests(path: Path) -> list[str]:
     return out
 
 
-# config.py and registry.py still name kinds in their rules (validation, geometries, the
-# experiments' width); they belong to the configuration and experiment layers
-NOT_YET = {"config.py", "registry.py"}
+# the configuration and experiment layers still name kinds in their rules (config.py: validation,
+# geometries; the experiments' description of the Transformer's width, registry.py or its successor
+# records.py): theirs to move to class facts
+NOT_YET = {"config.py", "registry.py", "records.py"}
 
 
 def test_no_module_outside_the_registry_tests_a_model_kinds_name():
