@@ -38,6 +38,15 @@ def test_the_registry_has_every_configurable_model():
         model_class("mlp")
 
 
+def test_the_configurations_lists_of_kinds_agree_with_the_classes():
+    """config.py validates RunConfig without the model layer (no torch), from its own lists; until
+    it asks the classes, they must say the same."""
+    from depthscale.config import ENSEMBLE_MODELS, LOOP_MODELS
+
+    assert {k for k in MODELS if model_class(k).loopable} == set(LOOP_MODELS)
+    assert {k for k in MODELS if model_class(k).packs_across_depth} == set(ENSEMBLE_MODELS)
+
+
 @pytest.mark.parametrize("kind", MODELS)
 def test_every_kind_meets_the_protocol(kind):
     cls = model_class(kind)
