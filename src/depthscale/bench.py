@@ -28,6 +28,7 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
+from depthscale import seeds
 from depthscale import kernels
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
 from depthscale.errors import InputError
@@ -83,7 +84,7 @@ def mem_bandwidth(device="cpu", n: int | None = None, repeats: int = 7) -> dict:
     torch's thread count. Returns bytes_per_s, n, threads."""
     dev = resolve_device(str(device)) if isinstance(device, str) else device
     n = n or (1 << (28 if dev.type == "cuda" else 25))
-    gen = torch.Generator(device=dev).manual_seed(0)
+    gen = seeds.generator(seeds.BENCH_SEED, dev)
     b = torch.randn(n, generator=gen, device=dev)
     c = torch.randn(n, generator=gen, device=dev)
     a = torch.empty(n, device=dev)
@@ -148,7 +149,7 @@ def matmul_peak(device="cpu", dtype: str = "float32", n: int | None = None, repe
     best, best_n = 0.0, None
     with precision(dtype, dev):
         for m in sizes:
-            gen = torch.Generator(device=dev).manual_seed(0)
+            gen = seeds.generator(seeds.BENCH_SEED, dev)
             a = torch.randn(m, m, generator=gen, device=dev).to(tdt)
             b = torch.randn(m, m, generator=gen, device=dev).to(tdt)
             c = torch.empty(m, m, device=dev, dtype=tdt)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from depthscale import kernels
+from depthscale import kernels, seeds
 from depthscale.errors import InputError
 
 
@@ -125,7 +125,6 @@ def clear_draw_cache() -> None:
 # rotation is one of K fixed Haar rotations, the same for every seed, stream (training, monitor,
 # evaluation) and spectrum: drawn once per (K, d) from a generator seeded by CLUSTER_SEED, K and d
 # only, in float64 on the CPU (so the same on every device), then cast.
-CLUSTER_SEED = 20_261_203
 _cluster_cache: dict = {}
 
 
@@ -135,7 +134,7 @@ def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torc
         raise InputError(f"clusters must be >= 1 here, got {K}")
     key = (int(K), int(d))
     if key not in _cluster_cache:
-        gen = torch.Generator().manual_seed((CLUSTER_SEED * 1_000_003 + int(K) * 7_919 + int(d)) % (2**63 - 1))
+        gen = seeds.generator(seeds.cluster_seed(K, d))
         _cluster_cache[key] = haar_orthogonal(int(K), int(d), gen, torch.float64)
     return _cluster_cache[key].to(dtype=dtype, device=device)
 
@@ -189,15 +188,11 @@ def make_generator(seed: int, device="cpu") -> torch.Generator:
     (SPEC §2: same seed, same contexts, bit for bit, on a CPU or a GPU): `sample_contexts` draws and
     computes the contexts on the CPU and moves them. `device` is accepted for the callers' symmetry."""
     del device
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(int(seed))
-    return gen
+    return seeds.generator(seed)
 
 
-def step_seed(seed: int, step: int) -> int:
-    """Seed of the training batch at `step`: a function of (seed, step) only, so runs that share a
-    seed share their data stream whatever their depth, and a resumed run needs no RNG state."""
-    return (int(seed) * 1_000_003 + int(step) * 7_919 + 17) % (2**63 - 1)
+step_seed = seeds.step_seed  # (seeds.py derives every stream's seed)
+CLUSTER_SEED = seeds.CLUSTER_SEED
 
 
 __all__ = ["Contexts", "sample_contexts", "cluster_rotations", "CLUSTER_SEED", "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal",

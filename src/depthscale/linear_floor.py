@@ -26,6 +26,7 @@ from scipy.integrate import trapezoid
 from scipy.special import gammaln, log_ndtr
 from tqdm import tqdm
 
+from depthscale import seeds
 from depthscale.errors import InputError
 from depthscale.theory import basis_images, check_int, check_k_P, lanczos, poly_basis, spectra
 
@@ -102,7 +103,7 @@ def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PR
     B = _floor_basis(lam, omega, L_prime)  # (d, n)
     n_basis = B.shape[1]
     dev = torch.device(device)
-    gen = torch.Generator(device=dev).manual_seed(seed)
+    gen = seeds.generator(seed, dev)
     f64 = dict(dtype=torch.float64, device=dev)
     omega_t = torch.as_tensor(omega, **f64)
     B_t = torch.as_tensor(B, **f64)
@@ -162,7 +163,7 @@ def sample_linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int
     k, P = check_k_P(k, P)
     L_prime = check_int("L_prime", L_prime, 1)
     samples = check_int("samples", samples, 16)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    gen = seeds.generator(check_int("seed", seed, 0))
     f64 = dict(dtype=torch.float64)
     m = min(32, P)
     n_ctx = max(2, -(-samples // m))

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import torch
 
+from depthscale import seeds
 from depthscale.contexts import Contexts, make_generator, sample_for
 
 PERCENTILES = tuple(range(0, 101, 5))
@@ -102,7 +103,7 @@ def specialisation_index(E_LxK: np.ndarray) -> dict:
     return {"class_cv": cv(E), "specialisation": cv(rel)}
 
 
-SPECIALISATION_NULL_SEED = 0  # the class labels' permutation of `specialisation_null`
+SPECIALISATION_NULL_SEED = seeds.SPECIALISATION_NULL_SEED  # the class labels' permutation of `specialisation_null`
 
 
 def top1_mass(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:

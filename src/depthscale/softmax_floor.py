@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from depthscale import seeds
 from depthscale.errors import InputError
 from depthscale.theory import check_depths, check_exponent, check_int, check_k_P, spectra
 
@@ -76,7 +77,7 @@ def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
     so no moment changes."""
     lam, omega = spectra(d, a, b)
     f64 = dict(dtype=torch.float64, device=torch.device(device))
-    gen = torch.Generator(device=torch.device(device)).manual_seed(seed)
+    gen = seeds.generator(seed, torch.device(device))
     sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
     sqrt_om = torch.as_tensor(np.sqrt(omega), **f64)
     chunk = _chunk(J, P)

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize_scalar
 
+from depthscale import seeds
 from depthscale.errors import InputError
 
 
@@ -274,7 +275,7 @@ def sample_free_curve(a: float, b: float, d: int, P: int, depths, samples: int =
     P = check_int("P", P, 1)
     samples = check_int("samples", samples, 16)
     depths = check_depths(depths)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    gen = seeds.generator(check_int("seed", seed, 0))
     coeffs = poly_basis(lam, omega, P, gen, int(depths.max()), population)
     F, y = _poly_features(lam, omega, P, samples, coeffs, gen, population)
     F2, y2 = _poly_features(lam, omega, P, samples, coeffs, gen, population)
@@ -306,7 +307,7 @@ def sample_constrained_curve(a: float, b: float, d: int, P: int, depths, samples
     P = check_int("P", P, 1)
     samples = check_int("samples", samples, 16)
     depths = check_depths(depths)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    gen = seeds.generator(check_int("seed", seed, 0))
 
     def draw():
         U, beta, x = _easy_contexts(lam, omega, P, samples, gen)

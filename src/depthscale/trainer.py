@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from depthscale import seeds
 from depthscale import versions
 from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
@@ -38,7 +39,7 @@ from depthscale.optim import RowAdam, qk_lr_mults
 from depthscale.schedule import base_lrs, converged, lr_factor
 from depthscale.timing import phase
 
-MONITOR_SEED_OFFSET = 1  # the monitor set's seed is the evaluation seed plus this
+MONITOR_SEED_OFFSET = seeds.MONITOR_SEED_OFFSET  # the monitor set's seed: seeds.monitor_seed
 
 
 # ---- which runs share what ----
@@ -309,7 +310,7 @@ class Trainer:
         for c in self.cfgs:  # monitor contexts per spectrum (shared by every seed and depth of it)
             if spectrum_key(c) not in self.monitor_sets:
                 self.monitor_sets[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts,
-                                                                   c.eval_seed + MONITOR_SEED_OFFSET, self.device)
+                                                                   seeds.monitor_seed(c.eval_seed), self.device)
         from tqdm.auto import tqdm
 
         bar = tqdm(total=c0.max_steps, initial=self.start, disable=None if progress is None else not progress,

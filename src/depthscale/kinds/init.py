@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from depthscale import seeds
+
 
 def draw_params(d: int, N: int, L: int, qk_std: float, seed: int, qk_init: str = "independent",
                 wx_init: str = "gaussian", gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5),
@@ -18,7 +20,7 @@ def draw_params(d: int, N: int, L: int, qk_std: float, seed: int, qk_init: str =
     seed: identical whether the model is trained alone or inside a pack, on any device.
     `layer_values`: one W_v per layer (L x N x N, the LayerValues kind), else one shared W_v. A
     kind with further parameters adds them after these draws (kinds.context_updates: m)."""
-    g = torch.Generator().manual_seed(int(seed) * 7 + 3)
+    g = seeds.generator(seeds.init_seed(seed))
     r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
     p = {
         "Wx": r(N, d) / d**0.5,  # "orthogonal": replaced below by orthonormal columns (N >= d)

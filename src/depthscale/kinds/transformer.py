@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from depthscale import seeds
 from depthscale.contexts import spectrum
 from depthscale.decompose import Decomposition, decomposition_stats, per_layer_predictors
 from depthscale.errors import InputError
@@ -119,7 +120,7 @@ class Transformer(nn.Module):
         """Weights N(0, 1/fan_in) from the model's own generator; the branch outputs (attention
         projection, MLP output) scaled down by sqrt(2L) as in GPT-2, so the stream's variance at
         init does not grow with depth; biases, label and flag vectors zero; the head small."""
-        g = torch.Generator().manual_seed(int(seed) * 7 + 5)
+        g = seeds.generator(seeds.transformer_init_seed(seed))
         L = len(self.blocks)
         for name, p in self.named_parameters():
             if p.dim() == 2:
