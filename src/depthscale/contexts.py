@@ -6,6 +6,7 @@ Shapes: B contexts, P context pairs, d input dims, k selected tokens.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -57,9 +58,11 @@ class Contexts:
     def B(self) -> int:
         return self.X_BxPxd.shape[0]
 
-    def to(self, device) -> "Contexts":
-        """The same contexts on `device` (every tensor moved; the numbers unchanged)."""
-        moved = {f: (v.to(device) if isinstance(v, torch.Tensor) else v) for f, v in self.__dict__.items()}
+    def to(self, device, non_blocking: bool = False) -> "Contexts":
+        """The same contexts on `device` (every tensor moved; the numbers unchanged). `non_blocking`:
+        an asynchronous copy from pinned memory (prefetch.py)."""
+        moved = {f: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
+                 for f, v in self.__dict__.items()}
         return Contexts(**moved)
 
 
@@ -83,6 +86,7 @@ DRAW_CACHE_BYTES = 64 << 20
 DRAW_CACHE_ENTRIES = 4  # a pack draws one batch per seed and step: the latest few are all that repeat
 _DRAW_MAX_BYTES = 16 << 20
 _draws: OrderedDict = OrderedDict()
+_draws_lock = threading.Lock()
 
 
 def _nbytes(ts) -> int:
@@ -96,9 +100,11 @@ def _raw_draws(B: int, d: int, P: int, task: str, noisy: bool, gen: torch.Genera
     seen with these shapes (then `gen` is moved on to where the draws left it)."""
     state = gen.get_state()
     key = (B, d, P, task, bool(noisy), dtype, str(device), state.numpy().tobytes())
-    hit = _draws.get(key)
+    with _draws_lock:  # the trainer's prefetch thread samples beside the main thread (prefetch.py)
+        hit = _draws.get(key)
+        if hit is not None:
+            _draws.move_to_end(key)
     if hit is not None:
-        _draws.move_to_end(key)
         gen.set_state(hit[1])
         return hit[0]
     O = haar_orthogonal(B, d, gen, dtype, device)
@@ -109,16 +115,18 @@ def _raw_draws(B: int, d: int, P: int, task: str, noisy: bool, gen: torch.Genera
     draws = (O, zX, zb, zn, j)
     size = _nbytes(draws)
     if size <= _DRAW_MAX_BYTES:
-        _draws[key] = (draws, gen.get_state())
-        total = sum(_nbytes(v[0]) for v in _draws.values())
-        while (total > DRAW_CACHE_BYTES or len(_draws) > DRAW_CACHE_ENTRIES) and len(_draws) > 1:
-            _, (old, _) = _draws.popitem(last=False)
-            total -= _nbytes(old)
+        with _draws_lock:
+            _draws[key] = (draws, gen.get_state())
+            total = sum(_nbytes(v[0]) for v in _draws.values())
+            while (total > DRAW_CACHE_BYTES or len(_draws) > DRAW_CACHE_ENTRIES) and len(_draws) > 1:
+                _, (old, _) = _draws.popitem(last=False)
+                total -= _nbytes(old)
     return draws
 
 
 def clear_draw_cache() -> None:
-    _draws.clear()
+    with _draws_lock:
+        _draws.clear()
 
 
 # Clustered contexts (paper App. D.2; RunConfig.clusters): with clusters = K >= 1 each context's

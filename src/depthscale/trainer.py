@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 
 from depthscale import seeds
+from depthscale.prefetch import Prefetcher
 from depthscale import versions
 from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
@@ -188,6 +189,8 @@ class Trainer:
         # the evaluation set of one spectrum at a time (10,240 contexts each: a pack of many spectra
         # must not hold them all); runs that stop together are measured spectrum by spectrum
         self.eval_sets: dict[tuple, list] = {}
+        # the next step's batches drawn on the CPU while the device trains (prefetch.py; off on the CPU)
+        self.prefetch = Prefetcher(lambda idx, step: step_batches(cfgs, idx, step, "cpu"), device)
 
     def running(self) -> list[int]:
         """The runs still training."""
@@ -215,7 +218,9 @@ class Trainer:
         """One optimiser step of the running runs; their wall time since `t_last` is shared among
         them. A run whose loss is not finite stops ("nan"). Returns the time after the step."""
         idx = self.running()
-        _, finite = train_step(self.pack, self.opt, self.cfgs, idx, step, self.lr0_M, self.device)
+        with phase("sampling"):  # with the prefetcher on: the wait for the batch drawn during the last step
+            batches = self.prefetch.get(idx, step)
+        _, finite = train_step(self.pack, self.opt, self.cfgs, idx, step, self.lr0_M, self.device, batches=batches)
         now = time.perf_counter()
         for i in idx:
             self.states[i].seconds += (now - t_last) / len(idx)
@@ -332,6 +337,7 @@ class Trainer:
             for i in sorted(self.running(), key=lambda j: spectrum_key(self.cfgs[j])):
                 self.finish(i, "max_steps", c0.max_steps)
         finally:
+            self.prefetch.close()
             bar.close()
             self.live.close()
         return self.results  # type: ignore[return-value]
