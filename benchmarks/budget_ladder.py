@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from depthscale import budget
+from depthscale.experiments import budget
 from depthscale.results import Results, Theory
 from depthscale.store import Store
 

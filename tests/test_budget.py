@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthscale import budget
+from depthscale.experiments import budget
 from depthscale.registry import BUDGET_STEPS, REGISTRY
 from depthscale.results import Results, Theory
 

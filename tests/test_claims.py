@@ -15,7 +15,8 @@ import pytest
 from claims_world import DEPTHS, FakePaired, FakeTheory, World, noise, use_paired
 from depthscale import claims
 from depthscale.analysis import gap_fit, loss_fit
-from depthscale.claims import CLAIMS, NEEDS_STORE, check
+from depthscale.claims import NEEDS_STORE
+from depthscale.registry import CLAIMS, check
 from depthscale.registry import (FIG3_SPECTRA, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_SPECTRUM, FIG14_K16,
                                  FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, paper_L0_top2)
 

@@ -14,7 +14,7 @@ import pytest
 
 from claims_world import DEPTHS, FakeTheory, World, noise
 from depthscale import looped as lp
-from depthscale.claims import CLAIMS, check
+from depthscale.registry import CLAIMS, check
 from depthscale.registry import (CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM, REGISTRY, SCALING_DEPTHS,
                                  SCALING_SPECTRA, SCALING_WIDTHS, TRANSFORMER_DEPTHS)
 

@@ -174,7 +174,7 @@ def smoke_store(tmp_path_factory):
 
 
 def test_runs_store_the_class_metrics(smoke_store):
-    from depthscale.analysis import clustered_series
+    from depthscale.experiments.clustered import clustered_series
 
     _, res, _ = smoke_store
     for K in (1, 2, 4, 8):
@@ -193,7 +193,7 @@ def test_runs_store_the_class_metrics(smoke_store):
 
 
 def test_figure_table_and_claims_build_on_smoke(smoke_store):
-    from depthscale.claims import check_all
+    from depthscale.registry import check_all
     from depthscale.figures import FIGURES, write_figure
     from depthscale.tables import TABLES, write_table
 

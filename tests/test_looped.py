@@ -153,7 +153,7 @@ def test_figure_table_and_claims_build(tmp_path):
     """On made-up, paper-shaped metrics (test_report.fabricate): the figure and table build, every
     trained run is one table row; without the looped runs the claims FAIL naming missing runs."""
     from depthscale import figures, tables
-    from depthscale.claims import check
+    from depthscale.registry import check
     from depthscale.results import Results, Theory
     from depthscale.store import Store
 

@@ -16,7 +16,8 @@ import torch
 
 from depthscale import figures, tables
 from depthscale import registry as ex
-from depthscale.claims import CLAIMS, NEEDS_STORE, check_all
+from depthscale.claims import NEEDS_STORE
+from depthscale.registry import CLAIMS, check_all
 from depthscale.config import make_config
 from depthscale.registry import all_configs
 from depthscale.results import Results, Theory
@@ -205,12 +206,12 @@ def test_tables_put_the_paper_beside_ours(synth, tmp_path):
         # (a beyond-the-paper table has no paper numbers to put beside ours)
         assert any(c.startswith("paper_") for c in df.columns) or ex.REGISTRY[tid].part != "paper", tid
         assert "| " in paths[1].read_text()
-    t1 = tables.table1(res, th).set_index(["a", "b"])
+    t1 = tables.TABLES["table1"](res, th).set_index(["a", "b"])
     assert t1.loc[(0.0, 0.0), "L0_nonlinear"] == pytest.approx(0.01, rel=0.05)
     assert t1.loc[(0.0, 0.0), "paper_L0_nonlinear"] == 2.007
-    t3 = tables.table3(res, th)
+    t3 = tables.TABLES["table3"](res, th)
     assert t3[t3.k == 16]["R_irr"].isna().all()  # k = 16 is not in smoke: no number is invented
-    t5 = tables.table5(res, th)
+    t5 = tables.TABLES["table5"](res, th)
     assert np.allclose(t5["alpha"], 1.0, atol=1e-3)
 
 

@@ -13,8 +13,9 @@ import pytest
 from depthscale import figures, tables
 from depthscale import registry as ex
 from depthscale.analysis import fit_xy, time_curve, time_fit, time_window, width_series
-from depthscale.claims import check
+from depthscale.registry import check
 from depthscale.config import geometry
+from depthscale.experiments.scaling import SCALING_TIME_DEPTHS
 from depthscale.results import Results, Theory
 from depthscale.store import Store
 
@@ -153,13 +154,13 @@ def test_scaling_figure_and_table_build(fake):
     from matplotlib import rc_context
 
     with rc_context(figures.STYLE):
-        fig = figures.scaling(res, th)
+        fig = figures.FIGURES["scaling"](res, th)
     axes = fig.axes
     assert len(axes) == 6
     assert [ax.get_title(loc="left")[:3] for ax in axes] == [f"({x})" for x in "abcdef"]
     # (c): the time fits are laws here (the fixture's curves are power laws)
     texts = [t.get_text() for t in axes[2].get_legend().get_texts()]
-    drawn = [L for L in figures.SCALING_TIME_DEPTHS if L in ex.depth_set("smoke", "all")]
+    drawn = [L for L in SCALING_TIME_DEPTHS if L in ex.depth_set("smoke", "all")]
     assert sum("beta_t" in t for t in texts) == len(drawn) == 2
     # (b): every width at L = 4, no law (the fixture's width effect is a step, not a power law)
     xs = sorted({round(float(x)) for line in axes[1].get_lines() for x in line.get_xdata()

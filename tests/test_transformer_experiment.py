@@ -103,7 +103,7 @@ def test_a_transformer_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
 
 
 def test_figure_table_and_claims_build(store, tmp_path):
-    from depthscale.claims import check_all
+    from depthscale.registry import check_all
     from depthscale.figures import write_figure
     from depthscale.tables import write_table
 

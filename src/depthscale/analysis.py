@@ -17,7 +17,7 @@ import numpy as np
 
 from depthscale.fits import FitResult, fit_gap, fit_power_law
 from depthscale.measurements import PERCENTILES
-from depthscale.registry import depth_set
+from depthscale.records import depth_set
 from depthscale.results import Results, Series, Theory, as_array
 
 MODE_FLOOR = 0.02  # normalised mode-wise loss that counts as learned (Fig. 3c)
@@ -263,22 +263,6 @@ def time_fit(curve: dict | None, window: str = "after_warmup") -> FitResult | No
     return fit_xy(curve["t"][keep], curve["y"][keep])
 
 
-def clustered_series(res: Results, K: int) -> Series:
-    """The `clustered` experiment's runs at K context classes (0 = a fresh Haar rotation per
-    context: fig6's runs) over its depths (registry.CLUSTERED_DEPTHS)."""
-    from depthscale.registry import CLUSTERED_SPECTRUM, REGISTRY
-
-    view = res.view(clusters=int(K)) if K else res
-    depths = REGISTRY["clustered"].groups[0].depths_for(res.preset)  # CLUSTERED_DEPTHS within the preset's
-    return view.series("nonlinear", "difficult", 2, *CLUSTERED_SPECTRUM, depths)
-
-
-def clustered_fit(res: Results, K: int) -> tuple[Series, FitResult | None]:
-    """`clustered_series` and its fit R_L = L0 + c L^-alpha."""
-    s = clustered_series(res, K)
-    return s, fit_series(s, True)
-
 __all__ = ["fit_series", "loss_fit", "gap_fit", "mode_curves", "normalised_modes", "mode_crossings",
            "reducible_modes", "rel_change_last_two", "selection_quantiles", "plateau", "reference_slopes",
-           "MODE_FLOOR", "fit_xy", "width_series", "TIME_WINDOWS", "time_window", "time_curve", "time_fit",
-           "clustered_series", "clustered_fit"]
+           "MODE_FLOOR", "fit_xy", "width_series", "TIME_WINDOWS", "time_window", "time_curve", "time_fit"]

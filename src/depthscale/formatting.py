@@ -42,4 +42,22 @@ def number(x, digits: int = 4, table: bool = True) -> str:
     return f"{v:.{digits}g}"
 
 
-__all__ = ["label", "number"]
+
+
+def fit_status(f) -> str:
+    """A table cell saying whether fit `f` is a law: 'ok', 'degenerate: <reason>' or 'no fit'."""
+    if f is None:
+        return "no fit"
+    return "ok" if f.ok else f"degenerate: {f.reason}"
+
+
+def markdown_table(df) -> str:
+    """A DataFrame as a Markdown table, numbers through `number`."""
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(number(row[c]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["label", "number", "fit_status", "markdown_table"]

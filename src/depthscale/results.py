@@ -29,9 +29,9 @@ from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPT
                                PRESET_DEPTHS, ConfigError, config_dict, make_config)
 from depthscale.errors import InputError
 from depthscale.linear_floor import fig8_sample, linear_floor, sample_linear_floor
-from depthscale.registry import (FIG8_SPECTRUM, FINITE_P_SAMPLES, FLOOR_SAMPLES, REGISTRY, SOFTMAX_FLOOR_SAMPLES,
-                                 THEORY_SEED, TheoryNeed, check_preset, depth_set, model_depths, preset_shape,
-                                 resolve_ids, theory_needs)
+from depthscale.paper import FIG8_SPECTRUM
+from depthscale.records import (FINITE_P_SAMPLES, FLOOR_SAMPLES, SOFTMAX_FLOOR_SAMPLES, THEORY_SEED, Experiment,
+                                TheoryNeed, check_preset, depth_set, model_depths, preset_shape)
 from depthscale.softmax_floor import softmax_floor
 from depthscale.theory import constrained_curve, free_curve, sample_constrained_curve, sample_free_curve, spectra, zeta
 
@@ -39,7 +39,7 @@ from depthscale.theory import constrained_curve, free_curve, sample_constrained_
 # --- theory (computed on demand, cached as JSON) ---
 
 def compute_need(need: TheoryNeed, preset: str, device: str = "cpu", progress: bool = False) -> dict:
-    """The number(s) a theory need stands for, at the preset's geometry (registry.TheoryNeed)."""
+    """The number(s) a theory need stands for, at the preset's geometry (records.TheoryNeed)."""
     d, P = preset_shape(preset, need.model)
     if need.kind == "softmax_floor":
         return softmax_floor(need.a, need.b, need.k, d, P, samples=SOFTMAX_FLOOR_SAMPLES[preset],
@@ -177,11 +177,11 @@ def compute_theory_entry(need: TheoryNeed, preset: str, cache: str | Path, devic
     return seconds
 
 
-def theory_jobs(ids, preset: str, cache: str | Path, device: str = "cpu") -> list[tuple]:
-    """(compute_theory_entry, args) for every theory need of experiments `ids` at `preset` that the
-    cache lacks, the longest first (THEORY_COST)."""
+def theory_jobs(needs: Iterable[TheoryNeed], preset: str, cache: str | Path, device: str = "cpu") -> list[tuple]:
+    """(compute_theory_entry, args) for every theory need of `needs` (registry.theory_needs of the
+    experiments) at `preset` that the cache lacks, the longest first (THEORY_COST)."""
     th = Theory(preset, cache=cache)
-    needs = [n for n in theory_needs(ids, preset) if not th.has(n)]
+    needs = [n for n in needs if not th.has(n)]
     needs.sort(key=lambda n: THEORY_COST.get((n.kind, n.model), 1.0), reverse=True)
     return [(compute_theory_entry, (n, preset, str(cache), device)) for n in needs]
 
@@ -377,11 +377,11 @@ class Results:
                 self._curves[run_id] = None
         return self._curves[run_id]
 
-    def used_rows(self, ids: Iterable[str] | None = None) -> list[dict]:
-        """Every run the experiments `ids` use (deduplicated)."""
+    def used_rows(self, experiments: Iterable[Experiment]) -> list[dict]:
+        """Every run the experiments (records, registry.REGISTRY's) use (deduplicated)."""
         seen: dict[str, dict] = {}
-        for i in resolve_ids(ids):
-            for g in REGISTRY[i].groups_for(self.preset):
+        for e in experiments:
+            for g in e.groups_for(self.preset):
                 res = self.view(**dict(g.fields)) if g.fields else self
                 for a, b in g.spectra:
                     for L in g.depths_for(self.preset):

@@ -1,0 +1,227 @@
+"""Nonlinear attention on the difficult task, the paper's main result (SPEC §7): fig6
+(inverse-depth scaling; C_L and A_L - C_L), fig14 (more spectra, k = 16), table4 (their fits), and
+the spread start drawn beside them (fig6-spread, fig14-spread: a named variant, SPEC §3.4, never
+used for the claims), with claims 5a and 6.
+
+Operational choices:
+- 5a: top-2 items (every spectrum of fig6 and fig14's k = 2) alpha in [0.8, 1.2], R² >= 0.99;
+  top-16 items (Table 4's four) |alpha - alpha_paper| <= 0.2, R² >= 0.99; every fit well posed.
+- 6: "last two depths" are the two deepest depths with finite values; relative change
+  |X(Lmax) - X(Lmax/2)| / |X(Lmax/2)| for X = C_L and A_L - C_L, on fig6's b = 0 spectra.
+- fig6 (c) draws every fit's L0 dotted, a degenerate fit's too (the caption names those); C_L and
+  A_L - C_L share a linear axis in (c, d).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthscale import plotting as pl
+from depthscale.analysis import loss_fit, rel_change_last_two
+from depthscale.claims import fit_problem, fitted, judged, left_out, num, require, verdict, yes, item_label
+from depthscale.formatting import fit_status, label
+from depthscale.paper import FIG14_K2, FIG14_K16, FIG56_SPECTRA, PAPER, TOP2_SPECTRA
+from depthscale.records import (PRESET_KS, Claim, Experiment, RunGroup, register, softmax_floor_needs,
+                                variant_fields)
+from depthscale.results import Results, Theory
+
+G6 = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA)
+G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "difficult", 16, FIG14_K16))
+# the spread start (a named variant, SPEC §3.4): beside fig6 and fig14, never in the claims
+G6_SPREAD = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA, None, variant_fields("spread", 2))
+G14_SPREAD = (RunGroup("nonlinear", "difficult", 2, FIG14_K2, None, variant_fields("spread", 2)),
+              RunGroup("nonlinear", "difficult", 16, FIG14_K16, None, variant_fields("spread", 16)))
+
+
+def softmax_floor_line(th: Theory):
+    """hlines for loss_panel: the softmax-ensemble floor of each spectrum (SPEC §3.4)."""
+    return lambda k, a, b: (th.softmax_floor(a, b, k)["ensemble_floor"], th.softmax_floor(a, b, k)["se"])
+
+
+def spread_view(res: Results, k: int = 2) -> Results:
+    """The runs of the spread start (records.variant_fields: never used for the claims)."""
+    return res.view(**dict(variant_fields("spread", k)))
+
+
+def start_panel(ax, res: Results, groups) -> None:
+    """Faithful start (filled markers, solid) beside the spread variant (open markers, dashed):
+    R_L for each (k, (a, b)), the two starts' curves of one spectrum in one colour."""
+    drawn = 0
+    for i, ((k, (a, b)), col) in enumerate(zip(groups, pl.colors(len(groups)))):
+        for view, ls, face, name in ((res, "-", col, "faithful"), (spread_view(res, k), "--", "none", "spread")):
+            s = view.series("nonlinear", "difficult", k, a, b)
+            y = s.get("R") if s else np.zeros(0)
+            ok = np.isfinite(y) & (y > 0)
+            if not ok.any():
+                continue
+            drawn += 1
+            ax.plot(s.depths[ok], y[ok], ls=ls, marker=pl.MARKERS[i % len(pl.MARKERS)], color=col, mfc=face, ms=4,
+                    label=f"{label(a, b, k if len({g[0] for g in groups}) > 1 else None)} {name}")
+    pl.loglog(ax)
+    if not drawn:
+        pl.missing(ax)
+    pl.finish_legend(ax, drawn, "start: filled faithful, open spread")
+
+
+C_LABEL = "$C_L$ (linear axis)"
+GAP_LABEL = "$A_L - C_L$ (linear axis)"  # the same scale as C_L's panel beside it
+
+
+def fig6(res: Results, th: Theory, compare: bool = True):
+    fig, ax = pl.new_figure(3 if compare else 2, 2)
+    ax = ax if compare else [ax[0], ax[1], None, ax[2], ax[3], None]  # the same panel slots
+    fl = softmax_floor_line(th)
+    a0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[0] == 0))
+    pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl)
+    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: ens. floor")
+    b0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[1] == 0))
+    fits = pl.loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl)
+    pl.panel_title(ax[1], "b", "$b=0$; dashed: ensemble floor")
+    if compare:
+        start_panel(ax[2], res, a0)
+        pl.panel_title(ax[2], "e", "faithful vs spread start, $a=0$")
+    # every fit's L0, dotted (a degenerate fit's too: the caption says which are not laws)
+    pl.decomp_panel(ax[3], res, "nonlinear", b0, "C", C_LABEL, {key: f.L0 for key, f in fits.items()})
+    pl.panel_title(ax[3], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
+    weak = [label(a, b) for (k, a, b), f in fits.items() if not f.ok]
+    if weak:
+        pl.note(ax[3], "dotted L0 from a degenerate fit (not a law): " + ", ".join(weak))
+    pl.decomp_panel(ax[4], res, "nonlinear", b0, "gap", GAP_LABEL)
+    pl.panel_title(ax[4], "d", "$A_L - C_L$ at $b=0$")
+    if compare:
+        start_panel(ax[5], res, b0)
+        pl.panel_title(ax[5], "f", "faithful vs spread start, $b=0$")
+    return fig
+
+
+def fig6_spread(res: Results, th: Theory):
+    """fig6 drawn from the spread variant's runs."""
+    return fig6(spread_view(res, 2), th, compare=False)
+
+
+def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool = True):
+    fig, ax = pl.new_figure(3 if compare else 2, 2)
+    ax = ax if compare else [ax[0], ax[1], None, ax[2], ax[3], None]  # the same panel slots
+    res16 = res if res16 is None else res16
+    k2 = pl.pairs(2, sorted(FIG14_K2))
+    fl = softmax_floor_line(th)
+    pl.loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl)
+    pl.panel_title(ax[0], "a", "$k=2$; dashed: ensemble floor")
+    pl.loss_panel(ax[1], res16, "nonlinear", "difficult", pl.pairs(16, sorted(FIG14_K16)), fit=True,
+                  hlines=fl if pl.has_k(res, 16) else None)
+    pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("" if pl.has_k(res, 16) else " (not in this preset)"))
+    if compare:
+        start_panel(ax[2], res, k2)
+        pl.panel_title(ax[2], "e", "faithful vs spread start, $k=2$")
+    pl.decomp_panel(ax[3], res, "nonlinear", k2, "C", C_LABEL)
+    pl.panel_title(ax[3], "c", "$C_L$, $k=2$")
+    pl.decomp_panel(ax[4], res, "nonlinear", k2, "gap", GAP_LABEL)
+    pl.panel_title(ax[4], "d", "$A_L - C_L$, $k=2$")
+    if compare:
+        start_panel(ax[5], res, pl.pairs(16, sorted(FIG14_K16)))
+        pl.panel_title(ax[5], "f", "faithful vs spread start, $k=16$")
+    return fig
+
+
+def fig14_spread(res: Results, th: Theory):
+    """fig14 drawn from the spread variant's runs (k = 16 with its own temperatures)."""
+    return fig14(spread_view(res, 2), th, spread_view(res, 16), compare=False)
+
+
+def table4(res: Results, th: Theory):
+    import pandas as pd
+
+    rows = []
+    for p in PAPER["table4_nonlinear_fits"]:
+        k, a, b = p["k"], float(p["a"]), float(p["b"])
+        _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+        rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if f else math.nan,
+                     "alpha": f.alpha if f else math.nan, "alpha_se": f.alpha_se if f else math.nan,
+                     "r2": f.r2 if f else math.nan, "fit": fit_status(f), "paper_L0": p["L0"],
+                     "paper_alpha": p["alpha"],
+                     "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
+    return pd.DataFrame(rows)
+
+
+def c5a(res, th):
+    items = [(2, TOP2_SPECTRA)] + ([(16, FIG14_K16)] if 16 in PRESET_KS[res.preset] else [])
+    for k, sp in items:
+        require(res, "nonlinear", "difficult", k, sp)
+    paper16 = {(float(r["a"]), float(r["b"])): r["alpha"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 16}
+    meas, parts, ok = {}, [], True
+    for k, sp in items:
+        for a, b in sp:
+            _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+            r2_ok = f is not None and f.r2 >= 0.99
+            if k == 2:
+                a_ok = f is not None and 0.8 <= f.alpha <= 1.2
+                what = f"α in [0.8, 1.2] {yes(a_ok)}"
+                pa = None
+            else:
+                pa = paper16[(a, b)]
+                a_ok = f is not None and abs(f.alpha - pa) <= 0.2
+                what = f"|α - α_paper {num(pa)}| = {num(abs(f.alpha - pa) if f else None)} <= 0.2 {yes(a_ok)}"
+            good = bool(not fit_problem(f) and a_ok and r2_ok)
+            ok &= good
+            meas[item_label(a, b, k)] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
+                                    "r2": f.r2 if f else None, "paper_alpha": pa,
+                                    "fit_status": f.status if f else None}
+            parts.append(f"{item_label(a, b, k)} {fitted(f)}: {what}, R² >= 0.99 {yes(r2_ok)} → {verdict(good, f)}")
+    return meas, ok, judged("well-posed fits; top-2 (figs 6, 14): α in [0.8, 1.2] and R² >= 0.99; top-16 "
+                             "(Table 4): |α - α_paper| <= 0.2 and R² >= 0.99", parts, left_out(res, (16,)))
+
+
+
+def c6(res, th):
+    spectra = [s for s in FIG56_SPECTRA if s[1] == 0]
+    require(res, "nonlinear", "difficult", 2, spectra)
+    meas, parts, ok = {}, [], True
+    for a, b in spectra:
+        s = res.series("nonlinear", "difficult", 2, a, b)
+        dC, dG = rel_change_last_two(s, "C"), rel_change_last_two(s, "gap")
+        good = bool(dC < 0.1 and dG < 0.1)
+        ok &= good
+        L1, L2 = s.depths[-2:].tolist() if len(s.depths) > 1 else (None, None)
+        meas[label(a, b)] = {"C": dC, "A_minus_C": dG}
+        parts.append(f"{label(a, b)} L={L1}→{L2}: ΔC/C={num(dC)} ({yes(dC < 0.1)}), "
+                     f"Δ(A-C)/(A-C)={num(dG)} ({yes(dG < 0.1)}) → {yes(good)}")
+    return meas, ok, judged("relative change of C_L and of A_L - C_L over the last two depths < 10%, fig6's b = 0 "
+                             "spectra", parts)
+
+
+CLAIMS = (
+    Claim("5a", "Nonlinear, difficult: inverse-depth scaling",
+          "α ∈ [0.8, 1.2] with R² >= 0.99 for every top-2 spectrum of figs 6 and 14, and |α - α_paper| <= 0.2 with "
+          "R² >= 0.99 for the four top-16 spectra of Table 4 (well-posed fits)", c5a, ("fig6", "fig14", "table1", "table4")),
+    Claim("6", "C_L and A_L - C_L settle",
+          "relative change over the last two depths < 10%, every spectrum of fig6 (c, d)", c6, ("fig6",)),
+)
+
+
+FIG6 = register(Experiment(
+    "fig6", "Nonlinear attention, difficult task: inverse-depth scaling",
+    ("nonlinear",), "difficult", (2,), "as fig5",
+    "loss vs L with fits (alpha ~ 1) and the softmax-ensemble floor; (c, d) C_L and "
+    "A_L - C_L at b = 0", (G6,), softmax_floor_needs(2, FIG56_SPECTRA), figure=fig6, claims=CLAIMS))
+FIG14 = register(Experiment(
+    "fig14", "Nonlinear attention on more spectra and k = 16", ("nonlinear",),
+    "difficult", (2, 16),
+    "k=2: (0.25,0.25),(0.25,0.5),(0.5,0.5); k=16: (0,0.25),(0,0.5),(0.25,0.25),(0.25,0.5)",
+    "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", G14,
+    softmax_floor_needs(2, FIG14_K2) + softmax_floor_needs(16, FIG14_K16), figure=fig14))
+FIG6_SPREAD = register(Experiment(
+    "fig6-spread", "Variant start: fig6 with the spread start (never used for the claims)",
+    ("nonlinear",), "difficult", (2,), "as fig6",
+    "fig6's runs with each layer started at its own temperature around the theory-optimal head "
+    "and the rate tapered as L^-1/2 (config.RECIPE_VARIANTS['spread']): drawn beside the faithful "
+    "runs in fig6", (G6_SPREAD,), reuses=("fig6",), figure=fig6_spread))
+FIG14_SPREAD = register(Experiment(
+    "fig14-spread", "Variant start: fig14 with the spread start (never used for the claims)",
+    ("nonlinear",), "difficult", (2, 16), "as fig14",
+    "fig14's runs with the spread start (k = 16: temperatures around its own tau*): drawn beside "
+    "the faithful runs in fig14", G14_SPREAD, reuses=("fig14",), figure=fig14_spread))
+TABLE4 = register(Experiment(
+    "table4", "Nonlinear fits on the fig14 spectra", ("nonlinear",), "difficult", (2, 16),
+    "fig14", "L0, alpha +- SE, R^2", G14, reuses=("fig14",), table=table4))

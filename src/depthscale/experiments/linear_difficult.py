@@ -1,0 +1,166 @@
+"""Linear attention on the difficult task (SPEC §7): fig5 (a plateau within 1-2 layers, at the
+theory floor R_irr) and table3 (R_irr ± SE against the measured plateau), with claims 4a-4c.
+
+Operational choices:
+- 4: the plateau is the seed-mean R at Lmax, its SE as in claims.point_se. 4a on the fig5 spectra.
+  4b and 4c on every Table 3 row: 4b |plateau - R_irr| <= 5% R_irr and the linear runs' P/d >= 8;
+  4c plateau <= 1.05 finite-P floor and plateau >= finite-P floor - 2 sqrt(SE_plateau^2 +
+  SE_floor^2) (the floor is a Monte Carlo on other contexts: independent SEs add).
+- table3 trains its spectra at depths 1, 2 and Lmax only ("plateau" depths): enough for the
+  plateau R_Lmax and the plateau-by-L=2 check; the (0, 0) k = 2 row shares fig5's runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthscale import plotting as pl
+from depthscale.analysis import plateau
+from depthscale.claims import MissingRuns, judged, left_out, num, point_se, present_ks, require, seeds_text, yes
+from depthscale.formatting import label
+from depthscale.paper import FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16
+from depthscale.records import (PRESET_KS, Claim, Experiment, RunGroup, depth_set, floor_needs, preset_shape,
+                                register)
+from depthscale.results import Results, Theory
+
+G5 = RunGroup("linear", "difficult", 2, FIG56_SPECTRA)
+
+
+def fig5(res: Results, th: Theory):
+    fig, ax = pl.new_figure(2)
+    floor = lambda k, a, b: (th.floor(a, b, k)["R_irr"], th.floor(a, b, k)["se"])  # noqa: E731
+    pl.loss_panel(ax[0], res, "linear", "difficult", pl.pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]),
+               hlines=floor)
+    pl.panel_title(ax[0], "a", r"linear, difficult, $a=0$ (dashed: $R_{\mathrm{irr}}$)")
+    pl.loss_panel(ax[1], res, "linear", "difficult", pl.pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0]),
+               hlines=floor)
+    pl.panel_title(ax[1], "b", r"linear, difficult, $b=0$ (dashed: $R_{\mathrm{irr}}$)")
+    return fig
+
+
+def table3(res: Results, th: Theory):
+    import pandas as pd
+
+    paper = {(r["k"], float(r["a"]), float(r["b"])): r for r in PAPER["table3_linear_floor"]}
+    rows = []
+    for k, spectra in ((2, TABLE3_K2), (16, TABLE3_K16)):
+        for a, b in spectra:
+            p = paper[(k, a, b)]
+            if k in PRESET_KS[res.preset]:
+                fl = th.floor(a, b, k)
+                R_irr, se, fin, fin_se = fl["R_irr"], fl["se"], fl["finite_P"], fl["finite_P_se"]
+            else:
+                R_irr = se = fin = fin_se = math.nan
+            m, m_se, _ = plateau(res, "linear", k, a, b)
+            rows.append({"k": k, "a": a, "b": b, "R_irr": R_irr, "R_irr_se": se,
+                         "finite_P_floor": fin, "finite_P_floor_se": fin_se,
+                         "plateau": m, "plateau_se": m_se,
+                         "diff_pct": 100 * (m - R_irr) / R_irr if R_irr and np.isfinite(R_irr) else math.nan,
+                         "diff_finite_P_pct": 100 * (m - fin) / fin if fin and np.isfinite(fin) else math.nan,
+                         "paper_R_irr": p["theory"], "paper_R_irr_se": p["theory_se"],
+                         "paper_measured": p["measured"],
+                         "paper_diff_pct": 100 * (p["measured"] - p["theory"]) / p["theory"]})
+    return pd.DataFrame(rows)
+
+
+def c4a(res, th):
+    require(res, "linear", "difficult", 2, FIG56_SPECTRA)
+    meas, parts, ok = {}, [], True
+    for a, b in FIG56_SPECTRA:
+        s = res.series("linear", "difficult", 2, a, b)
+        R = dict(zip(s.depths.tolist(), s.get("R")))
+        Lmax = int(s.depths[-1])
+        if 2 not in R:
+            raise MissingRuns(f"missing runs: linear/difficult k=2 {label(a, b)} L=2")
+        ratio = float(R[2] / R[Lmax])
+        good = ratio <= 1.1
+        ok &= good
+        meas[label(a, b)] = ratio
+        parts.append(f"{label(a, b)} R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}, ratio {num(ratio)} {yes(good)}")
+    return meas, ok, judged("R_2 <= 1.1 · R_Lmax (seed means), every fig5 spectrum", parts)
+
+
+
+def _plateaus(res):
+    """(k, a, b, plateau, SE, SE kind, Lmax) of every Table 3 row at this preset."""
+    items = present_ks(res, [(2, TABLE3_K2), (16, TABLE3_K16)])
+    Lmax = depth_set(res.preset, "all")[-1]
+    for k, sp in items:
+        require(res, "linear", "difficult", k, sp, (Lmax,))
+    out = []
+    for k, sp in items:
+        for a, b in sp:
+            s = res.series("linear", "difficult", k, a, b, (Lmax,))
+            se, kind = point_se(s, 0)
+            out.append((k, a, b, float(s.get("R")[0]), se, kind, Lmax, int(s.n[0])))
+    return out
+
+
+
+def c4b(res, th):
+    d, P = preset_shape(res.preset, "linear")
+    geo_ok = P / d >= 8
+    meas, parts, ok = {}, [], geo_ok
+    for k, a, b, m, _, _, Lmax, _ in _plateaus(res):
+        fl = th.floor(a, b, k)
+        rel = (m - fl["R_irr"]) / fl["R_irr"]
+        good = bool(abs(rel) <= 0.05)
+        ok &= good
+        meas[label(a, b, k)] = {"plateau": m, "R_irr": fl["R_irr"], "R_irr_se": fl.get("se"), "rel_diff": rel}
+        parts.append(f"{label(a, b, k)} R_{Lmax}={num(m)} vs R_irr={num(fl['R_irr'])}±{num(fl.get('se'))}: "
+                     f"{100 * rel:+.1f}% {yes(good)}")
+    meas["P_over_d"] = P / d
+    geo = f"; the linear runs' d={d}, P={P}: P/d={P / d:g} (>= 8 {yes(geo_ok)})"
+    return meas, ok, judged("|plateau - R_irr| <= 5% of R_irr (plateau: seed-mean R at Lmax; R_irr at the runs' "
+                             "d and P) with P/d >= 8, every Table 3 row", parts, geo + left_out(res, (2, 16)))
+
+
+
+def c4c(res, th):
+    meas, parts, ok, ns = {}, [], True, []
+    for k, a, b, m, se, kind, Lmax, n in _plateaus(res):
+        ns.append(n)
+        fl = th.floor(a, b, k)
+        fp, fse = float(fl["finite_P"]), float(fl["finite_P_se"])
+        tol = 2 * math.hypot(se, fse)
+        above = (m - fp) / fp
+        not_above = bool(above <= 0.05)
+        not_below = bool(m >= fp - tol)
+        good = not_above and not_below and math.isfinite(tol)
+        ok &= good
+        meas[label(a, b, k)] = {"plateau": m, "plateau_se": se, "finite_P_floor": fp, "finite_P_floor_se": fse,
+                                "rel_above": above, "two_se": tol}
+        parts.append(f"{label(a, b, k)} R_{Lmax}={num(m)}±{num(se)} ({kind}) vs finite-P floor {num(fp)}±{num(fse)}: "
+                     f"{100 * above:+.1f}% (<= +5% {yes(not_above)}), below by {num(max(fp - m, 0.0))} vs 2 SE "
+                     f"{num(tol)} ({yes(not_below)}) → {yes(good)}")
+    return meas, ok, judged("plateau <= 1.05 · finite-P floor (R_irr with each context's S) and plateau >= floor "
+                             "- 2 sqrt(SE_plateau² + SE_floor²), every Table 3 row", parts,
+                             "; " + seeds_text(res, ns) + left_out(res, (2, 16)))
+
+
+CLAIMS = (
+    Claim("4a", "Linear, difficult: plateau by L = 2",
+          "R_2 <= 1.1 · R_Lmax, every fig5 spectrum", c4a, ("fig5", "table1")),
+    Claim("4b", "Linear, difficult: plateau at the theory floor R_irr",
+          "the plateau within 5% of R_irr at the same d and P (P/d >= 8), every Table 3 row", c4b, ("table3",)),
+    Claim("4c", "Linear, difficult: plateau at the finite-P floor (our own)",
+          "the plateau at most 5% above the finite-P floor (R_irr with each context's S) and not below it by more "
+          "than 2 SE, every Table 3 row", c4c, ("table3",)),
+)
+
+
+FIG5 = register(Experiment(
+    "fig5", "Linear attention, difficult task: plateau within 1-2 layers",
+    ("linear",), "difficult", (2,), "a=0: b in {0,0.25,0.5,1}; b=0: a in {0.25,0.5,1}",
+    "loss vs L with the theory floor R_irr", (G5,), floor_needs(2, FIG56_SPECTRA), figure=fig5,
+    claims=CLAIMS[:1]))
+TABLE3 = register(Experiment(
+    "table3", "Linear floor: theory R_irr vs measured plateau", ("linear",), "difficult",
+    (2, 16), "k=2: (0,0),(0.25,0.25),(0.5,0.5),(1,0.25),(1,1); "
+    "k=16: (0.5,0.5),(1,0),(1,0.25),(1.25,0)",
+    "R_irr +- SE vs measured plateau, % difference",
+    (RunGroup("linear", "difficult", 2, TABLE3_K2, "plateau"),
+     RunGroup("linear", "difficult", 16, TABLE3_K16, "plateau")),
+    floor_needs(2, TABLE3_K2) + floor_needs(16, TABLE3_K16), reuses=("fig5",), table=table3, claims=CLAIMS[1:]))

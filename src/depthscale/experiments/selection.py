@@ -1,0 +1,85 @@
+"""Selection loss, one layer against the deepest (SPEC §7): fig13 (Q_L(q) and ΔQ(q)), with claim 10.
+
+Operational choices:
+- 10: Delta Q(q) from paired.bootstrap_dQ (L = 1 against Lmax, the bootstrap over evaluation
+  contexts). One seed: Delta Q and its bootstrap SE. Several: the mean over seeds, and the larger
+  of the SE over seeds and the bootstrap SE of that mean (sqrt(sum se_i^2)/n). PASS iff
+  Delta Q(q) > 2 SE for every q >= 50.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthscale import plotting as pl
+from depthscale.analysis import selection_quantiles
+from depthscale.claims import MissingRuns, call_paired, finite_runs, judged, num, paired_or_fail, require, yes
+from depthscale.paper import ORIGIN
+from depthscale.records import Claim, Experiment, RunGroup, depth_set, register
+from depthscale.results import Results, Theory
+
+
+def fig13(res: Results, th: Theory):
+    fig, ax = pl.new_figure(2)
+    sq = selection_quantiles(res)
+    if sq is None:
+        for i in range(2):
+            pl.missing(ax[i])
+    else:
+        pl.errorbar(ax[0], sq["q"], sq["Q1"], sq["Q1_se"], marker="o", color="tab:blue", label=f"{sq['L1']}")
+        pl.errorbar(ax[0], sq["q"], sq["QL"], sq["QL_se"], marker="s", color="tab:red", label=f"{sq['Lmax']}")
+        pl.logy(ax[0])
+        pl.finish_legend(ax[0], 2, "depth $L$")
+        pl.errorbar(ax[1], sq["q"], sq["dQ"], sq["dQ_se"], marker="o", color="tab:purple")
+        ax[1].axhline(0, color="0.5", lw=0.8)
+    ax[0].set_xlabel("percentile $q$")
+    ax[0].set_ylabel(r"$Q_L(q)$ of $E_L = |\bar p - p^*|^2$")
+    pl.panel_title(ax[0], "a", "selection-loss percentiles, (0,0), $k=2$")
+    ax[1].set_xlabel("percentile $q$")
+    ax[1].set_ylabel(r"$\Delta Q(q) = Q_1(q) - Q_{L_{\max}}(q)$")
+    pl.panel_title(ax[1], "b", "gain from depth per percentile")
+    return fig
+
+
+def c10(res, th):
+    L1, Lmax = depth_set(res.preset, "ends")
+    require(res, "nonlinear", "difficult", 2, ORIGIN, (L1, Lmax))
+    pm = paired_or_fail(res)
+    one = finite_runs(res, "nonlinear", "difficult", 2, 0.0, 0.0, L1)
+    deep = finite_runs(res, "nonlinear", "difficult", 2, 0.0, 0.0, Lmax)
+    seeds = sorted(set(one) & set(deep))
+    if not seeds:
+        raise MissingRuns(f"missing runs: no seed at both L={L1} and L={Lmax}")
+    got = [call_paired(pm.bootstrap_dQ, res.store, one[s]["run_id"], deep[s]["run_id"]) for s in seeds]
+    q = np.asarray(got[0]["q"], dtype=float)
+    dQ = np.stack([np.asarray(g["dQ"], dtype=float) for g in got])
+    bse = np.stack([np.asarray(g["se"], dtype=float) for g in got])
+    n = len(seeds)
+    mean = dQ.mean(0)
+    boot = np.sqrt((bse ** 2).sum(0)) / n
+    if n > 1:
+        se = np.maximum(dQ.std(0, ddof=1) / math.sqrt(n), boot)
+        how = f"the larger of the SE over {n} seeds and the bootstrap SE of their mean"
+    else:
+        se, how = boot, "bootstrap SE over evaluation contexts (one seed)"
+    upper = q >= 50
+    beyond = mean[upper] > 2 * se[upper]
+    ok = bool(upper.any() and np.all(np.isfinite(se[upper])) and np.all(beyond))
+    parts = [f"q={int(x)}: {num(v)}±{num(e)} {yes(bool(v > 2 * e))}" for x, v, e in zip(q[upper], mean[upper], se[upper])]
+    parts.append(f"beside: lowest q={int(q[0])}: {num(mean[0])}±{num(se[0])}")
+    meas = {f"q{int(x)}": {"dQ": float(v), "se": float(e)} for x, v, e in zip(q, mean, se)}
+    return meas, ok, judged(f"ΔQ(q) = Q_{L1}(q) - Q_{Lmax}(q) > 2 SE for every q >= 50; SE: {how}", parts)
+
+
+CLAIMS = (
+    Claim("10", "Depth improves selection in the upper tail",
+          "ΔQ(q) > 0 for every q >= 50, beyond 2 SE (bootstrap over evaluation contexts)", c10, ("fig13",)),
+)
+
+
+FIG13 = register(Experiment(
+    "fig13", "Selection loss: one layer vs the deepest", ("nonlinear",), "difficult",
+    (2,), "(0,0)", "Q_L(q) and Delta Q(q) = Q_1(q) - Q_Lmax(q)",
+    (RunGroup("nonlinear", "difficult", 2, ORIGIN, "ends"),), reuses=("fig6",), figure=fig13, claims=CLAIMS))

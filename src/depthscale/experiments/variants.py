@@ -1,0 +1,215 @@
+"""The variants of paper Appendix C (SPEC §3.3, §7): fig9 (single stream), fig10 (per-layer
+values), fig11 (context updates: loss, learned m) and fig12 (its layer-1 context attention), with
+claims 8a, 8b and 9.
+
+Operational choices:
+- 8a: loss fit of each variant (single_stream, layer_values, context_updates; k = 2, (0,0)) over its
+  own depths: well posed, alpha in [0.6, 1.3], R² >= 0.95.
+- 8b: m at L = 1 is left out (at L = 1 the context states are updated after the only read of
+  them: m gets no gradient and keeps its initial 0): m < 0 at every L >= 2 and max - min < 0.5.
+- 9: rho at every L >= 2 (at L = 1 the context block never reaches the output).
+- the unpackable variants (single_stream, context_updates) train depths up to the preset's
+  VARIANT_MAX_DEPTH (records.model_depths).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from depthscale import plotting as pl
+from depthscale.analysis import loss_fit
+from depthscale.claims import MissingRuns, fit_problem, fitted, judged, num, present_ks, require, verdict, yes
+from depthscale.paper import ORIGIN, PAPER
+from depthscale.records import PRESET_KS, Claim, Experiment, RunGroup, register
+from depthscale.results import Results, Theory
+
+G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
+        RunGroup("context_updates", "difficult", 16, ORIGIN))
+
+
+def _variant_figure(res: Results, model: str, name: str):
+    fig, ax = pl.new_figure(2)
+    pl.loss_panel(ax[0], res, model, "difficult", pl.pairs(2, ORIGIN), fit=True)
+    pl.panel_title(ax[0], "a", f"{name}: loss, (0,0), $k=2$")
+    s = res.series(model, "difficult", 2, 0.0, 0.0)
+    drawn = 0
+    for metric, col, lab in (("C", "tab:blue", "$C_L$"), ("gap", "tab:orange", "$A_L - C_L$")):
+        y = s.get(metric) if s else np.zeros(0)
+        ok = np.isfinite(y) & (s.depths > 1) & (y > 0) if s else np.zeros(0, bool)
+        if ok.any():
+            pl.errorbar(ax[1], s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=lab)
+            drawn += 1
+    pl.loglog(ax[1], ylabel="$C_L$, $A_L - C_L$")
+    if not drawn:
+        pl.missing(ax[1])
+    pl.finish_legend(ax[1], 2, "(0,0), $k=2$")
+    pl.panel_title(ax[1], "b", f"{name}: decomposition")
+    return fig
+
+
+
+def fig9(res: Results, th: Theory):
+    return _variant_figure(res, "single_stream", "single stream")
+
+
+
+def fig10(res: Results, th: Theory):
+    return _variant_figure(res, "layer_values", "per-layer values")
+
+
+
+def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabel: str, letter: str,
+                           title: str, n_legend: int) -> None:
+    """`metric` of the context_updates model at (0,0) vs depth for k = 2 and 16 (legend `name`
+    with k filled in), with horizontal reference lines `refs` [(value, axhline kwargs)]."""
+    drawn = 0
+    for k, col in zip((2, 16), pl.colors(2)):
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
+        y = s.get(metric) if s else np.zeros(0)
+        ok = np.isfinite(y) if s else np.zeros(0, bool)
+        if ok.any():
+            pl.errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=name.format(k))
+            drawn += 1
+    for value, kw in refs:
+        ax.axhline(value, **kw)
+    pl.logx(ax)
+    ax.set_ylabel(ylabel)
+    if not drawn:
+        pl.missing(ax)
+    pl.finish_legend(ax, n_legend, "(0,0)")
+    pl.panel_title(ax, letter, title)
+
+
+
+def fig11(res: Results, th: Theory):
+    fig, ax = pl.new_figure(2)
+    pl.loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True)
+    pl.panel_title(ax[0], "a", "context updates: loss, (0,0)")
+    m16 = PAPER["context_updates"]["m_top16"]
+    paper = [(m16, dict(color="0.5", ls="--", lw=0.8, label=f"paper, $k=16$: $m = {m16:g}$"))]
+    _context_updates_panel(ax[1], res, "m", "$k={}$", paper, "learned $m$", "b",
+                           "learned context-update strength $m$", 3)
+    return fig
+
+
+
+def fig12(res: Results, th: Theory):
+    fig, ax = pl.new_figure(3, width=3.8, height=3.5)
+    for i, k in enumerate((2, 16)):
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
+        arrs = s.arrays.get("A1_mean", []) if s else []
+        j = max((j for j, x in enumerate(arrs) if x is not None), default=None)
+        if j is None:
+            pl.missing(ax[i], "missing runs" + ("" if pl.has_k(res, k) else f" (k={k} not in this preset)"),
+                     blank=True)
+            pl.panel_title(ax[i], "ab"[i], f"mean $A_1$, $k={k}$")
+            continue
+        A = arrs[j][0]
+        im = ax[i].imshow(A, cmap="magma", interpolation="nearest")
+        fig.colorbar(im, ax=ax[i], shrink=0.8)
+        rho, r2 = s.get("rho")[j], s.get("rho_r2")[j]
+        pl.panel_title(ax[i], "ab"[i], rf"mean $A_1$, $k={k}$, $L={s.depths[j]}$: $\rho={rho:.3g}$, $R^2={r2:.4g}$")
+        ax[i].set_xlabel("context token")
+        ax[i].set_ylabel("context token")
+    paper = [(PAPER["context_updates"][key], dict(color="0.5", ls="--", lw=0.7)) for key in ("rho_top2", "rho_top16")]
+    _context_updates_panel(ax[2], res, "rho", "$k={}$", paper,
+                           r"$\rho$ in $A_1 \approx \rho I + (1-\rho)\,\mathbf{1}\mathbf{1}^\top/P$", "c",
+                           r"$\rho$ vs depth (dashed: paper)", 2)
+    return fig
+
+
+def c8a(res, th):
+    items = [("single_stream", 2), ("layer_values", 2), ("context_updates", 2)]
+    for model, k in items:
+        require(res, model, "difficult", k, ORIGIN)
+    meas, parts, ok = {}, [], True
+    for model, k in items:
+        _, f = loss_fit(res, model, "difficult", k, 0.0, 0.0)
+        a_ok = f is not None and 0.6 <= f.alpha <= 1.3
+        r2_ok = f is not None and f.r2 >= 0.95
+        good = bool(not fit_problem(f) and a_ok and r2_ok)
+        ok &= good
+        meas[model] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
+                       "r2": f.r2 if f else None, "fit_status": f.status if f else None}
+        parts.append(f"{model} {fitted(f)}: α in [0.6, 1.3] {yes(a_ok)}, R² >= 0.95 {yes(r2_ok)} → "
+                     f"{verdict(good, f)}")
+    return meas, ok, judged("well-posed fit with α in [0.6, 1.3] and R² >= 0.95, each variant (k = 2, (0,0), its own depths)",
+                             parts)
+
+
+
+def c8b(res, th):
+    present_ks(res, [(16, ORIGIN)])
+    require(res, "context_updates", "difficult", 16, ORIGIN)
+    s = res.series("context_updates", "difficult", 16, 0.0, 0.0)
+    R = dict(zip(s.depths.tolist(), s.get("R")))
+    Lmax = int(s.depths[-1])
+    if 2 not in R:
+        raise MissingRuns("missing runs: context_updates/difficult k=16 (0,0) L=2")
+    ratio = float(R[2] / R[Lmax])
+    deep = s.depths >= 2
+    m = s.get("m")[deep]
+    neg = bool(np.all(np.isfinite(m)) and np.all(m < 0))
+    spread = float(np.max(m) - np.min(m)) if m.size else math.nan
+    flat = bool(spread < 0.5)
+    sat = bool(ratio <= 1.1)
+    ok = sat and neg and flat
+    detail = judged("k = 16: R_2 <= 1.1 · R_Lmax; m < 0 at every L >= 2 and max - min of m over L >= 2 < 0.5",
+                     [f"R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}: ratio {num(ratio)} {yes(sat)}",
+                      "m " + ", ".join(f"L={L}: {num(x)}" for L, x in zip(s.depths[deep].tolist(), m))
+                      + f": all < 0 {yes(neg)}, spread {num(spread)} < 0.5 {yes(flat)} "
+                      f"(paper m ≈ {PAPER['context_updates']['m_top16']})"])
+    return {"R2_over_RLmax": ratio, "m": {f"L={L}": float(x) for L, x in zip(s.depths[deep].tolist(), m)},
+            "m_spread": spread}, ok, detail
+
+
+
+def c9(res, th):
+    present_ks(res, [(2, ORIGIN), (16, ORIGIN)])
+    meas, parts, ok = {}, [], True
+    for k, test, name in ((2, lambda r: r > 0.9, "> 0.9"), (16, lambda r: r < 0.3, "< 0.3")):
+        if k not in PRESET_KS[res.preset]:
+            raise MissingRuns(f"missing runs (k={k} is not part of the {res.preset} preset)")
+        require(res, "context_updates", "difficult", k, ORIGIN)
+        s = res.series("context_updates", "difficult", k, 0.0, 0.0)
+        deep = s.depths >= 2
+        if not deep.any():
+            raise MissingRuns(f"missing runs: context_updates/difficult k={k} (0,0) at L >= 2")
+        Ls, rho, r2 = s.depths[deep].tolist(), s.get("rho")[deep], s.get("rho_r2")[deep]
+        good = bool(np.all(np.isfinite(rho)) and all(test(r) for r in rho))
+        ok &= good
+        meas[f"rho_{k}"] = {f"L={L}": float(r) for L, r in zip(Ls, rho)}
+        paper = PAPER["context_updates"][f"rho_top{k}"]
+        parts.append(f"ρ_{k} " + ", ".join(f"L={L}: {num(r)}" for L, r in zip(Ls, rho))
+                     + f" (fit R² {num(np.nanmin(r2))}–{num(np.nanmax(r2))}; paper {paper}) {name} at every L >= 2: "
+                     f"{yes(good)}")
+    return meas, ok, judged("ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2", parts)
+
+
+CLAIMS = (
+    Claim("8a", "Variants keep an inverse-depth signal",
+          "α ∈ [0.6, 1.3], R² >= 0.95, from a non-degenerate fit, for single_stream, layer_values, context_updates "
+          "(k = 2)", c8a, ("fig9", "fig10", "fig11")),
+    Claim("8b", "Context updates, k = 16: saturates, m negative and nearly constant",
+          "R_2 <= 1.1 · R_Lmax; m negative and nearly constant (spread < 0.5) at every L >= 2", c8b, ("fig11",)),
+    Claim("9", "Context attention: identity-like for k = 2, flat for k = 16",
+          "ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2", c9, ("fig12",)),
+)
+
+
+FIG9 = register(Experiment(
+    "fig9", "Variant: single stream", ("single_stream",), "difficult", (2,), "(0,0)",
+    "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN),), figure=fig9,
+    claims=CLAIMS[:1]))
+FIG10 = register(Experiment(
+    "fig10", "Variant: per-layer values", ("layer_values",), "difficult", (2,), "(0,0)",
+    "loss, C_L, A_L - C_L vs L", (RunGroup("layer_values", "difficult", 2, ORIGIN),), figure=fig10))
+FIG11 = register(Experiment(
+    "fig11", "Variant: context updates", ("context_updates",), "difficult", (2, 16),
+    "(0,0)", "loss vs L; learned m vs L", G_CU, figure=fig11, claims=CLAIMS[1:2]))
+FIG12 = register(Experiment(
+    "fig12", "Context updates: layer-1 context attention", ("context_updates",),
+    "difficult", (2, 16), "(0,0)", "mean A_1 heat maps; rho_k and R^2", G_CU,
+    reuses=("fig11",), figure=fig12, claims=CLAIMS[2:]))
