@@ -10,6 +10,7 @@ import pytest
 
 from depthscale.config import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
 from depthscale.registry import SOFTMAX_GEOMETRY_FIELDS, IDS, PAPER, PRESET_SEEDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.records import Experiment
 from depthscale.results import Results
 
 SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
@@ -227,3 +228,78 @@ def test_results_from_store_leave_diverged_runs_out(tmp_path):
     res = Results.from_store(store, "smoke")
     s = res.series("nonlinear", "difficult", 2, 0, 0, (2,))
     assert s.n.tolist() == [1] and s.get("R")[0] == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- the experiment layer's shape
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
+EXPERIMENT_LAYER = ["records.py", "paper.py", "plotting.py", "claims.py", "registry.py", "figures.py", "tables.py",
+                    "report.py", "pages.py", "analysis.py", "results.py", "formatting.py"]
+BELOW = ["records.py", "paper.py", "plotting.py", "claims.py", "analysis.py", "results.py", "formatting.py"]
+ABOVE = {"depthscale.experiments", "depthscale.registry", "depthscale.figures", "depthscale.tables",
+         "depthscale.report", "depthscale.pages", "depthscale.cli"}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every depthscale module `path` imports, at its top or inside a function (lazy imports too)."""
+    import ast
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("depthscale"):
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("depthscale")}
+    return out
+
+
+def test_experiment_layer_modules_stay_readable():
+    paths = [SRC / n for n in EXPERIMENT_LAYER] + sorted((SRC / "experiments").glob("*.py"))
+    long = {p.name: n for p in paths if (n := len(p.read_text().splitlines())) > 500}
+    assert long == {}
+
+
+def test_nothing_below_the_experiments_imports_them_or_the_lookup():
+    """records, paper, plotting, the claim engine, analysis, results and formatting never import the
+    experiments package or anything that loads it (registry, figures, tables, report), lazily neither;
+    an experiment module never imports the lookup or the report."""
+    def above(mods):
+        return sorted(m for m in mods if any(m == a or m.startswith(a + ".") for a in ABOVE))
+
+    assert above(_imports(SRC / "registry.py"))  # (the check sees an import of the package)
+
+    bad = {n: above(_imports(SRC / n)) for n in BELOW}
+    assert {n: m for n, m in bad.items() if m} == {}
+    for p in sorted((SRC / "experiments").glob("*.py")):
+        got = [m for m in above(_imports(p)) if not m.startswith("depthscale.experiments")]
+        assert got == [], (p.name, got)
+
+
+def test_every_experiment_is_one_record_with_its_claims():
+    from depthscale import registry
+
+    owners = {}
+    for e in REGISTRY.values():
+        assert e.figure is not None or e.table is not None, e.id  # something to show
+        for c in e.claims:
+            assert c.id not in owners, (c.id, owners.get(c.id), e.id)
+            owners[c.id] = e.id
+            assert set(c.uses) <= set(REGISTRY), (c.id, c.uses)
+    assert set(owners) == {c.id for c in registry.CLAIMS}
+    # the report's claims are the paper's in SPEC §9 order, then ours
+    ids = [c.id for c in registry.CLAIMS]
+    assert ids[:16] == ["1", "2", "3", "4a", "4b", "4c", "5a", "5b", "5c", "6", "7", "8a", "8b", "9", "10", "11"]
+    with pytest.raises(ValueError, match="unknown claim"):
+        registry.claim("5z")
+
+
+def test_register_refuses_a_second_record_with_the_same_id():
+    from depthscale.records import register
+
+    e = REGISTRY["fig6"]
+    assert register(e) is e  # the same record again: nothing happens
+    with pytest.raises(ValueError, match="registered twice"):
+        register(Experiment("fig6", "another", (), "theory", (), "", ""))
+    with pytest.raises(ValueError, match="part must be one of"):
+        register(Experiment("new", "x", (), "theory", (), "", "", part="elsewhere"))

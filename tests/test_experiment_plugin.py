@@ -1,0 +1,118 @@
+"""Adding an experiment is one file (issue "A house a newcomer can change"): a toy experiment written
+in tmp_path and named by DEPTHSCALE_EXPERIMENTS appears in `depthscale sweep --experiment`,
+`reproduce` and the report, with its runs, its figure, its table and its claim; nothing else of the
+toolkit is touched. Each command runs in a subprocess, where the registry loads the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from depthscale.errors import InputError
+from depthscale.registry import PLUGIN_ENV, plugin_files
+from depthscale.store import Store
+
+TOY = '''"""A toy experiment: the nonlinear model at (0,0), depths 1 and 2 (smoke), one figure, one table,
+one claim."""
+
+import pandas as pd
+
+from depthscale import plotting as pl
+from depthscale.claims import judged, num, require, yes
+from depthscale.records import Claim, Experiment, RunGroup, register
+
+SPECTRUM = (0.0, 0.0)
+
+
+def figure(res, th):
+    fig, ax = pl.new_figure(1)
+    pl.loss_panel(ax[0], res, "nonlinear", "difficult", [(2, SPECTRUM)])
+    pl.panel_title(ax[0], "a", "toy: loss vs depth")
+    return fig
+
+
+def table(res, th):
+    s = res.series("nonlinear", "difficult", 2, *SPECTRUM, (1, 2))
+    return pd.DataFrame({"L": s.depths, "R": s.get("R")})
+
+
+def deeper_is_no_worse(res, th):
+    require(res, "nonlinear", "difficult", 2, [SPECTRUM], (1, 2))
+    R = res.series("nonlinear", "difficult", 2, *SPECTRUM, (1, 2)).get("R")
+    ok = bool(R[1] <= 1.5 * R[0])
+    return {"R_1": float(R[0]), "R_2": float(R[1])}, ok, judged("R_2 <= 1.5 R_1", [f"R_1={num(R[0])}, R_2={num(R[1])} {yes(ok)}"])
+
+
+register(Experiment(
+    "toy", "Toy: a newcomer's experiment", ("nonlinear",), "difficult", (2,), "(0,0)", "loss vs L at L = 1, 2",
+    (RunGroup("nonlinear", "difficult", 2, (SPECTRUM,), (1, 2)),), part="beyond", figure=figure, table=table,
+    claims=(Claim("T1", "Toy: a second layer does not make the loss worse", "R_2 <= 1.5 R_1", deeper_is_no_worse,
+                  ("toy",)),)))
+'''
+
+
+def depthscale(*args, env):
+    return subprocess.run([sys.executable, "-m", "depthscale", *args], env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def test_a_toy_experiment_in_one_file_reaches_sweep_reproduce_and_the_report(tmp_path):
+    plugin = tmp_path / "plugins" / "toy.py"
+    plugin.parent.mkdir()
+    plugin.write_text(TOY)
+    env = {**os.environ, PLUGIN_ENV: str(plugin.parent), "OMP_NUM_THREADS": "1"}  # a directory of plug-ins
+    store, out, again = tmp_path / "store", tmp_path / "out", tmp_path / "again"
+
+    r = depthscale("sweep", "--experiment", "toy", "--preset", "smoke", "--store", str(store), "--executor",
+                   "inline", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = Store(store, readonly=True)
+    runs = [s.load_config(rid) for rid in s.run_ids() if s.is_done(rid)]
+    assert sorted((c.model, c.a, c.b, c.L) for c in runs) == [("nonlinear", 0.0, 0.0, 1), ("nonlinear", 0.0, 0.0, 2)]
+
+    r = depthscale("reproduce", "toy", "--preset", "smoke", "--store", str(store), "--out", str(out),
+                   "--executor", "inline", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("toy.png", "toy.pdf", "toy.csv", "toy.md"):
+        assert (out / "smoke" / name).stat().st_size > 0, name
+    claims = {c["id"]: c for c in json.loads((out / "claims.json").read_text())}
+    assert claims["T1"]["measured"] is not None and claims["T1"]["uses"] == ["toy"], claims["T1"]
+    assert "1" in claims and "11" in claims  # the paper's claims, counted whichever ids are built
+    md = (out / "report.md").read_text()
+    assert "toy: Toy: a newcomer's experiment" in md and "![toy](smoke/toy.png)" in md and "| T1 |" in md
+
+    r = depthscale("report", "--store", str(store), "--out", str(again), "--preset", "smoke", "--experiment",
+                   "all,beyond", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "toy: Toy" in (again / "report.md").read_text()
+    assert (again / "smoke" / "toy.csv").read_text() == (out / "smoke" / "toy.csv").read_text()
+
+    # without the plug-in the id is unknown: the file was the only change
+    plain = {k: v for k, v in env.items() if k != PLUGIN_ENV}
+    r = depthscale("sweep", "--experiment", "toy", "--preset", "smoke", "--store", str(store), "--dry-run", env=plain)
+    assert r.returncode == 2 and "unknown experiment 'toy'" in r.stderr + r.stdout
+
+
+def test_plugin_paths(tmp_path):
+    (tmp_path / "b.py").write_text("")
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "_skip.py").write_text("")
+    assert plugin_files(str(tmp_path)) == [tmp_path / "a.py", tmp_path / "b.py"]  # sorted, '_' files left out
+    assert plugin_files(f"{tmp_path / 'b.py'}{os.pathsep}{tmp_path}") == [tmp_path / "b.py", tmp_path / "a.py",
+                                                                          tmp_path / "b.py"]
+    assert plugin_files("") == []
+    with pytest.raises(InputError, match="no experiment file or directory"):
+        plugin_files(str(tmp_path / "nope.py"))
+
+
+def test_a_broken_plugin_is_named(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    env = {**os.environ, PLUGIN_ENV: str(bad)}
+    r = depthscale("sweep", "--experiment", "fig6", "--preset", "smoke", "--store", str(tmp_path / "s"), "--dry-run",
+                   env=env)
+    assert r.returncode != 0 and "bad.py" in r.stderr + r.stdout and "boom" in r.stderr + r.stdout
