@@ -204,7 +204,8 @@ def check(claim: Claim, res: Results, th: Theory) -> dict:
     except (MissingRuns, CannotJudge) as e:
         measured, ok, detail = None, False, f"{e} (criterion: {claim.expected})"
     except Exception as e:  # noqa: BLE001 - a broken check is a FAIL with its reason, never a PASS
-        measured, ok, detail = None, False, f"error while checking: {type(e).__name__}: {e} (criterion: {claim.expected})"
+        measured, ok = None, False
+        detail = f"error while checking: {type(e).__name__}: {e} (criterion: {claim.expected})"
     out.update(measured=plain(measured), detail=detail)
     out["pass"] = bool(ok)
     return out

@@ -62,7 +62,7 @@ def _prov_lines(prov: dict) -> list[str]:
 def _versions_line(header: dict) -> str:
     v = header["versions"]
     return ", ".join(f"{k} {v[k]}" for k in ("depthscale", "torch", "numpy", "scipy", "pandas",
-                                            "matplotlib", "python") if v.get(k)) + f"; {v['platform']}"
+                                             "matplotlib", "python") if v.get(k)) + f"; {v['platform']}"
 
 
 def banner(preset: str) -> str | None:

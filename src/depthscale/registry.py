@@ -106,9 +106,11 @@ IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "paper")  # `al
 BEYOND_IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "beyond")  # `beyond`
 GROUP_WORDS = {"all": IDS, "beyond": BEYOND_IDS}  # what --experiment accepts besides ids
 # every claim of every record, in SPEC §9 order
-CLAIMS: tuple[Claim, ...] = tuple(sorted((c for e in _ENTRIES for c in e.claims), key=lambda c: _claims.claim_order(c.id)))
-if len({c.id for c in CLAIMS}) != len(CLAIMS):
-    raise InputError("two claims share an id: " + ", ".join(sorted({c.id for c in CLAIMS if [d.id for d in CLAIMS].count(c.id) > 1})))
+CLAIMS: tuple[Claim, ...] = tuple(sorted((c for e in _ENTRIES for c in e.claims),
+                                          key=lambda c: _claims.claim_order(c.id)))
+_twice = sorted({c.id for c in CLAIMS if [d.id for d in CLAIMS].count(c.id) > 1})
+if _twice:
+    raise InputError(f"two claims share an id: {', '.join(_twice)}")
 
 
 def check_ids(ids: Iterable[str]) -> list[str]:

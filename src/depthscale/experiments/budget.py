@@ -4,7 +4,8 @@ inverse-depth shape as the training budget grows, or is the shape a property of 
 A study (part "study": run only when named; the report adds it when the store has its runs), with
 its decision rule and outcome as notes under its figure and table.
 
-Runs: `BUDGET` below (top-2, d = N = 16, P = 64, batch 512, budgets of BUDGET_STEPS steps, each run on its own cosine schedule to its cap, both starts of
+Runs: `BUDGET` below (top-2, d = N = 16, P = 64, batch 512, budgets of BUDGET_STEPS steps,
+each run on its own cosine schedule to its cap, both starts of
 config.RECIPE_VARIANTS, 3 seeds). Read here, per (start, budget, spectrum):
 - per seed: the fit R_L = L0 + c L^-alpha (SPEC §6.1) over the preset's depths; alpha, L0 and R²
   are then given as mean ± SE over the seeds whose fit is well posed (`n_ok` of `n_seeds`);
@@ -302,4 +303,6 @@ BUDGET = register(Experiment(
     figure=figure, table=table_frame, notes=notes))
 
 
-__all__ = ["BUDGET", "BUDGET_BATCH", "BUDGET_STEPS", "BUDGET_SEEDS", "BUDGET_RECIPES", "budget_groups", "ladder", "decision", "decisions", "figure", "table", "table_frame", "notes", "export", "budget_view", "RULE", "ALPHA_WINDOW"]
+__all__ = ["BUDGET", "BUDGET_BATCH", "BUDGET_STEPS", "BUDGET_SEEDS", "BUDGET_RECIPES", "budget_groups", "ladder",
+           "decision", "decisions", "figure", "table", "table_frame", "notes", "export", "budget_view", "RULE",
+           "ALPHA_WINDOW"]

@@ -83,8 +83,8 @@ def figure(res: Results, th: Theory):
         if f is not None and not f.ok:
             degenerate.append(_clustered_label(K))
         pl.errorbar(ax[0], s.depths[ok], y[ok], s.se["R"][ok], marker=pl.MARKERS[i % len(pl.MARKERS)], color=col,
-                  ls="none" if law else "-",
-                  label=f"{_clustered_label(K)}: {pl.fit_text(f)}" if law else _clustered_label(K))
+                    ls="none" if law else "-",
+                    label=f"{_clustered_label(K)}: {pl.fit_text(f)}" if law else _clustered_label(K))
         if law:
             Lg = np.geomspace(1, Lmax, 100)
             ax[0].plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
@@ -109,7 +109,7 @@ def figure(res: Results, th: Theory):
             continue
         drawn += 1
         pl.errorbar(ax[1], s.depths[ok], y[ok], s.se["specialisation"][ok], marker=pl.MARKERS[i % len(pl.MARKERS)],
-                  color=col, label=_clustered_label(K))
+                    color=col, label=_clustered_label(K))
         null = s.get("specialisation_null")
         okn = np.isfinite(null)
         ax[1].plot(s.depths[okn], null[okn], color=col, ls="--", lw=0.8, alpha=0.8)
@@ -186,10 +186,8 @@ def _clustered(res, Ks) -> dict:
     return out
 
 
-
 def _Kname(K: int) -> str:
     return "K=inf" if K == 0 else f"K={K}"
-
 
 
 def cB2a(res, th):
@@ -230,9 +228,8 @@ def cB2a(res, th):
         parts.append(f"{_Kname(K)} L={L}: S={num(S)}, null {num(S0)} (S > 2·null {yes(beats_null)}), untrained "
                      f"{num(Su)} (S above it {how} {yes(beats_u)}) → {yes(good)}")
     return meas, ok, judged("S at the deepest L > 2 × its permutation null and > S of the untrained control (by "
-                             "more than 2 SE where seeds give one), every K in {2, 4, 8}", parts,
-                             "; " + seeds_text(res, ns))
-
+                            "more than 2 SE where seeds give one), every K in {2, 4, 8}", parts,
+                            "; " + seeds_text(res, ns))
 
 
 def cB2b(res, th):
@@ -256,8 +253,7 @@ def cB2b(res, th):
                      f"{verdict(good, f)}")
     ns = [n for s, _ in got.values() for n in s.n.tolist()]
     return meas, ok, judged("|α_K - α_inf| <= 2 sqrt(SE_K² + SE_inf²), well-posed fits, every K in {1, 2, 4, 8}",
-                             parts, "; " + seeds_text(res, ns))
-
+                            parts, "; " + seeds_text(res, ns))
 
 
 def cB2c(res, th):
@@ -290,8 +286,8 @@ def cB2c(res, th):
         ok = False
     ns = [n for s, _ in got.values() for n in s.n.tolist()]
     return meas, ok, judged("fitted L0 non-decreasing in K = 1, 2, 4, 8, inf (each step within 2 combined SE) and "
-                             "L0(K=1) < L0(inf) by more than 2 combined SE, well-posed fits", parts,
-                             "; " + seeds_text(res, ns))
+                            "L0(K=1) < L0(inf) by more than 2 combined SE, well-posed fits", parts,
+                            "; " + seeds_text(res, ns))
 
 
 CLAIMS = (

@@ -166,12 +166,11 @@ def c5a(res, th):
             good = bool(not fit_problem(f) and a_ok and r2_ok)
             ok &= good
             meas[item_label(a, b, k)] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
-                                    "r2": f.r2 if f else None, "paper_alpha": pa,
-                                    "fit_status": f.status if f else None}
+                                         "r2": f.r2 if f else None, "paper_alpha": pa,
+                                         "fit_status": f.status if f else None}
             parts.append(f"{item_label(a, b, k)} {fitted(f)}: {what}, R² >= 0.99 {yes(r2_ok)} → {verdict(good, f)}")
     return meas, ok, judged("well-posed fits; top-2 (figs 6, 14): α in [0.8, 1.2] and R² >= 0.99; top-16 "
-                             "(Table 4): |α - α_paper| <= 0.2 and R² >= 0.99", parts, left_out(res, (16,)))
-
+                            "(Table 4): |α - α_paper| <= 0.2 and R² >= 0.99", parts, left_out(res, (16,)))
 
 
 def c6(res, th):
@@ -188,13 +187,14 @@ def c6(res, th):
         parts.append(f"{label(a, b)} L={L1}→{L2}: ΔC/C={num(dC)} ({yes(dC < 0.1)}), "
                      f"Δ(A-C)/(A-C)={num(dG)} ({yes(dG < 0.1)}) → {yes(good)}")
     return meas, ok, judged("relative change of C_L and of A_L - C_L over the last two depths < 10%, fig6's b = 0 "
-                             "spectra", parts)
+                            "spectra", parts)
 
 
 CLAIMS = (
     Claim("5a", "Nonlinear, difficult: inverse-depth scaling",
           "α ∈ [0.8, 1.2] with R² >= 0.99 for every top-2 spectrum of figs 6 and 14, and |α - α_paper| <= 0.2 with "
-          "R² >= 0.99 for the four top-16 spectra of Table 4 (well-posed fits)", c5a, ("fig6", "fig14", "table1", "table4")),
+          "R² >= 0.99 for the four top-16 spectra of Table 4 (well-posed fits)", c5a,
+          ("fig6", "fig14", "table1", "table4")),
     Claim("6", "C_L and A_L - C_L settle",
           "relative change over the last two depths < 10%, every spectrum of fig6 (c, d)", c6, ("fig6",)),
 )

@@ -32,10 +32,10 @@ def fig5(res: Results, th: Theory):
     fig, ax = pl.new_figure(2)
     floor = lambda k, a, b: (th.floor(a, b, k)["R_irr"], th.floor(a, b, k)["se"])  # noqa: E731
     pl.loss_panel(ax[0], res, "linear", "difficult", pl.pairs(2, [s for s in FIG56_SPECTRA if s[0] == 0]),
-               hlines=floor)
+                  hlines=floor)
     pl.panel_title(ax[0], "a", r"linear, difficult, $a=0$ (dashed: $R_{\mathrm{irr}}$)")
     pl.loss_panel(ax[1], res, "linear", "difficult", pl.pairs(2, [s for s in FIG56_SPECTRA if s[1] == 0]),
-               hlines=floor)
+                  hlines=floor)
     pl.panel_title(ax[1], "b", r"linear, difficult, $b=0$ (dashed: $R_{\mathrm{irr}}$)")
     return fig
 
@@ -82,7 +82,6 @@ def c4a(res, th):
     return meas, ok, judged("R_2 <= 1.1 · R_Lmax (seed means), every fig5 spectrum", parts)
 
 
-
 def _plateaus(res):
     """(k, a, b, plateau, SE, SE kind, Lmax) of every Table 3 row at this preset."""
     items = present_ks(res, [(2, TABLE3_K2), (16, TABLE3_K16)])
@@ -96,7 +95,6 @@ def _plateaus(res):
             se, kind = point_se(s, 0)
             out.append((k, a, b, float(s.get("R")[0]), se, kind, Lmax, int(s.n[0])))
     return out
-
 
 
 def c4b(res, th):
@@ -114,8 +112,7 @@ def c4b(res, th):
     meas["P_over_d"] = P / d
     geo = f"; the linear runs' d={d}, P={P}: P/d={P / d:g} (>= 8 {yes(geo_ok)})"
     return meas, ok, judged("|plateau - R_irr| <= 5% of R_irr (plateau: seed-mean R at Lmax; R_irr at the runs' "
-                             "d and P) with P/d >= 8, every Table 3 row", parts, geo + left_out(res, (2, 16)))
-
+                            "d and P) with P/d >= 8, every Table 3 row", parts, geo + left_out(res, (2, 16)))
 
 
 def c4c(res, th):
@@ -136,8 +133,8 @@ def c4c(res, th):
                      f"{100 * above:+.1f}% (<= +5% {yes(not_above)}), below by {num(max(fp - m, 0.0))} vs 2 SE "
                      f"{num(tol)} ({yes(not_below)}) → {yes(good)}")
     return meas, ok, judged("plateau <= 1.05 · finite-P floor (R_irr with each context's S) and plateau >= floor "
-                             "- 2 sqrt(SE_plateau² + SE_floor²), every Table 3 row", parts,
-                             "; " + seeds_text(res, ns) + left_out(res, (2, 16)))
+                            "- 2 sqrt(SE_plateau² + SE_floor²), every Table 3 row", parts,
+                            "; " + seeds_text(res, ns) + left_out(res, (2, 16)))
 
 
 CLAIMS = (
@@ -149,13 +146,14 @@ CLAIMS = (
           "the plateau at most 5% above the finite-P floor (R_irr with each context's S) and not below it by more "
           "than 2 SE, every Table 3 row", c4c, ("table3",)),
 )
+CLAIM = {c.id: c for c in CLAIMS}
 
 
 FIG5 = register(Experiment(
     "fig5", "Linear attention, difficult task: plateau within 1-2 layers",
     ("linear",), "difficult", (2,), "a=0: b in {0,0.25,0.5,1}; b=0: a in {0.25,0.5,1}",
     "loss vs L with the theory floor R_irr", (G5,), floor_needs(2, FIG56_SPECTRA), figure=fig5,
-    claims=CLAIMS[:1]))
+    claims=(CLAIM["4a"],)))
 TABLE3 = register(Experiment(
     "table3", "Linear floor: theory R_irr vs measured plateau", ("linear",), "difficult",
     (2, 16), "k=2: (0,0),(0.25,0.25),(0.5,0.5),(1,0.25),(1,1); "
@@ -163,4 +161,5 @@ TABLE3 = register(Experiment(
     "R_irr +- SE vs measured plateau, % difference",
     (RunGroup("linear", "difficult", 2, TABLE3_K2, "plateau"),
      RunGroup("linear", "difficult", 16, TABLE3_K16, "plateau")),
-    floor_needs(2, TABLE3_K2) + floor_needs(16, TABLE3_K16), reuses=("fig5",), table=table3, claims=CLAIMS[1:]))
+    floor_needs(2, TABLE3_K2) + floor_needs(16, TABLE3_K16), reuses=("fig5",), table=table3,
+    claims=(CLAIM["4b"], CLAIM["4c"])))

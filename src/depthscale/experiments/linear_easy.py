@@ -89,7 +89,7 @@ def table2(res: Results, th: Theory):
         s, f = loss_fit(res, "linear", "easy", 1, a, b)
         z = zeta(a, b)
         ref = reference_slopes(th, a, b, [int(L) for L in s.depths]) if s else {"constrained": math.nan,
-                                                                               "free": math.nan}
+                                                                                "free": math.nan}
         rows.append({"a": a, "b": b, "zeta": z, "alpha": f.alpha if f else math.nan,
                      "alpha_se": f.alpha_se if f else math.nan, "r2": f.r2 if f else math.nan,
                      "fit": fit_status(f), "two_zeta": two_zeta(a, b), "alpha_constrained_finite": ref["constrained"],
@@ -121,8 +121,8 @@ def c1(res, th):
                      f"= [{num(lo - 2 * se)}, {num(hi + 2 * se)}] {yes(in_range)} (asymptotic ζ={num(zeta(a, b))}, "
                      f"2ζ={num(two_zeta(a, b))}, paper α={num(paper[(a, b)])}) → {verdict(good, f)}")
     return meas, ok, judged("L0 = 0 fit well posed, R² >= 0.98, α within [min, max] of the fitted slopes of "
-                             "the finite-size constrained and free references (same d, P, depths) ± 2 SE(α)",
-                             parts)
+                            "the finite-size constrained and free references (same d, P, depths) ± 2 SE(α)",
+                            parts)
 
 
 def c2(res, th):
@@ -161,8 +161,7 @@ def c2(res, th):
     if beside:
         parts.append("beside, not judged (other fig3 spectra): " + ", ".join(beside))
     return meas, ok, judged(f"L* = first depth with R_k/(ω_k λ_k) < 2%, at Fig. 3c's {label(a, b)} and modes "
-                             f"{modes}: never decreasing in k and increasing at least once", parts)
-
+                            f"{modes}: never decreasing in k and increasing at least once", parts)
 
 
 CLAIMS = (

@@ -135,11 +135,9 @@ def _looped_cells(res, model: str, B: int) -> dict:
     return out
 
 
-
 def _z(r1: dict, r2: dict) -> float:
     """(R_1 - R_2) in units of the combined SE."""
     return (r1["R"] - r2["R"]) / math.sqrt(r1["R_se"] ** 2 + r2["R_se"] ** 2)
-
 
 
 def _cascaded_items(res):
@@ -147,10 +145,8 @@ def _cascaded_items(res):
         yield model, _looped_cells(res, model, 0), _looped_cells(res, model, 1)
 
 
-
 def _ns(*cell_dicts) -> list[int]:
     return [c["n"] for cells in cell_dicts for c in cells.values()]
-
 
 
 def cB1b(res, th):
@@ -166,8 +162,7 @@ def cB1b(res, th):
         parts.append(f"{model}: R_1={num(untied[1]['R'])}±{num(untied[1]['R_se'])}, R_{L}(B=1)={num(tied[L]['R'])}"
                      f"±{num(tied[L]['R_se'])} (gain {num(untied[1]['R'] - tied[L]['R'])}, z={z:+.1f} > 2) {yes(good)}")
     return meas, ok, judged("R_Lmax(B = 1) < R_1 by more than 2 combined SE (over seeds, or evaluation SEs with one "
-                             "seed), both cascaded variants", parts, "; " + seeds_text(res, ns))
-
+                            "seed), both cascaded variants", parts, "; " + seeds_text(res, ns))
 
 
 def cB1c(res, th):
@@ -187,8 +182,7 @@ def cB1c(res, th):
                        "A_tied": tied[L]["A"], "C_tied": tied[L]["C"], "A_untied": untied[L]["A"], "C_untied": untied[L]["C"]}
         parts.append(f"{model} L={L}: A-C tied {num(gt)} vs untied {num(gu)} (ratio {num(ratio)} >= 0.5) {yes(good)}")
     return meas, ok, judged("(A_L - C_L) of the B = 1 model >= 0.5 × that of the untied model at the deepest tied "
-                             "depth, both cascaded variants", parts, "; " + seeds_text(res, ns))
-
+                            "depth, both cascaded variants", parts, "; " + seeds_text(res, ns))
 
 
 def cB1d(res, th):
@@ -215,7 +209,7 @@ def cB1d(res, th):
     if not meas:
         raise MissingRuns("missing runs: no looped depth at this preset")
     return meas, ok, judged("R_L(loop B) < R_B(untied) by more than 2 combined SE at the deepest looped L of every "
-                             "B = 1, 2, 4, both cascaded variants", parts, "; " + seeds_text(res, ns))
+                            "B = 1, 2, 4, both cascaded variants", parts, "; " + seeds_text(res, ns))
 
 
 CLAIMS = (

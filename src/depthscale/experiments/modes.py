@@ -46,7 +46,7 @@ def fig7(res: Results, th: Theory):
         ax[i].axhline(0, color="0.6", lw=0.6)
         if not red:
             pl.missing(ax[i], "missing runs, or no well-posed fit of $R_{k,\\infty}$\n"
-                            "(degenerate: too few depths, or $R_{k,\\infty}$ on its bound 0)")
+                       "(degenerate: too few depths, or $R_{k,\\infty}$ on its bound 0)")
         pl.finish_legend(ax[i], len(red), "mode")
         pl.panel_title(ax[i], "bc"[i - 1], f"{name}: normalised reducible loss")
     if not raw:
@@ -62,7 +62,6 @@ def _spread(s: Series, modes, floor: bool) -> tuple[float, list[int]]:
     M = np.stack(list(red.values()))
     keep = s.depths >= 2
     return float(np.mean(M[:, keep].max(0) - M[:, keep].min(0))), sorted(red)
-
 
 
 def c7(res, th):
@@ -84,7 +83,7 @@ def c7(res, th):
                      f"R_k,inf fit is degenerate is left out; linear {len(ml)}) → NO")
     return {"nonlinear_spread": sn, "linear_easy_spread": sl, "nonlinear_modes": mn, "linear_modes": ml}, ok, \
         judged("spread (mean over L >= 2 of max - min across modes of the normalised reducible loss) of the "
-                "nonlinear model at fig7's spectrum < that of the linear model on the easy task at Fig. 3c's", parts)
+               "nonlinear model at fig7's spectrum < that of the linear model on the easy task at Fig. 3c's", parts)
 
 
 CLAIMS = (

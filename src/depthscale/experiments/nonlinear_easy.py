@@ -90,8 +90,8 @@ def c3(res, th):
                      + (f" (depth helps at L={','.join(map(str, helps))})" if helps else " (none > 2 SE)")
                      + f"; top-1 mass min {num(np.nanmin(top1))} (> 0.95 {yes(top1_ok)}) → {yes(good)}")
     return meas, ok, judged("R_1 < 1% of Var(y*); no paired difference R_1 - R_L (shared evaluation contexts; "
-                             "several seeds: mean and SE over seeds) > 2 SE; top-1 mass > 0.95 at every depth",
-                             parts, "; " + seeds_text(res, ns))
+                            "several seeds: mean and SE over seeds) > 2 SE; top-1 mass > 0.95 at every depth",
+                            parts, "; " + seeds_text(res, ns))
 
 
 CLAIMS = (

@@ -51,7 +51,6 @@ def linear_L0(res: Results, a: float, b: float) -> tuple[float, str]:
     return (float(R[-1]), f"plateau R_{int(s.depths[-1])}") if len(R) else (math.nan, "missing")
 
 
-
 def table1(res: Results, th: Theory):
     """L0 nonlinear (fit, well posed only) beside L0 linear at its own geometry and the linear model
     trained at the nonlinear geometry d = N = 16, P = 64 (registry.SOFTMAX_GEOMETRY_FIELDS: claim
@@ -80,7 +79,6 @@ def table1(res: Results, th: Theory):
     return pd.DataFrame(rows)
 
 
-
 def table5(res: Results, th: Theory):
     import pandas as pd
 
@@ -94,7 +92,6 @@ def table5(res: Results, th: Theory):
                      "fit_L0": fit_status(f), "fit": fit_status(g),
                      "paper_alpha": p["alpha"], "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
     return pd.DataFrame(rows)
-
 
 
 def table6(res: Results, th: Theory):
@@ -151,9 +148,8 @@ def c5b(res, th):
                      f"(>= 2 {yes(good)}; paper's Table 1 ratio {paper_ratio:.1f} compares d=16 with d=128) "
                      f"→ {yes(good)}")
     return meas, ok, judged(f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; "
-                             "nonlinear L0 from a well-posed fit; linear L0 fitted where well posed, else its "
-                             "plateau, every Table 1 spectrum", parts)
-
+                            "nonlinear L0 from a well-posed fit; linear L0 fitted where well posed, else its "
+                            "plateau, every Table 1 spectrum", parts)
 
 
 def c5c(res, th):
@@ -189,15 +185,15 @@ def c5c(res, th):
         ok &= good
         R_deep = float(s.get("R")[-1])
         meas[item_label(a, b, k)] = {"L0": f.L0 if f else None, "L0_se": f.L0_se if f else None, "paper_L0": p,
-                                "ensemble_floor_on_eval": fl, "L0_vs_paper": rp, "L0_vs_floor": rf,
-                                "R_Lmax": R_deep, "fit_status": f.status if f else None}
+                                     "ensemble_floor_on_eval": fl, "L0_vs_paper": rp, "L0_vs_floor": rf,
+                                     "R_Lmax": R_deep, "fit_status": f.status if f else None}
         parts.append(f"{item_label(a, b, k)} L0={num(L0)}±{num(f.L0_se if f else None)} vs paper {num(p)} "
                      f"({100 * rp:+.1f}%, {yes(abs(rp) <= 0.05)}) and floor on its evaluation contexts {num(fl)} "
                      f"({100 * rf:+.1f}%, {yes(abs(rf) <= 0.05)}); beside: R_{Lmax}={num(R_deep)} → "
                      f"{verdict(good, f)}")
     return meas, ok, judged(f"at d={d}, P={P}: the fitted L0 (well posed) within 5% of the paper's L0 and within "
-                             "5% of the softmax-ensemble floor on the run's own evaluation contexts, every "
-                             "spectrum with a paper L0 (Tables 1, 4)", parts, left_out(res, (16,)))
+                            "5% of the softmax-ensemble floor on the run's own evaluation contexts, every "
+                            "spectrum with a paper L0 (Tables 1, 4)", parts, left_out(res, (16,)))
 
 
 def c11(res, th):
@@ -222,7 +218,7 @@ def c11(res, th):
                      + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
                      + f" → {outcome}")
     return meas, ok, judged("fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in "
-                             "[0.8, 1.2] and R² >= 0.99, every fig6 spectrum", parts)
+                            "[0.8, 1.2] and R² >= 0.99, every fig6 spectrum", parts)
 
 
 CLAIMS = (
@@ -236,6 +232,7 @@ CLAIMS = (
     Claim("11", "Table 5: L0 - C_L decays like 1/L",
           "α ∈ [0.8, 1.2] with R² >= 0.99, every fig6 spectrum (Table 5)", c11, ("table5",)),
 )
+CLAIM = {c.id: c for c in CLAIMS}
 
 
 TABLE1 = register(Experiment(
@@ -245,13 +242,13 @@ TABLE1 = register(Experiment(
     "nonlinear geometry (the ratio at equal d and P). The paper's Table 1 sets its d = 16 "
     "nonlinear L0 beside its d = 128 linear one: its ratios 5.9-29.8 compare two "
     "geometries; ratio_equal_geometry is the comparison at equal d and P", (G6, G5, G5_SOFTMAX_GEOMETRY),
-    floor_needs(2, FIG56_SPECTRA, "nonlinear"), reuses=("fig5", "fig6"), table=table1, claims=CLAIMS[:1]))
+    floor_needs(2, FIG56_SPECTRA, "nonlinear"), reuses=("fig5", "fig6"), table=table1, claims=(CLAIM["5b"],)))
 TABLE5 = register(Experiment(
     "table5", "Fit of L0 - C_L", ("nonlinear",), "difficult", (2,), "fig6 spectra",
-    "alpha +- SE, R^2 of L0 - C_L = c L^-alpha", (G6,), reuses=("fig6",), table=table5, claims=CLAIMS[2:]))
+    "alpha +- SE, R^2 of L0 - C_L = c L^-alpha", (G6,), reuses=("fig6",), table=table5, claims=(CLAIM["11"],)))
 TABLE6 = register(Experiment(
     "table6", "Beyond the paper: the nonlinear floor against the softmax-ensemble theory",
     ("nonlinear",), "difficult", (2,), "the top-2 spectra of tables 1 and 4",
     "paper L0, the best cosine head and the best infinitely deep ensemble of them (SPEC "
     "§3.4), our fitted L0 and deepest loss", (G6, G14[0]),
-    softmax_floor_needs(2, TOP2_SPECTRA), reuses=("fig6", "fig14"), table=table6, claims=CLAIMS[1:2]))
+    softmax_floor_needs(2, TOP2_SPECTRA), reuses=("fig6", "fig14"), table=table6, claims=(CLAIM["5c"],)))

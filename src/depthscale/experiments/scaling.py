@@ -46,8 +46,8 @@ def _width_panel(ax, res: Results, a: float, b: float, depths, widths) -> None:
         if not law:
             degenerate.append(f"{L}")
         pl.errorbar(ax, w["N"] * (1 + 0.02 * (j - (len(depths) - 1) / 2)), w["R"], w["R_se"],
-                  marker=pl.MARKERS[j % len(pl.MARKERS)], color=col, ls="none" if law else "-",
-                  label=rf"{L}: $\beta_N = {f.alpha:.2f} \pm {f.alpha_se:.2f}$" if law else f"{L}")
+                    marker=pl.MARKERS[j % len(pl.MARKERS)], color=col, ls="none" if law else "-",
+                    label=rf"{L}: $\beta_N = {f.alpha:.2f} \pm {f.alpha_se:.2f}$" if law else f"{L}")
         if law:
             Ng = np.geomspace(w["N"].min(), w["N"].max(), 60)
             ax.plot(Ng, f.predict(Ng), color=col, lw=0.9)
@@ -64,7 +64,6 @@ def _width_panel(ax, res: Results, a: float, b: float, depths, widths) -> None:
     if degenerate:
         pl.note(ax, f"no law drawn for L = {', '.join(degenerate)} (no well-posed fit)")
     pl.finish_legend(ax, drawn + 1, "depth $L$")
-
 
 
 def _time_panel(ax, res: Results, a: float, b: float, depths) -> None:
@@ -102,7 +101,6 @@ def _time_panel(ax, res: Results, a: float, b: float, depths) -> None:
     if degenerate:
         pl.note(ax, f"no law drawn for L = {', '.join(degenerate)} (no well-posed fit)")
     pl.finish_legend(ax, drawn + 1, r"depth $L$; fit $R_\infty + c\,t^{-\beta_t}$")
-
 
 
 def figure(res: Results, th: Theory):
@@ -171,7 +169,6 @@ def _scaling_depths(res) -> tuple[int, ...]:
     return tuple(L for L in SCALING_DEPTHS if L <= depth_set(res.preset, "all")[-1])
 
 
-
 def _time_fits(res, window_pairs: bool):
     """(spectrum, L, curve, full fit, early fit) for every fig6 depth at the scaling spectra."""
     require(res, "nonlinear", "difficult", 2, SCALING_SPECTRA)
@@ -187,7 +184,6 @@ def _time_fits(res, window_pairs: bool):
     if miss:
         raise MissingRuns("missing curves: " + "; ".join(miss[:4]) + (f" (+{len(miss) - 4} more)" if len(miss) > 4 else ""))
     return out
-
 
 
 def cB4a(res, th):
@@ -217,10 +213,9 @@ def cB4a(res, th):
     if miss:
         raise MissingRuns(cells_text(miss))
     return meas, ok, judged("|R_N - R_d| <= 2 sqrt(SE_N² + SE_d²) (SE over seeds, or evaluation SE with one seed) "
-                             f"for every N in {', '.join(map(str, SCALING_WIDTHS))}, at L = "
-                             f"{', '.join(map(str, _scaling_depths(res)))}, (0,0) and (1,0)", parts,
-                             "; " + seeds_text(res, ns))
-
+                            f"for every N in {', '.join(map(str, SCALING_WIDTHS))}, at L = "
+                            f"{', '.join(map(str, _scaling_depths(res)))}, (0,0) and (1,0)", parts,
+                            "; " + seeds_text(res, ns))
 
 
 def cB4b(res, th):
@@ -236,8 +231,7 @@ def cB4b(res, th):
                                         "fit_status": f.status if f else None}
         parts.append(f"{label(a, b)} L={L} {fitted(f, 'β')} (R² >= 0.95 {yes(r2_ok)}) {verdict(good, f)}")
     return meas, ok, judged("fit of the seed-mean monitor loss R(t) = R_inf + c t^-β over t > warmup well posed with "
-                             "R² >= 0.95, every fig6 depth at (0,0) and (1,0)", parts, "; " + seeds_text(res, ns))
-
+                            "R² >= 0.95, every fig6 depth at (0,0) and (1,0)", parts, "; " + seeds_text(res, ns))
 
 
 def cB4c(res, th):
@@ -259,8 +253,8 @@ def cB4c(res, th):
                      f"β_early={num(e.alpha if e else None)}±{num(e.alpha_se if e else None)}, |z|={num(abs(dz))} <= 2 "
                      + ("ok" if good else f"NO ({why})" if why else "NO"))
     return meas, ok, judged("β over the early window (cosine rate >= half its peak) within 2 combined SE of β over "
-                             "all t > warmup, both fits well posed, every fig6 depth at (0,0) and (1,0)", parts,
-                             "; " + seeds_text(res, ns))
+                            "all t > warmup, both fits well posed, every fig6 depth at (0,0) and (1,0)", parts,
+                            "; " + seeds_text(res, ns))
 
 
 CLAIMS = (

@@ -52,8 +52,8 @@ def figure(res: Results, th: Theory):
         law = f is not None and f.ok
         err = s.se["R"] if np.isfinite(s.se["R"]).any() else s.get("R_se")  # one seed: the evaluation SE
         pl.errorbar(ax[0], s.depths[ok], y[ok], err[ok], marker=mk, color=col,
-                  label=f"{name}: {pl.fit_text(f)}" if law else f"{name}" + ("" if f is None else " (fit degenerate)"),
-                  ls="none" if law else "-")
+                    label=f"{name}: {pl.fit_text(f)}" if law else f"{name}" + ("" if f is None else " (fit degenerate)"),
+                    ls="none" if law else "-")
         if law:
             Lg = np.geomspace(1, s.depths[ok][-1], 100)
             ax[0].plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
@@ -132,7 +132,6 @@ def _transformer_series(res):
     return res.series("transformer", "difficult", 2, 0.0, 0.0, depths)
 
 
-
 def cB3b(res, th):
     """Claim 6's test on the Transformer: A_L - C_L positive and its relative change over the
     last two depths (Lmax/2, Lmax) < 10%."""
@@ -145,12 +144,11 @@ def cB3b(res, th):
     pos = all(G[L] > 0 for L in Ls)
     good = bool(pos and dG < 0.1)
     detail = judged("A_L - C_L > 0 at every L >= 2 and its relative change over the last two depths < 10%",
-                     ["A-C " + ", ".join(f"L={L}: {num(G[L])}" for L in Ls) + f" (all > 0 {yes(pos)})",
-                      f"Δ(A-C)/(A-C) over L={Ls[-2]}→{Ls[-1]}: {num(dG)} "
-                      + ("(grows)" if G[Ls[-1]] > G[Ls[-2]] else "(falls)") + f" < 0.1 {yes(dG < 0.1)}"],
-                     "; " + seeds_text(res, s.n.tolist()))
+                    ["A-C " + ", ".join(f"L={L}: {num(G[L])}" for L in Ls) + f" (all > 0 {yes(pos)})",
+                     f"Δ(A-C)/(A-C) over L={Ls[-2]}→{Ls[-1]}: {num(dG)} "
+                     + ("(grows)" if G[Ls[-1]] > G[Ls[-2]] else "(falls)") + f" < 0.1 {yes(dG < 0.1)}"],
+                    "; " + seeds_text(res, s.n.tolist()))
     return {"A_minus_C": {f"L={L}": G[L] for L in Ls}, "rel_change": dG}, good, detail
-
 
 
 def cB3c(res, th):
@@ -166,11 +164,10 @@ def cB3c(res, th):
     pos = all(C[L] > 0 for L in Ls)
     good = bool(pos and frac >= 0.5)
     detail = judged("C_L > 0 at every L >= 2 and C_Lmax >= R_Lmax / 2",
-                     ["C " + ", ".join(f"L={L}: {num(C[L])}" for L in Ls) + f" (all > 0 {yes(pos)})",
-                      f"C/R at L={Lmax}: {num(frac)} >= 0.5 {yes(frac >= 0.5)}"],
-                     "; " + seeds_text(res, s.n.tolist()))
+                    ["C " + ", ".join(f"L={L}: {num(C[L])}" for L in Ls) + f" (all > 0 {yes(pos)})",
+                     f"C/R at L={Lmax}: {num(frac)} >= 0.5 {yes(frac >= 0.5)}"],
+                    "; " + seeds_text(res, s.n.tolist()))
     return {"C": {f"L={L}": C[L] for L in Ls}, "C_over_R_Lmax": frac}, good, detail
-
 
 
 def cB3d(res, th):
@@ -183,9 +180,9 @@ def cB3d(res, th):
     tol = 2 * math.hypot(se1, seM)
     good = bool(int(s.depths[0]) == 1 and gap > tol)
     detail = judged("R_Lmax < R_1 - 2 sqrt(SE_1² + SE_Lmax²)",
-                     [f"R_1={num(R[0])}±{num(se1)}, R_{int(s.depths[-1])}={num(R[-1])}±{num(seM)} ({kind}); gain "
-                      f"{num(gap)} vs 2 SE {num(tol)} {yes(good)}"],
-                     "; " + seeds_text(res, s.n.tolist()))
+                    [f"R_1={num(R[0])}±{num(se1)}, R_{int(s.depths[-1])}={num(R[-1])}±{num(seM)} ({kind}); gain "
+                     f"{num(gap)} vs 2 SE {num(tol)} {yes(good)}"],
+                    "; " + seeds_text(res, s.n.tolist()))
     return {"R_1": float(R[0]), "R_Lmax": float(R[-1]), "gain": gap, "two_se": tol}, good, detail
 
 

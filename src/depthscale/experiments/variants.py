@@ -49,15 +49,12 @@ def _variant_figure(res: Results, model: str, name: str):
     return fig
 
 
-
 def fig9(res: Results, th: Theory):
     return _variant_figure(res, "single_stream", "single stream")
 
 
-
 def fig10(res: Results, th: Theory):
     return _variant_figure(res, "layer_values", "per-layer values")
-
 
 
 def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabel: str, letter: str,
@@ -82,7 +79,6 @@ def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabe
     pl.panel_title(ax, letter, title)
 
 
-
 def fig11(res: Results, th: Theory):
     fig, ax = pl.new_figure(2)
     pl.loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True)
@@ -94,7 +90,6 @@ def fig11(res: Results, th: Theory):
     return fig
 
 
-
 def fig12(res: Results, th: Theory):
     fig, ax = pl.new_figure(3, width=3.8, height=3.5)
     for i, k in enumerate((2, 16)):
@@ -103,7 +98,7 @@ def fig12(res: Results, th: Theory):
         j = max((j for j, x in enumerate(arrs) if x is not None), default=None)
         if j is None:
             pl.missing(ax[i], "missing runs" + ("" if pl.has_k(res, k) else f" (k={k} not in this preset)"),
-                     blank=True)
+                       blank=True)
             pl.panel_title(ax[i], "ab"[i], f"mean $A_1$, $k={k}$")
             continue
         A = arrs[j][0]
@@ -136,8 +131,7 @@ def c8a(res, th):
         parts.append(f"{model} {fitted(f)}: α in [0.6, 1.3] {yes(a_ok)}, R² >= 0.95 {yes(r2_ok)} → "
                      f"{verdict(good, f)}")
     return meas, ok, judged("well-posed fit with α in [0.6, 1.3] and R² >= 0.95, each variant (k = 2, (0,0), its own depths)",
-                             parts)
-
+                            parts)
 
 
 def c8b(res, th):
@@ -157,13 +151,12 @@ def c8b(res, th):
     sat = bool(ratio <= 1.1)
     ok = sat and neg and flat
     detail = judged("k = 16: R_2 <= 1.1 · R_Lmax; m < 0 at every L >= 2 and max - min of m over L >= 2 < 0.5",
-                     [f"R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}: ratio {num(ratio)} {yes(sat)}",
-                      "m " + ", ".join(f"L={L}: {num(x)}" for L, x in zip(s.depths[deep].tolist(), m))
-                      + f": all < 0 {yes(neg)}, spread {num(spread)} < 0.5 {yes(flat)} "
-                      f"(paper m ≈ {PAPER['context_updates']['m_top16']})"])
+                    [f"R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}: ratio {num(ratio)} {yes(sat)}",
+                     "m " + ", ".join(f"L={L}: {num(x)}" for L, x in zip(s.depths[deep].tolist(), m))
+                     + f": all < 0 {yes(neg)}, spread {num(spread)} < 0.5 {yes(flat)} "
+                     f"(paper m ≈ {PAPER['context_updates']['m_top16']})"])
     return {"R2_over_RLmax": ratio, "m": {f"L={L}": float(x) for L, x in zip(s.depths[deep].tolist(), m)},
             "m_spread": spread}, ok, detail
-
 
 
 def c9(res, th):
@@ -197,19 +190,20 @@ CLAIMS = (
     Claim("9", "Context attention: identity-like for k = 2, flat for k = 16",
           "ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2", c9, ("fig12",)),
 )
+CLAIM = {c.id: c for c in CLAIMS}
 
 
 FIG9 = register(Experiment(
     "fig9", "Variant: single stream", ("single_stream",), "difficult", (2,), "(0,0)",
     "loss, C_L, A_L - C_L vs L", (RunGroup("single_stream", "difficult", 2, ORIGIN),), figure=fig9,
-    claims=CLAIMS[:1]))
+    claims=(CLAIM["8a"],)))
 FIG10 = register(Experiment(
     "fig10", "Variant: per-layer values", ("layer_values",), "difficult", (2,), "(0,0)",
     "loss, C_L, A_L - C_L vs L", (RunGroup("layer_values", "difficult", 2, ORIGIN),), figure=fig10))
 FIG11 = register(Experiment(
     "fig11", "Variant: context updates", ("context_updates",), "difficult", (2, 16),
-    "(0,0)", "loss vs L; learned m vs L", G_CU, figure=fig11, claims=CLAIMS[1:2]))
+    "(0,0)", "loss vs L; learned m vs L", G_CU, figure=fig11, claims=(CLAIM["8b"],)))
 FIG12 = register(Experiment(
     "fig12", "Context updates: layer-1 context attention", ("context_updates",),
     "difficult", (2, 16), "(0,0)", "mean A_1 heat maps; rho_k and R^2", G_CU,
-    reuses=("fig11",), figure=fig12, claims=CLAIMS[2:]))
+    reuses=("fig11",), figure=fig12, claims=(CLAIM["9"],)))
