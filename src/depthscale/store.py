@@ -47,38 +47,26 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from depthscale import collect, divergence, lease, versions
-from depthscale.atomic import (dumps, remove_path, remove_temp_files, save_torch_atomic, write_json_atomic,
-                               write_text_atomic)
+from depthscale import lease, versions
+from depthscale.atomic import dumps, remove_path, save_torch_atomic, write_json_atomic, write_text_atomic
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
+from depthscale.store_leases import StoreLeases
+from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles, renamed_curves
+from depthscale.store_views import NAME_RE, StoreViews
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
 REQUIRED_METRICS = ("stopped_because",)  # keys every finished run's metrics.json holds
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
-RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
-
-
-def _row_line(row: dict) -> str:
-    return dumps(row, indent=None).decode()
-
-
-def _renamed_curves(curves):
-    if isinstance(curves, dict) and any(k in curves for k in RENAMED_CURVES):
-        return {RENAMED_CURVES.get(k, k): v for k, v in curves.items()}
-    return curves
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -105,12 +93,16 @@ def store_root(path: str | os.PathLike, readonly: bool = False) -> Path:
     return p
 
 
-class Store:
+class Store(TrainingFiles, StoreLeases, StoreViews):
     """A directory of runs, safe to share between processes and machines.
 
     `lease_timeout`: seconds a lease held on another host stays valid without a heartbeat.
     `readonly=True` opens an existing store for reading (collect, status) without creating or
     probing anything, e.g. a copy fetched from a cluster onto a read-only mount.
+
+    Here: opening, paths, config, finishing and reading a run's result. Mixed in: a training
+    run's checkpoint and live curves (store_training), leases (store_leases), run states, sweep
+    manifests and tables (store_views).
     """
 
     def __init__(self, root: str | os.PathLike, lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
@@ -150,7 +142,7 @@ class Store:
     # --- paths ---
     def run_path(self, rid: str) -> Path:
         """The run's directory (not created); StoreError for a bad run id."""
-        if not isinstance(rid, str) or not _NAME_RE.match(rid):
+        if not isinstance(rid, str) or not NAME_RE.match(rid):
             raise StoreError(f"bad run id {rid!r}")
         return self.runs_root / rid
 
@@ -167,7 +159,7 @@ class Store:
 
     def run_ids(self) -> list[str]:
         """Every run id that has a directory in this store, sorted."""
-        return sorted(p.name for p in self.runs_root.iterdir() if p.is_dir() and _NAME_RE.match(p.name))
+        return sorted(p.name for p in self.runs_root.iterdir() if p.is_dir() and NAME_RE.match(p.name))
 
     # --- config ---
     def write_config(self, cfg: RunConfig, device: str | None = None, extra: dict | None = None) -> None:
@@ -200,30 +192,6 @@ class Store:
             return RunConfig.from_dict(doc["config"])
         except (KeyError, TypeError, ConfigError) as e:
             raise StoreError(f"corrupted run directory {self.run_path(rid)}: config.json: {e}") from None
-
-    # --- checkpoints ---
-    def save_checkpoint(self, rid: str, obj: Any) -> None:
-        """torch.save `obj` (a dict) as the run's checkpoint, atomically. Refused once the run is done."""
-        if self.is_done(rid):
-            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
-        path = self.run_dir(rid) / "checkpoint.pt"
-        if path.is_dir():
-            remove_path(path)
-        save_torch_atomic(path, obj)
-
-    def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
-        """The run's checkpoint, or None if there is none; an unreadable one warns and gives None."""
-        path = self.run_path(rid) / "checkpoint.pt"
-        if not path.exists():
-            return None
-        import torch
-
-        try:
-            return torch.load(path, map_location=map_location, weights_only=False)
-        except Exception as e:  # truncated, corrupt, or from an incompatible version
-            warnings.warn(f"ignoring unreadable checkpoint {path}: {type(e).__name__}: {e}",
-                          stacklevel=2)
-            return None
 
     # --- results ---
     def is_done(self, rid: str) -> bool:
@@ -288,52 +256,6 @@ class Store:
             return None, text[len(prefix):] if text.startswith(prefix) else text
         return (doc, metrics), None
 
-    def done_info(self, rid: str) -> dict:
-        """What DONE records of a finished run (time: POSIX seconds, host, pid); {} if unreadable."""
-        try:
-            doc = self._read_json(rid, "DONE")
-        except StoreError:
-            return {}
-        return doc if isinstance(doc, dict) else {}
-
-    def divergence(self, rid: str) -> dict | None:
-        """For a done run whose training diverged: {"step", "reason"}; None otherwise."""
-        if not self.is_done(rid):
-            return None
-
-        def curves():
-            try:
-                return self._read_json(rid, "curves.json")
-            except StoreError:
-                return {}
-
-        return divergence.divergence(self._read_json(rid, "metrics.json"), curves)
-
-    def run_info(self, rid: str) -> dict:
-        """{"run_id", "state", "step", "reason"}: step and reason say where and why a run
-        diverged, why it is broken, or why it failed (None otherwise)."""
-        state = self.run_state(rid)
-        info = {"run_id": rid, "state": state, "step": None, "reason": None}
-        if state == "diverged":
-            info.update(self.divergence(rid) or {})
-        elif state == "broken":
-            info["reason"] = self.broken_reason(rid)
-        elif state == "failed":
-            why = self.failure(rid)
-            info["reason"] = why.splitlines()[0] if why else None
-        return info
-
-    def is_failed(self, rid: str) -> bool:
-        """True if the last attempt failed and no attempt has finished."""
-        d = self.run_path(rid)
-        return (d / "FAILED").exists() and not self.is_done(rid)
-
-    def failure(self, rid: str) -> str | None:
-        """The reason recorded by `fail`, or None."""
-        try:
-            return (self.run_path(rid) / "FAILED").read_bytes().decode(errors="replace").strip()
-        except OSError:
-            return None
 
     def finish(self, rid: str, metrics: dict, curves: dict, params: dict | None = None) -> bool:
         """Record a finished run: params.pt (the model's parameters, if given), metrics.json,
@@ -424,50 +346,7 @@ class Store:
     def load_curves(self, rid: str) -> dict:
         """The finished run's curves (curves.json; a curve named "loss" by earlier versions is R)."""
         self._require_done(rid)
-        return _renamed_curves(self._read_json(rid, "curves.json"))
-
-    # --- live curves: appended while a run trains ---
-    def start_curves(self, rid: str, curves: dict) -> None:
-        """(Re)start the run's live curves with the rows of `curves` (a dict of equal-length
-        lists: empty for a fresh run, a checkpoint's for a resumed one), so that rows logged after
-        the checkpoint by a killed attempt are dropped, never doubled. Atomic."""
-        if self.is_done(rid):
-            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
-        keys = list(curves)
-        rows = [dict(zip(keys, vals)) for vals in zip(*(curves[k] for k in keys))] if keys else []
-        write_text_atomic(self.run_dir(rid) / CURVES_LIVE, "".join(_row_line(r) for r in rows))
-
-    def append_curves(self, rid: str, rows: list[dict]) -> None:
-        """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
-        self._check_writable()
-        with open(self.run_dir(rid) / CURVES_LIVE, "a", encoding="utf-8") as fh:
-            fh.write("".join(_row_line(r) for r in rows))
-            fh.flush()
-
-    def read_curves(self, rid: str) -> dict | None:
-        """The run's curves as far as they go, finished or not: a done (or diverged) run's
-        curves.json, else the rows its training has appended so far (a partly written last row is
-        left out); None when there are none or the run is broken. Keys as in curves.json."""
-        for _ in range(2):  # the run may finish (and drop its live file) while this reads
-            if (self.run_path(rid) / "DONE").exists():
-                return self.load_curves(rid) if self.is_done(rid) else None
-            try:
-                text = (self.run_path(rid) / CURVES_LIVE).read_bytes().decode(errors="replace")
-            except FileNotFoundError:
-                continue
-            except OSError:
-                return None
-            rows = []
-            for line in text.splitlines():
-                try:
-                    row = json.loads(line)
-                except ValueError:  # a row cut short by a kill
-                    continue
-                if isinstance(row, dict):
-                    rows.append(row)
-            keys = list(dict.fromkeys(k for r in rows for k in r))
-            return _renamed_curves({k: [r.get(k) for r in rows] for k in keys}) if rows else None
-        return None
+        return renamed_curves(self._read_json(rid, "curves.json"))
 
     # --- the finished model ---
     def load_params(self, rid: str, map_location: Any = "cpu") -> dict:
@@ -497,135 +376,6 @@ class Store:
         pack.load_model_state(0, params)
         return pack.eval()
 
-    # --- leases (the protocol is lease.py's) ---
-    def _lease_path(self, rid: str) -> Path:
-        return self.run_path(rid) / "lease"
-
-    def lease_info(self, rid: str) -> dict | None:
-        """The lease on a run if it is live, else None."""
-        return lease.holder(self._lease_path(rid), self.lease_timeout)
-
-    def claim(self, rid: str, owner: str = "") -> bool:
-        """Take the run for this process; False if it is done or someone else holds a live lease."""
-        self._check_writable()
-        d = self.run_dir(rid)
-        if self.is_done(rid):
-            return False
-        if rid in self._leases and self.heartbeat(rid):
-            return True  # already ours
-        token = lease.take(self._lease_path(rid), owner, self.lease_timeout)
-        if token is None:
-            return False
-        self._leases[rid] = token
-        if self.is_done(rid):  # finished by the previous holder just before it released
-            self.release(rid)
-            return False
-        # temp files a killed writer left (we hold the lease: no one else writes here), but not
-        # another contender's fresh lease temp file
-        remove_temp_files(d, spare_prefix=lease.TEMP_PREFIX, spare_seconds=60)
-        self._clear_broken(d)
-        return True
-
-    def _still_ours(self, rid: str) -> bool:
-        """False only if this object took a lease on `rid` and the lease file now has another token."""
-        token = self._leases.get(rid)
-        return token is None or lease.still_held(self._lease_path(rid), token)
-
-    def heartbeat(self, rid: str) -> bool:
-        """Refresh this process's lease on `rid`; False if it is not (or no longer) ours."""
-        token = self._leases.get(rid)
-        return token is not None and lease.refresh(self._lease_path(rid), token)
-
-    def release(self, rid: str) -> None:
-        """Drop this process's lease on `rid` (a lease someone else holds is left alone)."""
-        token = self._leases.pop(rid, None)
-        if token is not None:
-            lease.drop(self._lease_path(rid), token)
-
-    def held(self) -> list[str]:
-        """Run ids this object holds leases on."""
-        return sorted(self._leases)
-
-    # --- sweeps ---
-    def _manifest_path(self, name: str) -> Path:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise StoreError(f"bad sweep name {name!r}: use letters, digits, '.', '_' and '-'")
-        return self.sweeps_root / f"{name}.json"
-
-    def add_to_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
-        """Add runs to the manifest `name` (created if missing), keeping the ones it lists."""
-        self._check_writable()
-        try:
-            have = self.load_manifest(name)
-        except StoreError:  # missing (or unreadable: started again)
-            have = []
-        return self.write_manifest(name, [*have, *run_ids])
-
-    def write_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
-        """Record which runs the sweep `name` wants (replacing an earlier manifest of that name)."""
-        self._check_writable()
-        path = self._manifest_path(name)
-        ids = sorted(set(run_ids))
-        for rid in ids:
-            self.run_path(rid)  # validates
-        try:
-            if json.loads(path.read_text())["run_ids"] == ids:
-                return path
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
-        return path
-
-    def load_manifest(self, name: str) -> list[str]:
-        path = self._manifest_path(name)
-        try:
-            return list(json.loads(path.read_text())["run_ids"])
-        except FileNotFoundError:
-            raise StoreError(f"no sweep {name!r} in store {self.root}") from None
-        except (OSError, ValueError, KeyError, TypeError):
-            raise StoreError(f"corrupted sweep manifest {path}") from None
-
-    def manifests(self) -> list[str]:
-        return sorted(p.stem for p in self.sweeps_root.glob("*.json") if _NAME_RE.match(p.stem))
-
-    def run_state(self, rid: str) -> str:
-        """One of RUN_STATES: 'done', 'diverged' (finished, training diverged), 'broken' (DONE but
-        no readable result), 'running' (live lease), 'failed', 'pending'."""
-        d = self.run_path(rid)
-        if (d / "DONE").exists():
-            if self._check_finished(rid) is not None:
-                return "broken"
-            return "diverged" if self.divergence(rid) is not None else "done"
-        if self.lease_info(rid) is not None:
-            return "running"
-        if (d / "FAILED").exists():
-            return "failed"
-        return "pending"
-
-    # --- the store as tables (collect.py) ---
-    def status(self, sweep: str | None = None):
-        """Runs per state of each sweep (collect.status)."""
-        return collect.status(self, sweep)
-
-    def problems(self, sweep: str | None = None, states: Iterable[str] = ("diverged", "broken")) -> list[dict]:
-        """The diverged and broken runs of the sweeps, where and why (collect.problems)."""
-        return collect.problems(self, sweep, states)
-
-    def collect(self, sweep: str | None = None, arrays: str = "list"):
-        """One row per finished run (collect.collect)."""
-        return collect.collect(self, sweep, arrays)
-
-    def collect_to(self, path: str | os.PathLike, sweep: str | None = None, arrays: str = "auto"):
-        """collect() written to a .parquet or .csv file (collect.collect_to)."""
-        return collect.collect_to(self, path, sweep, arrays)
-
-    def collect_curves(self, sweep: str | None = None):
-        """Every run's curves as one long table: run_id, step, metric, value (collect.collect_curves)."""
-        return collect.collect_curves(self, sweep)
-
-    def collect_curves_to(self, path: str | os.PathLike, sweep: str | None = None):
-        """collect_curves() written to a .parquet or .csv file (collect.collect_curves_to)."""
-        return collect.collect_curves_to(self, path, sweep)
 
 
 def load_model(store: "Store | str | os.PathLike", run_id: str, device: str = "cpu"):

@@ -1,0 +1,100 @@
+"""The files a run writes while it trains, as methods of the Store (`store.Store` mixes them in):
+its checkpoint (checkpoint.pt, the state a killed run resumes from) and its live curves
+(curves.jsonl, one JSON row per evaluation, appended as it comes). Both are deleted by
+`Store.finish` once the run is done; `read_curves` reads a run's curves as far as they go, finished
+or not."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+from depthscale.atomic import dumps, remove_path, save_torch_atomic, write_text_atomic
+from depthscale.errors import StoreError
+
+CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
+RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
+
+
+def _row_line(row: dict) -> str:
+    return dumps(row, indent=None).decode()
+
+
+def renamed_curves(curves):
+    """`curves` with the names of earlier versions renamed to today's (RENAMED_CURVES)."""
+    if isinstance(curves, dict) and any(k in curves for k in RENAMED_CURVES):
+        return {RENAMED_CURVES.get(k, k): v for k, v in curves.items()}
+    return curves
+
+
+class TrainingFiles:
+    """The Store's methods for a training run's checkpoint and live curves (they use the Store's
+    run_path, run_dir, is_done, load_curves and _check_writable)."""
+
+    # --- checkpoints ---
+    def save_checkpoint(self, rid: str, obj: Any) -> None:
+        """torch.save `obj` (a dict) as the run's checkpoint, atomically. Refused once the run is done."""
+        if self.is_done(rid):
+            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
+        path = self.run_dir(rid) / "checkpoint.pt"
+        if path.is_dir():
+            remove_path(path)
+        save_torch_atomic(path, obj)
+
+    def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
+        """The run's checkpoint, or None if there is none; an unreadable one warns and gives None."""
+        path = self.run_path(rid) / "checkpoint.pt"
+        if not path.exists():
+            return None
+        import torch
+
+        try:
+            return torch.load(path, map_location=map_location, weights_only=False)
+        except Exception as e:  # truncated, corrupt, or from an incompatible version
+            warnings.warn(f"ignoring unreadable checkpoint {path}: {type(e).__name__}: {e}",
+                          stacklevel=2)
+            return None
+
+    # --- live curves: appended while a run trains ---
+    def start_curves(self, rid: str, curves: dict) -> None:
+        """(Re)start the run's live curves with the rows of `curves` (a dict of equal-length
+        lists: empty for a fresh run, a checkpoint's for a resumed one), so that rows logged after
+        the checkpoint by a killed attempt are dropped, never doubled. Atomic."""
+        if self.is_done(rid):
+            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
+        keys = list(curves)
+        rows = [dict(zip(keys, vals)) for vals in zip(*(curves[k] for k in keys))] if keys else []
+        write_text_atomic(self.run_dir(rid) / CURVES_LIVE, "".join(_row_line(r) for r in rows))
+
+    def append_curves(self, rid: str, rows: list[dict]) -> None:
+        """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
+        self._check_writable()
+        with open(self.run_dir(rid) / CURVES_LIVE, "a", encoding="utf-8") as fh:
+            fh.write("".join(_row_line(r) for r in rows))
+            fh.flush()
+
+    def read_curves(self, rid: str) -> dict | None:
+        """The run's curves as far as they go, finished or not: a done (or diverged) run's
+        curves.json, else the rows its training has appended so far (a partly written last row is
+        left out); None when there are none or the run is broken. Keys as in curves.json."""
+        for _ in range(2):  # the run may finish (and drop its live file) while this reads
+            if (self.run_path(rid) / "DONE").exists():
+                return self.load_curves(rid) if self.is_done(rid) else None
+            try:
+                text = (self.run_path(rid) / CURVES_LIVE).read_bytes().decode(errors="replace")
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return None
+            rows = []
+            for line in text.splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a row cut short by a kill
+                    continue
+                if isinstance(row, dict):
+                    rows.append(row)
+            keys = list(dict.fromkeys(k for r in rows for k in r))
+            return renamed_curves({k: [r.get(k) for r in rows] for k in keys}) if rows else None
+        return None
