@@ -1,0 +1,198 @@
+"""The commands that draw, compare and write: plot, compare, reproduce, report; and bench (handlers
+and parsers)."""
+
+from __future__ import annotations
+
+import sys
+
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, check_int, check_memory, check_parents,
+                                  existing_store, help_text, out_dir, parse_experiments, path_arg, pick_device,
+                                  require_submitit, store_if_any)
+from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
+                                        print_json, say_preset, store_flag)
+from depthscale.config import PRESETS
+
+
+def cmd_reproduce(args) -> int:
+    from depthscale.registry import parse_ids
+    from depthscale.report import reproduce
+
+    path_arg(args.store, "store")
+    out_dir(args.out)
+    check_int(args.workers, "workers", 1)
+    require_submitit(args.executor)
+    ids = parse_ids(parse_experiments(args.id))
+    # SLURM jobs pick their device on the node (and a submission that does not wait builds nothing here)
+    device = args.device if args.executor == "slurm" else pick_device(args.device)
+    if not args.no_run:  # refuse what cannot fit before the store is created
+        from depthscale.registry import all_configs
+        from depthscale.sweeps import pack_memory_budget, plan
+
+        budget = pack_memory_budget(args.executor, args.workers, device)  # packs split to fit it
+        check_memory(plan(all_configs(ids, args.preset), store_if_any(args.store), pack_memory=budget),
+                     args.executor, args.workers, device, args.allow_memory)
+    say_preset(args.preset)
+    res = reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
+                    workers=args.workers, run=not args.no_run, allow_memory=True)
+    if args.json:
+        print_json(res)
+    else:
+        print(f"figures, tables and claims.json written to {args.out}")
+        if "report_md" in res:
+            print(_report_text(res))
+    return 0
+
+
+def _report_text(res: dict) -> str:
+    """What `report` (and `reproduce`) wrote, as lines of text."""
+    lines = [f"report: {res['report_md']} and {res['report_html']}",
+             f"claims: {res['claims_json']}: {res['passed']} PASS, {res['failed']} FAIL",
+             f"presets: {', '.join(res['presets'])}"]
+    for key in ("diverged", "broken"):
+        if res.get(key):
+            lines.append(f"{key} runs (left out): {', '.join(res[key])}")
+    lines += [f"error: {e}" for e in res.get("errors", [])]
+    return "\n".join(lines)
+
+
+def cmd_report(args) -> int:
+    from depthscale.report import report
+
+    from depthscale.registry import parse_ids
+
+    out_dir(args.out)
+    existing_store(args.store)
+    ids = parse_ids(parse_experiments(args.experiment))
+    res = report(args.store, args.out, preset=args.preset, ids=ids)
+    say_preset(", ".join(res["presets"]) if args.preset is None else args.preset)
+    if args.json:
+        print_json(res)
+    else:
+        print(_report_text(res))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from depthscale.bench import bench
+
+    check_int(args.steps, "steps", 1, MAX_BENCH_STEPS)
+    say_preset(args.preset)
+    res = bench(preset=args.preset, device=pick_device(args.device), dtype=args.dtype, steps=args.steps)
+    emit(args, res, None if args.json else "\n".join(f"{k}: {v}" for k, v in res.items()))
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from depthscale.plots import parse_metrics, plot_curves
+
+    out = path_arg(args.out, "out")
+    if out.suffix.lower() not in (".png", ".pdf"):
+        raise UsageError(f"--out {args.out!r}: use a .png or .pdf suffix")
+    if out.is_dir():
+        raise UsageError(f"--out {args.out!r} is a directory")
+    check_parents(out, args.out)  # a parent that is a file: one line
+    metrics = parse_metrics(args.metric)
+    store = existing_store(args.store)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    res = plot_curves(store, out, sweep=args.sweep, runs=args.run, metrics=metrics)
+    for rid in res["skipped"]:
+        print(f"depthscale: warning: run {rid} has no curves yet (left out)", file=sys.stderr)
+    emit(args, res, f"wrote {out}: {', '.join(metrics)} against step for {len(res['runs'])} runs"
+         + (f" (labelled by {', '.join(res['fields'])})" if res["fields"] else ""))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from depthscale.compare import compare, format_text
+
+    if args.store is not None:
+        existing_store(args.store)
+    res = compare(args.a, args.b, args.store)
+    if args.json:
+        print_json(res)
+    else:
+        print(format_text(res))
+    return 0
+
+
+# ---------------------------------------------------------------- parsers
+def add_parsers(sub) -> None:
+    """The parsers of plot, compare, reproduce, report and bench."""
+    sp = sub.add_parser("plot", help="draw training curves from a store", **help_text(
+        "curves: the monitor loss R, the layers' disagreement A - C and the top-1 attention mass (or A, C, lr) "
+        "against the training step, one line per run, labelled by the config fields that differ between "
+        "the runs; finished runs and runs still training (their rows so far). PNG or PDF at 200 dpi.",
+        "depthscale plot curves --store runs/smoke --sweep train --out curves.png"))
+    sp.set_defaults(fn=cmd_plot)
+    plots = sp.add_subparsers(dest="what", required=True, parser_class=Parser, metavar="{curves}")
+    pp = plots.add_parser("curves", help="R, A - C and top-1 mass against step, one line per run", **help_text(
+        "One panel per metric, one line per run, labelled by the config fields that differ between the runs "
+        "drawn (e.g. L=4). Runs: --run, else the --sweep's, else every run in the store; runs without curves "
+        "yet are left out with a warning.",
+        "depthscale plot curves --store runs/smoke --sweep grid-smoke --metric R,gap --out curves.pdf"))
+    store_flag(pp)
+    pp.add_argument("--sweep", default=None, help="only the runs of this sweep, as `status` names it (default: every run)")
+    pp.add_argument("--run", nargs="+", action="extend", default=None, metavar="ID",
+                    help="these runs (ids or unique prefixes; repeatable) (default: the sweep's, or every run)")
+    pp.add_argument("--out", default="curves.png", help="FILE.png or FILE.pdf (by suffix)")
+    pp.add_argument("--metric", default="R,gap,top1_mass",
+                    help="comma list of panels: R, gap (A - C), top1_mass, A, C, lr")
+    json_flag(pp, "print what was drawn as one JSON line: out, metrics, runs (id -> label), fields, skipped")
+
+    sp = sub.add_parser("compare", help="two runs or two stores side by side", **help_text(
+        "Two runs (run directories, or run ids with --store): the config fields that differ, the provenance "
+        "that differs (device, versions), and R, R_se, A, C, steps, stopped_because side by side with "
+        "R_B/R_A. Two stores: the runs finished in both with the same config apart from provenance, each "
+        "with R_A, R_B and R_B/R_A, and a summary of the ratios. Reads only.",
+        "depthscale compare 1a2b3c4d 5e6f7a8b --store runs/smoke\n"
+        "  depthscale compare runs/cpu runs/cpu-gpu --json"))
+    sp.add_argument("a", help="run A: a run directory (<store>/runs/<id>), a run id (or a unique prefix) in "
+                              "--store; or store A")
+    sp.add_argument("b", help="run B or store B, as A")
+    sp.add_argument("--store", default=None, help="the store that holds A and B when they are run ids (default: none)")
+    json_flag(sp, "print the comparison as one JSON object")
+    sp.set_defaults(fn=cmd_compare)
+
+    sp = sub.add_parser("reproduce", help="run and draw figures/tables of the paper", **help_text(
+        "Run whatever is missing for the experiments (resumable), then write each figure (PNG, PDF), "
+        "table (CSV, Markdown) and claims.json.",
+        "depthscale reproduce all --preset cpu --store runs/cpu --out report/cpu"))
+    sp.add_argument("id", help="an experiment id (fig1, fig3..fig14, table1..table6, or a beyond-the-paper id), "
+                                "a comma list (fig6,fig5), all (every figure and table of the paper) or beyond "
+                                "(the report's 'Beyond the paper' experiments)")
+    preset_flag(sp)
+    store_flag(sp, STORE_HELP + "; created if missing")
+    sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
+    sp.add_argument("--executor", choices=["inline", "process", "slurm"], default="process",
+                    help="inline: this process; process: a pool of local workers; slurm: a job array")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="process executor: worker processes (default: one per core, at most one per pack)")
+    sp.add_argument("--no-run", action="store_true", help="only draw from what is stored")
+    json_flag(sp, "print what was run and written as one JSON line")
+    allow_memory_flag(sp)
+    device_flag(sp)
+    sp.set_defaults(fn=cmd_reproduce)
+
+    sp = sub.add_parser("report", help="write the reproduction report", **help_text(
+        "One Markdown and one self-contained HTML report: figures, tables, the paper's numbers beside "
+        "ours, PASS/FAIL per claim.", "depthscale report --store runs/cpu --out report/cpu"))
+    store_flag(sp)
+    sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
+    sp.add_argument("--preset", choices=PRESETS, default=None,
+                    help="the preset to report (default: every preset with finished runs in the store)")
+    sp.add_argument("--experiment", default="all",
+                    help="the experiments to report: all (the paper's figures and tables), beyond, "
+                         "all,beyond, or a comma list of ids (default: all)")
+    json_flag(sp, "print what was written (paths, PASS/FAIL counts) as one JSON line")
+    sp.set_defaults(fn=cmd_report)
+
+    sp = sub.add_parser("bench", help="packed engine vs a naive loop", **help_text(
+        "Time the fig6 depth sweep trained one model at a time and as one pack.",
+        "depthscale bench --preset cpu --json"))
+    preset_flag(sp)
+    sp.add_argument("--dtype", choices=["float32", "tf32", "bf16"], default="float32",
+                    help="arithmetic of the timed steps")
+    sp.add_argument("--steps", type=int, default=None, help="timed steps (default: 20)")
+    json_flag(sp)
+    device_flag(sp)
+    sp.set_defaults(fn=cmd_bench)
