@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from claims_world import DEPTHS, FakeTheory, World, noise
-from depthscale import looped as lp
+from depthscale.experiments import looped_runs as lp
 from depthscale.registry import CLAIMS, check
 from depthscale.registry import (CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM, REGISTRY, SCALING_DEPTHS,
                                  SCALING_SPECTRA, SCALING_WIDTHS, TRANSFORMER_DEPTHS)

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from depthscale import looped as lp
+from depthscale.experiments import looped_runs as lp
 from depthscale import registry as ex
 from depthscale.config import ConfigError, make_config
 from depthscale.contexts import make_generator, sample_contexts

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale import looped, memory
+from depthscale import memory
+from depthscale.experiments import looped_runs as looped
 from depthscale.config import FIELD_NAMES, MODELS, config_dict, make_config
 from depthscale.errors import InputError
 from depthscale.kinds.base import ModelKind, ModelOutput

@@ -35,7 +35,7 @@ from depthscale.errors import InputError
 from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
 from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
-from depthscale.registry import FIG3_SPECTRA
+from depthscale.paper import FIG3_SPECTRA
 from depthscale.roofline import F32, roofline, step_ops
 from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(help_context(argv))  # train --help: the defaults of its preset and model
         args = parser.parse_args(argv)
         if args.version:
-            from depthscale import __version__
+            from depthscale.provenance import __version__
 
             print(f"depthscale {__version__}")
             return 0

@@ -34,7 +34,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale import claims, plotting, timing, versions
+from depthscale import claims, plotting, timing
+from depthscale.provenance import versions
 from depthscale.atomic import as_float, write_json_atomic
 from depthscale.config import PRESETS
 from depthscale.errors import InputError

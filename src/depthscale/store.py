@@ -53,7 +53,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from depthscale import lease, versions
+from depthscale import lease
+from depthscale.provenance import versions
 from depthscale.atomic import dumps, remove_path, save_torch_atomic, write_json_atomic, write_text_atomic
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id

@@ -29,7 +29,7 @@ import torch
 
 from depthscale import seeds
 from depthscale.prefetch import Prefetcher
-from depthscale import versions
+from depthscale.provenance import versions
 from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError

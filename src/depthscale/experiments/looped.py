@@ -1,7 +1,7 @@
 """Beyond the paper: looped stacks, weights tied across depth (docs/beyond.md). B distinct layers
 repeated L/B times (B = 1, 2, 4) for the two cascaded variants (single_stream, context_updates),
 untied beside them; and the nonlinear model with one layer repeated at L = 4 against L = 1 (A_L = C_L
-by construction). Figure, table and claims B1b-B1d; the per-run reading is depthscale.looped's.
+by construction). Figure, table and claims B1b-B1d; the per-run reading is experiments.looped_runs'.
 
 Choices:
 - the untied models are fig9's / fig11's / fig6's own runs at the same depths (same configs, same
@@ -11,7 +11,7 @@ Choices:
   quiet machine (a depth-16 run of a cascaded variant costs 1-1.5 min, and four of them more than
   doubled that).
 - conditions fixed before the cpu runs were looked at.
-depthscale.looped is imported where it is used (it reads the registry for this record's groups).
+the runs and their reading back are experiments.looped_runs (the tests use it too).
 """
 
 from __future__ import annotations
@@ -27,24 +27,15 @@ from depthscale.paper import ORIGIN
 from depthscale.records import Claim, Experiment, RunGroup, preset_shape, register
 from depthscale.results import Results, Theory
 
-LOOPED_B = (1, 2, 4)
-LOOPED_MAX_DEPTH = 8
-LOOPED_DEPTHS: dict[int, tuple[int, ...]] = {1: (2, 4, 8), 2: (4, 8), 4: (8,)}
-LOOPED_MODELS = ("single_stream", "context_updates")
-LOOPED_GROUPS = (
-    (RunGroup("nonlinear", "difficult", 2, ORIGIN, (1,)),
-     RunGroup("nonlinear", "difficult", 2, ORIGIN, (4,), (("loop", 1),)))
-    + tuple(RunGroup(m, "difficult", 2, ORIGIN, (1, 2, 4, LOOPED_MAX_DEPTH)) for m in LOOPED_MODELS)
-    + tuple(RunGroup(m, "difficult", 2, ORIGIN, LOOPED_DEPTHS[B], (("loop", B),))
-            for m in LOOPED_MODELS for B in LOOPED_B))
+from depthscale.experiments import looped_runs as lp
+from depthscale.experiments.looped_runs import (LOOPED_B, LOOPED_DEPTHS, LOOPED_GROUPS, LOOPED_MAX_DEPTH,  # noqa: F401
+                                                LOOPED_MODELS)
 
 
 def figure(res: Results, th: Theory):
     """Looped stacks (beyond the paper): per cascaded variant (rows), untied and B distinct layers
     repeated L/B times (B = 1, 2, 4): loss, C_L and A_L - C_L vs depth, and loss vs trained parameters.
     A tied curve starts at the untied L = B run: at L = B the looped model is that model."""
-    from depthscale import looped as lp
-
     models = (("single_stream", "single stream"), ("context_updates", "context updates"))
     fig, ax = pl.new_figure(4, len(models), width=3.4, height=3.0)
     colors = pl.colors(len(lp.TYINGS))
@@ -112,8 +103,6 @@ def table(res: Results, th: Theory):
     """Looped stacks (beyond the paper): per model x tying (untied, B = 1, 2, 4) x depth, R, A, C,
     A - C, the trained parameter count, the gain over the one-layer model, that gain per thousand
     added parameters, and the gain over the untied model with the same parameters (looped.py)."""
-    from depthscale import looped as lp
-
     return lp.frame(res)
 
 
@@ -121,8 +110,6 @@ def _looped_cells(res, model: str, B: int) -> dict:
     """{L: cell} of one tying's curve (looped.curve's depths): seed means of R, A, C, A - C, the SE
     of R (over seeds, or the evaluation SE with one seed) and the seed count; MissingRuns naming any
     cell of the model without a run."""
-    from depthscale import looped as lp
-
     miss = [m for m in lp.missing(res) if m.startswith(model + " ")]
     if miss:
         raise MissingRuns(cells_text(miss))
@@ -188,8 +175,6 @@ def cB1c(res, th):
 def cB1d(res, th):
     """At equal parameters looping wins: every looped B at its deepest depth beats the untied
     B-layer model (the same parameter count) beyond 2 combined SE, both cascaded models."""
-    from depthscale import looped as lp
-
     meas, parts, ok, ns = {}, [], True, []
     for model in lp.LOOPED_MODELS:
         untied = _looped_cells(res, model, 0)

@@ -1,5 +1,5 @@
-"""Looped stacks (beyond the paper, docs/beyond.md): weights tied across depth, read back from the
-store for the `looped` figure, table and claims.
+"""Looped stacks (beyond the paper, docs/beyond.md): the `looped` record's runs (LOOPED_GROUPS) and
+their reading back from the store for its figure, table and claims (experiments.looped).
 
 A looped model (RunConfig.loop = B) has B distinct layers; layer l (0-based) uses the weights of
 layer l % B, so it owns B rows of W_q, W_k (kinds.attention.AttentionStack) and is initialised and trained at
@@ -19,8 +19,21 @@ from __future__ import annotations
 
 import math
 
-from depthscale.registry import LOOPED_B, LOOPED_MODELS, REGISTRY, preset_shape
+from depthscale.paper import ORIGIN
+from depthscale.records import RunGroup, preset_shape
 from depthscale.results import Results
+
+LOOPED_B = (1, 2, 4)
+LOOPED_MAX_DEPTH = 8
+LOOPED_DEPTHS: dict[int, tuple[int, ...]] = {1: (2, 4, 8), 2: (4, 8), 4: (8,)}
+LOOPED_MODELS = ("single_stream", "context_updates")
+# the `looped` record's runs (experiments.looped registers them)
+LOOPED_GROUPS = (
+    (RunGroup("nonlinear", "difficult", 2, ORIGIN, (1,)),
+     RunGroup("nonlinear", "difficult", 2, ORIGIN, (4,), (("loop", 1),)))
+    + tuple(RunGroup(m, "difficult", 2, ORIGIN, (1, 2, 4, LOOPED_MAX_DEPTH)) for m in LOOPED_MODELS)
+    + tuple(RunGroup(m, "difficult", 2, ORIGIN, LOOPED_DEPTHS[B], (("loop", B),))
+            for m in LOOPED_MODELS for B in LOOPED_B))
 
 TASK, K, SPECTRUM = "difficult", 2, (0.0, 0.0)
 TYINGS = (0,) + LOOPED_B  # 0 = untied
@@ -41,15 +54,19 @@ def n_params(model: str, d: int, N: int, L: int, loop: int = 0) -> int:
     return model_class(model).count_params(d, N, L, loop)
 
 
+def _groups(preset: str) -> tuple[RunGroup, ...]:
+    return tuple(g for g in LOOPED_GROUPS if g.in_preset(preset))
+
+
 def models_of(preset: str) -> tuple[str, ...]:
     """The model kinds the `looped` experiment trains at `preset`, in the registry's order."""
-    return tuple(dict.fromkeys(g.model for g in REGISTRY["looped"].groups_for(preset)))
+    return tuple(dict.fromkeys(g.model for g in _groups(preset)))
 
 
 def depths_of(preset: str, model: str, B: int) -> tuple[int, ...]:
     """The depths the `looped` experiment trains for (model, tying B) at `preset` (B = 0: untied)."""
     out: list[int] = []
-    for g in REGISTRY["looped"].groups_for(preset):
+    for g in _groups(preset):
         if g.model == model and dict(g.fields).get("loop", 0) == B:
             out += [L for L in g.depths_for(preset) if L not in out]
     return tuple(sorted(out))
@@ -131,4 +148,4 @@ def frame(res: Results):
     return pd.DataFrame(rows(res), columns=list(COLUMNS))
 
 
-__all__ = ["LOOPED_B", "LOOPED_MODELS", "n_params", "models_of", "rows", "curve", "frame", "missing", "depths_of", "tying_name", "TYINGS", "COLUMNS"]
+__all__ = ["LOOPED_B", "LOOPED_MODELS", "LOOPED_GROUPS", "LOOPED_DEPTHS", "LOOPED_MAX_DEPTH", "n_params", "models_of", "rows", "curve", "frame", "missing", "depths_of", "tying_name", "TYINGS", "COLUMNS"]
