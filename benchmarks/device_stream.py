@@ -94,12 +94,31 @@ def speed(device: str, steps: int) -> dict:
     return out
 
 
+def trainer_speed(device: str, steps: int = 150) -> dict:
+    """The training loop itself (trainer.Trainer through train_pack) on the paper fig6 pack, with the
+    prefetcher off and on: wall seconds per step over `steps` steps (one final evaluation of 256
+    contexts per run included, amortised)."""
+    out = {}
+    cfgs = [make_config("paper", model="nonlinear", task="difficult", L=L, seed=0, max_steps=steps, eval_every=10**6,
+                        eval_contexts=256, monitor_contexts=64, checkpoint_every=10**6) for L in PRESET_DEPTHS["paper"]]
+    for pf in ("0", "1", "0", "1"):
+        os.environ["DEPTHSCALE_PREFETCH"] = pf
+        torch.cuda.synchronize() if device.startswith("cuda") else None
+        t = time.perf_counter()
+        train_pack(cfgs, device, progress=False)
+        torch.cuda.synchronize() if device.startswith("cuda") else None
+        out.setdefault(f"prefetch={pf}", []).append(1e3 * (time.perf_counter() - t) / steps)
+    os.environ.pop("DEPTHSCALE_PREFETCH", None)
+    return {k: {"ms_per_step": v} for k, v in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--trainer", action="store_true", help="also time the training loop with the prefetcher off and on")
     args = ap.parse_args()
     t0 = time.time()
     res = {"device": args.device, "torch": torch.__version__,
@@ -118,6 +137,10 @@ def main() -> None:
     res["models"] = models(args.device)
     save()
     print("models:", {k: v["max_rel_diff"] for k, v in res["models"].items()}, flush=True)
+    if args.trainer:
+        res["trainer"] = trainer_speed(args.device)
+        save()
+        print("trainer (paper fig6 pack, ms/step):", res["trainer"], flush=True)
     if not args.skip_speed:
         res["speed"] = speed(args.device, args.steps)
         save()
