@@ -323,3 +323,29 @@ def test_reproduce_process_computes_theory_during_the_sweep(tmp_path, monkeypatc
     assert again["theory_in_sweep"] == 0 and again["sweep"]["planned"] == 0  # resumed: nothing left
     assert fig14_seconds <= json.loads((out / "smoke" / "build_timing.json").read_text())["fig14"]["theory"] \
         < fig14_seconds + 0.5
+
+
+def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):
+    """Issue 27 item 5: a store with fig6's runs only draws fig6 (and fig8, theory only), lists
+    the rest as not run, and reproduce fig6 and report print the same claim count."""
+    from depthscale.report import reproduce
+
+    saved = ex.FLOOR_SAMPLES["smoke"]
+    ex.FLOOR_SAMPLES["smoke"] = 1000
+    try:
+        th = Theory("smoke", cache=tmp_path / "th.json")
+        store = Store(tmp_path / "store")
+        fig6 = {c.run_id for c in ex.REGISTRY["fig6"].configs("smoke")}
+        fabricate(store, th, ids="fig6")
+        out = report(tmp_path / "store", tmp_path / "out", preset="smoke")
+        rep = reproduce("fig6", "smoke", tmp_path / "store", tmp_path / "out2", run=False)
+    finally:
+        ex.FLOOR_SAMPLES["smoke"] = saved
+    assert fig6 and set(store.run_ids()) == fig6
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Not run in this store" in md and "fig3" in md.split("Not run in this store")[1].split("\n")[0]
+    assert (tmp_path / "out" / "smoke" / "fig6.png").exists()
+    assert not (tmp_path / "out" / "smoke" / "fig3.png").exists()
+    n_paper = len([c for c in CLAIMS if set(c[4]) & set(ex.IDS)])
+    assert out["passed"] + out["failed"] == n_paper
+    assert (rep["passed"], rep["failed"]) == (out["passed"], out["failed"])

@@ -93,6 +93,9 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
             out += [f"> **Warning.** {banner(p)}", ""]
         out += [f"- {line}" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)] + [""]
         out += _timing_lines(sec["provenance"])[1:] + ([""] if _timing_lines(sec["provenance"]) else [])
+        if sec.get("not_run"):
+            out += [f"Not run in this store (not drawn; their claims FAIL as missing runs): "
+                    f"{', '.join(sec['not_run'])}.", ""]
         paper_claims, beyond_claims = split_claims(sec["claims"])
         if paper_claims or not beyond_claims:
             out += _md_claims(f"### Claims (SPEC §9): {sum(c['pass'] for c in paper_claims)} of "
@@ -206,6 +209,9 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
         if _timing_lines(sec["provenance"]):
             parts.append(f"<p class=\"small\">{esc(_timing_lines(sec['provenance'])[1])}</p>"
                          + timing.html_table(sec["provenance"]["phase_timing"]))
+        if sec.get("not_run"):
+            parts.append(f"<p>Not run in this store (not drawn; their claims FAIL as missing runs): "
+                         f"{esc(', '.join(sec['not_run']))}.</p>")
         paper_claims, beyond_claims = split_claims(sec["claims"])
         if paper_claims or not beyond_claims:
             parts += _html_claims(f"<h3>Claims (SPEC §9): {sum(c['pass'] for c in paper_claims)} of "
