@@ -309,7 +309,7 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
                                    lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
     # the pre-LN Transformer (depthscale.transformer; docs/beyond.md): the recipe of its first study
-    # (benchmarks/transformer_decomposition.py: N = 32, 4 heads, lr 3e-3, batch 64, warmup 50,
+    # (studies/transformer_decomposition.py: N = 32, 4 heads, lr 3e-3, batch 64, warmup 50,
     # grad clip 1), 1,000 steps run to the cap (patience beyond the budget) to keep depths 1-8 near
     # 12 core-minutes; no run converges there (docs/decompose.md: 800 -> 1,600 steps still gained
     # 0.9-1.3 at every depth). The controlled models' init fields (wx_init, gain_init, qk_*) do not apply

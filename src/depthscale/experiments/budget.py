@@ -268,7 +268,7 @@ def decisions(res: Results) -> list[dict]:
 
 
 def export(res: Results, out_dir: str | Path) -> list[Path]:
-    """The ladder's small result files (committed under benchmarks/results/budget/): per-run rows
+    """The ladder's small result files (committed under studies/results/budget/): per-run rows
     (ladder_runs.csv), the summary per start and budget (ladder.csv) and the decision (decision.json)."""
     import pandas as pd
 

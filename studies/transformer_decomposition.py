@@ -1,7 +1,7 @@
 """Does R_L = C_L + (A_L - C_L)/L hold, and how do A_L, C_L, R_L scale, in a standard pre-LN
 Transformer trained on the difficult task (issue 16, item 3; docs/decompose.md)?
 
-    python benchmarks/transformer_decomposition.py [--depths 1,2,4,8,16] [--steps 1000] [--D 32]
+    python studies/transformer_decomposition.py [--depths 1,2,4,8,16] [--steps 1000] [--D 32]
         [--name transformer_decomposition]
 
 Trains one Transformer per depth (a RunConfig with model = "transformer" at the cpu preset: d = 16,

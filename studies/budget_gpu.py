@@ -2,7 +2,7 @@
 paper preset (depths 1-256), trained with the toolkit's own run_pack into a store, one process per
 pack so that several packs share the device.
 
-    PYTHONPATH=src python benchmarks/budget_gpu.py --store "$OUT/store" --steps 20000 --seeds 0 --spectra 0,0
+    PYTHONPATH=src python studies/budget_gpu.py --store "$OUT/store" --steps 20000 --seeds 0 --spectra 0,0
 
 Every run is the registry's config (its run id is the one `depthscale sweep --experiment budget
 --preset paper` would train), so the store merges with any other store of the study.

@@ -1,8 +1,8 @@
 """Export the budget ladder's small result files from a store (SPEC §9's study; docs/recipe.md §12).
 
-    python benchmarks/budget_ladder.py --store runs/budget --preset cpu --out benchmarks/results/budget
+    python studies/budget_ladder.py --store runs/budget --preset cpu --out studies/results/budget
 
-Writes ladder_runs.csv (one row per finished run), ladder.csv (per start and budget: alpha +- SE over
+Writes ladder_runs.csv (one row per finished run), ladder.csv and ladder.md (per start and budget: alpha +- SE over
 seeds, R², L0, C_L and A_L - C_L at the deepest depth), decision.json (SPEC §9's rule and its
 outcome) and budget.png (the study's figure). Safe to run while the sweep is still training: it
 reads only finished runs, and each file is written atomically. The runs themselves come from
@@ -23,7 +23,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True)
     ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--out", default="benchmarks/results/budget")
+    ap.add_argument("--out", default="studies/results/budget")
     args = ap.parse_args()
     res = Results.from_store(Store(args.store, readonly=True), args.preset)
     paths = budget.export(res, args.out)
@@ -35,6 +35,10 @@ def main() -> None:
         fig = budget.figure(res, Theory(args.preset))
         png = Path(args.out) / "budget.png"
         fig.savefig(png, dpi=100)
+    from depthscale.formatting import markdown_table
+
+    md = Path(args.out) / "ladder.md"
+    md.write_text(markdown_table(budget.table_frame(res, None)) + "\n\n" + "\n\n".join(budget.notes(res)) + "\n")
     for d in budget.decisions(res):
         print(d["text"])
     print("wrote", ", ".join(str(p) for p in paths + [png]))

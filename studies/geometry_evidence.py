@@ -1,8 +1,8 @@
 """Evidence for the per-experiment geometry (docs/geometry.md): the softmax-ensemble floor
 (theory.softmax_floor) against the paper's fitted L0 on every top-2 and top-16 spectrum of
-Tables 1 and 4, at several (d, P). Writes benchmarks/results/geometry_evidence.json.
+Tables 1 and 4, at several (d, P). Writes studies/results/geometry_evidence.json.
 
-    python benchmarks/geometry_evidence.py [--samples 20000]
+    python studies/geometry_evidence.py [--samples 20000]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """One row of the nonlinear recipe study (docs/recipe.md): a pack of depths trained at one setting.
 
-    python benchmarks/recipe_study.py NAME --set qk_init=spread max_steps=8000 [--depths 1,2,4] [--seeds 0]
-    python benchmarks/recipe_study.py --summary      # every stored row as a Markdown table, with fits
+    python studies/recipe_study.py NAME --set qk_init=spread max_steps=8000 [--depths 1,2,4] [--seeds 0]
+    python studies/recipe_study.py --summary      # every stored row as a Markdown table, with fits
 
-Trains the pack (one core), prints and writes benchmarks/results/recipe/NAME.json with R_L, A_L,
+Trains the pack (one core), prints and writes studies/results/recipe/NAME.json with R_L, A_L,
 C_L per depth and seed. The base is the cpu preset's nonlinear difficult-task config at the
 geometry of SPEC §1 (d = N = 16, P = 64, k = 2, (a, b) = (0, 0)); --set overrides any field.
 """
