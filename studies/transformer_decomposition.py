@@ -8,7 +8,7 @@ Trains one Transformer per depth (a RunConfig with model = "transformer" at the 
 P = 64, k = 2, (a, b) = (0, 0) by default; N the stream width, --heads; every depth sees the same
 training stream and the same evaluation contexts) with the package's trainer (training.train_pack:
 row-wise Adam, warmup and cosine schedule, monitor curves, keep-best), whose measurement decomposes
-each with depthscale.decompose, and writes benchmarks/results/NAME.json: per depth R_L (+- SE),
+each with depthscale.decompose, and writes studies/results/NAME.json: per depth R_L (+- SE),
 A_L, C_L, A_L - C_L, the identity's residual, monitor curve and time; the fit R_L = L0 + c L^-alpha
 (depthscale.fits) where it converges. (Earlier versions trained with a standalone loop, torch's Adam
 and no monitor: their result files are not comparable number for number.)

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -124,3 +125,25 @@ def test_the_probe_sees_a_broken_image_and_an_external_request(built, tmp_path):
     got = json.loads(re.search(r"<title>(.*?)</title>", out.stdout, re.S).group(1).replace("&quot;", '"'))
     assert len(got["broken"]) == 2 and "ext" in got["broken"], got
     assert any("example.invalid" in f for f in got["fetched"]), got
+
+
+COMMITTED = Path(__file__).resolve().parents[1] / "docs" / "report" / "cpu" / "report.html"
+
+
+def test_the_committed_cpu_report_loads_every_image(tmp_path):
+    """A fresh clone can look without running: the committed cpu report (scripts/snapshot_report.py)
+    shows every figure in Chromium, and fetches nothing but its own files."""
+    probe = COMMITTED.with_name("probe_for_test.html")
+    try:
+        probe.write_text(COMMITTED.read_text().replace("</body>", PROBE + "</body>"))
+        out = chromium("--virtual-time-budget=15000", "--allow-file-access-from-files", "--dump-dom",
+                       probe.as_uri(), tmp=tmp_path)
+    finally:
+        probe.unlink(missing_ok=True)
+    m = re.search(r"<title>(.*?)</title>", out.stdout, re.S)
+    assert m and m.group(1).startswith("{"), (out.returncode, out.stdout[:300], out.stderr[-2000:])
+    got = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    n_img = COMMITTED.read_text().count("<img ")
+    assert n_img >= 10 and got["images"] == n_img and got["images_shown"] == n_img and got["broken"] == [], got
+    base = COMMITTED.parent.as_uri()
+    assert all(u.startswith(base) for u in got["fetched"]), got["fetched"]

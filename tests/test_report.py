@@ -349,3 +349,20 @@ def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):
     n_paper = len([c for c in CLAIMS if set(c[4]) & set(ex.IDS)])
     assert out["passed"] + out["failed"] == n_paper
     assert (rep["passed"], rep["failed"]) == (out["passed"], out["failed"])
+
+
+def test_the_committed_cpu_report_has_every_figure_it_names():
+    """docs/report/cpu (scripts/snapshot_report.py): the report a reader opens without running; every
+    image it names is committed beside it, small (issue 27 item 1)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "report" / "cpu"
+    md, page = (root / "report.md").read_text(), (root / "report.html").read_text()
+    names = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", md) + re.findall(r'<img alt="[^"]*" src="([^"]+)"', page)
+    assert len(names) >= 20 and all(not n.startswith("data:") for n in names)
+    for n in names:
+        f = root / n
+        assert f.exists(), n
+        assert f.stat().st_size < 600_000, (n, f.stat().st_size)
+    assert "fig6" in md and "Claims (SPEC §9)" in md
