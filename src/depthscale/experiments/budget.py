@@ -135,12 +135,15 @@ def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
         out.update(outcome="undecided", text=f"{label(a, b)}: no complete budget of the faithful start yet")
         return out
     top = {r: (v[-1] if v else None) for r, v in by.items()}
-    f_lo, f_hi = by["faithful"][0], by["faithful"][-1]
+    # the trend runs from the smallest budget whose seeds' fits are well posed (a budget where every
+    # seed's fit is degenerate has no per-seed alpha to compare) to the largest
+    f_hi = by["faithful"][-1]
+    f_lo = next((x for x in by["faithful"] if math.isfinite(x["alpha"])), f_hi)
     reach = {r: (t is not None and _in_window(t)) for r, t in top.items()}
-    se = math.hypot(f_lo["alpha_se"], f_hi["alpha_se"]) if len(by["faithful"]) > 1 else math.nan
+    se = math.hypot(f_lo["alpha_se"], f_hi["alpha_se"]) if f_lo is not f_hi else math.nan
     closer = _distance(f_lo["alpha"]) - _distance(f_hi["alpha"])
-    trend = bool(len(by["faithful"]) > 1 and math.isfinite(se) and closer > 2 * se) or (
-        len(by["faithful"]) > 1 and _distance(f_lo["alpha"]) == 0 == _distance(f_hi["alpha"]))
+    trend = bool(f_lo is not f_hi and math.isfinite(se) and closer > 2 * se) or (
+        f_lo is not f_hi and _distance(f_lo["alpha"]) == 0 == _distance(f_hi["alpha"]))
     largest = max(BUDGET_STEPS)
     full = f_hi["steps"] == largest
     if reach["faithful"] and trend and full:
@@ -155,7 +158,11 @@ def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
         return (f"α {t['mean_fit_alpha']:.2f} ± {t['mean_fit_alpha_se']:.2f} (R² {t['mean_fit_r2']:.3f}; "
                 f"per-seed α {t['alpha']:.2f} ± {t['alpha_se']:.2f}) at {t['steps']:,} steps")
     parts = [f"faithful: {alpha_txt(f_hi)}" + (" — in the window" if reach["faithful"] else " — outside the window")]
-    if len(by["faithful"]) > 1:
+    skipped = [x["steps"] for x in by["faithful"] if x["steps"] < f_lo["steps"]]
+    if skipped:
+        parts.append(f"faithful at {', '.join(f'{n:,}' for n in skipped)} steps: no seed's fit well posed "
+                     f"(fit of the seed-mean curve: {'; '.join(x['mean_fit_status'] for x in by['faithful'] if x['steps'] in skipped)})")
+    if f_lo is not f_hi:
         parts.append(f"faithful trend {f_lo['steps']:,} → {f_hi['steps']:,} steps: per-seed α {f_lo['alpha']:.2f} → "
                      f"{f_hi['alpha']:.2f} (distance to the window shrinks by {closer:+.2f}, 2 SE = {2 * se:.2f}: "
                      f"{'points there' if trend else 'does not point there'})")

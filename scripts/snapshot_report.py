@@ -1,0 +1,72 @@
+"""Copy a built report into the repository so a reader can look without running: report.md,
+report.html with its figures linked as files (not inlined: the page stays small), the PNG figures
+scaled to at most --width pixels, and the tables' CSVs; PDFs and the theory cache stay out.
+
+    python scripts/snapshot_report.py --src report/cpu --dst docs/report/cpu
+
+tests/test_browser.py opens the committed page in Chromium and checks that every image loads;
+tests/test_report.py checks that every figure the committed report names is there."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+from pathlib import Path
+
+
+def snapshot(src: Path, dst: Path, width: int = 1400) -> list[Path]:
+    from PIL import Image
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    written = []
+    for sub in sorted(p for p in src.iterdir() if p.is_dir() and not p.name.endswith(".d")):
+        (dst / sub.name).mkdir()
+        for f in sorted(sub.iterdir()):
+            if f.suffix == ".png":
+                im = Image.open(f)
+                if im.width > width:
+                    im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
+                im.save(dst / sub.name / f.name, optimize=True)
+            elif f.suffix in (".csv", ".md") or f.name == "claims.json":
+                shutil.copy(f, dst / sub.name / f.name)
+            else:
+                continue
+            written.append(dst / sub.name / f.name)
+    md = (src / "report.md").read_text()
+    md = re.sub(r"\n\[PDF\]\([^)]*\.pdf\)\n", "\n", md)  # the PDFs are not committed
+    (dst / "report.md").write_text(md)
+    page = (src / "report.html").read_text()
+    # each inlined figure back to its file, found by its alt text (the experiment id) and the preset
+    # section it sits in
+    out, preset = [], None
+    for part in re.split(r"(<h2 id=\"[^\"]+\">|<img alt=\"[^\"]*\" src=\"data:image/png;base64,[^\"]*\">)", page):
+        m = re.match(r"<h2 id=\"([^\"]+)\">", part)
+        if m:
+            preset = m.group(1)
+        m = re.match(r"<img alt=\"([^\"]*)\" src=\"data:image/png;base64,", part)
+        if m and preset:
+            part = f'<img alt="{m.group(1)}" src="{preset}/{m.group(1)}.png">'
+        out.append(part)
+    (dst / "report.html").write_text("".join(out))
+    for f in ("claims.json",):
+        if (src / f).exists():
+            shutil.copy(src / f, dst / f)
+    return written + [dst / "report.md", dst / "report.html"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--src", default="report/cpu")
+    ap.add_argument("--dst", default="docs/report/cpu")
+    ap.add_argument("--width", type=int, default=1400)
+    args = ap.parse_args()
+    paths = snapshot(Path(args.src), Path(args.dst), args.width)
+    size = sum(p.stat().st_size for p in paths)
+    print(f"{len(paths)} files, {size / 1e6:.1f} MB in {args.dst}")
+
+
+if __name__ == "__main__":
+    main()
