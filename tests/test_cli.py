@@ -185,7 +185,7 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("empty --store", ("train", "--preset", "smoke", "--store", ""), "--store is empty"),
         ("--store is a file", ("train", "--preset", "smoke", "--store", "{file}"), "is not writable"),
         ("--store under a file", ("train", "--preset", "smoke", "--store", "{file}/store"), "is not writable"),
-        ("no --store", ("train", "--preset", "smoke"), "the following arguments are required: --store"),
+        ("--log without --store", ("train", "--preset", "smoke", "--log", "tensorboard"), "--log needs --store"),
         ("unknown option", TRAIN + ("--nope", "1"), "unrecognized arguments: --nope 1"),
         ("--device bogus", TRAIN + ("--device", "tpu"), "invalid choice: 'tpu'"),
     ]

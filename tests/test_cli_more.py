@@ -167,7 +167,12 @@ def test_train_with_depth_and_max_steps_in_either_spelling(tmp_path, capsys):
                            "--max-steps", "10", "--eval-every", "5", "--json", "--store", tmp_path / "s")
     res = json.loads(out)
     assert code == 0 and res["L"] == 4 and res["steps"] == 10 and res["state"] == "done"
-    one_line_error(capsys, "the following arguments are required: --store", "train", "--preset", "smoke")
+    # the command as written: without --store the run trains in memory, nothing is saved
+    code, out, err = run_cli(capsys, "train", "--preset", "smoke", "--model", "nonlinear", "--depth", "4",
+                             "--max-steps", "10", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["L"] == 4 and res["steps"] == 10 and "not saved" in err
+    one_line_error(capsys, "--log needs --store", "train", "--preset", "smoke", "--log", "tensorboard")
 
 
 # --- sweep --dry-run and run records as grids --------------------------------------------------

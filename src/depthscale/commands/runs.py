@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import os
 
 from depthscale.arguments import (UsageError, add_config_fields, check_int, check_memory, config_from,
@@ -52,11 +53,13 @@ def cmd_train(args) -> int:
 
     if args.print_config:
         return print_config(args)
-    if args.store is None:
-        raise UsageError("the following arguments are required: --store")
     cfg = config_from(args)
     device = pick_device(args.device)
+    if args.store is None and args.log not in (None, "none", ()):
+        raise UsageError("--log needs --store (the event files go into the run's directory)")
     loggers = parse_loggers(args.log)
+    if args.store is None:  # a look at one model: trained in memory, printed, nothing saved
+        return _train_unsaved(args, cfg, device, loggers)
     existing = store_if_any(args.store)
     if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
         check_memory([[cfg]], "inline", None, device, args.allow_memory)
@@ -80,6 +83,29 @@ def cmd_train(args) -> int:
         print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} R={_num(out.get('R'), '.4g')} "
               f"± {_num(out.get('R_se'), '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
               f"{out['steps']} steps ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
+    return 0
+
+
+def _train_unsaved(args, cfg, device, loggers) -> int:
+    """train without --store: the run trains in this process and its numbers are printed; a note on
+    stderr says that nothing was saved (give --store to keep the run, resume it and collect it)."""
+    from depthscale.divergence import diverged
+    from depthscale.training import train_one
+
+    check_memory([[cfg]], "inline", None, device, args.allow_memory)
+    say_preset(args.preset)
+    print("depthscale: no --store: the run is trained in memory and not saved", file=sys.stderr)
+    met = train_one(cfg, None, device, progress=None if not args.json else False, loggers=loggers)
+    div = diverged(met)
+    out = dict(met, L=cfg.L, model=cfg.model, task=cfg.task, state="diverged" if div else "done",
+               diverged_step=div["step"] if div else None, diverged_reason=div["reason"] if div else None)
+    keys = ["run_id", "R", "R_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
+            "state", "diverged_step", "diverged_reason"]
+    if args.json:
+        print_json({k: out.get(k) for k in keys})
+    else:
+        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} R={_num(out.get('R'), '.4g')} "
+              f"± {_num(out.get('R_se'), '.2g')} after {out['steps']} steps ({out['stopped_because']}); not saved")
     return 0
 
 
