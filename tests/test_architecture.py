@@ -86,3 +86,14 @@ def test_the_readme_map_is_the_contract():
     spec.loader.exec_module(mod)
     assert block.group(1) == mod.render(_layers()), "README's layer map differs from pyproject's contract: " \
                                                     "run python scripts/layers.py --write"
+
+
+def test_the_readme_links_resolve():
+    """Every relative link and image of the README names a file of the repository (the committed
+    figure at its top included)."""
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    rel = [t for t in targets if not t.startswith(("http://", "https://", "mailto:"))]
+    assert rel and any(t.endswith(".png") for t in rel)
+    missing = [t for t in rel if not (ROOT / t).exists()]
+    assert not missing, missing
