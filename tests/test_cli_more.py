@@ -119,7 +119,7 @@ def test_the_sources_replay_make_config(preset, model, task, L):
     given = {"model": model, "task": task, "L": L}
     cfg = make_config(preset, **given).to_dict()
     layers = {"default": FIELD_DEFAULTS, "preset": preset_fields(preset), "geometry": geometry(preset, model),
-              "recipe": recipe_fields(preset, model, task, 2), "flag": given}
+              "recipe": recipe_fields(preset, model, task), "flag": given}
     steps = depth_steps(preset, model, task, L)
     if steps is not None:
         layers["depth"] = {"max_steps": steps, "min_steps": steps // 2}

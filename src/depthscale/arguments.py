@@ -207,7 +207,7 @@ def config_sources(preset: str, given: dict) -> dict[str, str]:
     src = dict.fromkeys(FIELD_NAMES, "default")
     src.update(dict.fromkeys(preset_fields(preset), "preset"))
     src.update(dict.fromkeys(geometry(preset, model), "geometry"))
-    src.update(dict.fromkeys(recipe_fields(preset, model, task, given.get("k", RunConfig.k)), "recipe"))
+    src.update(dict.fromkeys(recipe_fields(preset, model, task), "recipe"))
     L = given.get("L", RunConfig.L)
     if isinstance(L, int) and L >= 1 and depth_steps(preset, model, task, L) is not None:
         src["max_steps"] = src["min_steps"] = "depth"

@@ -278,9 +278,10 @@ RECIPE_VARIANTS: dict[str, dict] = {
     "faithful": dict(qk_init="independent", lr_depth_exp=0.0),
     "spread": dict(qk_init="spread", tau_min=7.0, tau_max=30.0, metric_sigma=0.5, lr_depth_exp=-0.5),
 }
-# the spread start's temperatures at k = 16 (tau* = 3.8 there; recipe.md §9)
+# the spread start's temperatures at k = 16 (records.variant_fields sets them on the spread groups): the
+# spread start is centred on the best single cosine head's temperature tau* of the top-k task
+# (theory.softmax_floor at d = 16, P = 64: tau* = 14.8 for k = 2, 3.8 for k = 16), over [tau*/2, 2 tau*]
 SPREAD_K16 = dict(tau_min=1.9, tau_max=7.6)
-_SHAPE_RECIPE = RECIPE_VARIANTS["spread"]  # the adopted recipe of issue 22, kept for the variant experiments
 _RECIPES: dict[tuple[str, str, str], dict] = {
     # cpu: the measured recipe (docs/recipe.md); 1,500 steps (800 at batch 64 for linear) keep the main job on 2 cores
     ("cpu", "*", "*"): dict(_SOFTMAX_RECIPE, max_steps=1500, warmup=100),
@@ -321,12 +322,6 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
 }
 
 
-# The spread variant's temperatures at k = 16 are SPREAD_K16 (set by the registry's spread groups):
-# the spread start is centred on the best single cosine head's temperature tau* of the top-k task
-# (theory.softmax_floor at d = 16, P = 64: tau* = 14.8 for k = 2, 3.8 for k = 16), over [tau*/2, 2 tau*].
-_RECIPES_BY_K: dict[tuple[str, str, str, int], dict] = {}
-
-
 # Step budgets that grow with depth: max_steps = base * max(1, L / L_ref)^exponent (rounded to a
 # multiple of 100), for the (preset, model, task) listed; an explicit max_steps wins.
 _DEPTH_STEPS: dict[tuple[str, str, str], tuple[int, int, float]] = {
@@ -346,11 +341,11 @@ def depth_steps(preset: str, model: str, task: str, L: int) -> int | None:
     return int(round(base * max(1.0, L / L_ref) ** exponent / 100.0)) * 100
 
 
-def recipe_fields(preset: str, model: str, task: str, k: int | None = None) -> dict:
+def recipe_fields(preset: str, model: str, task: str) -> dict:
+    """The tuned fields of (preset, model, task), the most specific key last (_RECIPES)."""
     out: dict = {}
     for key in ((preset, "*", "*"), (preset, model, "*"), (preset, "*", task), (preset, model, task)):
         out.update(_RECIPES.get(key, {}))
-    out.update(_RECIPES_BY_K.get((preset, model, task, k), {}))
     return out
 
 
@@ -365,7 +360,7 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     model = overrides.get("model", RunConfig.model)
     task = overrides.get("task", RunConfig.task)
     base.update(geometry(preset, model))
-    base.update(recipe_fields(preset, model, task, overrides.get("k", RunConfig.k)))
+    base.update(recipe_fields(preset, model, task))
     L = overrides.get("L", RunConfig.L)
     steps = depth_steps(preset, model, task, L) if _is_int(L) and L >= 1 else None  # (a bad L: validate says so)
     if steps is not None:  # the convergence rule judges only the second half of the budget

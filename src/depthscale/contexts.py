@@ -58,12 +58,17 @@ class Contexts:
     def B(self) -> int:
         return self.X_BxPxd.shape[0]
 
+    def _map(self, fn) -> "Contexts":
+        return Contexts(**{f: (fn(v) if isinstance(v, torch.Tensor) else v) for f, v in self.__dict__.items()})
+
     def to(self, device, non_blocking: bool = False) -> "Contexts":
         """The same contexts on `device` (every tensor moved; the numbers unchanged). `non_blocking`:
         an asynchronous copy from pinned memory (prefetch.py)."""
-        moved = {f: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
-                 for f, v in self.__dict__.items()}
-        return Contexts(**moved)
+        return self._map(lambda v: v.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> "Contexts":
+        """The same contexts in page-locked host memory (for an asynchronous copy to a GPU)."""
+        return self._map(lambda v: v.pin_memory())
 
 
 def top_k_by_cosine(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, k: int) -> torch.Tensor:

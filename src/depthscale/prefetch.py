@@ -24,17 +24,6 @@ def prefetch_enabled(device) -> bool:
     return torch.device(device).type != "cpu"
 
 
-def _pinned(batches: dict, pin: bool) -> dict:
-    if not pin:
-        return batches
-    from depthscale.contexts import Contexts
-
-    out = {}
-    for key, ctx in batches.items():
-        out[key] = Contexts(**{f: (v.pin_memory() if isinstance(v, torch.Tensor) else v) for f, v in ctx.__dict__.items()})
-    return out
-
-
 class Prefetcher:
     """`get(idx, step)` returns the batches of `step` for the models `idx` on `device` and starts
     drawing those of `step + 1` for the same models. `sample(idx, step)` must return CPU batches
@@ -49,7 +38,8 @@ class Prefetcher:
         self.hits = self.misses = 0
 
     def _draw(self, idx: tuple, step: int) -> dict:
-        return _pinned(self.sample(list(idx), step), self.pin)
+        batches = self.sample(list(idx), step)
+        return {k: ctx.pin_memory() for k, ctx in batches.items()} if self.pin else batches
 
     def get(self, idx: list[int], step: int) -> dict | None:
         """The batches of `step` on the device (None when prefetching is off: the caller samples)."""

@@ -222,11 +222,16 @@ def claim_ids(ids: Sequence[str]) -> tuple[str, ...]:
     return tuple(IDS) + tuple(i for i in ids if REGISTRY[i].part == "beyond")
 
 
+def _finished(df) -> set:
+    """The run ids of a collected frame."""
+    return set(df["run_id"]) if len(df) and "run_id" in df.columns else set()
+
+
 def covered(ids: Sequence[str], df, preset: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the experiments of `ids` the store covers at `preset`: with at least one finished run, or
     needing none (theory only); the others, listed in the report as not run). A partial store's
     report draws what it has; its claims are still every paper claim (missing runs: FAIL)."""
-    have = set(df["run_id"]) if len(df) and "run_id" in df.columns else set()
+    have = _finished(df)
     drawn, not_run = [], []
     for i in ids:
         cfgs = REGISTRY[i].configs(preset)
@@ -236,7 +241,7 @@ def covered(ids: Sequence[str], df, preset: str) -> tuple[tuple[str, ...], tuple
 
 def with_studies(ids: Sequence[str], df, preset: str) -> tuple[str, ...]:
     """`ids` and every study (registry part "study") with a finished run of `preset` in the store."""
-    have = set(df["run_id"]) if len(df) and "run_id" in df.columns else set()
+    have = _finished(df)
     extra = [i for i, e in REGISTRY.items() if e.part == "study" and i not in ids
              and any(c.run_id in have for c in e.configs(preset))]
     return tuple(ids) + tuple(extra)

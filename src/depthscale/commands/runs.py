@@ -47,7 +47,13 @@ def print_config(args) -> int:
     return 0
 
 
+TRAIN_KEYS = ("run_id", "R", "R_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
+              "state", "diverged_step", "diverged_reason")
+
+
 def cmd_train(args) -> int:
+    """Train one run into --store (a finished one is only loaded); without --store the run trains in
+    memory, its numbers are printed and a note on stderr says nothing was saved."""
     from depthscale.divergence import diverged
     from depthscale.training import train_one
 
@@ -58,54 +64,31 @@ def cmd_train(args) -> int:
     if args.store is None and args.log not in (None, "none", ()):
         raise UsageError("--log needs --store (the event files go into the run's directory)")
     loggers = parse_loggers(args.log)
-    if args.store is None:  # a look at one model: trained in memory, printed, nothing saved
-        return _train_unsaved(args, cfg, device, loggers)
-    existing = store_if_any(args.store)
+    existing = store_if_any(args.store) if args.store is not None else None
     if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
         check_memory([[cfg]], "inline", None, device, args.allow_memory)
-    store = open_store(args.store)
+    store = open_store(args.store) if args.store is not None else None
     say_preset(args.preset)
-    store.add_to_manifest(TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
+    if store is None:
+        print("depthscale: no --store: the run is trained in memory and not saved", file=sys.stderr)
+    else:
+        store.add_to_manifest(TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
     met = train_one(cfg, store, device, progress=None if not args.json else False, loggers=loggers)
-    div = store.divergence(cfg.run_id) or diverged(met)
-    keys = ["run_id", "R", "R_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
-            "state", "diverged_step", "diverged_reason"]
+    div = (store.divergence(cfg.run_id) if store is not None else None) or diverged(met)
     # L, model and task come from the config: a diverged run's metrics hold no measurements
     out = dict(met, L=cfg.L, model=cfg.model, task=cfg.task,
                state="diverged" if div else "done", diverged_step=div["step"] if div else None,
                diverged_reason=div["reason"] if div else None)
+    where = f"stored in {store.run_dir(out['run_id'])}" if store is not None else "not saved"
     if args.json:
-        print_json({k: out.get(k) for k in keys})
+        print_json({k: out.get(k) for k in TRAIN_KEYS})
     elif div:
         print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} DIVERGED at step {div['step']}: "
-              f"{div['reason']} ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
+              f"{div['reason']} ({out['stopped_because']}); {where}")
     else:
         print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} R={_num(out.get('R'), '.4g')} "
               f"± {_num(out.get('R_se'), '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
-              f"{out['steps']} steps ({out['stopped_because']}); stored in {store.run_dir(out['run_id'])}")
-    return 0
-
-
-def _train_unsaved(args, cfg, device, loggers) -> int:
-    """train without --store: the run trains in this process and its numbers are printed; a note on
-    stderr says that nothing was saved (give --store to keep the run, resume it and collect it)."""
-    from depthscale.divergence import diverged
-    from depthscale.training import train_one
-
-    check_memory([[cfg]], "inline", None, device, args.allow_memory)
-    say_preset(args.preset)
-    print("depthscale: no --store: the run is trained in memory and not saved", file=sys.stderr)
-    met = train_one(cfg, None, device, progress=None if not args.json else False, loggers=loggers)
-    div = diverged(met)
-    out = dict(met, L=cfg.L, model=cfg.model, task=cfg.task, state="diverged" if div else "done",
-               diverged_step=div["step"] if div else None, diverged_reason=div["reason"] if div else None)
-    keys = ["run_id", "R", "R_se", "A", "C", "steps", "stopped_because", "R_rel", "L", "model", "task",
-            "state", "diverged_step", "diverged_reason"]
-    if args.json:
-        print_json({k: out.get(k) for k in keys})
-    else:
-        print(f"run {out['run_id']}: {cfg.model} {cfg.task} L={cfg.L} R={_num(out.get('R'), '.4g')} "
-              f"± {_num(out.get('R_se'), '.2g')} after {out['steps']} steps ({out['stopped_because']}); not saved")
+              f"{out['steps']} steps ({out['stopped_because']}); {where}")
     return 0
 
 
