@@ -347,7 +347,18 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("no command", (), "the following arguments are required: cmd"),
         ("unknown command", ("frobnicate",), "invalid choice: 'frobnicate'"),
     ]
+    for module in _case_modules():
+        cases += module.CASES
     return cases
+
+
+def _case_modules() -> list:
+    """More cases live beside this file, one module per area (tests/bad_cases_*.py): each has CASES
+    (rows as above), and may have GRIDS (more grid files) and prepare(tmp_path) -> {placeholder: path}
+    to make the special files its cases name (a FIFO, a symlink, ...)."""
+    import importlib
+
+    return [importlib.import_module(p.stem) for p in sorted(Path(__file__).parent.glob("bad_cases_*.py"))]
 
 
 def _tree(root: Path) -> dict:
@@ -369,10 +380,16 @@ def test_every_bad_input_gets_one_line_exit_2_and_changes_nothing(tmp_path, caps
     (tmp_path / "file").write_text("x")
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir.csv").mkdir()
-    for name, text in GRIDS.items():
+    grids = dict(GRIDS)
+    for module in _case_modules():
+        grids.update(getattr(module, "GRIDS", {}))
+    for name, text in grids.items():
         (tmp_path / name).write_text(text)
     subs = {"store": tmp_path / "store", "missing": tmp_path / "missing", "file": tmp_path / "file",
             "dir": tmp_path / "dir", "empty": tmp_path / "empty", "tmp": tmp_path}
+    for module in _case_modules():
+        if hasattr(module, "prepare"):
+            subs.update(module.prepare(tmp_path))
     rows, failures = [], []
     for what, argv, fragment in _bad_inputs():
         args = []
@@ -410,7 +427,8 @@ def test_every_bad_input_gets_one_line_exit_2_and_changes_nothing(tmp_path, caps
         "exit code 2, and leaves the store (and every other file) as it was: a missing store is not",
         "created. Placeholders: `{store}` a store with one finished run, `{empty}` a store without runs,",
         "`{missing}` a path that does not exist, `{file}` a regular file, `{dir}` a directory,",
-        "`{grid:NAME}` a grid file (contents in the test's `GRIDS`), `<tmp>` the test's directory.",
+        "`{grid:NAME}` a grid file (contents in the test's `GRIDS` and the `GRIDS` of tests/bad_cases_*.py),",
+        "`<tmp>` the test's directory; other placeholders are made by `prepare` in tests/bad_cases_*.py.",
         f"Memory estimates are compared with {GIB16 // 2**30} GiB available (the test fixes it; the real",
         "number is read from /proc/meminfo, or the GPU, at run time).",
         "",
