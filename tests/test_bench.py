@@ -1,5 +1,6 @@
 """The speed work is correct: same work as the naive loop, FLOP count, pack == alone (no timings)."""
 
+import math
 import pytest
 import torch
 
@@ -242,3 +243,40 @@ def test_roofline_ops_count_the_flops_of_the_flop_formula_and_every_big_pass():
     assert r["roofline_s"] >= max(r["flop_time_s"], r["byte_time_s"]) - 1e-15
     bw = mem_bandwidth("cpu", n=1 << 16, repeats=2)
     assert bw["bytes_per_s"] > 1e8 and bw["n"] == 1 << 16
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_roofline_counts_each_transcendental_call_at_its_rate(fused):
+    """Issue 29: the softmax's exponentials (forward, and again in the fused backward that recomputes
+    the row) and Box-Muller's log/sqrt/sin/cos per pair of Gaussians are counted, and each op's time is
+    max(FLOPs / peak + Σ calls / rate, bytes / bandwidth) — checked against a hand count."""
+    from depthscale.roofline import roofline, step_ops
+
+    d, N, P, B, groups = 16, 16, 64, 32, [[1, 2, 4], [1, 8]]
+    ops = step_ops(d, N, P, B, groups, "difficult", n_params=10, fused=fused)
+    exps = sum(o["calls"].get("exp", 0) for o in ops)
+    scores = sum(B * sum(g) * P for g in groups)  # one score per (context, layer, token)
+    assert exps == (2 if fused else 1) * scores
+    gauss = len(groups) * (B * d * d + B * (P + 1) * d + B * d)
+    g_op = next(o for o in ops if o["op"].startswith("Gaussians"))
+    assert g_op["calls"] == {"log": gauss / 2, "sqrt": gauss / 2, "sin": gauss / 2, "cos": gauss / 2}
+    rates = {"exp": 2e9, "log": 1e9, "sqrt": 4e9, "sin": 5e8, "cos": 5e8}
+    r = roofline(ops, peak_flops=1e11, bandwidth=1e10, rates=rates)
+    plain = roofline(ops, peak_flops=1e11, bandwidth=1e10)
+    for o, q in zip(r["ops"], plain["ops"]):
+        calls = sum(n / rates[f] for f, n in o["calls"].items())
+        assert o["roofline_s"] == pytest.approx(max(o["flops"] / 1e11 + calls, o["bytes"] / 1e10))
+        assert q["roofline_s"] == pytest.approx(max(o["flops"] / 1e11, o["bytes"] / 1e10))
+    assert r["call_time_s"] == pytest.approx(sum(n / rates[f] for o in ops for f, n in o["calls"].items()))
+    assert r["roofline_s"] > plain["roofline_s"]
+    row = next(o for o in r["ops"] if "test row" in o["op"] or o["op"] == "softmax")
+    assert row["call_s"] >= scores / 2e9 * (1 - 1e-12)
+
+
+def test_transcendental_rates_are_measured_for_every_function():
+    from depthscale.machine import TRANSCENDENTALS, transcendental_rates
+
+    r = transcendental_rates("cpu", n=4096, repeats=3)
+    for fn in TRANSCENDENTALS:
+        assert math.isfinite(r[fn]) and r[fn] > 1e6, (fn, r[fn])
+    assert r["exp"] >= r["exp_torch"]

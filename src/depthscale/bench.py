@@ -36,11 +36,10 @@ from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
 from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
 from depthscale.paper import FIG3_SPECTRA
-from depthscale.roofline import F32, roofline, step_ops
+from depthscale.machine import (DEVICES, DTYPES, _amp, _check_dtype, _sync, matmul_peak, mem_bandwidth, precision,
+                                resolve_device, transcendental_rates, TRANSCENDENTALS)
+from depthscale.roofline import roofline, step_ops
 from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
-
-DTYPES = ("float32", "tf32", "bf16")
-DEVICES = ("cpu", "cuda", "auto")
 
 
 # ---------------------------------------------------------------- work ----
@@ -71,98 +70,6 @@ def sweep_flops(cfgs: list[RunConfig], fused: bool = False) -> dict:
     c0 = cfgs[0]
     groups = [[cfgs[i].L for i in g] for g in seed_groups(cfgs)]
     return flops_per_step(c0.model, c0.d, c0.N, c0.P, c0.batch, groups, fused)
-
-
-# ------------------------------------------------------------ roofline ----
-# (the arithmetic is depthscale.roofline; here the machine's bandwidth)
-
-
-def mem_bandwidth(device="cpu", n: int | None = None, repeats: int = 7) -> dict:
-    """A STREAM-like triad in torch, a = b + s c (`torch.add(b, c, alpha=s, out=a)`, one pass:
-    12 bytes per float32 element), on arrays of n elements — by default 2^25 (128 MiB each, four
-    times the 32 MiB L3 of this machine; 2^28 on a GPU) — best of `repeats` after a warm-up, at
-    torch's thread count. Returns bytes_per_s, n, threads."""
-    dev = resolve_device(str(device)) if isinstance(device, str) else device
-    n = n or (1 << (28 if dev.type == "cuda" else 25))
-    gen = seeds.generator(seeds.BENCH_SEED, dev)
-    b = torch.randn(n, generator=gen, device=dev)
-    c = torch.randn(n, generator=gen, device=dev)
-    a = torch.empty(n, device=dev)
-    torch.add(b, c, alpha=3.0, out=a)
-    _sync(dev)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.add(b, c, alpha=3.0, out=a)
-        _sync(dev)
-        best = min(best, time.perf_counter() - t0)
-    return {"bytes_per_s": 3 * F32 * n / best, "n": n, "threads": torch.get_num_threads()}
-
-
-# ------------------------------------------------------------- machine ----
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device not in DEVICES:
-        raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("device 'cuda' asked for, but torch sees no CUDA device")
-    return torch.device(device)
-
-
-def _check_dtype(dtype: str, dev: torch.device) -> None:
-    if dtype not in DTYPES:
-        raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if dtype == "tf32" and dev.type != "cuda":
-        raise InputError("dtype 'tf32' needs a CUDA device")
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
-@contextmanager
-def precision(dtype: str, dev: torch.device):
-    """float32 matmuls in full precision, or TF32 (CUDA) for the duration."""
-    old = torch.get_float32_matmul_precision()
-    if dev.type == "cuda":
-        torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(old)
-
-
-def _amp(dtype: str) -> torch.dtype | None:
-    return torch.bfloat16 if dtype == "bf16" else None
-
-
-def matmul_peak(device="cpu", dtype: str = "float32", n: int | None = None, repeats: int = 5) -> dict:
-    """Best FLOP/s of a large square torch.mm in `dtype` (float32, tf32: float32 with TF32 on,
-    bf16), at torch's current thread count; sizes n (default 2048 on the CPU, 8192 on a GPU)."""
-    dev = resolve_device(str(device)) if isinstance(device, str) else device
-    _check_dtype(dtype, dev)
-    sizes = [n] if n else ([1024, 2048] if dev.type == "cpu" else [8192])
-    tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
-    best, best_n = 0.0, None
-    with precision(dtype, dev):
-        for m in sizes:
-            gen = seeds.generator(seeds.BENCH_SEED, dev)
-            a = torch.randn(m, m, generator=gen, device=dev).to(tdt)
-            b = torch.randn(m, m, generator=gen, device=dev).to(tdt)
-            c = torch.empty(m, m, device=dev, dtype=tdt)
-            torch.mm(a, b, out=c)
-            _sync(dev)
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                torch.mm(a, b, out=c)
-                _sync(dev)
-                rate = 2 * m**3 / (time.perf_counter() - t0)
-                if rate > best:
-                    best, best_n = rate, m
-    return {"flops_per_s": best, "n": best_n, "dtype": dtype, "threads": torch.get_num_threads()}
 
 
 def child_peak_rss(engine: str, preset: str, seeds: int, steps: int, threads: int) -> int:
@@ -342,9 +249,12 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     deviation of the packed losses from a float32 run of the same steps. `peak_size`: side of the
     peak matmul.
     `bandwidth_size`: elements per array of the triad (`mem_bandwidth`).
-    Roofline (issue 15): `step_s` (the median sweep step, sampling included), `roofline_s` (the
-    per-op roofline of the same step, `step_ops` / `roofline`), `roofline_ratio` = step_s /
-    roofline_s and `mem_bandwidth_bytes_per_s`; `roofline["ops"]` has each op's numbers.
+    Roofline (issues 15, 29): `step_s` (the median sweep step, sampling included), `roofline_s` (the
+    per-op roofline of the same step, `step_ops` / `roofline`, with the transcendental calls —
+    the softmax's exponentials, Box-Muller's logs, sines and cosines — counted at their measured
+    rates, `transcendental_rates_per_s`), `roofline_ratio` = step_s / roofline_s,
+    `roofline_ratio_without_transcendentals` (FLOPs and bytes only, as issue 15 defined it) and
+    `mem_bandwidth_bytes_per_s`; `roofline["ops"]` has each op's numbers.
     `tune_malloc`: call `tune_allocator` before timing (on the CPU; it applies to both engines).
     `memory`: on the CPU, measure peak memory in fresh processes (`cpu_peak_memory`); on a GPU
     it is the allocator's peak during the timed runs. `linear`: add `bench_linear` at the
@@ -364,6 +274,8 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     say(f"  matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
     bw = mem_bandwidth(dev, n=bandwidth_size)
     say(f"  memory bandwidth (triad) {bw['bytes_per_s'] / 1e9:.1f} GB/s")
+    rates = transcendental_rates(dev)
+    say(f"  exponentials {rates['exp'] / 1e9:.2f} G/s")
     mem = {}
     if dev.type == "cpu" and memory:  # before tune_allocator, in fresh processes
         mem = {e: cpu_peak_memory(e, preset, seeds) for e in (("packed", "naive") if naive else ("packed",))}
@@ -389,8 +301,10 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
         out.update(naive_steps_per_s=1.0 / naive_s)
     packed_s = _median(packed["seconds"])
     n_params = sum(p.numel() for p in build_pack(cfgs).parameters())
-    roof = roofline(step_ops(c0.d, c0.N, c0.P, c0.batch, [[cfgs[i].L for i in g] for g in seed_groups(cfgs)],
-                             c0.task, n_params, fused=fused), peak["flops_per_s"], bw["bytes_per_s"])
+    ops = step_ops(c0.d, c0.N, c0.P, c0.batch, [[cfgs[i].L for i in g] for g in seed_groups(cfgs)], c0.task,
+                   n_params, fused=fused)
+    roof = roofline(ops, peak["flops_per_s"], bw["bytes_per_s"], rates)
+    roof_no_calls = roofline(ops, peak["flops_per_s"], bw["bytes_per_s"])
     if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32
         ref = run_packed(cfgs, half, warmup, dev, "float32")["losses"].double()
         n = min(ref.shape[0], packed["losses"].shape[0])
@@ -422,13 +336,19 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
         step_s=packed_s,
         roofline_s=roof["roofline_s"],
         roofline_ratio=packed_s / roof["roofline_s"],
+        roofline_ratio_without_transcendentals=packed_s / roof_no_calls["roofline_s"],
         mem_bandwidth_bytes_per_s=bw["bytes_per_s"],
+        transcendental_rates_per_s={k: v for k, v in rates.items() if k not in ("n", "threads")},
         roofline={"flop_time_s": roof["flop_time_s"], "byte_time_s": roof["byte_time_s"],
+                  "call_time_s": roof["call_time_s"], "calls_per_step": {
+                      fn: sum(o["calls"].get(fn, 0.0) for o in ops) for fn in TRANSCENDENTALS},
+                  "roofline_s_without_transcendentals": roof_no_calls["roofline_s"],
                   "bytes_per_step": sum(o["bytes"] for o in roof["ops"]),
                   "flops_per_step_all_ops": sum(o["flops"] for o in roof["ops"]),
                   "triad_elements": bw["n"], "ops": roof["ops"],
-                  "definition": "sum over the step's major ops of max(FLOPs / matmul peak, bytes / "
-                                "triad bandwidth); bytes = inputs read once + outputs written once",
+                  "definition": "sum over the step's major ops of max(FLOPs / matmul peak + transcendental "
+                                "calls / their measured rates, bytes / triad bandwidth); bytes = inputs read "
+                                "once + outputs written once",
                   "fused_test_row": fused},
         work={"preset": preset, "model": c0.model, "task": c0.task, "k": c0.k, "a": c0.a, "b": c0.b,
               "d": c0.d, "N": c0.N, "P": c0.P, "batch": c0.batch, "depths": list(PRESET_DEPTHS[preset]),

@@ -1,7 +1,8 @@
 """The roofline of one packed training step of the nonlinear model (bench.py's speed report): its
-major ops with the FLOPs and bytes each must move (`step_ops`), and the time each takes at least
-on a machine of a given matmul peak and memory bandwidth (`roofline`). Pure arithmetic; bench.py
-measures the machine."""
+major ops with the FLOPs and bytes each must move and the transcendental functions it evaluates
+(`step_ops`), and the time each takes at least on a machine of a given matmul peak, memory
+bandwidth and transcendental rates (`roofline`). Pure arithmetic; depthscale.machine measures the
+machine."""
 
 from __future__ import annotations
 
@@ -20,14 +21,17 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
     so its ops move only their inputs and outputs, and its backward recomputes the scores (2BTdP
     more FLOPs); the scales come from M_g = W_xᵀW_x without the B x P x G x N projections, written
     with the test token's scale folded in. Ops on small tensors (parameters, E_l, the B x T
-    predictions) are left out; they are a few percent of the bytes. Returns dicts {op, phase, flops, bytes},
-    summed over groups."""
+    predictions) are left out; they are a few percent of the bytes. `calls`: the transcendental
+    functions each op evaluates (exp, log, sqrt, sin, cos; torch's Gaussians are Box-Muller pairs).
+    Returns dicts {op, phase, flops, bytes, calls}, summed over groups."""
     ops: dict[tuple, list] = {}
 
-    def add(phase: str, op: str, flops: float, elems: float) -> None:
-        acc = ops.setdefault((phase, op), [0.0, 0.0])
+    def add(phase: str, op: str, flops: float, elems: float, **calls: float) -> None:
+        acc = ops.setdefault((phase, op), [0.0, 0.0, {}])
         acc[0] += flops
         acc[1] += elems * F32
+        for fn, n in calls.items():
+            acc[2][fn] = acc[2].get(fn, 0.0) + n
 
     for depths in groups:
         G, T = len(depths), sum(depths)
@@ -35,33 +39,35 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         H = B * P * G * N  # the projections W_x x of every model and context token
         X, u = B * P * d, B * T * d
         # sampling: Gaussians and Haar rotations, rotation into the spectrum, labels, targets
-        add("sampling", "Gaussians (O, z_X, z_beta)", 0, B * d * d + B * (P + 1) * d + B * d)
-        add("sampling", "Haar rotations (batched QR)", B * 8 / 3 * d**3, 3 * B * d * d)
+        gauss = B * d * d + B * (P + 1) * d + B * d  # Box-Muller: a log, sqrt, sin and cos per pair
+        add("sampling", "Gaussians (O, z_X, z_beta)", 0, gauss, log=gauss / 2, sqrt=gauss / 2, sin=gauss / 2,
+            cos=gauss / 2)
+        add("sampling", "Haar rotations (batched QR)", B * 8 / 3 * d**3, 3 * B * d * d, sqrt=B * d)
         add("sampling", "rotate inputs x = O Λ^½ z", 2 * B * (P + 1) * d * d, 3 * B * (P + 1) * d + B * d * d)
         add("sampling", "labels y = X β", 2 * B * P * d, X + B * P)
         if task == "difficult":
-            add("sampling", "cosine top-k", 4 * B * P * d, X + B * P)
+            add("sampling", "cosine top-k", 4 * B * P * d, X + B * P, sqrt=B * (P + 1))
         # forward
         if fused:
             # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
             add("forward", "scales: r = (xᵀM_g x / N + ε)^-½", fused_scale_flops(B, P, G, d),
-                X + B * d + 2 * B * G * P + B * G)
+                X + B * d + 2 * B * G * P + B * G, sqrt=B * G * (P + 1))
         else:
             add("forward", "scales: h = X W_xᵀ", 2 * B * P * d * G * N, X + H)
-            add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G)
+            add("forward", "scales: r = 1/rms(h)", 0, H + B * P * G, sqrt=B * P * G)
         add("forward", "u = x_test [E_1..E_T] · r_test", 2 * B * T * d * d, 3 * u)
         if fused:  # in: u, X, rc (B x G x P), y; out: py, lse (forward) / du, d rc (backward)
             add("forward", "fused test row: s = r u Xᵀ, softmax, p·y", 2 * S * d + 2 * S,
-                u + X + B * G * P + B * P + 2 * B * T)
+                u + X + B * G * P + B * P + 2 * B * T, exp=S, log=B * T)
         else:
             add("forward", "scores s = u Xᵀ", 2 * B * T * d * P, u + X + S)
             add("forward", "s ← r_i s (per model)", 0, 2 * S + B * G * P)
-            add("forward", "softmax", 0, 2 * S)
+            add("forward", "softmax", 0, 2 * S, exp=S)
             add("forward", "readout p·y", 2 * S, S + B * P)
         # backward
         if fused:
             add("backward", "fused test row: recompute s, ds, d r_i, du = ds X", 4 * S * d,
-                2 * u + X + 2 * B * G * P + B * P + 3 * B * T)
+                2 * u + X + 2 * B * G * P + B * P + 3 * B * T, exp=S)
         else:
             add("backward", "ds = p (y − p·y) dpy", 0, 2 * S + B * P)
             add("backward", "d r_i = Σ_l ds s / r", 0, 3 * S + B * G * P)
@@ -75,20 +81,27 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
             add("backward", "scales: dh = h · coef", 0, 2 * H + B * P * G)
             add("backward", "scales: dW_x = Xᵀ dh", 2 * B * P * d * G * N, X + H)
     add("optimiser", "Adam (read p, g, m, v; write p, m, v)", 0, 7 * n_params)
-    return [{"phase": k[0], "op": k[1], "flops": v[0], "bytes": v[1]} for k, v in ops.items()]
+    return [{"phase": k[0], "op": k[1], "flops": v[0], "bytes": v[1], "calls": v[2]} for k, v in ops.items()]
 
 
-def roofline(ops: list[dict], peak_flops: float, bandwidth: float) -> dict:
-    """Per-op roofline: each op takes at least max(FLOPs / peak, bytes / bandwidth); the step's
-    roofline is the sum over ops (ops run one after another). Returns roofline_s, the FLOP-only
+def roofline(ops: list[dict], peak_flops: float, bandwidth: float, rates: dict | None = None) -> dict:
+    """Per-op roofline: each op takes at least max(FLOPs / peak + Σ_f calls_f / rate_f, bytes /
+    bandwidth) — its arithmetic (the matmul-like FLOPs and the transcendental calls, which share the
+    vector units, so their times add) or its memory traffic, whichever is longer; the step's
+    roofline is the sum over ops (ops run one after another). `rates`: evaluations per second of
+    each transcendental function (`machine.transcendental_rates`); without it the calls are not
+    counted (the roofline of FLOPs and bytes alone). Returns roofline_s, the FLOP-only, call-only
     and byte-only totals, and the ops with their roofline time and bound."""
-    rows, total = [], 0.0
+    rows, total, calls_total = [], 0.0, 0.0
     for o in ops:
         tf, tb = o["flops"] / peak_flops, o["bytes"] / bandwidth
-        rows.append(dict(o, roofline_s=max(tf, tb), bound="flops" if tf >= tb else "memory"))
-        total += max(tf, tb)
+        tc = sum(n / rates[fn] for fn, n in o.get("calls", {}).items()) if rates else 0.0
+        rows.append(dict(o, roofline_s=max(tf + tc, tb), call_s=tc,
+                         bound=("memory" if tb > tf + tc else "transcendentals" if tc > tf else "flops")))
+        total += max(tf + tc, tb)
+        calls_total += tc
     return {"roofline_s": total, "flop_time_s": sum(o["flops"] for o in ops) / peak_flops,
-            "byte_time_s": sum(o["bytes"] for o in ops) / bandwidth, "ops": rows}
+            "call_time_s": calls_total, "byte_time_s": sum(o["bytes"] for o in ops) / bandwidth, "ops": rows}
 
 
 __all__ = ["step_ops", "roofline", "F32"]

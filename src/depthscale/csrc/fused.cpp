@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -422,6 +423,42 @@ int64_t lanes(int64_t n) {
   TORCH_CHECK(n == 0 || n == 8 || n == 16, "depthscale fused: lanes must be 0 (ask), 8 or 16, got ", n);
   if (n) g_lanes = kWide ? static_cast<int>(n) : 8;
   return before;
+}
+
+// Exponentials per second of the test row's own exp on one core, in the row's vector width
+// (`lanes`): an L1-resident array of non-positive arguments, `reps` passes, best pass of 20 rounds
+// (bench.py's roofline counts the softmax's exponentials at this rate).
+template <typename V>
+double exp_rate_of(int64_t reps) {
+  constexpr int W = kLanes<V>, n = 2048;  // 8 KB: L1
+  alignas(64) static float x[n], y[n];
+  for (int i = 0; i < n; ++i) x[i] = -10.0f * i / n;
+  double best = 1e30;
+  float sink = 0;
+  for (int round = 0; round < 20; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t it = 0; it < reps; ++it) {
+      for (int i = 0; i < n; i += W) {
+        V v;
+        std::memcpy(&v, x + i, sizeof v);
+        const V e = vexp_nonpos(v);
+        std::memcpy(y + i, &e, sizeof e);
+      }
+      sink += y[it % n];
+      x[0] = -sink * 1e-30f;  // a dependency the compiler cannot drop
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, dt);
+  }
+  return static_cast<double>(reps) * n / best;
+}
+
+double exp_rate(int64_t reps) {
+  TORCH_CHECK(reps >= 1, "depthscale fused: exp_rate needs reps >= 1, got ", reps);
+  if constexpr (kWide) {
+    if (g_lanes == 16) return exp_rate_of<v16>(reps);
+  }
+  return exp_rate_of<v8>(reps);
 }
 
 // f.template operator()<VRow<...>>() with the widest vector that P and the CPU allow
@@ -1092,6 +1129,7 @@ TORCH_LIBRARY(depthscale_fused, m) {
         &test_scales_backward);
   m.def("haar_q(Tensor G) -> Tensor", &haar_q);
   m.def("lanes(int lanes) -> int", &lanes);
+  m.def("exp_rate(int reps) -> float", &exp_rate);
   m.def("layer_forms_forward(Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> Tensor", &layer_forms_forward);
   m.def("layer_forms_backward(Tensor dE, Tensor Wq, Tensor Wk, Tensor Wx, Tensor owner) -> (Tensor, Tensor, Tensor)",
         &layer_forms_backward);
