@@ -70,7 +70,7 @@ def run_pack(configs, store, device="cpu", progress=None) -> None:
             continue
         nan = cfg.lr > 1
         R = math.nan if nan else expected_R(cfg)
-        metrics = {"R_L": R, "R_L_se": 0.01, "steps": cfg.max_steps,
+        metrics = {"R": R, "R_L": R, "R_L_se": 0.01, "steps": cfg.max_steps,
                    "stopped_because": "nan" if nan else "converged", "resumed": resumed,
                    "threads": _torch_threads(), "omp_threads": os.environ.get("OMP_NUM_THREADS"),
                    "pid": os.getpid(),

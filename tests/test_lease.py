@@ -222,7 +222,7 @@ def test_done_run_is_never_claimed(store):
     cfg = make_config("smoke")
     rid = run_id(cfg)
     store.write_config(cfg)
-    store.finish(rid, {"stopped_because": "converged"}, {})
+    store.finish(rid, {"R": 1.0, "stopped_because": "converged"}, {})
     assert not store.claim(rid, "late")
     assert not (store.run_dir(rid) / "lease").exists()
 

@@ -29,7 +29,8 @@ def store(tmp_path) -> Store:
 def _finish(store: Store, cfg, **metrics):
     rid = run_id(cfg)
     store.write_config(cfg)
-    base = {"R_L": fake_worker.expected_R(cfg), "stopped_because": "converged", "per_layer": [1.0, 2.0]}
+    base = {"R": fake_worker.expected_R(cfg), "R_L": fake_worker.expected_R(cfg), "stopped_because": "converged",
+            "per_layer": [1.0, 2.0]}
     store.finish(rid, {**base, **metrics}, {"step": [0, 10], "monitor_loss": [2.0, 1.0]})
     return rid
 
@@ -149,10 +150,10 @@ def test_finish_lifecycle(store):
     with pytest.raises(StoreError, match="is not finished"):
         store.load_metrics(rid)
 
-    assert store.finish(rid, {"R_L": 1.5, "stopped_because": "converged"}, {"step": [0, 1]})
+    assert store.finish(rid, {"R": 1.5, "stopped_because": "converged"}, {"step": [0, 1]})
     assert store.is_done(rid) and store.run_state(rid) == "done"
     assert not (store.run_dir(rid) / "checkpoint.pt").exists()
-    assert store.load_metrics(rid) == {"R_L": 1.5, "stopped_because": "converged"}
+    assert store.load_metrics(rid) == {"R": 1.5, "stopped_because": "converged"}
     assert store.load_curves(rid) == {"step": [0, 1]}
     assert not [p for p in store.run_dir(rid).iterdir() if p.name.startswith(".")]
 
@@ -363,8 +364,8 @@ def test_finish_replaces_a_broken_result_without_a_lease(store):
     rid = _finish(store, cfg)
     (store.run_dir(rid) / "curves.json").write_text("{trunc")
     assert not store.is_done(rid)
-    assert store.finish(rid, {"R_L": 2.0, "stopped_because": "converged"}, {"step": [1]})
-    assert store.is_done(rid) and store.load_metrics(rid)["R_L"] == 2.0
+    assert store.finish(rid, {"R": 2.0, "stopped_because": "converged"}, {"step": [1]})
+    assert store.is_done(rid) and store.load_metrics(rid)["R"] == 2.0
 
 
 def test_unreadable_failed_file_is_reported_not_raised(store):

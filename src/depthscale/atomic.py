@@ -16,10 +16,13 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from depthscale.errors import is_storage_error, storage_error
 
 
 def _file_mode() -> int:
@@ -46,8 +49,21 @@ def fsync_dir(directory: Path) -> None:
 
 
 def write_atomic(path: str | os.PathLike, write: Callable) -> None:
-    """Call write(binary file) on a temp file beside `path`, fsync it, then rename it over `path`."""
+    """Call write(binary file) on a temp file beside `path`, fsync it, then rename it over `path`.
+    A write the filesystem refuses (full, read-only, ...: errors.STORAGE_ERRNOS) raises
+    errors.StorageError naming `path`; the temp file is removed and `path` is left as it was."""
     path = Path(path)
+    try:
+        _replace_with(path, write)
+    except OSError as e:
+        if is_storage_error(e):
+            raise storage_error(e, path) from None
+        raise
+    fsync_dir(path.parent)
+
+
+def _replace_with(path: Path, write: Callable) -> None:
+    """write_atomic's temp file and rename (tests replace it to simulate a full disk)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)
@@ -62,7 +78,6 @@ def write_atomic(path: str | os.PathLike, write: Callable) -> None:
         except OSError:
             pass
         raise
-    fsync_dir(path.parent)
 
 
 def _to_python(obj: Any) -> Any:
@@ -140,6 +155,28 @@ def remove_temp_files(directory: Path, spare_prefix: str = "", spare_seconds: fl
             pass
 
 
+class SpecialFileError(OSError):
+    """A store file's name holds a directory, a FIFO, a socket or a device instead of a file."""
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The bytes of the regular file at `path` (symlinks followed). Opened without blocking, so a
+    FIFO (or a device) at the name never hangs the reader: SpecialFileError (an OSError whose
+    strerror says what is there) for anything but a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) \
+                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+                else "a special file"
+            raise SpecialFileError(0, f"it is {what}, not a file", str(path))
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def as_float(x: Any) -> float:
     """x as a float; NaN where it is no number (null, a string, a bool)."""
     if isinstance(x, bool):
@@ -151,4 +188,5 @@ def as_float(x: Any) -> float:
 
 
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
-           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_temp_files"]
+           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_temp_files", "read_regular",
+           "SpecialFileError"]

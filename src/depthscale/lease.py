@@ -32,13 +32,14 @@ import errno
 import json
 import math
 import os
+import shutil
 import socket
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from depthscale.atomic import FILE_MODE, dumps
+from depthscale.atomic import FILE_MODE, dumps, read_regular
 
 DEFAULT_LEASE_TIMEOUT = 600.0  # seconds without heartbeat after which another host may take a run
 BREAK_LOCK_TIMEOUT = 30.0  # seconds after which a lock left by a breaker that died is removed
@@ -124,7 +125,7 @@ def read_lease(path: Path) -> tuple[dict | None, float | None]:
     than EMPTY_LEASE_GRACE reads as {} (being written: a holder with a fresh heartbeat)."""
     try:
         mtime = path.stat().st_mtime
-        blob = path.read_bytes()
+        blob = read_regular(path)  # a FIFO or a directory at the name: unreadable, never a hang
         if not blob and time.time() - mtime < EMPTY_LEASE_GRACE:
             return {}, mtime
         lease = json.loads(blob)
@@ -205,7 +206,23 @@ def remove_if_same(path: Path, seen: dict | None) -> None:
             os.link(aside, path)
         except OSError:
             pass
-    os.unlink(aside)
+    _unlink_any(aside)
+
+
+def _unlink_any(path: Path) -> None:
+    """Remove the file at `path`, or a directory squatting on the name (renamed aside first, so
+    the name is free at once); nothing if it is gone."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        aside = path.with_name(f"{path.name}.stale.{uuid.uuid4().hex}")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def break_stale(path: Path, seen: dict | None, timeout: float) -> bool:
@@ -229,7 +246,7 @@ def break_stale(path: Path, seen: dict | None, timeout: float) -> bool:
         if (current or {}).get("token") != (seen or {}).get("token") \
                 or not is_stale(current, mtime, timeout):
             return False
-        path.unlink()
+        _unlink_any(path)  # a directory at the lease's name is unreadable, so stale: removed too
         return True
     finally:
         lock.unlink()

@@ -44,6 +44,8 @@ unfinished one; its holder deletes ``DONE`` (first) and the unreadable result be
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import logging
 import os
@@ -55,19 +57,21 @@ from typing import Any
 
 from depthscale import lease
 from depthscale.provenance import versions
-from depthscale.atomic import dumps, remove_path, save_torch_atomic, write_json_atomic, write_text_atomic
+from depthscale.atomic import dumps, read_regular, remove_path, write_atomic, write_json_atomic, write_text_atomic
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
 from depthscale.store_leases import StoreLeases
 from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles, renamed_curves
+from depthscale.store_verify import (PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem, metrics_problem,
+                                     params_problem, squatter)
 from depthscale.store_views import NAME_RE, StoreViews
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
-REQUIRED_METRICS = ("stopped_because",)  # keys every finished run's metrics.json holds
-_RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json")
+REQUIRED_METRICS = ("stopped_because",)  # string keys every finished run's metrics.json holds (and R: store_verify)
+_RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.pt")
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -178,12 +182,12 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         doc.update(extra or {})
         path = self.run_dir(rid) / "config.json"
         try:
-            if json.loads(path.read_text()) == json.loads(dumps(doc)):
+            if json.loads(read_regular(path)) == json.loads(dumps(doc)):
                 return
         except (OSError, ValueError):
             pass
-        if path.is_dir():
-            remove_path(path)
+        if path.is_dir() or path.exists() and not path.is_file():
+            remove_path(path)  # a directory or a FIFO squatting on the name
         write_json_atomic(path, doc, strict=True)
 
     def load_config(self, rid: str) -> RunConfig:
@@ -205,9 +209,12 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         return self.broken_reason(rid) is not None
 
     def broken_reason(self, rid: str) -> str | None:
-        """Why a finished run is broken (one line naming the file), or None if it is not."""
-        if not (self.run_path(rid) / "DONE").exists():
-            return None
+        """Why a run is broken (one line naming the file), or None if it is not: a finished run
+        whose files do not verify (store_verify), or an unfinished one with a directory or a
+        FIFO at the name of a file it writes (its claimer removes it)."""
+        d = self.run_path(rid)
+        if not os.path.lexists(d / "DONE"):
+            return squatter(d) if d.is_dir() else None
         return self._check_finished(rid)
 
     def _signature(self, d: Path) -> tuple:
@@ -234,24 +241,20 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
 
     def read_finished(self, rid: str) -> tuple[tuple[dict, dict] | None, str | None]:
         """((config.json, metrics.json), None) of a finished run whose DONE, config.json,
-        metrics.json and curves.json are sound, else (None, what is wrong: one line naming the file)."""
+        metrics.json, curves.json and params.pt verify (store_verify: the config hashes to the run
+        id, the metrics and curves have their fields and types, params.pt its recorded size),
+        else (None, what is wrong: one line naming the file)."""
         d = self.run_path(rid)
         try:
-            if not isinstance(self._read_json(rid, "DONE"), dict):
+            done = self._read_json(rid, "DONE")
+            if not isinstance(done, dict):
                 return None, "DONE is not a JSON object"
             doc = self._read_json(rid, "config.json")
-            if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
-                return None, "config.json has no config"
-            if doc.get("run_id", rid) != rid:
-                return None, f"config.json is for run {doc.get('run_id')!r}"
             metrics = self._read_json(rid, "metrics.json")
-            if not isinstance(metrics, dict):
-                return None, "metrics.json is not a JSON object"
-            for key in REQUIRED_METRICS:
-                if not isinstance(metrics.get(key), str):
-                    return None, f"metrics.json has no {key!r}"
-            if not isinstance(self._read_json(rid, "curves.json"), dict):
-                return None, "curves.json is not a JSON object"
+            why = (config_problem(rid, doc) or metrics_problem(rid, metrics, REQUIRED_METRICS)
+                   or curves_problem(self._read_json(rid, "curves.json")) or params_problem(d, done))
+            if why is not None:
+                return None, why
         except StoreError as e:  # _read_json: "corrupted run directory <d>: <what>"
             text, prefix = str(e), f"corrupted run directory {d}: "
             return None, text[len(prefix):] if text.startswith(prefix) else text
@@ -276,17 +279,23 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
                           stacklevel=2)
             return False
         self._clear_broken(d)
+        for name in ("metrics.json", "curves.json", "params.pt", "DONE"):  # a directory or a FIFO there
+            if os.path.lexists(d / name) and not (d / name).is_file():
+                remove_path(d / name)
+        done = {"time": time.time(), "host": lease.hostname(), "pid": os.getpid()}
         if params is not None:
-            save_torch_atomic(d / "params.pt", dict(params))
+            import torch
+
+            buf = io.BytesIO()
+            torch.save(dict(params), buf)
+            blob = buf.getvalue()
+            write_atomic(d / "params.pt", lambda fh: fh.write(blob))
+            done.update({PARAMS_SHA: hashlib.sha256(blob).hexdigest(), PARAMS_BYTES: len(blob)})
         write_json_atomic(d / "metrics.json", dict(metrics), strict=True)
         write_json_atomic(d / "curves.json", dict(curves), indent=None, strict=True)  # long lists: compact
-        write_json_atomic(d / "DONE", {"time": time.time(), "host": lease.hostname(), "pid": os.getpid()},
-                          strict=True)
+        write_json_atomic(d / "DONE", done, strict=True)
         for name in ("FAILED", "checkpoint.pt", CURVES_LIVE):
-            try:
-                (d / name).unlink()
-            except FileNotFoundError:
-                pass
+            remove_path(d / name)  # a directory at the name too
         self.release(rid)  # DONE is written: nobody may claim it any more
         return True
 
@@ -312,14 +321,16 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         for name in ("DONE", "metrics.json", "curves.json", "params.pt"):
             remove_path(d / name)
         try:
-            self.load_config(d.name)
-        except StoreError:  # rewritten by the rerun (write_config)
+            bad = config_problem(d.name, self._read_json(d.name, "config.json"))
+        except StoreError:
+            bad = "unreadable"
+        if bad is not None:  # rewritten by the rerun (write_config)
             remove_path(d / "config.json")
 
     def _read_json(self, rid: str, name: str) -> Any:
         d = self.run_path(rid)
         try:
-            text = (d / name).read_bytes().decode()
+            text = read_regular(d / name).decode()  # never blocks on a FIFO
         except FileNotFoundError:
             raise StoreError(f"corrupted run directory {d}: {name} is missing") from None
         except OSError as e:
@@ -351,16 +362,21 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
 
     # --- the finished model ---
     def load_params(self, rid: str, map_location: Any = "cpu") -> dict:
-        """The finished run's parameters (params.pt: name -> tensor of one model)."""
+        """The finished run's parameters (params.pt: name -> tensor of one model), checked against
+        the sha256 DONE recorded (a run finished before checksums were recorded: loaded unchecked)."""
         self._require_done(rid)
-        path = self.run_path(rid) / "params.pt"
+        d = self.run_path(rid)
+        path = d / "params.pt"
         if not path.exists():
-            raise StoreError(f"run {self.run_path(rid)} has no params.pt (a run that diverged to NaN, "
+            raise StoreError(f"run {d} has no params.pt (a run that diverged to NaN, "
                              f"or one finished by an earlier version)")
+        why = params_problem(d, self.done_info(rid), deep=True)
+        if why is not None:
+            raise StoreError(f"run {d} is broken: {why}")
         import torch
 
         try:
-            return torch.load(path, map_location=map_location, weights_only=True)
+            return torch.load(io.BytesIO(read_regular(path)), map_location=map_location, weights_only=True)
         except Exception as e:  # noqa: BLE001 - truncated or corrupt
             raise StoreError(f"corrupted run directory {self.run_path(rid)}: params.pt cannot be read: "
                              f"{type(e).__name__}") from None

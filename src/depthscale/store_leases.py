@@ -7,10 +7,14 @@ after taking the lease); a broken one is, and its holder clears the unreadable r
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from depthscale import lease
-from depthscale.atomic import remove_temp_files
+from depthscale.atomic import remove_path, remove_temp_files
+from depthscale.store_verify import LIVE_FILES
+
+log = logging.getLogger(__name__)
 
 
 class StoreLeases:
@@ -44,6 +48,12 @@ class StoreLeases:
         # another contender's fresh lease temp file
         remove_temp_files(d, spare_prefix=lease.TEMP_PREFIX, spare_seconds=60)
         self._clear_broken(d)
+        for name in LIVE_FILES:  # a directory or a FIFO at a file's name would fail every attempt
+            path = d / name
+            if name != "lease" and path.exists() and not path.is_file():
+                log.warning("run %s: %s is not a file (%s); removed before the run starts again", d, name,
+                            "a directory" if path.is_dir() else "a special file")
+                remove_path(path)
         return True
 
     def _still_ours(self, rid: str) -> bool:

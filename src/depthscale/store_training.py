@@ -10,8 +10,9 @@ import json
 import warnings
 from typing import Any
 
-from depthscale.atomic import dumps, remove_path, save_torch_atomic, write_text_atomic
+from depthscale.atomic import dumps, read_regular, remove_path, save_torch_atomic, write_text_atomic
 from depthscale.errors import StoreError
+from depthscale.store_verify import curve_row_problem
 
 CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
 RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
@@ -47,10 +48,12 @@ class TrainingFiles:
         path = self.run_path(rid) / "checkpoint.pt"
         if not path.exists():
             return None
+        import io
+
         import torch
 
-        try:
-            return torch.load(path, map_location=map_location, weights_only=False)
+        try:  # read_regular: a FIFO or a directory at the name is unreadable, never a hang
+            return torch.load(io.BytesIO(read_regular(path)), map_location=map_location, weights_only=False)
         except Exception as e:  # truncated, corrupt, or from an incompatible version
             warnings.warn(f"ignoring unreadable checkpoint {path}: {type(e).__name__}: {e}",
                           stacklevel=2)
@@ -65,7 +68,10 @@ class TrainingFiles:
             raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
         keys = list(curves)
         rows = [dict(zip(keys, vals)) for vals in zip(*(curves[k] for k in keys))] if keys else []
-        write_text_atomic(self.run_dir(rid) / CURVES_LIVE, "".join(_row_line(r) for r in rows))
+        path = self.run_dir(rid) / CURVES_LIVE
+        if path.exists() and not path.is_file():  # a directory (or a FIFO) squatting on the name
+            remove_path(path)
+        write_text_atomic(path, "".join(_row_line(r) for r in rows))
 
     def append_curves(self, rid: str, rows: list[dict]) -> None:
         """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
@@ -77,24 +83,30 @@ class TrainingFiles:
     def read_curves(self, rid: str) -> dict | None:
         """The run's curves as far as they go, finished or not: a done (or diverged) run's
         curves.json, else the rows its training has appended so far (a partly written last row is
-        left out); None when there are none or the run is broken. Keys as in curves.json."""
+        left out); None when there are none or the run is broken. Keys as in curves.json.
+        A complete row of curves.jsonl that is malformed (a step that is no integer, a value that
+        is no number) raises StoreError naming it: the rows are not the run's."""
         for _ in range(2):  # the run may finish (and drop its live file) while this reads
             if (self.run_path(rid) / "DONE").exists():
                 return self.load_curves(rid) if self.is_done(rid) else None
+            path = self.run_path(rid) / CURVES_LIVE
             try:
-                text = (self.run_path(rid) / CURVES_LIVE).read_bytes().decode(errors="replace")
+                text = read_regular(path).decode(errors="replace")
             except FileNotFoundError:
                 continue
             except OSError:
                 return None
             rows = []
-            for line in text.splitlines():
+            lines = text.splitlines()
+            for n, line in enumerate(lines, 1):
                 try:
                     row = json.loads(line)
                 except ValueError:  # a row cut short by a kill
                     continue
-                if isinstance(row, dict):
-                    rows.append(row)
+                why = curve_row_problem(row)
+                if why is not None:
+                    raise StoreError(f"{path}: row {n}: {why}")
+                rows.append(row)
             keys = list(dict.fromkeys(k for r in rows for k in r))
             return renamed_curves({k: [r.get(k) for r in rows] for k in keys}) if rows else None
         return None

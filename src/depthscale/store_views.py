@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from depthscale import collect, divergence
-from depthscale.atomic import write_json_atomic
+from depthscale.atomic import read_regular, remove_path, write_json_atomic
 from depthscale.errors import StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a run id or a sweep name
@@ -68,13 +68,14 @@ class StoreViews:
     def failure(self, rid: str) -> str | None:
         """The reason recorded by `fail`, or None."""
         try:
-            return (self.run_path(rid) / "FAILED").read_bytes().decode(errors="replace").strip()
+            return read_regular(self.run_path(rid) / "FAILED").decode(errors="replace").strip()
         except OSError:
             return None
 
     def run_state(self, rid: str) -> str:
         """One of RUN_STATES: 'done', 'diverged' (finished, training diverged), 'broken' (DONE but
-        no readable result), 'running' (live lease), 'failed', 'pending'."""
+        no result that verifies, or an unfinished run with a directory or a FIFO at the name of a
+        file it writes), 'running' (live lease), 'failed', 'pending'."""
         d = self.run_path(rid)
         if (d / "DONE").exists():
             if self._check_finished(rid) is not None:
@@ -82,6 +83,8 @@ class StoreViews:
             return "diverged" if self.divergence(rid) is not None else "done"
         if self.lease_info(rid) is not None:
             return "running"
+        if os.path.lexists(d / "DONE") or self.broken_reason(rid) is not None:
+            return "broken"
         if (d / "FAILED").exists():
             return "failed"
         return "pending"
@@ -109,17 +112,19 @@ class StoreViews:
         for rid in ids:
             self.run_path(rid)  # validates
         try:
-            if json.loads(path.read_text())["run_ids"] == ids:
+            if json.loads(read_regular(path))["run_ids"] == ids:
                 return path
         except (OSError, ValueError, KeyError, TypeError):
             pass
+        if path.exists() and not path.is_file():  # a directory or a FIFO at the manifest's name
+            remove_path(path)
         write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
         return path
 
     def load_manifest(self, name: str) -> list[str]:
         path = self._manifest_path(name)
         try:
-            return list(json.loads(path.read_text())["run_ids"])
+            return list(json.loads(read_regular(path))["run_ids"])  # never blocks on a FIFO
         except FileNotFoundError:
             raise StoreError(f"no sweep {name!r} in store {self.root}") from None
         except (OSError, ValueError, KeyError, TypeError):
