@@ -280,3 +280,15 @@ def test_transcendental_rates_are_measured_for_every_function():
     for fn in TRANSCENDENTALS:
         assert math.isfinite(r[fn]) and r[fn] > 1e6, (fn, r[fn])
     assert r["exp"] >= r["exp_torch"]
+
+
+def test_run_packed_prefetching_changes_no_number(monkeypatch):
+    """Off the CPU the bench prefetches the batches as training does; forced on here, the losses are
+    those drawn on the spot, bit for bit (only when the drawing happens changes)."""
+    cfgs = sweep_configs("smoke", 2)
+    monkeypatch.setenv("DEPTHSCALE_PREFETCH", "1")
+    ahead = run_packed(cfgs, 3, 1, torch.device("cpu"))
+    monkeypatch.setenv("DEPTHSCALE_PREFETCH", "0")
+    spot = run_packed(cfgs, 3, 1, torch.device("cpu"))
+    assert ahead["prefetch"] and not spot["prefetch"]
+    assert torch.equal(ahead["losses"], spot["losses"])

@@ -35,6 +35,7 @@ from depthscale.errors import InputError
 from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
 from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
+from depthscale.prefetch import Prefetcher
 from depthscale.paper import FIG3_SPECTRA
 from depthscale.machine import (DEVICES, DTYPES, _amp, _check_dtype, _sync, matmul_peak, mem_bandwidth, precision,
                                 resolve_device, transcendental_rates, TRANSCENDENTALS)
@@ -130,7 +131,9 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
     """Time the packed engine: `warmup` + `steps` sweep steps of the models `models` (default
     all) from their initialisation. Returns per-step seconds (timed steps), losses (all steps,
     steps x models) and peak memory (`PeakMemory`; by default only on a GPU, where it is free —
-    on the CPU its sampling thread would share the cores being timed; None when not tracked)."""
+    on the CPU its sampling thread would share the cores being timed; None when not tracked). Off
+    the CPU the batches are prefetched as in training (`prefetch.Prefetcher`): data_seconds is then
+    the wait for them, not their drawing."""
     track = dev.type == "cuda" if track_memory is None else track_memory
     models = list(range(len(cfgs))) if models is None else models
     order = batch_order([cfgs[i] for i in models])  # as run_pack builds its packs
@@ -142,10 +145,12 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
         opt = RowAdam(pack)
         lr0_M = base_lrs(sub)
         idx = list(range(len(sub)))
+        # as the trainer does: off the CPU, the next step's batches are drawn while this one trains
+        ahead = Prefetcher(lambda ids, k: step_batches(sub, ids, k, "cpu"), dev)
         for step in range(warmup + steps):
             _sync(dev)
             t0, c0 = time.perf_counter(), time.process_time()
-            batches = step_batches(sub, idx, step, dev)  # what train_step would sample, timed apart
+            batches = ahead.get(idx, step) or step_batches(sub, idx, step, dev)  # timed apart: data_seconds
             _sync(dev)
             t1 = time.perf_counter()
             loss, _ = train_step(pack, opt, sub, idx, step, lr0_M, dev, autocast=_amp(dtype), batches=batches)
@@ -155,8 +160,9 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
                 cpu.append(time.process_time() - c0)
                 data.append(t1 - t0)
             losses.append(loss.float().cpu()[back])
+    ahead.close()
     return {"seconds": secs, "cpu_seconds": cpu, "data_seconds": data, "losses": torch.stack(losses),
-            "peak_memory_bytes": mem.peak_bytes if track else None}
+            "peak_memory_bytes": mem.peak_bytes if track else None, "prefetch": ahead.enabled}
 
 
 def run_naive(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device, dtype: str = "float32",
