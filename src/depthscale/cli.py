@@ -1,8 +1,10 @@
 """The `depthscale` command. Run options are generated from RunConfig's fields, so the CLI and the
 stored configuration can never disagree. Bad input (any errors.UserError: arguments.py checks
 the flags, the library the rest): one line on stderr, exit code 2, and the store is left as it was
-(docs/bad_inputs.md lists every bad input tested and what it gets); any other exception is a bug
-and shows its traceback. Warnings are one line each on stderr ("depthscale: warning: ...")."""
+(docs/bad_inputs.md lists every bad input tested and what it gets); so is a write the filesystem
+refuses (full, read-only, no permission: "depthscale: error: cannot write: no space left on device
+(<path>)"). A sweep or reproduce in which runs failed exits 3 (commands.runs.EXIT_FAILED_RUNS). Any
+other exception is a bug and shows its traceback. Warnings are one line each on stderr ("depthscale: warning: ...")."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from depthscale.commands.outputs import cmd_bench, cmd_compare, cmd_plot, cmd_re
 from depthscale.commands.runs import TRAIN_SWEEP, cmd_collect, cmd_status, cmd_sweep, cmd_train, print_config
 from depthscale.commands.theory import SOFTMAX_FLOOR_DATA, cmd_fit, cmd_theory
 from depthscale.config import ConfigError
-from depthscale.errors import UserError
+from depthscale.errors import UserError, is_storage_error, storage_error
 
 EXIT_USAGE = 2
 
@@ -61,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("DEPTHSCALE_DEBUG") and not isinstance(exc, (UsageError, ConfigError)):
             raise
         print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # a write (or mkdir) the filesystem refused: full, read-only, no permission
+        if not is_storage_error(exc) or os.environ.get("DEPTHSCALE_DEBUG"):
+            raise
+        print(f"depthscale: error: {str(storage_error(exc)).removeprefix('cannot write: ')}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         warnings.showwarning = shown

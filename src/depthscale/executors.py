@@ -12,17 +12,19 @@ import importlib
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Callable
 
-from depthscale import timing
+from depthscale import lease, timing
 from depthscale.config import ConfigError, RunConfig, run_id
-from depthscale.errors import MissingExtraError, SubmissionError
+from depthscale.errors import MissingExtraError, StorageError, SubmissionError, is_storage_error, storage_error
 from depthscale.memory import tune_allocator
 from depthscale.store import Store
 
@@ -87,7 +89,10 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
     """Claim the pack's runs, train the claimed ones with `worker`, release. Returns counts.
 
     An exception from the worker is recorded with `store.fail` for each claimed run it left
-    unfinished; a run the worker neither finished nor failed is recorded as failed too.
+    unfinished; a run the worker neither finished nor failed is recorded as failed too. A write
+    the filesystem refused (disk full, read-only: errors.is_storage_error) is raised, as an
+    errors.StorageError: recording it would need the disk that is full, and the next run would
+    meet it too.
     """
     if not isinstance(store, Store):
         store = Store(store)
@@ -121,6 +126,8 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
                 with timing.record() as rec:
                     fn(claimed, store, device=device, progress=progress)
             except Exception as e:
+                if is_storage_error(e):  # the first write refused (recording it failed too)
+                    raise _first_refused(e) from None
                 reason = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
                 log.error("worker failed on a pack of %d runs: %s: %s", len(claimed), type(e).__name__, e)
                 for rid in filter(unrecorded, rids):
@@ -137,6 +144,18 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
         for rid in rids:
             store.release(rid)
     return counts
+
+
+def _first_refused(exc: BaseException) -> StorageError:
+    """The earliest refused write in `exc`'s chain (a failure to record it, or its conversion to
+    a StorageError naming the path, come later), as a StorageError naming its path."""
+    chain = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__context__
+    refused = [e for e in chain if is_storage_error(e)]
+    named = [e for e in refused if e.filename is not None]
+    return storage_error((named or refused)[-1])
 
 
 def _write_timing(store: Store, claimed: list[RunConfig], rec: "timing.Record") -> None:
@@ -251,7 +270,12 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     """The packs in a local spawn pool, longest first. `extra_jobs`, (module-level callable, args)
     pairs, are submitted after every pack: the pool starts them in that order as workers free up,
     i.e. in the sweep's tail (reproduce computes the report's theory there). An extra job that
-    fails is logged, never fatal; its result is not counted."""
+    fails is logged, never fatal; its result is not counted.
+
+    A worker process that dies (SIGKILL, the OOM killer) breaks the pool: every unfinished run of
+    the packs it stopped is recorded as failed, with the reason (`_record_deaths`: "worker process
+    died (signal 9)"), never left looking pending. A pack that meets a full (or read-only) disk
+    stops the sweep: the packs not started are cancelled and the StorageError is raised."""
     import concurrent.futures as cf
     import multiprocessing
 
@@ -264,18 +288,31 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     n = max(1, min(workers or cores, len(packs) + len(extra_jobs)))
     threads = max(1, cores // n)
     ctx = multiprocessing.get_context("spawn")
+    before = {run_id(c): _failed_stamp(store, run_id(c)) for p in packs for c in p}
+    procs: dict = {}  # pid -> the pool's Process (its exit code tells how a dead worker died)
+    stopped, disk_full = [], None
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
                                 initargs=(threads, os.getpid())) as pool:
         futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
                    for pack in packs}
         extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
+        procs.update(getattr(pool, "_processes", None) or {})
         for fut in cf.as_completed(futures):
             pack = futures[fut]
+            procs.update(getattr(pool, "_processes", None) or {})
             try:
                 _add(total, fut.result())
-            except Exception as e:  # the worker process died (e.g. killed for memory)
+            except cf.CancelledError:
+                continue
+            except Exception as e:  # the worker process died (e.g. killed for memory), or the disk is full
+                if is_storage_error(e):
+                    disk_full = disk_full or e
+                    for f in futures:
+                        f.cancel()
+                    continue
                 log.error("a worker process failed on a pack of %d runs: %s: %s",
                           len(pack), type(e).__name__, e)
+                stopped.append(pack)
                 total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
             bar.update(len(pack))
         for fut, fn in extras:
@@ -284,7 +321,71 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
             except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
                 log.warning("a side job (%s) failed in the worker pool: %s: %s",
                             getattr(fn, "__name__", fn), type(e).__name__, e)
+        _restart_dead_tracker()
+    if stopped:  # the pool has joined its processes: their exit codes are known
+        _record_deaths(store, stopped, procs, before)
+    if disk_full is not None:
+        raise disk_full if isinstance(disk_full, StorageError) else storage_error(disk_full)
     return total
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    return f"signal {-code}" if code < 0 else f"exit code {code}"
+
+
+def _record_deaths(store: Store, stopped: list, procs: dict, before: dict) -> None:
+    """Record as failed, with the reason, each unfinished run of the packs a broken pool stopped
+    (`before`: the runs' FAILED stamps at the start, so a failure the worker recorded stays). Which
+    worker ran a run its lease tells (the pid in it); its Process's exit code how it ended. A
+    worker that died on its own is named as it died; one the pool then stopped, and a run that
+    never started, are named with the death that stopped them."""
+    codes = {pid: p.exitcode for pid, p in procs.items()}
+    dead = [c for c in codes.values() if c not in (0, -signal.SIGTERM)]
+    first = f"a worker process died ({_exit_text(dead[0] if dead else None)})"
+    for pack in stopped:
+        for cfg in pack:
+            rid = run_id(cfg)
+            if store.is_done(rid) or _failed_stamp(store, rid) != before.get(rid):
+                continue
+            held, _ = lease.read_lease(store.run_path(rid) / "lease")
+            pid = held.get("pid") if held else None
+            if pid in codes and codes[pid] == -signal.SIGTERM and dead:
+                why = f"worker process stopped (signal {signal.SIGTERM}) when {first}"
+            elif pid in codes:
+                why = f"worker process died ({_exit_text(codes[pid])})"
+            else:
+                why = f"not run: the worker pool stopped when {first}"
+            store.fail(rid, f"{why}; a new sweep runs it again")
+
+
+def _restart_dead_tracker() -> None:
+    """If multiprocessing's resource tracker died during the sweep (killed), start a new one now,
+    quietly, with one warning line. Left alone, the pool's semaphores would be unregistered with
+    a tracker started on demand that never registered them, and each would print a KeyError
+    traceback (nothing leaks: each semaphore is unlinked by its own finalizer)."""
+    try:
+        from multiprocessing import resource_tracker
+
+        rt = resource_tracker._resource_tracker
+        if getattr(rt, "_fd", None) is None or rt._check_alive():
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        saved = os.dup(2)
+        try:
+            os.dup2(devnull, 2)  # the new tracker's stderr: its complaints about the old one's names
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rt.ensure_running()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(devnull)
+    except Exception as e:  # noqa: BLE001 - private API: at worst the tracebacks are back
+        log.debug("could not restart the resource tracker: %s", e)
+        return
+    warnings.warn("multiprocessing's resource tracker died during the sweep (was it killed?); restarted it")
 
 
 def _slurm_task(pack: list[RunConfig], root: str, lease_timeout: float, worker, device: str) -> dict:
@@ -312,7 +413,8 @@ def run_slurm(packs, store, worker, device, name, opts) -> dict:
     submitit = import_submitit()
     opts = check_slurm_options(opts)
     folder = Path(opts.get("folder") or store.root / "slurm" / (name or "sweep"))
-    executor = submitit.AutoExecutor(folder=folder, cluster=opts.get("cluster"))
+    # "slurm" unless asked otherwise: submitit's own default falls back to local processes
+    executor = submitit.AutoExecutor(folder=folder, cluster=opts.get("cluster") or "slurm")
     params = {"name": f"depthscale-{name or 'sweep'}", "timeout_min": int(opts.get("time_min", 60)),
               "cpus_per_task": int(opts.get("cpus", 1)), "nodes": 1, "tasks_per_node": 1}
     if opts.get("gpus"):
@@ -355,8 +457,24 @@ def import_submitit():
     return submitit
 
 
+SLURM_COMMANDS = ("sbatch", "srun")  # what submitting needs on PATH (submitit looks for srun)
+
+
+def check_slurm_cluster(cluster: str | None = None) -> None:
+    """Refuse (SubmissionError, one line) to submit to SLURM where there is none: without sbatch
+    and srun on PATH submitit would run the jobs as detached local processes instead. The
+    clusters "local" and "debug" (submitit's stand-ins, for trying a sweep) need nothing."""
+    if cluster not in (None, "slurm"):
+        return
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
+    if missing:
+        raise SubmissionError(f"--executor slurm: no SLURM cluster here ({' and '.join(missing)} not found on "
+                              "PATH); submit from a login node of the cluster, or use --executor process")
+
+
 def check_slurm_options(opts: dict | None) -> dict:
-    """The slurm executor's options, checked (names from SLURM_OPTIONS; numbers >= 1)."""
+    """The slurm executor's options, checked (names from SLURM_OPTIONS; numbers >= 1), and that
+    the cluster they name is here (check_slurm_cluster)."""
     opts = dict(opts or {})
     unknown = sorted(set(opts) - set(SLURM_OPTIONS))
     if unknown:
@@ -370,6 +488,7 @@ def check_slurm_options(opts: dict | None) -> dict:
         if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
                                   and math.isfinite(v)):
             raise ConfigError(f"slurm option {key} must be a number >= 0, got {v!r}")
+    check_slurm_cluster(opts.get("cluster"))
     return opts
 
 
@@ -383,5 +502,5 @@ def concurrent_packs(executor: str, packs: list, workers: int | None = None) -> 
 
 
 __all__ = ["execute_pack", "resolve_worker", "run_inline", "run_process", "run_slurm", "import_submitit",
-           "check_slurm_options", "concurrent_packs", "available_cores", "pack_cost", "EXECUTORS", "COUNT_KEYS",
+           "check_slurm_options", "check_slurm_cluster", "concurrent_packs", "available_cores", "pack_cost", "EXECUTORS", "COUNT_KEYS",
            "SLURM_OPTIONS"]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
-import sys
 import os
+import shlex
+import sys
+from contextlib import contextmanager
+from pathlib import Path
 
 from depthscale.arguments import (UsageError, add_config_fields, check_int, check_memory, config_from,
                                   config_overrides, config_sources, existing_store, grid_from_records, help_text,
@@ -16,6 +19,55 @@ from depthscale.config import make_config
 from depthscale.errors import UserError
 
 TRAIN_SWEEP = "train"  # the manifest `depthscale train` adds its runs to
+EXIT_FAILED_RUNS = 3  # sweep and reproduce: everything ran, and some runs failed (bad input: 2; a bug: 1)
+
+
+def failed_runs_exit(counts: dict | None, store_arg) -> int:
+    """The exit code of a sweep (or reproduce) that ran `counts` (run_sweep's): EXIT_FAILED_RUNS,
+    with one line on stderr saying how many failed and where their errors are, if any run
+    failed; else 0."""
+    failed = (counts or {}).get("failed", 0)
+    if not failed:
+        return 0
+    planned = (counts or {}).get("planned", failed)
+    print(f"depthscale: {failed} of {_n(planned, 'run')} failed; each one's error is in its run directory's "
+          f"FAILED file (runs/<run id>/FAILED); list them with: depthscale status --store {shlex.quote(str(store_arg))}; "
+          "run the sweep again to retry them", file=sys.stderr)
+    return EXIT_FAILED_RUNS
+
+
+def _new_dirs(path) -> list[Path]:
+    """The store directories (and parents) at `path` that do not exist yet, deepest first."""
+    from depthscale.errors import StoreError
+    from depthscale.store import store_root
+
+    try:
+        root = store_root(path)
+    except (StoreError, OSError, RuntimeError):  # the command refuses it itself
+        return []
+    new = [d for d in (root / "runs", root / "sweeps") if not d.exists()]
+    while not root.exists() and root != root.parent:
+        new.append(root)
+        root = root.parent
+    return new
+
+
+@contextmanager
+def created_store_cleanup(path):
+    """Run a command that may create the store at `path`: if it fails (a full disk, a refusal),
+    the directories it created are removed again where they hold no file (nothing finished),
+    so a failed command leaves no empty store behind."""
+    new = _new_dirs(path)
+    try:
+        yield
+    except BaseException:
+        for d in new:
+            for sub, _, _ in os.walk(d, topdown=False):  # empty run directories first, then d
+                try:
+                    os.rmdir(sub)
+                except OSError:
+                    pass
+        raise
 
 
 def _num(x, spec: str) -> str:
@@ -67,13 +119,14 @@ def cmd_train(args) -> int:
     existing = store_if_any(args.store) if args.store is not None else None
     if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
         check_memory([[cfg]], "inline", None, device, args.allow_memory)
-    store = open_store(args.store) if args.store is not None else None
-    say_preset(args.preset)
-    if store is None:
-        print("depthscale: no --store: the run is trained in memory and not saved", file=sys.stderr)
-    else:
-        store.add_to_manifest(TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
-    met = train_one(cfg, store, device, progress=None if not args.json else False, loggers=loggers)
+    with created_store_cleanup(args.store) if args.store is not None else _nothing():
+        store = open_store(args.store) if args.store is not None else None
+        say_preset(args.preset)
+        if store is None:
+            print("depthscale: no --store: the run is trained in memory and not saved", file=sys.stderr)
+        else:
+            store.add_to_manifest(TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
+        met = train_one(cfg, store, device, progress=None if not args.json else False, loggers=loggers)
     div = (store.divergence(cfg.run_id) if store is not None else None) or diverged(met)
     # L, model and task come from the config: a diverged run's metrics hold no measurements
     out = dict(met, L=cfg.L, model=cfg.model, task=cfg.task,
@@ -90,6 +143,11 @@ def cmd_train(args) -> int:
               f"± {_num(out.get('R_se'), '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
               f"{out['steps']} steps ({out['stopped_because']}); {where}")
     return 0
+
+
+@contextmanager
+def _nothing():
+    yield
 
 
 def _sweep_configs(args) -> tuple[list, str]:
@@ -159,6 +217,10 @@ def cmd_sweep(args) -> int:
     check_int(args.workers, "workers", 1)
     slurm = slurm_options(args)
     require_submitit(args.executor)
+    if args.executor == "slurm":
+        from depthscale.executors import check_slurm_cluster
+
+        check_slurm_cluster()  # submitit would run the jobs locally instead: refuse before anything is written
     loggers = parse_loggers(args.log)
     cfgs, name = _sweep_configs(args)
     shard = parse_shard(args.shard)
@@ -181,8 +243,6 @@ def cmd_sweep(args) -> int:
         say_preset(args.preset)
         return _print_plan(args, name, cfgs, packs, shard, store_if_any(args.store), note)
     check_memory(packs, args.executor, args.workers, device, args.allow_memory)
-    store = open_store(args.store)
-    say_preset(args.preset)
     worker = None
     if loggers:  # the default worker with its loggers bound (a partial pickles to the workers)
         from functools import partial
@@ -190,22 +250,28 @@ def cmd_sweep(args) -> int:
         from depthscale.training import run_pack
 
         worker = partial(run_pack, loggers=loggers)
-    counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
-                       device=device, name=name, slurm=slurm, allow_memory=True, worker=worker,
-                       pack_memory=budget)
+    with created_store_cleanup(args.store):
+        store = open_store(args.store)
+        say_preset(args.preset)
+        counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
+                           device=device, name=name, slurm=slurm, allow_memory=True, worker=worker,
+                           pack_memory=budget)
     emit(args, counts)
-    return 0
+    return failed_runs_exit(counts, args.store)
+
+
+PROBLEM_STATES = ("diverged", "broken", "failed")  # the runs `status` lists, with where and why
 
 
 def cmd_status(args) -> int:
     store = existing_store(args.store)
     st = store.status().reset_index()  # one row per sweep: total, then a count per state
-    problems = store.problems()  # diverged and broken runs: where and why
+    problems = store.problems(states=PROBLEM_STATES)  # diverged, broken and failed runs: where and why
     if args.json:
         recs = st.to_dict(orient="records")
         for rec in recs:
             ids = set(store.load_manifest(rec["sweep"]))
-            for state in ("diverged", "broken"):
+            for state in PROBLEM_STATES:
                 rec[f"{state}_runs"] = [{k: p[k] for k in ("run_id", "step", "reason")}
                                         for p in problems if p["state"] == state and p["run_id"] in ids]
         print_json(recs)
@@ -263,7 +329,9 @@ def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
 
     sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **help_text(
         "Expand an experiment id (SPEC §7) or a grid file into runs, skip finished ones, and train the "
-        "rest in packs. Safe to run many at once on one store; resumes after any failure.",
+        "rest in packs. Safe to run many at once on one store; resumes after any failure. Exit code: 0 "
+        "when no run failed; 3 when some runs failed (how many, and how to list them, on stderr; the next "
+        "sweep retries them); 2 for bad input, a full or read-only disk, or --executor slurm without SLURM.",
         "depthscale sweep --experiment fig6,fig5 --preset cpu --store runs/cpu --executor process\n"
         "  depthscale sweep --grid grid.toml --preset smoke --store runs/smoke --shard 0/4"))
     sp.add_argument("--experiment", help="an experiment id (fig1, fig3..fig14, table1..table6, or a "
@@ -298,7 +366,8 @@ def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
 
     sp = sub.add_parser("status", help="done / running / failed per experiment", **help_text(
         "Count the runs of each sweep in a store by state (runs of `depthscale train` are the sweep "
-        "'train'), and list the diverged and broken ones.", "depthscale status --store runs/cpu"))
+        "'train'), and list the diverged, broken and failed ones (a failed run's line: the first line "
+        "of its FAILED file).", "depthscale status --store runs/cpu"))
     store_flag(sp)
     json_flag(sp, "print one JSON list: a record per sweep")
     sp.set_defaults(fn=cmd_status)

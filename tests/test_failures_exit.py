@@ -1,0 +1,301 @@
+"""Issue 28, "failures that say so": a sweep with failed runs exits 3 and says how many and where;
+a worker process that dies leaves its runs *failed* with the reason, not pending; a killed resource
+tracker is one warning line; --executor slurm without SLURM refuses in one line; a full (read-only,
+unwritable, over-quota) disk is one line and exit 2 in train, sweep (before and mid-sweep) and
+report, with no empty store left behind. The failing workers are tests/failure_workers.py; a full
+disk is simulated by making depthscale.atomic's write (every file depthscale writes) raise."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import depthscale.atomic
+import depthscale.training
+from depthscale import cli
+from depthscale.config import make_config
+from depthscale.errors import StorageError, SubmissionError
+from depthscale.store import Store
+
+import failure_workers
+
+TESTS = Path(__file__).resolve().parent
+TINY = {"max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16, "eval_every": 10}
+# four runs in three packs (nonlinear L=1,2 share one; linear L=1 and L=2 one each)
+GRID = dict(TINY, model=["nonlinear", "linear"], L=[1, 2])
+FAILED_LINE = "depthscale: {n} of {of} runs failed; each one's error is in its run directory's FAILED file"
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, list[str]]:
+    """cli.main here: (exit code, stdout, the stderr lines but the progress ones)."""
+    capsys.readouterr()
+    code = cli.main([str(a) for a in argv])
+    out = capsys.readouterr()
+    keep = [ln for ln in out.err.splitlines()
+            if not ln.startswith(("depthscale: preset", "depthscale: run ")) and " pack of " not in ln]
+    return code, out.out, keep
+
+
+@pytest.fixture
+def grid(tmp_path) -> Path:
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(GRID))
+    return path
+
+
+def status(capsys, root) -> dict:
+    code, out, err = run_cli(capsys, "status", "--store", root, "--json")
+    assert code == 0, err
+    return json.loads(out)[0]
+
+
+# --- failed runs: exit 3, the count, where ----------------------------------------------------
+
+@pytest.mark.parametrize("executor", ["inline", "process"])
+def test_sweep_with_failed_runs_exits_3_and_says_how_many_and_where(tmp_path, grid, capsys, monkeypatch, executor):
+    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.raising_pack)
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
+                             "--executor", executor, "--workers", 2)
+    assert code == 3, err
+    assert "failed=4" in out
+    (line,) = [ln for ln in err if ln.startswith("depthscale: 4 of")]
+    assert line.startswith(FAILED_LINE.format(n=4, of=4)) and f"depthscale status --store {store}" in line
+    rec = status(capsys, store)
+    assert rec["failed"] == 4 and rec["pending"] == 0
+    assert len(rec["failed_runs"]) == 4
+    assert all(r["reason"].startswith("RuntimeError: scripted failure") for r in rec["failed_runs"]), rec
+    code, text, _ = run_cli(capsys, "status", "--store", store)
+    assert code == 0 and text.count("\nfailed ") == 4 and "RuntimeError: scripted failure" in text
+    # the next sweep retries them: with a worker that trains, all finish and it exits 0
+    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.fake_worker.run_pack)
+    code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store)
+    assert code == 0 and "ran=4" in out and "failed=0" in out, err
+
+
+def test_sigkilled_worker_leaves_its_runs_failed_with_the_reason(tmp_path, grid, capsys, monkeypatch):
+    """A pack with an L=1 run kills its own worker process (SIGKILL): its runs are failed with
+    "worker process died (signal 9)"; runs the broken pool never started (or stopped) are failed
+    naming that death; none is left pending or running, and the sweep exits 3 with the count."""
+    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.kill_self_pack)
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
+                             "--executor", "process", "--workers", 2)
+    assert code == 3, err
+    rec = status(capsys, store)
+    assert rec["pending"] == 0 and rec["running"] == 0 and rec["done"] + rec["failed"] == 4 and rec["failed"] >= 1
+    assert [ln for ln in err if ln.startswith(f"depthscale: {rec['failed']} of 4 runs failed")]
+    reasons = {r["run_id"]: r["reason"] for r in rec["failed_runs"]}
+    assert all("signal 9" in why for why in reasons.values()), reasons
+    killer = make_config("smoke", **dict(TINY, model="linear", L=1)).run_id  # a pack of its own: started first
+    assert reasons[killer].startswith("worker process died (signal 9)"), reasons
+    assert (store / "runs" / killer / "FAILED").read_text().startswith("worker process died (signal 9)")
+
+
+def test_killed_resource_tracker_is_one_warning_not_tracebacks(tmp_path, grid):
+    """The first run SIGKILLs multiprocessing's resource tracker mid-sweep. Left alone, the pool's
+    semaphores would be unregistered with a tracker started afresh and each print a KeyError
+    traceback; now: one warning line, the sweep finishes, exit 0 (no run failed)."""
+    store = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(TESTS / "failure_workers.py"), "kill_tracker", "sweep", "--grid",
+                           str(grid), "--preset", "smoke", "--store", str(store), "--executor", "process",
+                           "--workers", "2"], capture_output=True, text=True, env=env, timeout=300)
+    assert (store / "tracker-killed").read_text().isdigit()  # the tracker was found and killed
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyError" not in proc.stderr, proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "resource tracker" in ln]
+    assert len(warned) == 1 and warned[0].startswith("depthscale: warning: "), proc.stderr
+    assert "ran=4" in proc.stdout and "failed=0" in proc.stdout
+
+
+# --- --executor slurm without SLURM ------------------------------------------------------------
+
+@pytest.fixture
+def fake_submitit(monkeypatch) -> types.ModuleType:
+    """submitit "installed": a stand-in whose AutoExecutor records the cluster it was asked for
+    and whose submission fails (as sbatch does without a controller)."""
+    mod = types.ModuleType("submitit")
+    mod.asked = []
+
+    class AutoExecutor:
+        def __init__(self, folder, cluster=None):
+            mod.asked.append(cluster)
+
+        def update_parameters(self, **kw):
+            pass
+
+        def map_array(self, fn, *args):
+            raise RuntimeError("sbatch: error: Batch job submission failed: fake controller down")
+
+    mod.AutoExecutor = AutoExecutor
+    monkeypatch.setitem(sys.modules, "submitit", mod)
+    return mod
+
+
+def test_slurm_without_a_cluster_refuses_in_one_line_before_writing(tmp_path, grid, capsys, monkeypatch,
+                                                                    fake_submitit):
+    monkeypatch.setenv("PATH", str(tmp_path / "bin-without-slurm"))
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
+                             "--executor", "slurm")
+    assert code == 2 and out == ""
+    assert err == ["depthscale: error: --executor slurm: no SLURM cluster here (sbatch and srun not found on "
+                   "PATH); submit from a login node of the cluster, or use --executor process"], err
+    assert not store.exists() and fake_submitit.asked == []
+    # the library refuses too, before the store is written
+    from depthscale.sweeps import run_sweep
+
+    lib = Store(tmp_path / "lib")
+    with pytest.raises(SubmissionError, match="no SLURM cluster here"):
+        run_sweep([make_config("smoke", **TINY)], lib, executor="slurm", name="x")
+    assert list(lib.runs_root.iterdir()) == [] and list(lib.sweeps_root.iterdir()) == []
+
+
+def test_slurm_with_sbatch_and_srun_submits_to_slurm_never_locally(tmp_path, grid, capsys, monkeypatch,
+                                                                   fake_submitit):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "srun"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", tmp_path / "store",
+                             "--executor", "slurm")
+    assert code == 2 and err == ["depthscale: error: SLURM submission failed: RuntimeError: sbatch: error: "
+                                 "Batch job submission failed: fake controller down"], err
+    assert fake_submitit.asked == ["slurm"]  # not None: submitit's own choice would fall back to local
+
+
+# --- a full (read-only, unwritable, over-quota) disk --------------------------------------------
+
+REFUSALS = [errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT]
+
+
+class FullDisk:
+    """depthscale.atomic's write: the first `ok` writes succeed, every later one raises OSError(code)
+    (as a full disk's write or fsync does); `written` lists the paths of the successful ones."""
+
+    def __init__(self, monkeypatch, code: int = errno.ENOSPC, ok: int = 0):
+        self.code, self.ok, self.written = code, ok, []
+        self._orig = depthscale.atomic._replace_with
+        monkeypatch.setattr(depthscale.atomic, "_replace_with", self)
+
+    def __call__(self, path, write):
+        if len(self.written) >= self.ok:
+            raise OSError(self.code, os.strerror(self.code))
+        self._orig(path, write)
+        self.written.append(Path(path))
+
+
+def _one_line(err: list[str], code: int, path: Path | None = None) -> str:
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith("depthscale: error: cannot write: ") and "Traceback" not in line
+    assert f"{os.strerror(code).lower()} (" in line, line
+    if path is not None:
+        assert f"({path}" in line, line
+    return line
+
+
+@pytest.mark.parametrize("code", REFUSALS, ids=errno.errorcode.get)
+def test_train_on_a_full_disk_is_one_line_and_leaves_no_store(tmp_path, capsys, monkeypatch, code):
+    FullDisk(monkeypatch, code)
+    store = tmp_path / "new" / "store"
+    rc, out, err = run_cli(capsys, "train", "--preset", "smoke", "--store", store, "--max_steps", 20)
+    assert rc == 2 and out == ""
+    _one_line(err, code, store)
+    assert list(tmp_path.iterdir()) == []  # no empty runs/ or sweeps/ (nor the parent it made)
+
+
+@pytest.mark.parametrize("code", REFUSALS, ids=errno.errorcode.get)
+def test_sweep_on_a_full_disk_is_one_line_and_leaves_no_store(tmp_path, grid, capsys, monkeypatch, code):
+    FullDisk(monkeypatch, code)
+    store = tmp_path / "store"
+    rc, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store)
+    assert rc == 2 and out == ""
+    _one_line(err, code, store / "sweeps")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.json"]
+
+
+def test_sweep_into_an_existing_store_on_a_full_disk_keeps_it(tmp_path, grid, capsys, monkeypatch):
+    store = Store(tmp_path / "store")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    FullDisk(monkeypatch)
+    rc, _, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store.root)
+    assert rc == 2
+    _one_line(err, errno.ENOSPC)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # its dirs are not removed
+
+
+def _finished(root: Path) -> set[str]:
+    return {p.parent.name for p in (root / "runs").glob("*/DONE")}
+
+
+def test_disk_full_mid_sweep_inline_keeps_finished_runs_and_resumes(tmp_path, grid, capsys, monkeypatch):
+    """The disk fills up two writes after the first run finished: one line, exit 2, the finished
+    run kept whole, the interrupted one unfinished (no DONE, no temp file), and a sweep after the
+    disk is grown finishes every run."""
+    with monkeypatch.context() as m:  # where the first DONE is written, on a disk with room
+        probe = FullDisk(m, ok=10**6)
+        assert run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", tmp_path / "probe")[0] == 0
+        first_done = next(i for i, p in enumerate(probe.written) if p.name == "DONE")
+    store = tmp_path / "store"
+    with monkeypatch.context() as m:
+        FullDisk(m, ok=first_done + 3)
+        rc, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store)
+    assert rc == 2 and out == ""
+    _one_line(err, errno.ENOSPC, store / "runs")
+    done = _finished(store)
+    assert len(done) == 1
+    st = Store(store, readonly=True)
+    for rid in done:
+        assert st.run_state(rid) == "done" and st.load_metrics(rid)["steps"] == 20
+    assert list(store.rglob("*.tmp")) == [] and list(store.rglob("FAILED")) == []
+    states = {p.name: st.run_state(p.name) for p in (store / "runs").iterdir()}
+    assert sorted(states.values()) == ["done"] + ["pending"] * (len(states) - 1), states
+    rc, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store)
+    assert rc == 0 and "ran=3" in out and "failed=0" in out, err
+    assert len(_finished(store)) == 4
+
+
+def test_disk_full_in_a_process_worker_stops_the_sweep_in_one_line(tmp_path, grid, capsys, monkeypatch):
+    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.full_disk_pack)
+    store = tmp_path / "store"
+    rc, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
+                           "--executor", "process", "--workers", 2)
+    assert rc == 2 and out == ""
+    _one_line(err, errno.ENOSPC, store / "runs")
+    assert list(store.rglob("FAILED")) == []  # not recorded as the runs' failure: the disk's
+
+
+@pytest.fixture(scope="module")
+def finished_store(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("finished")
+    grid = root / "grid.json"
+    grid.write_text(json.dumps(dict(TINY, model="nonlinear", L=[1, 2])))
+    assert cli.main(["sweep", "--grid", str(grid), "--preset", "smoke", "--store", str(root / "store")]) == 0
+    return root / "store"
+
+
+@pytest.mark.parametrize("ok", [0, 2])
+def test_report_to_a_full_disk_is_one_line(finished_store, tmp_path, capsys, monkeypatch, ok):
+    FullDisk(monkeypatch, ok=ok)
+    out_dir = tmp_path / "report"
+    rc, out, err = run_cli(capsys, "report", "--store", finished_store, "--out", out_dir)
+    assert rc == 2 and out == ""
+    _one_line(err, errno.ENOSPC, out_dir)
+    assert list(out_dir.rglob("*.tmp")) == []
+
+
+def test_storage_error_is_the_oserror_it_was():
+    err = StorageError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/y")
+    assert isinstance(err, OSError) and err.errno == errno.ENOSPC and err.filename == "/x/y"
+    assert str(err) == "cannot write: no space left on device (/x/y)"
