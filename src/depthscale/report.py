@@ -38,7 +38,7 @@ from depthscale import claims, plotting, timing
 from depthscale.provenance import versions
 from depthscale.atomic import as_float, write_json_atomic
 from depthscale.config import PRESETS
-from depthscale.errors import InputError
+from depthscale.errors import InputError, is_storage_error
 from depthscale.pages import _timing_lines, render_html, render_markdown
 from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, REGISTRY, all_configs, check_preset, claims_of,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
@@ -195,6 +195,8 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
                 build[i] = rec.phases
             artifacts[i] = [str(pp.relative_to(out_dir)) for pp in paths]
         except Exception as e:  # noqa: BLE001 - one broken artifact must not sink the report
+            if is_storage_error(e):  # a full (read-only) disk would fail every artifact: one line
+                raise
             errs[i] = f"{type(e).__name__}: {e}"
             log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
     notes = {}

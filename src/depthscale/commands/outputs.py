@@ -10,6 +10,7 @@ from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, check_int
                                   require_submitit, store_if_any)
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
                                         print_json, say_preset, store_flag)
+from depthscale.commands.runs import failed_runs_exit
 from depthscale.config import PRESETS
 
 
@@ -40,7 +41,7 @@ def cmd_reproduce(args) -> int:
         print(f"figures, tables and claims.json written to {args.out}")
         if "report_md" in res:
             print(_report_text(res))
-    return 0
+    return failed_runs_exit(res.get("sweep"), args.store)  # 3 (and a line saying where) if runs failed
 
 
 def _report_text(res: dict) -> str:
