@@ -11,7 +11,8 @@ Layout under the store root::
                                  appended as it comes (deleted once the run is done)
     runs/<run_id>/params.pt      the finished run's parameters (one model's state_dict; `load_model`)
     runs/<run_id>/tensorboard/   TensorBoard event files (`--log tensorboard`)
-    runs/<run_id>/DONE           completion marker, written last (a run is finished iff it exists)
+    runs/<run_id>/DONE           completion marker, written last (a run is finished iff it exists):
+                                 when, where, and params.pt's sha256 and size
     runs/<run_id>/FAILED         the reason the last attempt raised (a retry may still finish)
     runs/<run_id>/lease          who is running it now (host, pid, heartbeat time)
     sweeps/<name>.json           manifest: the run ids a named sweep wants (`depthscale train` adds
@@ -28,9 +29,13 @@ and ``fail`` on a done run change nothing.
 
 States of a run (``run_state``): done; diverged (finished, but its training loss became
 non-finite or exploded: ``divergence`` says at which step and why; never re-run, and kept apart
-from done runs by readers); broken (``DONE`` exists but the run's files do not hold a readable
-result: ``broken_reason`` says which file; a sweep runs it again, collect skips it with a
-warning); running (a live lease); failed (``FAILED``, no result); pending.
+from done runs by readers); broken (``DONE`` exists but the run's files do not hold a result that
+verifies, store_verify: a config that hashes to the run id, metrics and curves of the right
+fields and types, params.pt as recorded; or an unfinished run with a directory or a FIFO where
+one of its files belongs, or a malformed row in its curves.jsonl: ``broken_reason`` says which
+file; a sweep runs it again, collect skips it with a warning); running (a live lease); failed
+(``FAILED``, no result); pending. No file of a store is opened unless it is a regular file, so
+a FIFO at a file's name never blocks a reader.
 
 Leases (lease.py has the protocol): ``claim`` takes a run's lease for this process, ``heartbeat``
 refreshes it and ``release`` drops it; a lease whose holder died, or stopped its heartbeat on
@@ -211,10 +216,11 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
     def broken_reason(self, rid: str) -> str | None:
         """Why a run is broken (one line naming the file), or None if it is not: a finished run
         whose files do not verify (store_verify), or an unfinished one with a directory or a
-        FIFO at the name of a file it writes (its claimer removes it)."""
+        FIFO at the name of a file it writes (its claimer removes it) or a malformed row in its
+        curves.jsonl (its rerun rewrites the file from its checkpoint)."""
         d = self.run_path(rid)
         if not os.path.lexists(d / "DONE"):
-            return squatter(d) if d.is_dir() else None
+            return (squatter(d) or self.live_curves_problem(rid)) if d.is_dir() else None
         return self._check_finished(rid)
 
     def _signature(self, d: Path) -> tuple:

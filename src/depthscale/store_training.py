@@ -89,24 +89,43 @@ class TrainingFiles:
         for _ in range(2):  # the run may finish (and drop its live file) while this reads
             if (self.run_path(rid) / "DONE").exists():
                 return self.load_curves(rid) if self.is_done(rid) else None
-            path = self.run_path(rid) / CURVES_LIVE
             try:
-                text = read_regular(path).decode(errors="replace")
+                rows = _live_rows(self.run_path(rid) / CURVES_LIVE)
             except FileNotFoundError:
                 continue
-            except OSError:
-                return None
-            rows = []
-            lines = text.splitlines()
-            for n, line in enumerate(lines, 1):
-                try:
-                    row = json.loads(line)
-                except ValueError:  # a row cut short by a kill
-                    continue
-                why = curve_row_problem(row)
-                if why is not None:
-                    raise StoreError(f"{path}: row {n}: {why}")
-                rows.append(row)
             keys = list(dict.fromkeys(k for r in rows for k in r))
             return renamed_curves({k: [r.get(k) for r in rows] for k in keys}) if rows else None
         return None
+
+    def live_curves_problem(self, rid: str) -> str | None:
+        """What is wrong with an unfinished run's curves.jsonl (a malformed row), or None."""
+        try:
+            _live_rows(self.run_path(rid) / CURVES_LIVE)
+        except FileNotFoundError:
+            return None
+        except StoreError as e:
+            return str(e)
+        return None
+
+
+def _live_rows(path) -> list[dict]:
+    """The complete rows of a curves.jsonl (a row cut short by a kill is left out; an unreadable
+    file has none); StoreError naming a complete row that is malformed. FileNotFoundError if
+    there is no file."""
+    try:
+        text = read_regular(path).decode(errors="replace")
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return []
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            row = json.loads(line)
+        except ValueError:  # a row cut short by a kill
+            continue
+        why = curve_row_problem(row)
+        if why is not None:
+            raise StoreError(f"{CURVES_LIVE} row {n}: {why}")
+        rows.append(row)
+    return rows

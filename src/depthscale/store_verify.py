@@ -56,6 +56,10 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _kind(mode: int) -> str:
+    return "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+
+
 def _short(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -133,12 +137,12 @@ def curves_problem(curves: Any, name: str = "curves.json") -> str | None:
 def curve_row_problem(row: Any) -> str | None:
     """What is wrong with one row of a training run's curves.jsonl, or None."""
     if not isinstance(row, dict):
-        return "a row is not a JSON object"
+        return "is not a JSON object"
     if "step" in row and not _is_int(row["step"]):
-        return f"a row's step is not an integer: {_short(row['step'])}"
+        return f"step is not an integer: {_short(row['step'])}"
     for key, v in row.items():
         if key != "step" and v is not None and not _is_number(v):
-            return f"a row's {key} is not a number: {_short(v)}"
+            return f"{key} is not a number: {_short(v)}"
     return None
 
 
@@ -165,7 +169,7 @@ def params_problem(d: Path, done: dict, deep: bool = False) -> str | None:
     except OSError as e:
         return f"params.pt cannot be read: {e.strerror or e}"
     if not stat.S_ISREG(st.st_mode):
-        return "params.pt cannot be read: it is " + ("a directory" if stat.S_ISDIR(st.st_mode) else "no regular file")
+        return f"params.pt cannot be read: it is {_kind(st.st_mode)}, not a file"
     size = done.get(PARAMS_BYTES)
     if _is_int(size) and st.st_size != size:
         return f"params.pt has {st.st_size} bytes, not the {size} it was written with: truncated or replaced"
@@ -194,8 +198,7 @@ def squatter(d: Path) -> str | None:
         except OSError:
             continue
         if not stat.S_ISREG(mode):
-            what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
-            return f"{name} is {what}, not a file"
+            return f"{name} is {_kind(mode)}, not a file"
     return None
 
 
