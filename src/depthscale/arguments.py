@@ -10,20 +10,16 @@ import inspect
 import math
 import re
 import warnings
-from pathlib import Path
 
-from depthscale.config import (FIELD_CHOICES, FIELD_NAMES, ID_OPTIONAL_FIELDS, INT_FIELDS, RENAMED_FIELDS, ConfigError,
-                               RunConfig, depth_steps, geometry, make_config, preset_fields, recipe_fields)
+from depthscale.config import (FIELD_CHOICES, FIELD_NAMES, ID_OPTIONAL_FIELDS, INT_FIELDS, MAX_SIZE, RENAMED_FIELDS, ConfigError,
+                               RunConfig, depth_steps, geometry, make_config, preset_fields, recipe_fields, shown)
 from depthscale.errors import UserError
+from depthscale.userpaths import UsageError, check_parents, out_dir, out_file, path_arg
 
 MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
 MAX_SAMPLES = 10**8  # theory: Monte Carlo samples (2e5 take seconds; memory is checked as well)
 MAX_BENCH_STEPS = 100_000  # bench: timed steps (the default is 20)
 MAX_EXPONENT = 100.0  # spectrum exponents a, b: k^-a underflows to 0 far beyond (the paper's are <= 2)
-
-
-class UsageError(UserError):
-    """Bad input from the command line."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -106,42 +102,6 @@ def parse_depths(s: str, name: str = "depths") -> list[int]:
     return [int(v) for v in vals]
 
 
-def path_arg(value: str, name: str) -> Path:
-    """A --store / --out path: never empty (an empty one would mean the current directory)."""
-    if value is None or not str(value).strip():
-        raise UsageError(f"--{name} is empty: give a path")
-    return Path(value)
-
-
-def check_parents(out: Path, value: str) -> None:
-    """The nearest existing parent of `out` is a directory (nothing is created here)."""
-    for parent in out.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"--out {value!r}: {parent} is a file, not a directory")
-            break
-
-
-def out_dir(value: str) -> Path:
-    """--out of reproduce / report: a directory, existing or to be created (checked before any work)."""
-    out = path_arg(value, "out")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {value!r} is a file, not a directory")
-    check_parents(out, value)
-    return out
-
-
-def out_file(value: str) -> Path:
-    """--out of collect: a .parquet or .csv file to (over)write."""
-    out = path_arg(value, "out")
-    if out.suffix.lower() not in (".parquet", ".csv"):
-        raise UsageError(f"--out {value!r}: use a .parquet or .csv suffix")
-    if out.is_dir():
-        raise UsageError(f"--out {value!r} is a directory")
-    check_parents(out, value)
-    return out
-
-
 def check_int(value, name: str, lo: int, hi: int | None = None) -> None:
     if value is None:
         return
@@ -209,7 +169,7 @@ def config_sources(preset: str, given: dict) -> dict[str, str]:
     src.update(dict.fromkeys(geometry(preset, model), "geometry"))
     src.update(dict.fromkeys(recipe_fields(preset, model, task), "recipe"))
     L = given.get("L", RunConfig.L)
-    if isinstance(L, int) and L >= 1 and depth_steps(preset, model, task, L) is not None:
+    if isinstance(L, int) and 1 <= L <= MAX_SIZE and depth_steps(preset, model, task, L) is not None:
         src["max_steps"] = src["min_steps"] = "depth"
     src.update(dict.fromkeys(given, "flag"))
     if task == "easy" and given.get("k", None) != 1:  # make_config: k has no meaning on the easy task
@@ -441,6 +401,8 @@ def check_theory(args) -> None:
             raise UsageError(f"--{name} must be between 0 and {MAX_EXPONENT:g}, got {v!r}")
     for name in ("d", "P", "k", "samples"):
         check_int(getattr(args, name, None), name, 1, MAX_SAMPLES if name == "samples" else None)
+        if name != "samples" and (getattr(args, name, None) or 0) > MAX_SIZE:  # (config.MAX_SIZE, as a run's)
+            raise UsageError(f"--{name} must be <= {MAX_SIZE:,}, got {shown(getattr(args, name))}")
     seed = getattr(args, "seed", 0)
     if not 0 <= seed < MAX_SEED:
         raise UsageError(f"--seed must be an integer in [0, 2**60), got {seed}")
@@ -453,17 +415,19 @@ def check_theory(args) -> None:
         parse_floats(temperatures, "temperatures")
     if args.what == "exponents":
         return
-    from depthscale.memory import available_bytes, fmt_bytes
+    from depthscale.memory import available_bytes, fmt_bytes, theory_bytes
 
+    depths = parse_depths(args.depths) if getattr(args, "depths", None) is not None else [64]
     taus = 101 if temperatures is None else len(parse_floats(temperatures, "temperatures"))
-    # bytes per Monte Carlo sample, measured (floor: 8 float64 per input dimension; softmax-floor:
-    # 8 per temperature; the finite-P curve: 2 per entry of a d x d matrix)
-    per = {"floor": 64 * args.d, "softmax-floor": 64 * taus,
-           "curve": 16 * args.d * args.d if getattr(args, "finite_P", False) else 0}.get(args.what, 0)
-    need, avail = per * args.samples, available_bytes("cpu")
-    if avail is not None and need > avail and not args.allow_memory:
-        raise UsageError(f"theory {args.what} with --samples {args.samples} needs about {fmt_bytes(need)} of "
-                         f"memory (estimate); {fmt_bytes(avail)} is available: fewer samples, or --allow-memory")
+    # d and P count: one context of P x d is computed at once however few the samples
+    need = theory_bytes(args.what, args.d, getattr(args, "P", 1), getattr(args, "k", 1), getattr(args, "samples", 0) or 0,
+                        taus, max(depths), getattr(args, "finite_P", False))
+    avail = available_bytes("cpu")
+    if avail is not None and need > avail and not getattr(args, "allow_memory", False):
+        used = ("d",) if args.what == "curve" and not getattr(args, "finite_P", False) else ("d", "P", "samples")
+        size = ", ".join(f"--{n} {getattr(args, n):,}" for n in used)
+        raise UsageError(f"theory {args.what} with {size} needs about {fmt_bytes(need)} of memory (estimate); "
+                         f"{fmt_bytes(avail)} is available: smaller numbers, or --allow-memory")
 
 
 __all__ = ["other_spelling", "add_spelling_aliases", "field_docs", "config_sources", "config_overrides",

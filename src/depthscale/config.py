@@ -132,9 +132,26 @@ def config_dict(cfg: "RunConfig | dict", drop: tuple[str, ...] = ()) -> dict:
     return dct
 
 
+# Upper bounds of the integer fields: far beyond any run, low enough that every number made from
+# them (a memory estimate, a schedule, a tensor's size) stays finite and fits in 64 bits
+MAX_STEPS = 10**9  # max_steps, min_steps, warmup, eval_every, checkpoint_every, patience
+MAX_SIZE = 10**12  # d, P, N, L, k, batch, contexts, clusters, heads, mlp, loop (memory refuses far less)
+STEP_FIELDS = ("max_steps", "min_steps", "warmup", "eval_every", "checkpoint_every", "patience")
+SIZE_FIELDS = ("d", "P", "N", "L", "k", "batch", "monitor_contexts", "eval_contexts", "clusters", "heads", "mlp", "loop")
+
+
+def shown(value) -> str:
+    """repr(value) for a message: an integer of more than 30 digits by its leading digits and length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an integer of {len(digits)} digits)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
 def _require(cond: bool, name: str, value, rule: str) -> None:
     if not cond:
-        raise ConfigError(f"{name} must be {rule}, got {value!r}")
+        raise ConfigError(f"{name} must be {rule}, got {shown(value)}")
 
 
 def _is_int(v) -> bool:
@@ -165,6 +182,10 @@ def validate(cfg: RunConfig) -> None:
     for name in ("loop", "clusters", "mlp"):
         _require(getattr(cfg, name) >= 0, name, getattr(cfg, name), ">= 0")
     _require(cfg.heads >= 1, "heads", cfg.heads, ">= 1")
+    for name in STEP_FIELDS:
+        _require(getattr(cfg, name) <= MAX_STEPS, name, getattr(cfg, name), f"<= {MAX_STEPS:,} (steps)")
+    for name in SIZE_FIELDS:
+        _require(getattr(cfg, name) <= MAX_SIZE, name, getattr(cfg, name), f"<= {MAX_SIZE:,}")
     if cfg.model == "transformer":  # depthscale.transformer: H heads of width N / H
         _require(cfg.N % cfg.heads == 0, "heads", cfg.heads, f"a divisor of N = {cfg.N} (model = transformer: N / heads per head)")
     if cfg.loop:
@@ -172,6 +193,9 @@ def validate(cfg: RunConfig) -> None:
         _require(cfg.model in LOOP_MODELS, "loop", cfg.loop,
                  f"0 for model = {cfg.model} (tied layers are implemented for {', '.join(LOOP_MODELS)})")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
+    depth_lr = scaled_lr(cfg.lr, cfg.loop or cfg.L, cfg.lr_depth_exp)  # schedule.base_lr: lr * L^lr_depth_exp
+    _require(math.isfinite(depth_lr) and depth_lr > 0, "lr_depth_exp", cfg.lr_depth_exp,
+             f"such that lr * L^lr_depth_exp is finite and > 0 (lr = {cfg.lr!r}, L = {cfg.loop or cfg.L}: {depth_lr!r})")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
     _require(cfg.k <= cfg.P, "k", cfg.k, f"<= P = {cfg.P}")
     _require(cfg.model in MODELS, "model", cfg.model, f"one of {', '.join(MODELS)}")
@@ -194,6 +218,14 @@ def validate(cfg: RunConfig) -> None:
         _require(cfg.wx_init == "orthogonal", "wx_init", cfg.wx_init, f"orthogonal when qk_init = {cfg.qk_init}")
     if cfg.qk_init == "gd":
         _require(cfg.model == "linear", "qk_init", cfg.qk_init, "used with model = linear only (gd)")
+
+
+def scaled_lr(lr: float, depth: int, exponent: float) -> float:
+    """lr * depth^exponent (schedule.base_lr's rate), inf where it overflows a float."""
+    try:
+        return lr * float(depth) ** exponent
+    except OverflowError:
+        return math.inf
 
 
 # Fields added after stores were written (the beyond-the-paper experiments' switches): at their
@@ -260,8 +292,8 @@ PRESET_DEPTHS: dict[str, tuple[int, ...]] = {
 
 
 def preset_fields(preset: str) -> dict:
-    if preset not in _PRESET_FIELDS:
-        raise ConfigError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    if not isinstance(preset, str) or preset not in _PRESET_FIELDS:
+        raise ConfigError(f"preset must be one of {', '.join(PRESETS)}, got {shown(preset)}")
     return dict(_PRESET_FIELDS[preset], preset=preset)
 
 
@@ -356,13 +388,16 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
         if name not in FIELD_NAMES:
             raise ConfigError(f"unknown config field {name!r}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    for name, words in (("model", MODELS), ("task", TASKS)):  # they pick the recipe: a list or table cannot
+        if name in overrides and not isinstance(overrides[name], str):
+            raise ConfigError(f"{name} must be one of {', '.join(words)}, got {shown(overrides[name])}")
     base = preset_fields(preset)
     model = overrides.get("model", RunConfig.model)
     task = overrides.get("task", RunConfig.task)
     base.update(geometry(preset, model))
     base.update(recipe_fields(preset, model, task))
     L = overrides.get("L", RunConfig.L)
-    steps = depth_steps(preset, model, task, L) if _is_int(L) and L >= 1 else None  # (a bad L: validate says so)
+    steps = depth_steps(preset, model, task, L) if _is_int(L) and 1 <= L <= MAX_SIZE else None  # (a bad L: validate says so)
     if steps is not None:  # the convergence rule judges only the second half of the budget
         base["max_steps"], base["min_steps"] = steps, steps // 2
     base.update(overrides)
@@ -374,4 +409,4 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
 __all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
            "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "geometry",
-           "geometry_kind", "GEOMETRIES"]
+           "geometry_kind", "GEOMETRIES", "MAX_STEPS", "MAX_SIZE", "STEP_FIELDS", "SIZE_FIELDS", "scaled_lr", "shown"]

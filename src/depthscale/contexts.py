@@ -143,8 +143,8 @@ _cluster_cache: dict = {}
 
 def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
     """The K fixed rotations of clustered contexts, O_Kxdxd (cached)."""
-    if K < 1:
-        raise InputError(f"clusters must be >= 1 here, got {K}")
+    if not 1 <= K <= 10**12:  # (config.MAX_SIZE: torch takes 64-bit sizes only)
+        raise InputError(f"clusters must be between 1 and 10**12 here, got {K if K < 10**30 else 'a larger number'}")
     key = (int(K), int(d))
     if key not in _cluster_cache:
         gen = seeds.generator(seeds.cluster_seed(K, d))

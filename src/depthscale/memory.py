@@ -73,7 +73,49 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     Lmax = max(c.L for c in cfgs)
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
-    return FLOAT * (4 * params + train + held + max(evaluate, monitor))
+    return FLOAT * (4 * params + train + held + max(evaluate, monitor)) + cluster_bytes(c0.clusters, d)
+
+
+def cluster_bytes(K: int, d: int) -> int:
+    """Peak bytes of clustered contexts' K fixed rotations (contexts.cluster_rotations): the float64
+    Gaussians, their QR (Q, R) and the sign-fixed Q, then the cached float64 rotations and their
+    float32 copy: about 4.5 float64 K x d x d arrays (0 for clusters = 0)."""
+    return 36 * K * d * d if K else 0
+
+
+# Theory (commands/theory.py): the float64 arrays each computation holds at its peak, in bytes.
+DF = 8  # bytes of a float64
+CURVE_GRID = 257  # theory.constrained_curve's grid of steps
+BASIS_CONTEXTS = 256  # theory.poly_basis's sample S's (finite P)
+CURVE_CHUNK = 2**24  # theory._poly_features: context entries (P d) per chunk
+FLOOR_CHUNK = 2**21  # linear_floor.linear_floor: context entries per batch
+
+
+def theory_bytes(what: str, d: int, P: int = 1, k: int = 1, samples: int = 0, temperatures: int = 101,
+                 max_depth: int = 64, finite_P: bool = False) -> int:
+    """Estimated peak bytes of `depthscale theory WHAT` (curve, floor, softmax-floor; 0 for exponents):
+    the spectra (3 d), the arrays of the chunk of contexts computed at once (each chunk is at least
+    one context of P x d, so P and d alone can make it huge), and the per-sample terms measured
+    before (floor: 8 float64 per input dimension; softmax-floor: 8 per temperature; the finite-P
+    curve: 2 per entry of a d x d matrix)."""
+    spectra = 3 * DF * d
+    if what == "curve":
+        L = min(max_depth, d) + 1
+        need = spectra + DF * d * (2 * CURVE_GRID + L)  # constrained curve's d x grid arrays, the Lanczos basis
+        if finite_P:
+            c = min(samples, max(1, CURVE_CHUNK // (P * d)))  # contexts per chunk (_poly_features)
+            need += DF * BASIS_CONTEXTS * (2 * P * d + 3 * d * d)  # the basis' sample S's and their eigh
+            need += DF * c * (2 * P * d + d * d + L * d)  # a chunk's inputs, S and the basis images
+            need += DF * 2 * samples * L + 16 * d * d * samples
+        return need
+    if what == "floor":
+        m = min(128, P)  # queries per context
+        c = max(1, FLOOR_CHUNK // (P * d))  # contexts per batch
+        return spectra + DF * c * (3 * P * d + 2 * m * P + m * (k + 2) * d) + 64 * d * samples
+    if what == "softmax-floor":
+        c = min(samples, max(1, min(4096, 2**22 // (temperatures * P))))  # softmax_floor._chunk
+        return spectra + DF * c * (3 * P * d + 2 * temperatures * P + 3 * d) + 64 * temperatures * samples
+    return 0
 
 
 def available_bytes(device: str = "cpu") -> int | None:
@@ -189,6 +231,8 @@ def tune_allocator(threshold: int = 1 << 30) -> bool:
 
 
 def fmt_bytes(n: float) -> str:
+    if n >= 2**40 * 10**15:  # (an integer that large would overflow a float below)
+        return f"more than 10^15 TiB ({len(str(int(n)))}-digit bytes)"
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
@@ -223,6 +267,6 @@ def check_packs(packs: Sequence[Sequence[RunConfig]], device: str = "cpu", concu
                         f"{fmt_bytes(avail)} is available on {device}: make it smaller, or pass {flag} to try anyway")
 
 
-__all__ = ["tune_allocator",
+__all__ = ["tune_allocator", "cluster_bytes", "theory_bytes",
            "pack_bytes", "available_bytes", "check_packs", "MemoryRefused", "fmt_bytes", "HEADROOM", "PeakMemory",
            "rss_bytes"]

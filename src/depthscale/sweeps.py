@@ -57,6 +57,9 @@ def load_grid(path: str | os.PathLike) -> dict | list[dict]:
             raise ConfigError(f"grid file {path} must end in .json or .toml")
     except OSError as e:
         raise ConfigError(f"cannot read grid file {path}: {e.strerror or e}") from None
+    except RecursionError:  # (json's and tomllib's parsers recurse once per nested [ or {)
+        raise ConfigError(f"grid file {path} is nested too deeply (lists or tables within lists or tables "
+                          f"too many levels deep): a grid is one table, or a list of tables, of field = value(s)") from None
     except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
         if isinstance(e, ConfigError):
             raise
@@ -67,13 +70,39 @@ def load_grid(path: str | os.PathLike) -> dict | list[dict]:
     return grid
 
 
-def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu") -> list[RunConfig]:
+MAX_GRID_RUNS = 100_000  # runs one grid may expand to (a 78k-run grid takes about 10 s to expand)
+MAX_GRID_ENV = "DEPTHSCALE_MAX_GRID_RUNS"  # environment variable that raises (or lowers) it
+
+
+def max_grid_runs() -> int:
+    """MAX_GRID_RUNS, or the whole number in $DEPTHSCALE_MAX_GRID_RUNS."""
+    text = os.environ.get(MAX_GRID_ENV, "").strip()
+    if not text:
+        return MAX_GRID_RUNS
+    if not re.fullmatch(r"[0-9]{1,18}", text):
+        raise ConfigError(f"{MAX_GRID_ENV} must be a whole number of runs, got {_short(text)}")
+    return int(text)
+
+
+def _short(value, width: int = 80) -> str:
+    """repr(value), cut to `width` characters (a grid value may be 100,000 brackets deep)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply to show>"
+    return text if len(text) <= width else text[:width] + "..."
+
+
+def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu", max_runs: int | None = None) -> list[RunConfig]:
     """The configs of a grid: the cartesian product of its values over `preset`'s defaults.
 
     Keys are RunConfig field names; each value is a scalar or a list of values. `depths` is
     accepted for `L`, and `L = "preset"` means the preset's depths (PRESET_DEPTHS). A `preset`
     key (scalar or list) overrides the `preset` argument. A list of such dicts is the union of
-    their products. Order follows the keys and lists as written; duplicates are dropped.
+    their products. Order follows the keys and lists as written; duplicates are dropped. Each
+    value is a number, a string or true/false (a table or a list within the list is refused). A grid
+    of more than `max_runs` runs (default MAX_GRID_RUNS, or $DEPTHSCALE_MAX_GRID_RUNS) is refused
+    before anything is expanded: the product of its lists' lengths, summed over its tables, is its size.
 
     >>> grid = {"model": ["linear", "nonlinear"], "task": "difficult",
     ...         "a": [0, 0.5], "b": 0, "depths": [1, 2, 4], "seed": [0, 1]}
@@ -81,17 +110,25 @@ def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu") -> list[RunCon
     24
     """
     if not isinstance(grid, (dict, list, tuple)):
-        raise ConfigError(f"a grid must be a table of field = value(s) or a list of them, got {grid!r}")
+        raise ConfigError(f"a grid must be a table of field = value(s) or a list of them, got {_short(grid)}")
     parts = [grid] if isinstance(grid, dict) else list(grid)
     if not parts:
         raise ConfigError("grid is empty")
-    out: dict[str, RunConfig] = {}
+    every = []
     for part in parts:
         if not isinstance(part, dict):
-            raise ConfigError(f"grid entries must be tables of field = value(s), got {part!r}")
+            raise ConfigError(f"grid entries must be tables of field = value(s), got {_short(part)}")
         if not part:
             raise ConfigError("grid is empty (a table without keys): give at least one field")
-        axes = _grid_axes(part, preset)
+        every.append(_grid_axes(part, preset))
+    limit = max_grid_runs() if max_runs is None else max_runs
+    size = sum(math.prod(len(v) for v in axes.values()) for axes in every)  # counted, not expanded
+    if size > limit:
+        raise ConfigError(f"the grid has {size:,} runs (the product of its lists' lengths{', summed over its tables' if len(every) > 1 else ''}), "
+                          f"more than the limit of {limit:,}: split it into smaller grids, or raise the limit with "
+                          f"{MAX_GRID_ENV}=N")
+    out: dict[str, RunConfig] = {}
+    for axes in every:
         names = list(axes)
         for combo in itertools.product(*axes.values()):
             values = dict(zip(names, combo))
@@ -114,6 +151,11 @@ def _grid_axes(part: dict, preset: str) -> dict[str, list]:
         values = list(value) if isinstance(value, (list, tuple)) else [value]
         if not values:
             raise ConfigError(f"grid key {key!r} has an empty list")
+        for v in values:
+            if not isinstance(v, (str, int, float, bool)):
+                what = "a table" if isinstance(v, dict) else "a list" if isinstance(v, (list, tuple)) else type(v).__name__
+                raise ConfigError(f"grid key {key!r}: each value must be a number, a string or true/false, "
+                                  f"got {what}: {_short(value)}")
         axes[name] = values
     if axes.get("L") == ["preset"]:
         presets = axes.get("preset", [preset])
@@ -130,9 +172,9 @@ def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
     if text is None:
         return None
     if isinstance(text, str):
-        m = re.fullmatch(r"(\d+)/(\d+)", text)
+        m = re.fullmatch(r"([0-9]+)/([0-9]+)", text)  # ASCII digits only (\d takes ０/２ too)
         if not m:
-            raise ConfigError(f"shard must look like i/n with 0 <= i < n, got {text!r}")
+            raise ConfigError(f"shard must look like i/n with 0 <= i < n (digits 0-9), got {text!r}")
         i, n = int(m.group(1)), int(m.group(2))
     else:
         try:

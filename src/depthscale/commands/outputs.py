@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from depthscale.arguments import (MAX_BENCH_STEPS, Parser, UsageError, check_int, check_memory, check_parents,
-                                  existing_store, help_text, out_dir, parse_experiments, path_arg, pick_device,
-                                  require_submitit, store_if_any)
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_memory, existing_store, help_text,
+                                  out_dir, out_file, parse_experiments, path_arg, pick_device, require_submitit,
+                                  store_if_any)
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
                                         print_json, say_preset, store_flag)
 from depthscale.commands.runs import failed_runs_exit
@@ -86,12 +86,7 @@ def cmd_bench(args) -> int:
 def cmd_plot(args) -> int:
     from depthscale.plots import parse_metrics, plot_curves
 
-    out = path_arg(args.out, "out")
-    if out.suffix.lower() not in (".png", ".pdf"):
-        raise UsageError(f"--out {args.out!r}: use a .png or .pdf suffix")
-    if out.is_dir():
-        raise UsageError(f"--out {args.out!r} is a directory")
-    check_parents(out, args.out)  # a parent that is a file: one line
+    out = out_file(args.out, (".png", ".pdf"))  # a directory, a FIFO, a link to /dev/full, /proc/x: one line
     metrics = parse_metrics(args.metric)
     store = existing_store(args.store)
     out.parent.mkdir(parents=True, exist_ok=True)
