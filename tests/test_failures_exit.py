@@ -215,6 +215,20 @@ def test_train_on_a_full_disk_is_one_line_and_leaves_no_store(tmp_path, capsys, 
     assert list(tmp_path.iterdir()) == []  # no empty runs/ or sweeps/ (nor the parent it made)
 
 
+@pytest.mark.parametrize("ok", [2, 3])
+def test_train_meeting_a_full_disk_names_the_write_not_the_failure_record(tmp_path, capsys, monkeypatch, ok):
+    """Training records an exception in FAILED, which a full disk refuses too: the line names the
+    write that met the full disk first (the run's curves or checkpoint), and no FAILED is left."""
+    full = FullDisk(monkeypatch, ok=ok)
+    store = tmp_path / "store"
+    rc, _, err = run_cli(capsys, "train", "--preset", "smoke", "--store", store, "--max_steps", 20,
+                         "--checkpoint_every", 10)
+    assert rc == 2
+    line = _one_line(err, errno.ENOSPC, store / "runs")
+    assert "FAILED" not in line and [p.name for p in full.written][:2] == ["train.json", "config.json"]
+    assert list(store.rglob("FAILED")) == [] and list(store.rglob("*.tmp")) == []
+
+
 @pytest.mark.parametrize("code", REFUSALS, ids=errno.errorcode.get)
 def test_sweep_on_a_full_disk_is_one_line_and_leaves_no_store(tmp_path, grid, capsys, monkeypatch, code):
     FullDisk(monkeypatch, code)

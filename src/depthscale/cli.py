@@ -21,7 +21,7 @@ from depthscale.commands.outputs import cmd_bench, cmd_compare, cmd_plot, cmd_re
 from depthscale.commands.runs import TRAIN_SWEEP, cmd_collect, cmd_status, cmd_sweep, cmd_train, print_config
 from depthscale.commands.theory import SOFTMAX_FLOOR_DATA, cmd_fit, cmd_theory
 from depthscale.config import ConfigError
-from depthscale.errors import UserError, is_storage_error, storage_error
+from depthscale.errors import UserError, first_refused, is_storage_error
 
 EXIT_USAGE = 2
 
@@ -62,12 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:  # the user's input; anything else is a bug and shows its traceback
         if os.environ.get("DEPTHSCALE_DEBUG") and not isinstance(exc, (UsageError, ConfigError)):
             raise
+        if is_storage_error(exc):  # the write that first met the full disk, not the record of it
+            exc = first_refused(exc)
         print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:  # a write (or mkdir) the filesystem refused: full, read-only, no permission
         if not is_storage_error(exc) or os.environ.get("DEPTHSCALE_DEBUG"):
             raise
-        print(f"depthscale: error: {str(storage_error(exc)).removeprefix('cannot write: ')}", file=sys.stderr)
+        print(f"depthscale: error: {str(first_refused(exc)).removeprefix('cannot write: ')}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         warnings.showwarning = shown

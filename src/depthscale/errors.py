@@ -62,5 +62,16 @@ def storage_error(exc: OSError, path: str | os.PathLike | None = None) -> Storag
     return StorageError(exc.errno, exc.strerror or os.strerror(exc.errno), None if where is None else str(where))
 
 
+def first_refused(exc: BaseException) -> StorageError:
+    """The earliest refused write in the chain of `exc` (a refused write of the error's record,
+    or the conversion to a StorageError, come later) as a StorageError naming its path."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__context__
+    refused = [e for e in chain if is_storage_error(e)]
+    return storage_error(([e for e in refused if e.filename is not None] or refused)[-1])
+
+
 __all__ = ["UserError", "InputError", "StoreError", "MissingExtraError", "SubmissionError", "StorageError",
-           "STORAGE_ERRNOS", "is_storage_error", "storage_error"]
+           "STORAGE_ERRNOS", "is_storage_error", "storage_error", "first_refused"]

@@ -24,7 +24,8 @@ from typing import Callable
 
 from depthscale import lease, timing
 from depthscale.config import ConfigError, RunConfig, run_id
-from depthscale.errors import MissingExtraError, StorageError, SubmissionError, is_storage_error, storage_error
+from depthscale.errors import (MissingExtraError, StorageError, SubmissionError, first_refused, is_storage_error,
+                               storage_error)
 from depthscale.memory import tune_allocator
 from depthscale.store import Store
 
@@ -127,7 +128,7 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
                     fn(claimed, store, device=device, progress=progress)
             except Exception as e:
                 if is_storage_error(e):  # the first write refused (recording it failed too)
-                    raise _first_refused(e) from None
+                    raise first_refused(e) from None
                 reason = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
                 log.error("worker failed on a pack of %d runs: %s: %s", len(claimed), type(e).__name__, e)
                 for rid in filter(unrecorded, rids):
@@ -144,17 +145,6 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
         for rid in rids:
             store.release(rid)
     return counts
-
-
-def _first_refused(exc: BaseException) -> StorageError:
-    """The earliest refused write in `exc`'s chain (recording it, converting it come later), as a
-    StorageError naming its path."""
-    chain = []
-    while exc is not None and exc not in chain:
-        chain.append(exc)
-        exc = exc.__context__
-    refused = [e for e in chain if is_storage_error(e)]
-    return storage_error(([e for e in refused if e.filename is not None] or refused)[-1])
 
 
 def _write_timing(store: Store, claimed: list[RunConfig], rec: "timing.Record") -> None:
