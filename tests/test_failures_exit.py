@@ -80,6 +80,21 @@ def test_sweep_with_failed_runs_exits_3_and_says_how_many_and_where(tmp_path, gr
     assert code == 0 and "ran=4" in out and "failed=0" in out, err
 
 
+@pytest.mark.slow
+def test_reproduce_with_failed_runs_exits_3(tmp_path, capsys, monkeypatch):
+    """reproduce's sweep failed every run: the report is still written (it lists what it lacks),
+    and the exit code and the line say the runs failed."""
+    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.raising_pack)
+    store = tmp_path / "store"
+    code, out, err = run_cli(capsys, "reproduce", "fig3", "--preset", "smoke", "--store", store,
+                             "--out", tmp_path / "out")
+    assert code == 3, err
+    assert (tmp_path / "out" / "report.md").is_file()
+    (line,) = [ln for ln in err if ln.startswith("depthscale: 21 of 21 runs failed")]
+    assert f"depthscale status --store {store}" in line
+    assert status(capsys, store)["failed"] == 21
+
+
 def test_sigkilled_worker_leaves_its_runs_failed_with_the_reason(tmp_path, grid, capsys, monkeypatch):
     """A pack with an L=1 run kills its own worker process (SIGKILL): its runs are failed with
     "worker process died (signal 9)"; runs the broken pool never started (or stopped) are failed

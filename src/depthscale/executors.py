@@ -298,8 +298,9 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
                     for f in futures:
                         f.cancel()
                     continue
-                log.error("a worker process failed on a pack of %d runs: %s: %s",
-                          len(pack), type(e).__name__, e)
+                if not isinstance(e, cf.process.BrokenProcessPool) or not stopped:  # a broken pool: once
+                    log.error("a worker process failed on a pack of %d runs: %s: %s",
+                              len(pack), type(e).__name__, e)
                 stopped.append(pack)
                 total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
             bar.update(len(pack))

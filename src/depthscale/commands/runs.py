@@ -32,7 +32,7 @@ def failed_runs_exit(counts: dict | None, store_arg) -> int:
     planned = (counts or {}).get("planned", failed)
     print(f"depthscale: {failed} of {_n(planned, 'run')} failed; each one's error is in its run directory's "
           f"FAILED file (runs/<run id>/FAILED); list them with: depthscale status --store {shlex.quote(str(store_arg))}; "
-          "run the sweep again to retry them", file=sys.stderr)
+          "the same command run again retries them", file=sys.stderr)
     return EXIT_FAILED_RUNS
 
 
