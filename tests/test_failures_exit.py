@@ -189,6 +189,32 @@ def test_slurm_with_sbatch_and_srun_submits_to_slurm_never_locally(tmp_path, gri
     assert fake_submitit.asked == ["slurm"]  # not None: submitit's own choice would fall back to local
 
 
+def test_a_slurm_job_that_dies_leaves_its_runs_failed_with_the_reason(tmp_path, monkeypatch, fake_submitit):
+    from depthscale.sweeps import run_sweep
+
+    class DeadJob:
+        job_id = "4242_0"
+
+        def result(self):
+            raise RuntimeError("Job 4242_0 (task: 0) with path /x\nhas not produced any output (state: TIMEOUT)")
+
+    fake_submitit.AutoExecutor.map_array = lambda self, fn, packs, *args: [DeadJob() for _ in packs]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "srun"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    store = Store(tmp_path / "store")
+    cfgs = [make_config("smoke", **dict(TINY, L=L)) for L in (1, 2)]
+    counts = run_sweep(cfgs, store, executor="slurm", slurm={"wait": True}, name="x", progress=False)
+    assert counts["failed"] == 2
+    for c in cfgs:
+        assert store.run_state(c.run_id) == "failed"
+        assert store.failure(c.run_id) == ("SLURM job 4242_0 failed: Job 4242_0 (task: 0) with path /x has not produced any "
+                                            "output (state: TIMEOUT)")
+
+
 # --- a full (read-only, unwritable, over-quota) disk --------------------------------------------
 
 REFUSALS = [errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT]

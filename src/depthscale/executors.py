@@ -427,9 +427,12 @@ def run_slurm(packs, store, worker, device, name, opts) -> dict:
         for job, pack in zip(jobs, packs):
             try:
                 _add(total, job.result())
-            except Exception as e:
-                log.error("SLURM job %s failed: %s", job.job_id, str(e).splitlines()[0] if str(e) else e)
-                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
+            except Exception as e:  # the job died (timeout, cancelled, node lost): its runs are failed, saying so
+                why = f"SLURM job {job.job_id} failed: {' '.join(str(e).split())[:300] or type(e).__name__}"
+                log.error("%s", why)
+                for rid in [run_id(c) for c in pack if not store.is_done(run_id(c))]:
+                    store.fail(rid, why)
+                    total["failed"] += 1
         out.update(total)
     return out
 
