@@ -15,19 +15,32 @@ Training uses them on the CPU in float32 when nothing asks for the attention wei
 and diagnostics keep the torch path (they need p).
 
 The build needs a C++ compiler (g++) and ninja (a dependency) and takes about half a minute of
-one core once per machine; the library is
-cached under torch's extension directory (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions)
-with a name that includes the CPU model and flags, because it is compiled for this CPU
-(-march=native) and a home directory may be shared by different cluster nodes. Where the build
-fails, a one-line notice says why and the torch path runs. DEPTHSCALE_FUSED=0 turns the kernel off.
+one core once per install and machine. It lives in a directory of its own (`build_directory`),
+under DEPTHSCALE_KERNEL_DIR if set, else torch's extension directory (TORCH_EXTENSIONS_DIR,
+default ~/.cache/torch_extensions), named by a hash of the CPU model and flags (it is compiled for
+this CPU, -march=native, and a home directory may be shared by different cluster nodes), the
+source, the torch version and the installed package's path (two checkouts never rebuild each
+other's kernel). One process builds it at a time: it holds `depthscale.lock` there (an flock, so
+a holder that dies releases it at once; the file names the holder's pid, host and start time, and
+a process that finds it held waits with a one-line note). The compiler runs in a child process
+that dies with its parent (PR_SET_PDEATHSIG) and then kills everything it started, so a build
+killed at any moment leaves no ninja or cc1plus behind (and the next builder kills any that a
+harder kill left). Where the build fails, a one-line notice says why and the torch path runs.
+DEPTHSCALE_FUSED=0 turns the kernel off.
 """
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import hashlib
+import json
 import os
 import platform
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,6 +48,9 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("csrc") / "fused.cpp"
+KERNEL_DIR_ENV = "DEPTHSCALE_KERNEL_DIR"  # the root of the build directories (default: torch's)
+_BUILD_MARK = "DEPTHSCALE_KERNEL_BUILD"  # set in the build's environment: its compilers are found by it
+_CFLAGS, _LDFLAGS = ["-O3", "-march=native", "-fopenmp"], ["-fopenmp"]
 _STATE: dict = {"ops": None, "tried": False, "error": None}
 
 
@@ -63,22 +79,172 @@ def _ninja_on_path() -> None:
             pass
 
 
-STALE_LOCK_SECONDS = 900  # a build takes ~30 s of one core; far longer only on a crowded machine
+def extension_name() -> str:
+    """The library's name (the .so), by CPU, source and torch version."""
+    return f"depthscale_fused_{_cpu_tag()}"
 
 
-def _clear_stale_lock(build_dir: Path) -> None:
-    """torch's builder holds `<build dir>/lock` while it compiles and every other process waits for
-    it, forever: a build that was killed leaves it behind. One older than STALE_LOCK_SECONDS is
-    taken for such a leftover and removed (with a notice)."""
-    lock = build_dir / "lock"
+def build_directory(package_dir: Path | str | None = None) -> Path:
+    """Where this install (`package_dir`: the installed depthscale package, default this one)
+    builds the kernel: <root>/<extension_name>_<hash of the package's path>."""
+    root = os.environ.get(KERNEL_DIR_ENV)
+    if not root:
+        from torch.utils import cpp_extension
+
+        root = os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root(),
+                            "depthscale")
+    pkg = str(Path(package_dir or Path(__file__).parent).resolve())
+    return Path(root).expanduser() / f"{extension_name()}_{hashlib.sha256(pkg.encode()).hexdigest()[:10]}"
+
+
+# ---- one builder at a time, none left behind ----
+
+def _holder(lock: Path) -> str:
+    """The lock file's holder, in words."""
     try:
-        age = time.time() - lock.stat().st_mtime
-    except OSError:
-        return
-    if age > STALE_LOCK_SECONDS:
-        print(f"depthscale: removing a stale build lock of the fused kernel ({lock}, {age:.0f} s old)",
-              file=sys.stderr)
-        lock.unlink(missing_ok=True)
+        h = json.loads(lock.read_text())
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(h["started"])))
+        return f"pid {int(h['pid'])} on {h['host']} (since {started})"
+    except Exception:  # being written, or not ours
+        return "another process"
+
+
+def acquire_build_lock(build_dir: Path, poll: float = 0.5) -> int:
+    """Hold `<build_dir>/depthscale.lock` (an flock: released when its holder dies, however it
+    dies) and return its descriptor; while a live process holds it, wait, with one line on stderr
+    naming it. Holding it, the leftovers of a dead build are cleared: torch's own `lock` (which
+    makes torch wait forever) and any compiler a killed build left running."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    lock = build_dir / "depthscale.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    noted = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if not noted:
+                print(f"depthscale: waiting for the fused kernel's build by {_holder(lock)} in {build_dir}",
+                      file=sys.stderr, flush=True)
+                noted = True
+            time.sleep(poll)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+    (build_dir / "lock").unlink(missing_ok=True)  # torch's: every builder here holds ours first
+    _kill(_marked(str(build_dir)))
+    return fd
+
+
+def _proc_table() -> dict[int, int]:
+    """pid -> parent pid of every process (/proc; empty where there is none)."""
+    table = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (d / "stat").read_text()
+            table[int(d.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return table
+
+
+def _descendants(pid: int) -> list[int]:
+    table, found, todo = _proc_table(), [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in table.items() if pp == p]
+        found += kids
+        todo += kids
+    return found
+
+
+def _marked(build_dir: str) -> list[int]:
+    """Processes whose environment marks them as a build of `build_dir` (a dead build's leftovers
+    when nobody holds the lock)."""
+    mark = f"{_BUILD_MARK}={build_dir}".encode()
+    pids = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark in (d / "environ").read_bytes().split(b"\0"):
+                pids.append(int(d.name))
+        except (OSError, ValueError):
+            pass
+    return [p for p in pids if p != os.getpid()]
+
+
+def _kill(pids) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _kill_descendants_and_exit(signum, frame) -> None:
+    """The build child's handler of SIGTERM (its parent died: PR_SET_PDEATHSIG), SIGINT and SIGHUP:
+    kill every process it started (it is their subreaper: orphans come back to it) and exit."""
+    for _ in range(50):
+        kids = _descendants(os.getpid())
+        if not kids:
+            break
+        _kill(kids)
+        time.sleep(0.02)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+    raise SystemExit(128 + signum)
+
+
+def _child_build(name: str, build_dir: str, parent: int) -> None:
+    """The build, in a child process of the one that needs the kernel (`_build`)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _kill_descendants_and_exit)
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the build's orphans stay ours to kill
+    libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: told when the parent dies
+    if os.getppid() != parent:  # it died before that
+        _kill_descendants_and_exit(signal.SIGTERM, None)
+    os.environ[_BUILD_MARK] = build_dir
+    _ninja_on_path()
+    try:
+        from torch.utils import cpp_extension
+
+        cpp_extension.load(name=name, sources=[str(SOURCE)], extra_cflags=_CFLAGS, extra_ldflags=_LDFLAGS,
+                           build_directory=build_dir, is_python_module=False, verbose=False)
+    except Exception as e:
+        msg = " ".join(str(e).split())[:300] or type(e).__name__
+        print(f"{type(e).__name__}: {msg}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+def _build(name: str, build_dir: Path) -> Path:
+    """The library, built if not yet (under the build lock, in a child process that takes its
+    compilers with it if this process dies). Raises RuntimeError with the build's error."""
+    lib = build_dir / f"{name}.so"
+    stamp = build_dir / "built"
+    fd = acquire_build_lock(build_dir)
+    try:
+        if not (lib.exists() and stamp.exists() and stamp.read_text() == name):
+            stamp.unlink(missing_ok=True)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(Path(__file__).resolve().parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            code = "import sys; from depthscale.kernels import _child_build; _child_build(*sys.argv[1:3], int(sys.argv[3]))"
+            proc = subprocess.Popen([sys.executable, "-c", code, name, str(build_dir), str(os.getpid())], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(fd,))
+            try:
+                _, err = proc.communicate()
+            except BaseException:  # interrupted: the child kills its compilers before it exits
+                proc.terminate()
+                proc.wait()
+                raise
+            if proc.returncode != 0:
+                lines = [ln for ln in err.splitlines() if ln.strip()]
+                raise RuntimeError(lines[-1] if lines else f"the build exited with {proc.returncode}")
+            stamp.write_text(name)
+    finally:
+        os.close(fd)
+    return lib
 
 
 def enabled() -> bool:
@@ -95,14 +261,7 @@ def fused_ops():
     if not _STATE["tried"]:
         _STATE["tried"] = True
         try:
-            from torch.utils import cpp_extension
-
-            _ninja_on_path()
-            name = f"depthscale_fused_{_cpu_tag()}"
-            _clear_stale_lock(Path(cpp_extension._get_build_directory(name, verbose=False)))
-            cpp_extension.load(name=name, sources=[str(SOURCE)],
-                               extra_cflags=["-O3", "-march=native", "-fopenmp"], extra_ldflags=["-fopenmp"],
-                               is_python_module=False, verbose=False)
+            torch.ops.load_library(str(_build(extension_name(), build_directory())))
             _STATE["ops"] = torch.ops.depthscale_fused
         except Exception as e:  # no compiler, no ninja, a failed build: the torch path runs
             msg = " ".join(str(e).split())[:300] or type(e).__name__
@@ -206,4 +365,5 @@ def use_fused(X: torch.Tensor) -> bool:
             and fused_ops() is not None)
 
 
-__all__ = ["FusedTestRow", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE"]
+__all__ = ["FusedTestRow", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE",
+           "build_directory", "extension_name", "acquire_build_lock", "KERNEL_DIR_ENV"]
