@@ -99,6 +99,12 @@ CASES = [
     ("--max_steps 10^400", TRAIN + ("--max_steps", "{big}"), "max_steps must be <= 1,000,000,000 (steps)"),
     ("--max_steps 10^9 + 1", TRAIN + ("--max_steps", "1000000001"), "max_steps must be <= 1,000,000,000"),
     ("--checkpoint_every 10^400", TRAIN + ("--checkpoint_every", "{big}"), "checkpoint_every must be <= 1,000,000,000"),
+    ("sweep --workers 10^400", SWEEP + ("--grid", "{grid:ok.json}", "--executor", "process", "--workers", "{big}"),
+     "--workers must be <= 10,000"),
+    ("reproduce --workers 10^400", ("reproduce", "fig6", "--preset", "smoke", "--store", "{store}", "--out", "{tmp}/o",
+                                    "--executor", "process", "--workers", "{big}"), "--workers must be <= 10,000"),
+    ("--pack-memory 1e308 (GB: infinite bytes)", SWEEP + ("--grid", "{grid:ok.json}", "--pack-memory", "1e308"),
+     "--pack-memory must be a finite number > 0"),
     # 12. theory: d and P count in the memory check
     ("curve --d 1e12 (memory)", TH + ("curve", "--a", "1", "--b", "1", "--d", "1000000000000"),
      "theory curve with --d 1,000,000,000,000 needs about"),
@@ -113,6 +119,10 @@ CASES = [
      "of memory (estimate)"),
     ("curve --finite-P --P 1e10 (memory)", TH + ("curve", "--a", "1", "--b", "1", "--finite-P", "--P",
                                                  "10000000000"), "of memory (estimate)"),
+    ("curve --depths 1e300", TH + ("curve", "--a", "1", "--b", "1", "--depths", "1,1e300"),
+     "--depths must be integers >= 1 and <= 10,000, got 1e+300"),
+    ("softmax-floor --depths 1e8 (its best-stack search)", TH + ("softmax-floor", "--a", "0", "--b", "0", "--depths",
+                                                               "100000000"), "--depths must be integers >= 1 and <= 10,000"),
     ("softmax-floor --d 1e9 (memory)", TH + ("softmax-floor", "--a", "0", "--b", "0", "--d", "1000000000"),
      "of memory (estimate)"),
 ]

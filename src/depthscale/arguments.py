@@ -19,6 +19,9 @@ from depthscale.userpaths import UsageError, check_parents, out_dir, out_file, p
 MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
 MAX_SAMPLES = 10**8  # theory: Monte Carlo samples (2e5 take seconds; memory is checked as well)
 MAX_BENCH_STEPS = 100_000  # bench: timed steps (the default is 20)
+# theory --depths: far past the paper's 256 (softmax-floor's best stack of 10,000 heads takes ~25 s,
+# its search grows with L; 1e300 overflowed numpy's integers)
+MAX_THEORY_DEPTH = 10_000
 MAX_EXPONENT = 100.0  # spectrum exponents a, b: k^-a underflows to 0 far beyond (the paper's are <= 2)
 
 
@@ -95,10 +98,11 @@ def parse_floats(s: str, name: str) -> list[float]:
 
 
 def parse_depths(s: str, name: str = "depths") -> list[int]:
+    """theory's depths: whole numbers from 1 to MAX_THEORY_DEPTH."""
     vals = parse_floats(s, name)
-    bad = [v for v in vals if not (v >= 1 and float(v).is_integer())]
+    bad = [v for v in vals if not (1 <= v <= MAX_THEORY_DEPTH and float(v).is_integer())]
     if bad:
-        raise UsageError(f"--{name} must be integers >= 1, got {bad[0]!r}")
+        raise UsageError(f"--{name} must be integers >= 1 and <= {MAX_THEORY_DEPTH:,}, got {bad[0]!r}")
     return [int(v) for v in vals]
 
 
@@ -108,6 +112,15 @@ def check_int(value, name: str, lo: int, hi: int | None = None) -> None:
     if value < lo or (hi is not None and value > hi):
         rule = f">= {lo}" if hi is None else f"between {lo} and {hi:,}"
         raise UsageError(f"--{name} must be {rule}, got {value}")
+
+
+def check_workers(value) -> None:
+    """--workers: >= 1 and at most sweeps.MAX_WORKERS (10^400 overflowed the memory budget's division)."""
+    from depthscale.sweeps import MAX_WORKERS
+
+    check_int(value, "workers", 1)
+    if value is not None and value > MAX_WORKERS:
+        raise UsageError(f"--workers must be <= {MAX_WORKERS:,}, got {shown(value)}")
 
 
 def check_real(value, name: str) -> None:
@@ -433,6 +446,6 @@ def check_theory(args) -> None:
 __all__ = ["other_spelling", "add_spelling_aliases", "field_docs", "config_sources", "config_overrides",
            "help_context", "grid_from_records", "SOURCES", "CONTEXT_FIELDS",
            "UsageError", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
-           "check_int", "check_real", "check_parents", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
+           "check_int", "check_workers", "check_real", "check_parents", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
            "store_if_any", "check_memory", "parse_shard", "slurm_options", "require_submitit", "check_theory",
-           "SLURM_FLAGS", "MAX_SEED", "MAX_SAMPLES", "MAX_BENCH_STEPS", "MAX_EXPONENT"]
+           "SLURM_FLAGS", "MAX_THEORY_DEPTH", "MAX_SEED", "MAX_SAMPLES", "MAX_BENCH_STEPS", "MAX_EXPONENT"]

@@ -104,7 +104,9 @@ def theory_bytes(what: str, d: int, P: int = 1, k: int = 1, samples: int = 0, te
         need = spectra + DF * d * (2 * CURVE_GRID + L)  # constrained curve's d x grid arrays, the Lanczos basis
         if finite_P:
             c = min(samples, max(1, CURVE_CHUNK // (P * d)))  # contexts per chunk (_poly_features)
+            L = min(max_depth, BASIS_CONTEXTS * d) + 1  # the basis is Lanczos on the sample S's eigenvalues
             need += DF * BASIS_CONTEXTS * (2 * P * d + 3 * d * d)  # the basis' sample S's and their eigh
+            need += DF * BASIS_CONTEXTS * d * L  # its Lanczos vectors
             need += DF * c * (2 * P * d + d * d + L * d)  # a chunk's inputs, S and the basis images
             need += DF * 2 * samples * L + 16 * d * d * samples
         return need

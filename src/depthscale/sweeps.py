@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from depthscale.config import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id
+from depthscale.config import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id, shown
 from depthscale.executors import (COUNT_KEYS, EXECUTORS, check_slurm_options, concurrent_packs, import_submitit,
                                   resolve_worker, run_inline, run_process, run_slurm)
 from depthscale.store import Store
@@ -70,6 +70,7 @@ def load_grid(path: str | os.PathLike) -> dict | list[dict]:
     return grid
 
 
+MAX_WORKERS = 10_000  # --workers (processes on one machine)
 MAX_GRID_RUNS = 100_000  # runs one grid may expand to (a 78k-run grid takes about 10 s to expand)
 MAX_GRID_ENV = "DEPTHSCALE_MAX_GRID_RUNS"  # environment variable that raises (or lowers) it
 
@@ -265,7 +266,7 @@ def pack_memory_budget(executor: str = "inline", workers: int | None = None, dev
         return None
     from depthscale.executors import available_cores
 
-    n = max(1, workers or available_cores()) if executor == "process" else 1
+    n = max(1, min(workers or available_cores(), MAX_WORKERS)) if executor == "process" else 1
     return int(HEADROOM * avail / n)
 
 
@@ -307,8 +308,8 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
     if executor not in EXECUTORS:
         raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool)
-                                    and workers >= 1):
-        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+                                    and 1 <= workers <= MAX_WORKERS):
+        raise ConfigError(f"workers must be an integer between 1 and {MAX_WORKERS:,}, got {shown(workers)}")
     if executor == "slurm":  # before anything is written
         import_submitit()
         slurm = check_slurm_options(slurm)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_memory, existing_store, help_text,
-                                  out_dir, out_file, parse_experiments, path_arg, pick_device, require_submitit,
-                                  store_if_any)
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_memory, check_workers, existing_store,
+                                  help_text, out_dir, out_file, parse_experiments, path_arg, pick_device,
+                                  require_submitit, store_if_any)
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
                                         print_json, say_preset, store_flag)
 from depthscale.commands.runs import failed_runs_exit
@@ -20,7 +20,7 @@ def cmd_reproduce(args) -> int:
 
     path_arg(args.store, "store")
     out_dir(args.out)
-    check_int(args.workers, "workers", 1)
+    check_workers(args.workers)
     require_submitit(args.executor)
     ids = parse_ids(parse_experiments(args.id))
     # SLURM jobs pick their device on the node (and a submission that does not wait builds nothing here)

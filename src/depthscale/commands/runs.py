@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from depthscale.arguments import (UsageError, add_config_fields, check_int, check_memory, config_from,
+from depthscale.arguments import (UsageError, add_config_fields, check_memory, check_workers, config_from,
                                   config_overrides, config_sources, existing_store, grid_from_records, help_text,
                                   open_store, out_file, parse_experiments, parse_loggers, parse_shard, path_arg,
                                   pick_device, require_submitit, slurm_options, store_if_any)
@@ -214,7 +214,7 @@ def cmd_sweep(args) -> int:
     from depthscale.sweeps import pack_memory_budget, plan, run_sweep
 
     path_arg(args.store, "store")
-    check_int(args.workers, "workers", 1)
+    check_workers(args.workers)  # (issue 28: 10^400 overflowed the memory budget)
     slurm = slurm_options(args)
     require_submitit(args.executor)
     if args.executor == "slurm":
@@ -228,7 +228,7 @@ def cmd_sweep(args) -> int:
     device = args.device if args.executor == "slurm" else pick_device(args.device)
     # refuse a sweep that cannot fit before the store is created or its manifest written
     if args.pack_memory is not None:
-        if not math.isfinite(args.pack_memory) or args.pack_memory <= 0:
+        if not math.isfinite(args.pack_memory * 1e9) or args.pack_memory <= 0:  # (1e308 GB: inf bytes)
             raise UsageError(f"--pack-memory must be a finite number > 0 (GB), got {args.pack_memory!r}")
         budget = int(args.pack_memory * 1e9)
     else:
