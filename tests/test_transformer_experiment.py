@@ -94,7 +94,7 @@ def test_a_transformer_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(Store, "finish", crash)
     with pytest.raises(RuntimeError):
         run_pack([cfg], st)
-    assert st.load_checkpoint(cfg.run_id)["step"] == 10
+    assert st.load_checkpoint(cfg.run_id)["step"] == 20  # every result follows a checkpoint at its step
     monkeypatch.setattr(Store, "finish", real_finish)
     run_pack([cfg], st)
     met = st.load_metrics(cfg.run_id)

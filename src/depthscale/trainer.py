@@ -7,16 +7,27 @@ state. The optimiser is Adam applied row-wise (optim.RowAdam): a model in a pack
 exactly as it would be alone, and a stopped model's rows are frozen.
 
 `Trainer` is one pack's training, read top to bottom:
-- `resume`: parameters, optimiser moments and bookkeeping from each run's checkpoint;
+- `resume`: parameters, optimiser moments and bookkeeping from each run's checkpoint; members
+  that finished in an earlier attempt are carried along, stopped (`CARRIED`);
 - `step`: one optimiser step of the running models (`train_step`); a NaN loss stops that run only;
 - `evaluate`: the monitor loss, A, C and top-1 mass on fixed contexts (`monitor`), a curve row
   per run, `keep_best`, and the convergence rule;
 - `keep_best`: the parameters of the lowest monitor loss seen (RunConfig.keep_best);
-- `checkpoint`: each running run's checkpoint into the store;
+- `checkpoint`: each unfinished run's checkpoint into the store;
 - `finish`: a stopped run's final measurement (measurements.measure, on the best parameters when
   kept), its metrics, and its result in the store;
 - `run`: the loop that calls them.
 The pack is reached only through the model protocol (kinds.base.ModelKind).
+
+Resume is bit-identical to an uninterrupted run (issue 28 item 8). A model's numbers depend on its
+pack-mates through float rounding (the batched kernels and the optimiser's masked step see the
+whole pack), so a resumed pack is the *same* pack: every checkpoint names the pack's members
+("pack"), a resumed pack is rebuilt with all of them, and a member that finished before the
+checkpoint rides along stopped, as it did in the uninterrupted run. For that, no run's result is
+written before every unfinished run of its pack has a checkpoint at that step: a run that stops
+(converged, NaN, or max_steps) is checkpointed with all the others first, then finished; so a
+kill at any moment leaves the unfinished runs at one step and the finished ones stopped at or
+before it. (`training.run_pack` decides which checkpoints can be replayed that way.)
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from depthscale.schedule import base_lrs, converged, lr_factor
 from depthscale.timing import phase
 
 MONITOR_SEED_OFFSET = seeds.MONITOR_SEED_OFFSET  # the monitor set's seed: seeds.monitor_seed
+CARRIED = "carried"  # stopped_because of a member that finished in an earlier attempt of its pack
 
 
 # ---- which runs share what ----
@@ -169,21 +181,40 @@ def _cpu(tensors: dict) -> dict:
     return {n: t.cpu() for n, t in tensors.items()}
 
 
+class _LiveStore:
+    """The store as the live log sees it: the carried members' curves (finished runs) are not
+    restarted."""
+
+    def __init__(self, store, carried: set[str]):
+        self._store, self._carried = store, carried
+
+    def start_curves(self, rid: str, curves: dict) -> None:
+        if rid not in self._carried:
+            self._store.start_curves(rid, curves)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
 class Trainer:
     """The training of one pack: the runs `cfgs` (one pack key) in the model pack `pack`, on `device`.
     With a store, curves go to each run's directory as they come, checkpoints every
-    checkpoint_every steps, and a finished run's metrics and parameters; `on_finish(i, metrics,
-    curves)` is called as soon as run i stops; `loggers` (live.LOGGERS) log the curve rows too."""
+    checkpoint_every steps and whenever a run stops, and a finished run's metrics and parameters
+    (after that checkpoint); `on_finish(i, metrics, curves)` is called as soon as run i's result is written; `loggers` (live.LOGGERS) log the curve rows too.
+    `shadows`: runs (done in the store) that train only for their pack-mates' numbers: nothing of
+    theirs is logged, checkpointed or written."""
 
     def __init__(self, cfgs: list[RunConfig], pack: ModelKind, device="cpu", store=None, loggers=(),
-                 on_finish=None):
+                 on_finish=None, shadows=()):
         self.cfgs, self.c0, self.M = cfgs, cfgs[0], len(cfgs)
+        self.shadows = set(shadows)
         self.pack, self.device, self.store, self.loggers, self.on_finish = pack, device, store, loggers, on_finish
         self.opt = RowAdam(pack, qk_lr_mults(cfgs))
         self.states = [RunState() for _ in cfgs]
         self.start = 0  # the step training starts from (a resumed pack: its checkpoints')
         self.lr0_M = base_lrs(cfgs)
         self.results: list[dict | None] = [None] * self.M
+        self.pending: list[int] = []  # runs stopped whose results are not written yet (after a checkpoint)
         self.live: LiveLog | None = None
         self.monitor_sets: dict[tuple, list] = {}
         # the evaluation set of one spectrum at a time (10,240 contexts each: a pack of many spectra
@@ -196,13 +227,25 @@ class Trainer:
         """The runs still training."""
         return [i for i, st in enumerate(self.states) if st.stopped_because is None]
 
+    def unfinished(self) -> list[int]:
+        """The runs whose results are not written: the running ones and those stopped since the
+        last checkpoint (`pending`)."""
+        return [i for i, st in enumerate(self.states)
+                if self.results[i] is None and st.stopped_because != CARRIED and i not in self.shadows]
+
     # ---- resume ----
-    def resume(self, checkpoints: dict[int, dict]) -> None:
-        """Continue from `checkpoints` (run index -> checkpoint dict, one per run, all at one step)."""
+    def resume(self, checkpoints: dict[int, dict], carried=()) -> None:
+        """Continue from `checkpoints` (run index -> checkpoint dict, all at one step); the runs
+        `carried` finished in an earlier attempt of this pack (at or before that step) and stay
+        stopped: every run is one or the other. A checkpointed run that had stopped is finished
+        first (`run`)."""
         steps = {ck["step"] for ck in checkpoints.values()}
-        if len(steps) != 1 or len(checkpoints) != self.M:
-            raise InputError("a resumed pack needs one checkpoint per run, all at one step")
+        carried = set(carried)
+        if len(steps) != 1 or set(checkpoints) | carried != set(range(self.M)) or carried & set(checkpoints):
+            raise InputError("a resumed pack needs one checkpoint per unfinished run, all at one step")
         self.start = steps.pop()
+        for i in carried:
+            self.states[i] = RunState(stopped_because=CARRIED)
         dev = self.device
         for i, ck in checkpoints.items():
             self.pack.load_model_state(i, {n: t.to(dev) for n, t in ck["params"].items()})
@@ -212,6 +255,8 @@ class Trainer:
             st = self.states[i] = RunState(**ck["state"])
             if "loss" in st.curves:  # a checkpoint of an earlier version: the loss is R now
                 st.curves["R"] = st.curves.pop("loss")
+            if st.stopped_because is not None:  # stopped at the checkpoint, killed before its result
+                self.pending.append(i)
 
     # ---- one step ----
     def step(self, step: int, t_last: float) -> float:
@@ -226,8 +271,20 @@ class Trainer:
             self.states[i].seconds += (now - t_last) / len(idx)
         for j, i in enumerate(idx):
             if not bool(finite[j]):
-                self.finish(i, "nan", step + 1)
+                self.stop(i, "nan", step + 1)
         return now
+
+    def stop(self, i: int, reason: str, step: int) -> None:
+        """Run i stops after `step` steps; its result is written after the next checkpoint (`run`)."""
+        st = self.states[i]
+        st.stopped_because, st.steps = reason, step
+        self.pending.append(i)
+
+    def finish_pending(self) -> None:
+        """The results of the runs stopped since the last checkpoint, in the order they stopped."""
+        pending, self.pending = self.pending, []
+        for i in pending:
+            self.finish(i, self.states[i].stopped_because, self.states[i].steps)
 
     # ---- evaluate ----
     def evaluate(self, done_step: int) -> None:
@@ -239,7 +296,7 @@ class Trainer:
         for i in idx:
             st, r = self.states[i], mon[i]
             if not math.isfinite(r["R"]):
-                self.finish(i, "nan", done_step)
+                self.stop(i, "nan", done_step)
                 continue
             st.history.append(r["R"])
             if self.cfgs[i].keep_best:
@@ -248,9 +305,10 @@ class Trainer:
                    "lr": float(self.lr0_M[i] * lr_factor(c0, done_step - 1))}
             for key in CURVE_KEYS:
                 st.curves[key].append(row[key])
-            self.live.row(i, row)
+            if i not in self.shadows:
+                self.live.row(i, row)
             if done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
-                self.finish(i, "converged", done_step)
+                self.stop(i, "converged", done_step)
         self.live.postfix([mon[i]["R"] for i in idx if math.isfinite(mon[i]["R"])])
 
     def keep_best(self, i: int, loss: float, step: int) -> None:
@@ -262,14 +320,17 @@ class Trainer:
 
     # ---- checkpoint ----
     def checkpoint(self, done_step: int) -> None:
-        """Each running run's checkpoint: parameters, its Adam moments, bookkeeping and config."""
-        for i in self.running():
-            self.states[i].steps = done_step
+        """Each unfinished run's checkpoint: parameters, its Adam moments, bookkeeping, config,
+        and the pack it trains in (the configs of all members, in order: a resume rebuilds it)."""
+        pack = [c.to_dict() for c in self.cfgs]
+        for i in self.unfinished():
+            if self.states[i].stopped_because is None:
+                self.states[i].steps = done_step
             adam = self.opt.state_of(i)
             self.store.save_checkpoint(self.cfgs[i].run_id, {
                 "step": done_step, "params": _cpu(self.pack.state_of(i)),
                 "adam": {"m": _cpu(adam["m"]), "v": _cpu(adam["v"]), "t": adam["t"]},
-                "state": self.states[i].__dict__, "config": self.cfgs[i].to_dict()})
+                "state": self.states[i].__dict__, "config": self.cfgs[i].to_dict(), "pack": pack})
 
     # ---- finish ----
     def finish(self, i: int, reason: str, step: int) -> None:
@@ -277,6 +338,9 @@ class Trainer:
         measurement, metrics and stored result."""
         st = self.states[i]
         st.stopped_because, st.steps = reason, step
+        if i in self.shadows:
+            self.results[i] = {}
+            return
         met = self.final_measurement(i) if reason != "nan" else {}
         if self.cfgs[i].keep_best:
             met.update(best_step=st.best_step if st.best_params is not None else step)
@@ -311,7 +375,10 @@ class Trainer:
     def run(self, progress: bool | None = None) -> list[dict]:
         """Train from `start` to the step cap or until every run has stopped; each run's metrics."""
         c0 = self.c0
-        self.live = LiveLog(self.cfgs, self.store, self.loggers, self.states, self.start)
+        carried = {c.run_id for i, (c, st) in enumerate(zip(self.cfgs, self.states))
+                   if st.stopped_because == CARRIED or i in self.shadows}
+        store = _LiveStore(self.store, carried) if self.store is not None and carried else self.store
+        self.live = LiveLog(self.cfgs, store, self.loggers, self.states, self.start)
         for c in self.cfgs:  # monitor contexts per spectrum (shared by every seed and depth of it)
             if spectrum_key(c) not in self.monitor_sets:
                 self.monitor_sets[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts,
@@ -323,6 +390,7 @@ class Trainer:
         self.live.bar = bar
         t_last = time.perf_counter()
         try:
+            self.finish_pending()  # (a resumed pack: runs that had stopped at its checkpoint)
             for step in range(self.start, c0.max_steps):
                 if not self.running():
                     break
@@ -330,8 +398,12 @@ class Trainer:
                 done_step = step + 1
                 if done_step % c0.eval_every == 0 or done_step == c0.max_steps:
                     self.evaluate(done_step)
-                if self.store is not None and done_step % c0.checkpoint_every == 0 and done_step < c0.max_steps:
+                # every checkpoint_every steps, and before any result is written (a run stopped, or
+                # the last step): a kill then never leaves a pack's unfinished runs at two steps
+                if self.store is not None and (done_step % c0.checkpoint_every == 0 or self.pending
+                                               or done_step == c0.max_steps):
                     self.checkpoint(done_step)
+                self.finish_pending()
                 bar.update(1)
                 self.live.tick(done_step, [st.stopped_because is None for st in self.states])
             for i in sorted(self.running(), key=lambda j: spectrum_key(self.cfgs[j])):
@@ -343,5 +415,5 @@ class Trainer:
         return self.results  # type: ignore[return-value]
 
 
-__all__ = ["Trainer", "RunState", "train_step", "step_batches", "pack_losses", "monitor", "spectrum_key", "data_key",
+__all__ = ["Trainer", "RunState", "CARRIED", "train_step", "step_batches", "pack_losses", "monitor", "spectrum_key", "data_key",
            "batch_groups", "batch_order", "MONITOR_SEED_OFFSET"]

@@ -29,19 +29,80 @@ _pack_losses = pack_losses
 
 
 def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress: bool | None = None,
-               resume: dict | None = None, on_finish=None, loggers: tuple[str, ...] = ()) -> list[dict]:
-    """Train the pack; returns each run's metrics. `resume` maps run index -> checkpoint dict
-    (all at one step). `on_finish(i, metrics, curves)` is called as soon as a run stops. With a
+               resume: dict | None = None, on_finish=None, loggers: tuple[str, ...] = (),
+               carried=(), shadows=()) -> list[dict]:
+    """Train the pack; returns each run's metrics (None for `carried`, {} for `shadows`). `resume`
+    maps run index -> checkpoint dict (all at one step); `carried`: the indices of the other runs,
+    finished in an earlier attempt of this pack (Trainer.resume); `shadows`: runs done in the store
+    that train again only for their pack-mates' numbers (nothing of theirs is written). `on_finish(i, metrics, curves)` is called as soon as a run stops. With a
     store, each evaluation's curve row is appended to the run's curves.jsonl as it comes, and a
     finished run's parameters are kept (params.pt); `loggers` (LOGGERS) log the rows too."""
     if len({pack_key(c) for c in cfgs}) != 1:
         raise InputError("configs of one pack must share a pack_key")
-    trainer = Trainer(cfgs, build_pack(cfgs).to(device), device, store, loggers, on_finish)
+    trainer = Trainer(cfgs, build_pack(cfgs).to(device), device, store, loggers, on_finish, shadows)
     if resume:
-        trainer.resume(resume)
+        trainer.resume(resume, carried)
     return trainer.run(progress)
 
 
+def _pack_of(ck: dict) -> list[RunConfig] | None:
+    """The members of the pack a checkpoint was written in (None: a checkpoint of an earlier
+    version, or members this version cannot read)."""
+    try:
+        return [RunConfig.from_dict(d) for d in ck["pack"]]
+    except Exception:  # no "pack", or fields of another version
+        return None
+
+
+def replay_plan(todo: list[RunConfig], checkpoints: dict, store) -> tuple[list, list[RunConfig]]:
+    """Which of `todo` (unfinished runs, with their valid `checkpoints`: run id -> dict) train again
+    in the very pack they trained in, bit-identical to an uninterrupted run (trainer.py's module
+    docstring): [(pack configs, {index: checkpoint} or None, carried indices, shadow indices)], and
+    the rest. A pack (named by its members' checkpoints) replays when each member is in `todo` or
+    done in the store. It resumes at its checkpoints' step when they are all at one step and every
+    done member stopped at or before it (carried); else (a kill while the checkpoints were written
+    left two steps) it trains again from step 0, its done members as shadows (trained for their
+    pack-mates' numbers, nothing written). The rest (no checkpoint, a member elsewhere, a checkpoint
+    of an earlier version) train as sub-packs by step (run_pack)."""
+    mine = {c.run_id: c for c in todo}
+    packs: dict[tuple, list[RunConfig]] = {}
+    for c in todo:
+        members = _pack_of(checkpoints[c.run_id]) if c.run_id in checkpoints else None
+        if members:
+            packs.setdefault(tuple(m.run_id for m in members), members)
+    replays, placed = [], set()
+    for ids, members in packs.items():
+        steps, done, ok = {}, {}, len(set(ids)) == len(ids) and not placed & set(ids)
+        for i, m in enumerate(members):
+            ck = checkpoints.get(m.run_id)
+            if m.run_id in mine and (ck is None or tuple(_run_ids(ck)) == ids):
+                steps[i] = ck["step"] if ck is not None else 0
+            else:
+                done[i] = _stop_step(store, m.run_id) if m.run_id not in mine else None
+            ok = ok and done.get(i, 0) is not None
+        if not ok or not steps:
+            continue
+        start = min(steps.values())
+        if len(set(steps.values())) == 1 and all(f <= start for f in done.values()) and start > 0:
+            replays.append((members, {i: checkpoints[members[i].run_id] for i in steps}, sorted(done), []))
+        else:
+            replays.append((members, None, [], sorted(done)))
+        placed |= set(ids)
+    return replays, [c for c in todo if c.run_id not in placed]
+
+
+def _run_ids(ck: dict) -> list[str]:
+    members = _pack_of(ck)
+    return [m.run_id for m in members] if members else []
+
+
+def _stop_step(store, rid: str) -> int | None:
+    """The step at which run `rid` stopped, if it is done in `store` (None: not done, or its
+    metrics unreadable)."""
+    try:
+        return int(store.load_metrics(rid)["steps"]) if store.is_done(rid) else None
+    except Exception:  # metrics unreadable: not replayable
+        return None
 def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: bool | None = None,
              loggers: tuple[str, ...] = ()) -> None:
     """Sweep worker: train the configs (one pack_key), resuming from checkpoints in the store and
@@ -57,18 +118,22 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
         fused = {"fused_cpu_kernels": kernels.fused_ops() is not None}
     for c, u in zip(todo, uses_fused):
         store.write_config(c, extra=fused if u else None)
-    by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
+    checkpoints = {}
     for c in todo:
         ck = store.load_checkpoint(c.run_id)
-        if ck is not None and ck.get("config") != c.to_dict():
-            ck = None
+        if ck is not None and ck.get("config") == c.to_dict():
+            checkpoints[c.run_id] = ck
+    replays, rest = replay_plan(todo, checkpoints, store)
+    by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
+    for c in rest:
+        ck = checkpoints.get(c.run_id)
         by_step.setdefault(ck["step"] if ck else 0, []).append((c, ck))
-    for step in sorted(by_step):
-        group = by_step[step]
-        cfgs = [c for c, _ in group]
-        resume = {i: ck for i, (_, ck) in enumerate(group)} if step > 0 else None
+    attempts = replays + [([c for c, _ in by_step[step]],
+                           {i: ck for i, (_, ck) in enumerate(by_step[step])} if step > 0 else None, [], [])
+                          for step in sorted(by_step)]
+    for cfgs, resume, carried, shadows in attempts:
         try:
-            train_pack(cfgs, device, store, progress, resume, loggers=loggers)
+            train_pack(cfgs, device, store, progress, resume, loggers=loggers, carried=carried, shadows=shadows)
         except Exception as exc:  # recorded per run; the sweep goes on
             for c in cfgs:
                 if not store.is_done(c.run_id):
@@ -88,5 +153,5 @@ def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | 
 
 __all__ = ["train_pack", "run_pack", "train_one", "Trainer", "RunState", "LiveLog", "check_loggers", "CURVE_KEYS",
            "LOGGERS", "HEARTBEAT_SECONDS", "pack_key", "qk_lr_mults", "lr_factor", "base_lr", "base_lrs", "converged",
-           "RowAdam", "ADAM_BETAS", "ADAM_EPS", "train_step", "step_batches", "spectrum_key", "data_key",
+           "RowAdam", "ADAM_BETAS", "ADAM_EPS", "replay_plan", "train_step", "step_batches", "spectrum_key", "data_key",
            "batch_groups", "batch_order", "MONITOR_SEED_OFFSET"]
