@@ -222,7 +222,9 @@ def _build(name: str, build_dir: Path) -> Path:
     """The library, built if not yet (under the build lock, in a child process that takes its
     compilers with it if this process dies). Raises RuntimeError with the build's error."""
     lib = build_dir / f"{name}.so"
-    stamp = build_dir / "built"
+    stamp = build_dir / "built"  # written after a whole build: a directory's library never changes then
+    if lib.exists() and stamp.exists() and stamp.read_text() == name:
+        return lib
     fd = acquire_build_lock(build_dir)
     try:
         if not (lib.exists() and stamp.exists() and stamp.read_text() == name):
