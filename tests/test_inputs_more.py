@@ -149,3 +149,15 @@ def test_the_out_probe_leaves_nothing_behind(tmp_path):
     assert out_dir(str(tmp_path / "a" / "b" / "c")) == tmp_path / "a" / "b" / "c"
     assert out_file(str(tmp_path / "x" / "t.csv")) == tmp_path / "x" / "t.csv"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_path_checks_accept_ordinary_paths_and_name_the_bad_part(tmp_path, monkeypatch):
+    from depthscale.arguments import UsageError, path_arg
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert path_arg("~/runs/x", "store") == tmp_path.__class__("~/runs/x")  # the Store expands it
+    assert path_arg(str(tmp_path / ("a" * 255)), "store")  # exactly NAME_MAX bytes is allowed
+    with pytest.raises(UsageError, match="is 256 bytes"):  # bytes count, not characters (128 of them)
+        path_arg(str(tmp_path / ("é" * 128)), "store")
+    with pytest.raises(UsageError, match="names no home directory"):
+        path_arg("~no_such_user_depthscale", "out")

@@ -43,8 +43,8 @@ def _limit(path: Path, name: str, default: int) -> int:
         try:
             if p.exists():
                 return int(os.pathconf(p, name))
-        except (OSError, ValueError):
-            break
+        except (OSError, ValueError):  # (a component too long to look up: its parent is asked)
+            continue
     return default
 
 
