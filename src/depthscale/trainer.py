@@ -200,7 +200,8 @@ class Trainer:
     """The training of one pack: the runs `cfgs` (one pack key) in the model pack `pack`, on `device`.
     With a store, curves go to each run's directory as they come, checkpoints every
     checkpoint_every steps and whenever a run stops, and a finished run's metrics and parameters
-    (after that checkpoint); `on_finish(i, metrics, curves)` is called as soon as run i's result is written; `loggers` (live.LOGGERS) log the curve rows too.
+    (after that checkpoint); `on_finish(i, metrics, curves)` is called as soon as run i's result
+    is written; `loggers` (live.LOGGERS) log the curve rows too.
     `shadows`: runs (done in the store) that train only for their pack-mates' numbers: nothing of
     theirs is logged, checkpointed or written."""
 

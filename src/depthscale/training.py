@@ -34,9 +34,10 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     """Train the pack; returns each run's metrics (None for `carried`, {} for `shadows`). `resume`
     maps run index -> checkpoint dict (all at one step); `carried`: the indices of the other runs,
     finished in an earlier attempt of this pack (Trainer.resume); `shadows`: runs done in the store
-    that train again only for their pack-mates' numbers (nothing of theirs is written). `on_finish(i, metrics, curves)` is called as soon as a run stops. With a
-    store, each evaluation's curve row is appended to the run's curves.jsonl as it comes, and a
-    finished run's parameters are kept (params.pt); `loggers` (LOGGERS) log the rows too."""
+    that train again only for their pack-mates' numbers (nothing of theirs is written).
+    `on_finish(i, metrics, curves)` is called as soon as a run's result is written. With a store,
+    each evaluation's curve row is appended to the run's curves.jsonl as it comes, and a finished
+    run's parameters are kept (params.pt); `loggers` (LOGGERS) log the rows too."""
     if len({pack_key(c) for c in cfgs}) != 1:
         raise InputError("configs of one pack must share a pack_key")
     trainer = Trainer(cfgs, build_pack(cfgs).to(device), device, store, loggers, on_finish, shadows)
