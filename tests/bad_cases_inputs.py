@@ -29,14 +29,16 @@ LONG_PATH = "/".join(["b" * 200] * 25)  # 5,000 bytes: over PATH_MAX (4,096)
 def prepare(tmp_path: Path) -> dict:
     """{link_full}, {link_full_png}: a .csv and a .png symlink to /dev/full; {link_dir}: a .csv
     symlink to a directory; {fifo}: a FIFO named .csv; {long_name}, {long_path}: a path with a
-    300-byte component, one of 5,000 bytes (not created); {big}: the number 10^400 (placeholders
+    300-byte component, one of 5,025 bytes (not created); {big}: the number 10^400 (placeholders
     keep docs/bad_inputs.md's rows short)."""
     (tmp_path / "full.csv").symlink_to("/dev/full")
     (tmp_path / "full.png").symlink_to("/dev/full")
     (tmp_path / "adir").mkdir()
     (tmp_path / "todir.csv").symlink_to(tmp_path / "adir")
     os.mkfifo(tmp_path / "fifo.csv")
-    return {"big": BIG, "long_name": tmp_path / LONG_NAME, "long_path": tmp_path / LONG_PATH,
+    # the long paths are absolute and outside tmp_path, so that the lengths in their messages (and
+    # docs/bad_inputs.md) do not change with the test's directory; they are refused before anything is made
+    return {"big": BIG, "long_name": "/" + LONG_NAME + "/store", "long_path": "/" + LONG_PATH,
             "link_full": tmp_path / "full.csv", "link_full_png": tmp_path / "full.png", "link_dir": tmp_path / "todir.csv", "fifo": tmp_path / "fifo.csv"}
 
 
