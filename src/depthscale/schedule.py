@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from depthscale.config import RunConfig
+from depthscale.config import RunConfig, scaled_lr
 
 
 def base_lr(cfg: RunConfig) -> float:
@@ -15,7 +15,7 @@ def base_lr(cfg: RunConfig) -> float:
     A looped run (loop = B) scales with its B distinct layers: each shared row's gradient sums its
     L/B copies of a 1/L branch, as a B-layer model's does, so a loop = B model at any depth starts
     and trains as the untied B-layer model would (for the nonlinear ensemble it *is* that model)."""
-    return cfg.lr * (cfg.loop or cfg.L) ** cfg.lr_depth_exp
+    return scaled_lr(cfg.lr, cfg.loop or cfg.L, cfg.lr_depth_exp)  # (config.validate bounds it the same way)
 
 
 def base_lrs(cfgs: list[RunConfig]) -> torch.Tensor:
