@@ -121,6 +121,7 @@ def main(argv=None) -> int:
     opt, lr0, idx = RowAdam(pack), base_lrs(cfgs), list(range(len(cfgs)))
     peak = bench.matmul_peak("cpu")["flops_per_s"]
     bw = bench.mem_bandwidth("cpu")["bytes_per_s"]
+    rates = bench.transcendental_rates("cpu")
     for s in range(3):
         train_step(pack, opt, cfgs, idx, s, lr0, "cpu")
     timing.PROFILE_RANGES = True
@@ -148,7 +149,7 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in pack.parameters())
     fused = kernels.use_fused(torch.zeros(1))
     roof = bench.roofline(bench.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params, fused=fused),
-                          peak, bw)
+                          peak, bw, rates)
     rows = []
     for o in roof["ops"]:
         m = measured.get((o["phase"], o["op"]), 0.0)
@@ -160,21 +161,25 @@ def main(argv=None) -> int:
     print(f"preset {args.preset}, {len(cfgs)} models, threads {torch.get_num_threads()}, fused test row {fused}, "
           f"load {os.getloadavg()}, "
           f"peak {peak / 1e9:.1f} GFLOP/s, triad {bw / 1e9:.1f} GB/s")
-    print("| phase | op | MFLOP | MB | roofline ms | bound | measured ms | measured / roofline |")
-    print("|---|---|---:|---:|---:|---|---:|---:|")
+    print(f"transcendentals per s (G): " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in rates.items()
+                                                  if k not in ("n", "threads")))
+    print("| phase | op | MFLOP | M calls | MB | roofline ms | bound | measured ms | measured / roofline |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|")
     for r in rows:
         ratio = f"{r['measured_s'] / r['roofline_s']:.1f}" if r["roofline_s"] else "—"
-        print(f"| {r['phase']} | {r['op']} | {r['flops'] / 1e6:.0f} | {r['bytes'] / 1e6:.1f} | "
+        calls = sum(r.get("calls", {}).values())
+        print(f"| {r['phase']} | {r['op']} | {r['flops'] / 1e6:.0f} | {calls / 1e6:.2f} | {r['bytes'] / 1e6:.1f} | "
               f"{r['roofline_s'] * 1e3:.2f} | {r['bound']} | {r['measured_s'] * 1e3:.2f} | {ratio} |")
     tot_m = sum(r["measured_s"] for r in rows)
-    print(f"| **all** | | {sum(r['flops'] for r in rows) / 1e6:.0f} | {sum(r['bytes'] for r in rows) / 1e6:.0f} | "
+    print(f"| **all** | | {sum(r['flops'] for r in rows) / 1e6:.0f} | "
+          f"{sum(sum(r.get('calls', {}).values()) for r in rows) / 1e6:.2f} | {sum(r['bytes'] for r in rows) / 1e6:.0f} | "
           f"**{roof['roofline_s'] * 1e3:.1f}** | | **{tot_m * 1e3:.1f}** | **{tot_m / roof['roofline_s']:.1f}** |")
     top = sorted(others.items(), key=lambda kv: -kv[1])[:8]
     print("largest unmatched:", [(k, round(v * 1e3, 2)) for k, v in top], file=sys.stderr)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"preset": args.preset, "threads": torch.get_num_threads(), "load": os.getloadavg(),
-                       "peak_flops_per_s": peak, "bandwidth_bytes_per_s": bw, "rows": rows,
+                       "peak_flops_per_s": peak, "bandwidth_bytes_per_s": bw, "transcendental_rates": rates, "rows": rows,
                        "roofline_s": roof["roofline_s"], "measured_s": tot_m}, fh, indent=1)
     return 0
 
