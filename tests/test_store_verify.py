@@ -319,3 +319,23 @@ def test_malformed_curves_row_is_named_not_a_valueerror(base, store, capsys):
     assert counts["failed"] == 0 and Store(store, readonly=True).run_state(rid) == "done"
     code, out, err = run_cli(capsys, "collect", "--curves", "--store", store, "--out", store.parent / "d.csv")
     assert code == 0 and "of 5 runs" in out and err == []
+
+
+def test_fifos_among_timing_records_and_theory_entries_are_skipped(tmp_path):
+    """The report reads the store's pack timing records and the theory cache's entries: a FIFO at a
+    record's or entry's name (or at the cache's) is skipped, never read (it would block)."""
+    from depthscale import results, timing
+
+    tdir = timing.timing_dir(tmp_path / "store")
+    tdir.mkdir(parents=True)
+    (tdir / "a.json").write_text(json.dumps({"wall": 1.0}))
+    os.mkfifo(tdir / "b.json")
+    assert _returns(lambda: timing.read_records(tmp_path / "store")) == [{"wall": 1.0}]
+    cache = tmp_path / "theory.json"
+    edir = results.theory_entries_dir(cache)
+    edir.mkdir(parents=True)
+    (edir / "x.json").write_text(json.dumps({"key": "k", "value": 1, "seconds": 2.0}))
+    os.mkfifo(edir / "y.json")
+    assert _returns(lambda: results.read_theory_entries(cache)) == [("k", 1, 2.0)]
+    os.mkfifo(cache)
+    _returns(lambda: results.Theory("smoke", cache=cache))

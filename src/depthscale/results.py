@@ -76,7 +76,7 @@ class Theory:
         self.preset, self.device, self.progress = preset, device, progress
         self.cache = Path(cache) if cache is not None else None
         self._data: dict = {}
-        if self.cache is not None and self.cache.exists():
+        if self.cache is not None and self.cache.is_file():  # (not a FIFO: it would block)
             try:
                 self._data = json.loads(self.cache.read_text())
             except (OSError, ValueError):
@@ -150,6 +150,8 @@ def read_theory_entries(cache: str | Path) -> list[tuple[str, object, float]]:
     d = theory_entries_dir(cache)
     out = []
     for f in sorted(d.glob("*.json")) if d.is_dir() else ():
+        if not f.is_file():  # (a FIFO would block the read)
+            continue
         try:
             e = json.loads(f.read_text())
             out.append((str(e["key"]), e["value"], float(e.get("seconds") or 0.0)))

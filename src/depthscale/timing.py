@@ -153,10 +153,13 @@ def write_pack_record(store_root: str | os.PathLike, configs: list, rec: Record,
 
 
 def read_records(store_root: str | os.PathLike) -> list[dict]:
-    """Every pack record of the store (unreadable files skipped)."""
+    """Every pack record of the store (unreadable files skipped; so is anything but a regular file:
+    a FIFO at a record's name would block the read)."""
     d = timing_dir(store_root)
     out = []
     for f in sorted(d.glob("*.json")) if d.is_dir() else ():
+        if not f.is_file():
+            continue
         try:
             out.append(json.loads(f.read_text()))
         except (OSError, ValueError):
