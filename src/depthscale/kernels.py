@@ -12,7 +12,8 @@
 - the Haar rotations of context sampling, Q of G = QR with diag R > 0 (`haar_q`, called by
   `contexts.haar_orthogonal`).
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
-and diagnostics keep the torch path (they need p).
+and diagnostics keep the torch path (they need p). `exp_rate` times the test row's own exponential
+(machine.transcendental_rates: the roofline's rate for the softmax's exponentials).
 
 The build needs a C++ compiler (g++) and ninja (a dependency) and takes about half a minute of
 one core once per install and machine. It lives in a directory of its own (`build_directory`),
@@ -255,7 +256,7 @@ def enabled() -> bool:
 
 def fused_ops():
     """torch.ops.depthscale_fused (test_row_forward/backward, test_scales_forward/backward,
-    layer_forms_forward/backward, haar_q),
+    layer_forms_forward/backward, haar_q, lanes, exp_rate),
     built or loaded on the first call; None where the kernels are turned off or cannot be built (the
     reason in `status()`)."""
     if not enabled():
