@@ -12,6 +12,8 @@ the CLI's output, claims) every non-finite number becomes null, never a bare NaN
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
 import os
@@ -126,11 +128,15 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     write_atomic(path, lambda fh: fh.write(blob))
 
 
-def save_torch_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """torch.save `obj` to `path` atomically."""
+def save_torch_atomic(path: str | os.PathLike, obj: Any) -> tuple[str, int]:
+    """torch.save `obj` to `path` atomically; returns the file's sha256 (hex) and size in bytes."""
     import torch
 
-    write_atomic(path, lambda fh: torch.save(obj, fh))
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    blob = buf.getvalue()
+    write_atomic(path, lambda fh: fh.write(blob))
+    return hashlib.sha256(blob).hexdigest(), len(blob)
 
 
 def remove_path(path: Path) -> None:
@@ -142,6 +148,17 @@ def remove_path(path: Path) -> None:
             path.unlink()
     except FileNotFoundError:
         pass
+
+
+def remove_unless_file(path: Path) -> str | None:
+    """Remove whatever squats on a file's name and is not a regular file (a directory, a FIFO, a
+    device, a dangling link: a write or a read there would fail or block); returns what it was
+    ("a directory", "a special file"), or None if the name is free or holds a file."""
+    if not os.path.lexists(path) or path.is_file():
+        return None
+    what = "a directory" if path.is_dir() else "a special file"
+    remove_path(path)
+    return what
 
 
 def remove_temp_files(directory: Path, spare_prefix: str = "", spare_seconds: float = 0.0) -> None:
@@ -188,5 +205,5 @@ def as_float(x: Any) -> float:
 
 
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
-           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_temp_files", "read_regular",
+           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular",
            "SpecialFileError"]

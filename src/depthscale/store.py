@@ -49,7 +49,6 @@ unfinished one; its holder deletes ``DONE`` (first) and the unreadable result be
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
@@ -62,7 +61,8 @@ from typing import Any
 
 from depthscale import lease
 from depthscale.provenance import versions
-from depthscale.atomic import dumps, read_regular, remove_path, write_atomic, write_json_atomic, write_text_atomic
+from depthscale.atomic import (dumps, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
+                               write_text_atomic)
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
@@ -191,8 +191,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
                 return
         except (OSError, ValueError):
             pass
-        if path.is_dir() or path.exists() and not path.is_file():
-            remove_path(path)  # a directory or a FIFO squatting on the name
+        remove_unless_file(path)  # a directory or a FIFO squatting on the name
         write_json_atomic(path, doc, strict=True)
 
     def load_config(self, rid: str) -> RunConfig:
@@ -286,17 +285,11 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             return False
         self._clear_broken(d)
         for name in ("metrics.json", "curves.json", "params.pt", "DONE"):  # a directory or a FIFO there
-            if os.path.lexists(d / name) and not (d / name).is_file():
-                remove_path(d / name)
+            remove_unless_file(d / name)
         done = {"time": time.time(), "host": lease.hostname(), "pid": os.getpid()}
         if params is not None:
-            import torch
-
-            buf = io.BytesIO()
-            torch.save(dict(params), buf)
-            blob = buf.getvalue()
-            write_atomic(d / "params.pt", lambda fh: fh.write(blob))
-            done.update({PARAMS_SHA: hashlib.sha256(blob).hexdigest(), PARAMS_BYTES: len(blob)})
+            sha, size = save_torch_atomic(d / "params.pt", dict(params))
+            done.update({PARAMS_SHA: sha, PARAMS_BYTES: size})
         write_json_atomic(d / "metrics.json", dict(metrics), strict=True)
         write_json_atomic(d / "curves.json", dict(curves), indent=None, strict=True)  # long lists: compact
         write_json_atomic(d / "DONE", done, strict=True)

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from depthscale import lease
-from depthscale.atomic import remove_path, remove_temp_files
+from depthscale.atomic import remove_temp_files, remove_unless_file
 from depthscale.store_verify import LIVE_FILES
 
 log = logging.getLogger(__name__)
@@ -49,11 +49,9 @@ class StoreLeases:
         remove_temp_files(d, spare_prefix=lease.TEMP_PREFIX, spare_seconds=60)
         self._clear_broken(d)
         for name in LIVE_FILES:  # a directory or a FIFO at a file's name would fail every attempt
-            path = d / name
-            if name != "lease" and path.exists() and not path.is_file():
-                log.warning("run %s: %s is not a file (%s); removed before the run starts again", d, name,
-                            "a directory" if path.is_dir() else "a special file")
-                remove_path(path)
+            what = remove_unless_file(d / name) if name != "lease" else None
+            if what is not None:
+                log.warning("run %s: %s was not a file (%s); removed before the run starts again", d, name, what)
         return True
 
     def _still_ours(self, rid: str) -> bool:

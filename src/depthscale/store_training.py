@@ -10,7 +10,7 @@ import json
 import warnings
 from typing import Any
 
-from depthscale.atomic import dumps, read_regular, remove_path, save_torch_atomic, write_text_atomic
+from depthscale.atomic import dumps, read_regular, remove_unless_file, save_torch_atomic, write_text_atomic
 from depthscale.errors import StoreError
 from depthscale.store_verify import curve_row_problem
 
@@ -39,8 +39,7 @@ class TrainingFiles:
         if self.is_done(rid):
             raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
         path = self.run_dir(rid) / "checkpoint.pt"
-        if path.is_dir():
-            remove_path(path)
+        remove_unless_file(path)
         save_torch_atomic(path, obj)
 
     def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
@@ -69,8 +68,7 @@ class TrainingFiles:
         keys = list(curves)
         rows = [dict(zip(keys, vals)) for vals in zip(*(curves[k] for k in keys))] if keys else []
         path = self.run_dir(rid) / CURVES_LIVE
-        if path.exists() and not path.is_file():  # a directory (or a FIFO) squatting on the name
-            remove_path(path)
+        remove_unless_file(path)  # a directory (or a FIFO) squatting on the name
         write_text_atomic(path, "".join(_row_line(r) for r in rows))
 
     def append_curves(self, rid: str, rows: list[dict]) -> None:

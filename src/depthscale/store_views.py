@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from depthscale import collect, divergence
-from depthscale.atomic import read_regular, remove_path, write_json_atomic
+from depthscale.atomic import read_regular, remove_unless_file, write_json_atomic
 from depthscale.errors import StoreError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a run id or a sweep name
@@ -116,8 +116,7 @@ class StoreViews:
                 return path
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        if path.exists() and not path.is_file():  # a directory or a FIFO at the manifest's name
-            remove_path(path)
+        remove_unless_file(path)  # a directory or a FIFO at the manifest's name
         write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
         return path
 
