@@ -141,11 +141,16 @@ SIZE_FIELDS = ("d", "P", "N", "L", "k", "batch", "monitor_contexts", "eval_conte
 
 
 def shown(value) -> str:
-    """repr(value) for a message: an integer of more than 30 digits by its leading digits and length."""
+    """repr(value) for a message, at most 80 characters: an integer of more than 30 digits by its
+    leading digits and length, a value nested too deeply to print (a grid 100,000 brackets deep) by
+    its type."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         digits = str(abs(value))
         return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an integer of {len(digits)} digits)"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply to show>"
     return text if len(text) <= 80 else text[:80] + "..."
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from depthscale import kernels, seeds
+from depthscale.config import MAX_SIZE, shown
 from depthscale.errors import InputError
 
 
@@ -143,8 +144,8 @@ _cluster_cache: dict = {}
 
 def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torch.Tensor:
     """The K fixed rotations of clustered contexts, O_Kxdxd (cached)."""
-    if not 1 <= K <= 10**12:  # (config.MAX_SIZE: torch takes 64-bit sizes only)
-        raise InputError(f"clusters must be between 1 and 10**12 here, got {K if K < 10**30 else 'a larger number'}")
+    if not 1 <= K <= MAX_SIZE:  # (torch takes 64-bit sizes only)
+        raise InputError(f"clusters must be between 1 and {MAX_SIZE:,} here, got {shown(K)}")
     key = (int(K), int(d))
     if key not in _cluster_cache:
         gen = seeds.generator(seeds.cluster_seed(K, d))

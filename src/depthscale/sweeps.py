@@ -81,17 +81,8 @@ def max_grid_runs() -> int:
     if not text:
         return MAX_GRID_RUNS
     if not re.fullmatch(r"[0-9]{1,18}", text):
-        raise ConfigError(f"{MAX_GRID_ENV} must be a whole number of runs, got {_short(text)}")
+        raise ConfigError(f"{MAX_GRID_ENV} must be a whole number of runs, got {shown(text)}")
     return int(text)
-
-
-def _short(value, width: int = 80) -> str:
-    """repr(value), cut to `width` characters (a grid value may be 100,000 brackets deep)."""
-    try:
-        text = repr(value)
-    except RecursionError:
-        text = f"<{type(value).__name__} nested too deeply to show>"
-    return text if len(text) <= width else text[:width] + "..."
 
 
 def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu", max_runs: int | None = None) -> list[RunConfig]:
@@ -111,14 +102,14 @@ def expand_grid(grid: dict | Sequence[dict], preset: str = "cpu", max_runs: int 
     24
     """
     if not isinstance(grid, (dict, list, tuple)):
-        raise ConfigError(f"a grid must be a table of field = value(s) or a list of them, got {_short(grid)}")
+        raise ConfigError(f"a grid must be a table of field = value(s) or a list of them, got {shown(grid)}")
     parts = [grid] if isinstance(grid, dict) else list(grid)
     if not parts:
         raise ConfigError("grid is empty")
     every = []
     for part in parts:
         if not isinstance(part, dict):
-            raise ConfigError(f"grid entries must be tables of field = value(s), got {_short(part)}")
+            raise ConfigError(f"grid entries must be tables of field = value(s), got {shown(part)}")
         if not part:
             raise ConfigError("grid is empty (a table without keys): give at least one field")
         every.append(_grid_axes(part, preset))
@@ -156,7 +147,7 @@ def _grid_axes(part: dict, preset: str) -> dict[str, list]:
             if not isinstance(v, (str, int, float, bool)):
                 what = "a table" if isinstance(v, dict) else "a list" if isinstance(v, (list, tuple)) else type(v).__name__
                 raise ConfigError(f"grid key {key!r}: each value must be a number, a string or true/false, "
-                                  f"got {what}: {_short(value)}")
+                                  f"got {what}: {shown(value)}")
         axes[name] = values
     if axes.get("L") == ["preset"]:
         presets = axes.get("preset", [preset])

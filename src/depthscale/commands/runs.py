@@ -6,7 +6,7 @@ import math
 import os
 import shlex
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from depthscale.arguments import (UsageError, add_config_fields, check_memory, check_workers, config_from,
@@ -119,7 +119,7 @@ def cmd_train(args) -> int:
     existing = store_if_any(args.store) if args.store is not None else None
     if existing is None or not existing.is_done(cfg.run_id):  # a finished run is only loaded
         check_memory([[cfg]], "inline", None, device, args.allow_memory)
-    with created_store_cleanup(args.store) if args.store is not None else _nothing():
+    with created_store_cleanup(args.store) if args.store is not None else nullcontext():
         store = open_store(args.store) if args.store is not None else None
         say_preset(args.preset)
         if store is None:
@@ -143,11 +143,6 @@ def cmd_train(args) -> int:
               f"± {_num(out.get('R_se'), '.2g')} ({_num(out.get('R_rel'), '.1%')} of Var y*) after "
               f"{out['steps']} steps ({out['stopped_because']}); {where}")
     return 0
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def _sweep_configs(args) -> tuple[list, str]:
