@@ -174,14 +174,19 @@ def test_slurm_without_a_cluster_refuses_in_one_line_before_writing(tmp_path, gr
     assert list(lib.runs_root.iterdir()) == [] and list(lib.sweeps_root.iterdir()) == []
 
 
-def test_slurm_with_sbatch_and_srun_submits_to_slurm_never_locally(tmp_path, grid, capsys, monkeypatch,
-                                                                   fake_submitit):
+def _fake_slurm_commands(tmp_path, monkeypatch) -> None:
+    """sbatch and srun on PATH (and nothing else): what check_slurm_cluster looks for."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("sbatch", "srun"):
         (bin_dir / tool).write_text("#!/bin/sh\nexit 1\n")
         (bin_dir / tool).chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
+
+
+def test_slurm_with_sbatch_and_srun_submits_to_slurm_never_locally(tmp_path, grid, capsys, monkeypatch,
+                                                                   fake_submitit):
+    _fake_slurm_commands(tmp_path, monkeypatch)
     code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", tmp_path / "store",
                              "--executor", "slurm")
     assert code == 2 and err == ["depthscale: error: SLURM submission failed: RuntimeError: sbatch: error: "
@@ -199,12 +204,7 @@ def test_a_slurm_job_that_dies_leaves_its_runs_failed_with_the_reason(tmp_path, 
             raise RuntimeError("Job 4242_0 (task: 0) with path /x\nhas not produced any output (state: TIMEOUT)")
 
     fake_submitit.AutoExecutor.map_array = lambda self, fn, packs, *args: [DeadJob() for _ in packs]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("sbatch", "srun"):
-        (bin_dir / tool).write_text("#!/bin/sh\nexit 1\n")
-        (bin_dir / tool).chmod(0o755)
-    monkeypatch.setenv("PATH", str(bin_dir))
+    _fake_slurm_commands(tmp_path, monkeypatch)
     store = Store(tmp_path / "store")
     cfgs = [make_config("smoke", **dict(TINY, L=L)) for L in (1, 2)]
     counts = run_sweep(cfgs, store, executor="slurm", slurm={"wait": True}, name="x", progress=False)

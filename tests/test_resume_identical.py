@@ -30,11 +30,8 @@ CFGS = [make_config("smoke", L=L, seed=s, **FIELDS) for s in (0, 1) for L in (1,
 CLOCK = {"train_seconds"}  # the only field that differs (wall time)
 
 
-@pytest.fixture
-def poisoned(monkeypatch):
-    """The seed-2 model's W_y is NaN: its loss is NaN at step 1, and it stops there."""
-    orig = training.build_pack
-
+def _poisoned(orig):
+    """build_pack with the seed-2 model's W_y NaN: its loss is NaN at step 1, and it stops there."""
     def build(cfgs):
         pk = orig(cfgs)
         with torch.no_grad():
@@ -42,7 +39,12 @@ def poisoned(monkeypatch):
                 if c.seed == 2:
                     pk.Wy[j].fill_(float("nan"))
         return pk
-    monkeypatch.setattr(training, "build_pack", build)
+    return build
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    monkeypatch.setattr(training, "build_pack", _poisoned(training.build_pack))
 
 
 class Killed(BaseException):
@@ -81,16 +83,7 @@ def outcome(store: Store, cfgs=CFGS) -> dict:
 def reference(tmp_path_factory):
     """The uninterrupted pack: its outcome and the order of its store writes."""
     mp = pytest.MonkeyPatch()
-    orig = training.build_pack
-
-    def build(cfgs):  # (the `poisoned` fixture, module-scoped)
-        pk = orig(cfgs)
-        with torch.no_grad():
-            for j, c in enumerate(cfgs):
-                if c.seed == 2:
-                    pk.Wy[j].fill_(float("nan"))
-        return pk
-    mp.setattr(training, "build_pack", build)
+    mp.setattr(training, "build_pack", _poisoned(training.build_pack))  # (the `poisoned` fixture, module-scoped)
     try:
         log: list = []
         store = killed_at(Store(tmp_path_factory.mktemp("reference")), 0, log)
