@@ -2,8 +2,8 @@
 (a test sets `depthscale.training.run_pack` to one of them, and the sweep's default worker is then
 this one: module-level, so the process executor's spawned workers import it by name).
 
-raising_pack: every run raises. kill_self_pack: a pack with an L=1 run SIGKILLs its own worker
-process; the other packs finish like fake_worker. kill_tracker_pack: the first run (per store)
+raising_pack: every run raises. kill_self_pack: the pack of the linear L=1 run SIGKILLs its own worker
+process (one pack only: two dying packs would race for which death broke the pool); the other packs finish like fake_worker. kill_tracker_pack: the first run (per store)
 SIGKILLs multiprocessing's resource tracker of the sweep's process, then every run finishes.
 full_disk_pack: the first run's write meets a full disk (OSError ENOSPC).
 Run as a script: `python tests/failure_workers.py WORKER depthscale-args...` sets the worker and
@@ -27,7 +27,7 @@ def raising_pack(configs, store, device="cpu", progress=None, loggers=()) -> Non
 
 
 def kill_self_pack(configs, store, device="cpu", progress=None, loggers=()) -> None:
-    if any(c.L == 1 for c in configs):
+    if any(c.L == 1 and c.model == "linear" for c in configs):
         for cfg in configs:
             store.write_config(cfg, device=device)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -96,7 +96,7 @@ def test_reproduce_with_failed_runs_exits_3(tmp_path, capsys, monkeypatch):
 
 
 def test_sigkilled_worker_leaves_its_runs_failed_with_the_reason(tmp_path, grid, capsys, monkeypatch):
-    """A pack with an L=1 run kills its own worker process (SIGKILL): its runs are failed with
+    """The linear L=1 run's pack kills its own worker process (SIGKILL): its runs are failed with
     "worker process died (signal 9)"; runs the broken pool never started (or stopped) are failed
     naming that death; none is left pending or running, and the sweep exits 3 with the count."""
     monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.kill_self_pack)
@@ -109,7 +109,7 @@ def test_sigkilled_worker_leaves_its_runs_failed_with_the_reason(tmp_path, grid,
     assert [ln for ln in err if ln.startswith(f"depthscale: {rec['failed']} of 4 runs failed")]
     reasons = {r["run_id"]: r["reason"] for r in rec["failed_runs"]}
     assert all("signal 9" in why for why in reasons.values()), reasons
-    killer = make_config("smoke", **dict(TINY, model="linear", L=1)).run_id  # a pack of its own: started first
+    killer = make_config("smoke", **dict(TINY, model="linear", L=1)).run_id  # the only pack that kills
     assert reasons[killer].startswith("worker process died (signal 9)"), reasons
     assert (store / "runs" / killer / "FAILED").read_text().startswith("worker process died (signal 9)")
 
