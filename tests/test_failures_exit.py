@@ -354,3 +354,19 @@ def test_storage_error_is_the_oserror_it_was():
     err = StorageError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/y")
     assert isinstance(err, OSError) and err.errno == errno.ENOSPC and err.filename == "/x/y"
     assert str(err) == "cannot write: no space left on device (/x/y)"
+
+
+def test_a_raw_refused_write_prints_the_same_line_as_a_storage_error(tmp_path, capsys, monkeypatch):
+    """An OSError the filesystem raised where no StorageError wraps it (a mkdir deep in a command)
+    is printed by cli.main in the same words as a StorageError: one line, exit 2."""
+    def refuse(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path / "s" / "runs"))
+
+    monkeypatch.setattr(Store, "__init__", refuse)
+    code, out, err = run_cli(capsys, "status", "--store", tmp_path / "s")
+    assert code == 2 and out == ""
+    assert _one_line(err, errno.EROFS, tmp_path / "s" / "runs") == \
+        f"depthscale: error: cannot write: read-only file system ({tmp_path / 's' / 'runs'})"
+    monkeypatch.setenv("DEPTHSCALE_DEBUG", "1")  # the traceback, for whoever debugs
+    with pytest.raises(OSError):
+        cli.main(["status", "--store", str(tmp_path / "s")])

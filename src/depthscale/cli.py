@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a write (or mkdir) the filesystem refused: full, read-only, no permission
         if not is_storage_error(exc) or os.environ.get("DEPTHSCALE_DEBUG"):
             raise
-        print(f"depthscale: error: {str(first_refused(exc)).removeprefix('cannot write: ')}", file=sys.stderr)
+        print(f"depthscale: error: {first_refused(exc)}", file=sys.stderr)  # as a StorageError would
         return EXIT_USAGE
     finally:
         warnings.showwarning = shown
