@@ -72,6 +72,20 @@ def test_unwritable_store_by_permissions(tmp_path):
         locked.chmod(0o700)
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_path_the_system_cannot_open_is_a_store_error_from_python_too(tmp_path, readonly):
+    """The CLI refuses these before opening a store (userpaths); a script calling Store() gets a
+    StoreError in one line too, never the OSError/RuntimeError of pathlib (NAME_MAX, PATH_MAX, ~user)."""
+    long_name = tmp_path / ("a" * 300)
+    deep = tmp_path.joinpath(*["b" * 200] * 30)
+    for path, why in [(long_name, "File name too long"), (deep, "File name too long"),
+                      ("~depthscale_no_such_user/s", "names no home directory")]:
+        with pytest.raises(StoreError, match=why) as info:
+            Store(path, readonly=readonly)
+        assert len(str(info.value).splitlines()) == 1 and len(str(info.value)) < 200
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_readonly_store_needs_existing_root_and_refuses_writes(tmp_path, store):
     with pytest.raises(StoreError, match="does not exist"):
         Store(tmp_path / "nowhere", readonly=True)

@@ -71,6 +71,7 @@ from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles
 from depthscale.store_verify import (PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem, metrics_problem,
                                      params_problem, squatter)
 from depthscale.store_views import NAME_RE, StoreViews
+from depthscale.userpaths import shown
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,17 @@ def store_root(path: str | os.PathLike, readonly: bool = False) -> Path:
     """The store a path names: the directory holding runs/ and sweeps/. A path to the runs/
     directory of a store names that store; a new store named "runs" would nest as runs/runs/ and
     is refused (StoreError), as is a read of a directory that holds no store."""
-    p = Path(path).expanduser().absolute()
+    try:
+        p = Path(path).expanduser().absolute()
+        return _store_root(p, readonly)
+    except OSError as e:  # a name too long to look up (Path.is_dir raises ENAMETOOLONG), a loop of links
+        raise StoreError(f"store {shown(str(path))!r}: {e.strerror or e}") from None
+    except RuntimeError:  # Path.expanduser: ~user names nobody (or there is no HOME)
+        raise StoreError(f"store {shown(str(path))!r}: {str(path).split(os.sep, 1)[0]!r} names no home "
+                         "directory (no such user, or no HOME)") from None
+
+
+def _store_root(p: Path, readonly: bool) -> Path:
     if (p / "runs").is_dir():
         return p
     if p.name == "runs" and p.is_dir() and (p.parent / "sweeps").is_dir():
