@@ -303,7 +303,7 @@ def test_spread_init_starts_each_layer_at_its_temperature():
     for l in range(L):
         E = (pk.Wq[l] @ Wx).T @ (pk.Wk[l] @ Wx)
         assert torch.allclose(E, E.T, atol=1e-6)
-        ev = torch.linalg.eigvalsh(E)
+        ev = torch.linalg.eigvalsh(E.detach())
         assert float(ev.min()) > 0
         assert float(ev.mean() * cfg.N) == pytest.approx(float(taus[l]), rel=1e-5)  # D has mean 1
         assert float(ev.max() / ev.min()) > 1.5  # anisotropic (sigma 0.7)

@@ -281,7 +281,9 @@ def test_two_processes_run_each_config_once(tmp_path, logdir, mode):
     store = Store(tmp_path / "s")
     cfgs = fake_worker.configs(12)
     extra = [[], []] if mode == "same sweep" else [["--shard", "0/2"], ["--shard", "1/2"]]
-    procs = [_script(store.root, logdir, "--n", "12", "--max-pack", "2", *extra[i], sleep=0.05)
+    # 0.2 s a run: one process alone would need 2.4 s, more than the two start-ups can differ by
+    # on a loaded 2-core machine, so "both did work" is not a race with the second's import
+    procs = [_script(store.root, logdir, "--n", "12", "--max-pack", "2", *extra[i], sleep=0.2)
              for i in range(2)]
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
