@@ -310,4 +310,4 @@ def test_spread_init_starts_each_layer_at_its_temperature():
     # a head of temperature tau on cosines: the score of x with itself, for unit x, is N x^T E x ~ tau
     one = build_pack([cfg.replace(L=1)]).double()
     E1 = (one.Wq[0] @ one.Wx[0]).T @ (one.Wk[0] @ one.Wx[0])
-    assert float(torch.linalg.eigvalsh(E1).mean() * cfg.N) == pytest.approx((tmin * tmax) ** 0.5, rel=1e-5)
+    assert float(torch.linalg.eigvalsh(E1.detach()).mean() * cfg.N) == pytest.approx((tmin * tmax) ** 0.5, rel=1e-5)
