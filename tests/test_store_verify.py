@@ -321,6 +321,49 @@ def test_malformed_curves_row_is_named_not_a_valueerror(base, store, capsys):
     assert code == 0 and "of 5 runs" in out and err == []
 
 
+def test_live_curves_verdict_is_cached_until_the_file_changes(tmp_path, monkeypatch):
+    """status asks for each pending run's verdict twice: the rows are read once while the file is
+    unchanged, and again after an append (a bad row appended later is caught) or a rewrite. Rows
+    with whitespace around them, cut short, or followed by extra data read as json.loads would."""
+    from depthscale import store_training
+    from depthscale.config import make_config
+
+    st = Store(tmp_path / "s")
+    cfg = make_config("smoke")
+    st.write_config(cfg)
+    path = st.run_path(cfg.run_id) / "curves.jsonl"
+    path.write_text(' {"step": 0, "R": 2.5, "lr": null}\t\n{"step": 10, "R": 2.4} x\n{"step": 20, "R"\n')
+    reads = []
+    real = store_training._live_rows
+    monkeypatch.setattr(store_training, "_live_rows", lambda p: reads.append(p) or real(p))
+    assert st.live_curves_problem(cfg.run_id) is None and st.live_curves_problem(cfg.run_id) is None
+    assert len(reads) == 1
+    assert [r["step"] for r in real(path)] == [0]  # the other two rows are not complete JSON rows
+    with open(path, "a") as fh:
+        fh.write('{"step": 30, "R": true}\n')
+    assert st.live_curves_problem(cfg.run_id) == "curves.jsonl row 4: R is not a number: True"
+    assert len(reads) == 2
+    path.write_text('{"step": 0, "R": 2.5}\n')  # rewritten (its rerun's rows)
+    assert st.live_curves_problem(cfg.run_id) is None and len(reads) == 3
+
+
+@pytest.mark.parametrize("row, bad", [
+    ({"step": 3, "R": 2.5, "lr": None, "n": 4}, None), ({}, None), ({"R": 1.0}, None),
+    ({"step": 2.0, "R": 1.0}, "step"), ({"step": True}, "step"), ({"step": None}, "step"),
+    ({"step": 1, "R": False}, "R"), ({"step": 1, "R": "2.5"}, "R"), ({"step": 1, "R": [1.0]}, "R"),
+    ({"step": 1, "x": {"a": 1}}, "x"), ([1, 2], "object"), ("row", "object"), (None, "object"),
+])
+def test_curve_row_check_names_the_first_bad_value(row, bad):
+    """store_verify.curve_row_problem (with its fast path for sound rows) against the rule: a
+    JSON object, an integer step (not a bool), every other value a number or null."""
+    from depthscale.store_verify import curve_row_problem
+
+    why = curve_row_problem(row)
+    assert (why is None) == (bad is None), why
+    if bad is not None:
+        assert bad in why, why
+
+
 def test_fifos_among_timing_records_and_theory_entries_are_skipped(tmp_path):
     """The report reads the store's pack timing records and the theory cache's entries: a FIFO at a
     record's or entry's name (or at the cache's) is skipped, never read (it would block)."""

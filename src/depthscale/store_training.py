@@ -7,6 +7,7 @@ or not."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from typing import Any
 
@@ -96,14 +97,29 @@ class TrainingFiles:
         return None
 
     def live_curves_problem(self, rid: str) -> str | None:
-        """What is wrong with an unfinished run's curves.jsonl (a malformed row), or None."""
+        """What is wrong with an unfinished run's curves.jsonl (a malformed row), or None. Cached
+        while the file's inode, size and mtime stay the same (status asks twice for each run)."""
+        path = self.run_path(rid) / CURVES_LIVE
         try:
-            _live_rows(self.run_path(rid) / CURVES_LIVE)
+            st = os.stat(path)
+        except OSError:  # no file (or none that can be looked up): no rows, nothing wrong
+            return None
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cache = self.__dict__.setdefault("_live_checked", {})
+        if rid in cache and cache[rid][0] == sig:
+            return cache[rid][1]
+        try:
+            _live_rows(path)
+            why = None
         except FileNotFoundError:
             return None
         except StoreError as e:
-            return str(e)
-        return None
+            why = str(e)
+        cache[rid] = (sig, why)
+        return why
+
+
+_DECODER = json.JSONDecoder()
 
 
 def _live_rows(path) -> list[dict]:
@@ -117,10 +133,14 @@ def _live_rows(path) -> list[dict]:
     except OSError:
         return []
     rows = []
+    decode = _DECODER.raw_decode  # json.loads without its two wrapping calls (a pending run: ~10^3 rows)
     for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip(" \t\n\r")  # JSON's whitespace, which json.loads skips at both ends
         try:
-            row = json.loads(line)
+            row, end = decode(line)
         except ValueError:  # a row cut short by a kill
+            continue
+        if end != len(line):  # json.loads' "Extra data"
             continue
         why = curve_row_problem(row)
         if why is not None:

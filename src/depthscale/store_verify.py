@@ -134,8 +134,13 @@ def curves_problem(curves: Any, name: str = "curves.json") -> str | None:
     return None
 
 
+_PLAIN = frozenset({int, float, type(None)})  # the types json gives a sound row's values (bool is not one)
+
+
 def curve_row_problem(row: Any) -> str | None:
     """What is wrong with one row of a training run's curves.jsonl, or None."""
+    if type(row) is dict and type(row.get("step", 0)) is int and all(type(v) in _PLAIN for v in row.values()):
+        return None  # the common case, without the checks below (status reads every row of every pending run)
     if not isinstance(row, dict):
         return "is not a JSON object"
     if "step" in row and not _is_int(row["step"]):
