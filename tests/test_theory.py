@@ -180,6 +180,28 @@ def test_sample_free_curve_finite_P():
         theory.sample_free_curve(1.0, 1.0, d, 32, depths, samples=3)
 
 
+def test_sample_free_curve_at_degrees_that_overflow_is_finite_capped_and_unreliable():
+    """Past the sample basis's nodes psi_m grows exponentially: at d = 32, P = 128 a feature is
+    infinite from degree ~385 (256 contexts). The curve there uses the finite degrees only (no
+    LinAlgError, no overflow warning), says which (`degree`) and is never `reliable`; below, the
+    result is the one computed without the deep depth (the same columns, the same fit)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        deep = theory.sample_free_curve(2.0, 1.0, 32, 128, [8, 700], samples=256, seed=0)
+    F, F2 = (np.array([[1.0, 2.0, np.inf, 1.0]]), np.array([[1.0, 1.0, 1.0, 1.0]]))
+    assert theory._finite_columns(F, F2) == 2 and theory._finite_columns(F2) == 4
+    assert theory._finite_columns(np.array([[1e200, 1.0]])) == 0  # its norm overflows
+    assert theory._finite_columns(np.array([[1.0, 0.0]])) == 1  # a zero column cannot be scaled
+    cap = deep["degree"][1]
+    assert 8 < cap < 700 and deep["degree"][0] == 8 and deep["reliable"][1] is False
+    assert all(math.isfinite(v) for k in ("in_sample", "held_out", "held_out_se") for v in deep[k])
+    shallow = theory.sample_free_curve(2.0, 1.0, 32, 128, [8, cap], samples=256, seed=0)
+    assert shallow["degree"] == [8, cap]
+    assert deep["in_sample"][0] == pytest.approx(shallow["in_sample"][0], rel=1e-9)
+
+
 def test_sample_constrained_curve_against_brute_force():
     """The eigenbasis form against matrix powers of each context's S, and the fitted step against
     a fine grid; at finite P the shared-step loss cannot beat the free (any-polynomial) loss."""

@@ -268,8 +268,10 @@ def sample_free_curve(a: float, b: float, d: int, P: int, depths, samples: int =
     Coefficients are fitted by least squares on `samples` contexts; `held_out` (with its SE) is
     their loss on `samples` fresh contexts, `in_sample` the fit's own. A high-degree polynomial
     fitted on a finite sample can blow up on contexts whose spectrum reaches past the sample's:
-    `reliable` marks held_out <= 1.25 in_sample. With population=True, S is Sigma and the
-    minimum is free_curve's (a test checks it).
+    `reliable` marks held_out <= 1.25 in_sample. `degree`: the polynomial degree each depth used
+    (below L where the basis has fewer distinct nodes, or where higher degrees overflow a feature:
+    then that depth is not `reliable` either). With population=True, S is Sigma and the minimum
+    is free_curve's (a test checks it).
     """
     lam, omega = spectra(d, a, b)
     P = check_int("P", P, 1)
@@ -279,18 +281,36 @@ def sample_free_curve(a: float, b: float, d: int, P: int, depths, samples: int =
     coeffs = poly_basis(lam, omega, P, gen, int(depths.max()), population)
     F, y = _poly_features(lam, omega, P, samples, coeffs, gen, population)
     F2, y2 = _poly_features(lam, omega, P, samples, coeffs, gen, population)
-    fit, held, se = [], [], []
-    for L in depths.tolist():
-        n = min(L, F.shape[1])  # a basis shorter than L: the measure has fewer distinct nodes
-        scale = np.linalg.norm(F[:, :n], axis=0)  # equal column norms: rcond then cuts nothing real
-        coef = np.linalg.lstsq(F[:, :n] / scale, y, rcond=None)[0] / scale
-        fit.append(float(np.mean((y - F[:, :n] @ coef) ** 2)))
-        e2 = (y2 - F2[:, :n] @ coef) ** 2
-        held.append(float(e2.mean()))
-        se.append(float(e2.std(ddof=1) / math.sqrt(samples)))
-    reliable = [bool(h <= 1.25 * f) for h, f in zip(held, fit)]
-    return dict(depths=depths.tolist(), in_sample=fit, held_out=held, held_out_se=se,
+    usable = _finite_columns(F, F2)
+    fit, held, se, degree = [], [], [], []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for L in depths.tolist():
+            n = min(L, usable)  # a basis shorter than L: fewer distinct nodes, or the degrees that overflow
+            scale = np.linalg.norm(F[:, :n], axis=0)  # equal column norms: rcond then cuts nothing real
+            coef = np.linalg.lstsq(F[:, :n] / scale, y, rcond=None)[0] / scale
+            fit.append(float(np.mean((y - F[:, :n] @ coef) ** 2)))
+            e2 = (y2 - F2[:, :n] @ coef) ** 2
+            held.append(float(e2.mean()))
+            se.append(float(e2.std(ddof=1) / math.sqrt(samples)))
+            degree.append(n)
+    reliable = [bool(h <= 1.25 * f) and n == min(L, F.shape[1])
+                for h, f, n, L in zip(held, fit, degree, depths.tolist())]
+    return dict(depths=depths.tolist(), in_sample=fit, held_out=held, held_out_se=se, degree=degree,
                 reliable=reliable, samples=samples, P=P, population=population)
+
+
+def _finite_columns(*features: np.ndarray) -> int:
+    """How many leading feature columns can enter a least-squares fit: finite in every sample, with
+    a finite, non-zero norm. A high-degree psi_m grows exponentially on a context whose spectrum
+    reaches past the basis's nodes (|f| ~ 1e110 at m = 255, d = 32, P = 128) and overflows near
+    m = 550; the curve there uses the degrees below (an upper bound on the least loss) and is not
+    `reliable`."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok = np.ones(features[0].shape[1], dtype=bool)
+        for f in features:
+            norm = np.linalg.norm(f, axis=0)
+            ok &= np.isfinite(f).all(axis=0) & np.isfinite(norm) & (norm > 0)
+    return int(np.argmin(ok)) if not ok.all() else int(ok.size)
 
 
 def sample_constrained_curve(a: float, b: float, d: int, P: int, depths, samples: int = 10_000,
