@@ -214,7 +214,7 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
         ("sweep into a new store named runs", ("sweep", "--preset", "smoke", "--store", "{tmp}/runs", "--grid",
                                                "{grid:ok.json}"), "would nest as runs/runs/"),
         ("missing grid file", SWEEP + ("--grid", "{missing}.json"), "no such file"),
-        ("grid is a directory", SWEEP + ("--grid", "{dir}"), "no such file"),
+        ("grid is a directory", SWEEP + ("--grid", "{dir}"), "a directory, not a grid file"),
         ("--shard 2/2", SWEEP + ("--grid", "{grid:ok.json}", "--shard", "2/2"), "shard must be i/n"),
         ("--shard 1/0", SWEEP + ("--grid", "{grid:ok.json}", "--shard", "1/0"), "shard must be i/n"),
         ("--shard abc", SWEEP + ("--grid", "{grid:ok.json}", "--shard", "abc"), "shard must look like i/n"),

@@ -158,7 +158,9 @@ def _sweep_configs(args) -> tuple[list, str]:
     from depthscale.sweeps import expand_grid, load_grid
 
     if not os.path.isfile(args.grid):
-        raise UsageError(f"--grid {args.grid!r}: no such file")
+        what = ("no such file" if not os.path.exists(args.grid) else "a directory, not a grid file"
+                if os.path.isdir(args.grid) else "not a regular file")
+        raise UsageError(f"--grid {args.grid!r}: {what}")
     if os.path.getsize(args.grid) == 0:
         raise UsageError(f"--grid {args.grid!r} is empty")
     name = os.path.splitext(os.path.basename(args.grid))[0]
