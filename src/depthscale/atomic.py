@@ -176,6 +176,15 @@ class SpecialFileError(OSError):
     """A store file's name holds a directory, a FIFO, a socket or a device instead of a file."""
 
 
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words ("a FIFO", "a directory", ...), from its st_mode."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return word
+    return "a special file"
+
+
 def read_regular(path: str | os.PathLike) -> bytes:
     """The bytes of the regular file at `path` (symlinks followed). Opened without blocking, so a
     FIFO (or a device) at the name never hangs the reader: SpecialFileError (an OSError whose
@@ -184,10 +193,7 @@ def read_regular(path: str | os.PathLike) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) \
-                else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
-                else "a special file"
-            raise SpecialFileError(0, f"it is {what}, not a file", str(path))
+            raise SpecialFileError(0, f"it is {file_kind(mode)}, not a file", str(path))
         with os.fdopen(fd, "rb", closefd=False) as fh:
             return fh.read()
     finally:
@@ -205,5 +211,5 @@ def as_float(x: Any) -> float:
 
 
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
-           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular",
+           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular", "file_kind",
            "SpecialFileError"]

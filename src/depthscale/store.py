@@ -68,10 +68,10 @@ from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
 from depthscale.store_leases import StoreLeases
 from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles, renamed_curves
-from depthscale.store_verify import (PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem, metrics_problem,
-                                     params_problem, squatter)
+from depthscale.store_verify import (PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem, file_signature,
+                                     metrics_problem, params_problem, squatter)
 from depthscale.store_views import NAME_RE, StoreViews
-from depthscale.userpaths import shown
+from depthscale.userpaths import no_home, shown
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,7 @@ def store_root(path: str | os.PathLike, readonly: bool = False) -> Path:
     except OSError as e:  # a name too long to look up (Path.is_dir raises ENAMETOOLONG), a loop of links
         raise StoreError(f"store {shown(str(path))!r}: {e.strerror or e}") from None
     except RuntimeError:  # Path.expanduser: ~user names nobody (or there is no HOME)
-        raise StoreError(f"store {shown(str(path))!r}: {str(path).split(os.sep, 1)[0]!r} names no home "
-                         "directory (no such user, or no HOME)") from None
+        raise StoreError(f"store {shown(str(path))!r}: {no_home(str(path).split(os.sep, 1)[0])}") from None
 
 
 def _store_root(p: Path, readonly: bool) -> Path:
@@ -135,6 +134,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         self.readonly = readonly
         self._leases: dict[str, str] = {}  # run id -> token of a lease this object holds
         self._checked: dict[str, tuple] = {}  # run id -> (file signature, broken reason or None)
+        self._live_checked: dict[str, tuple] = {}  # the same for an unfinished run's curves.jsonl
         if readonly:
             return
         try:
@@ -234,14 +234,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         return self._check_finished(rid)
 
     def _signature(self, d: Path) -> tuple:
-        sig = []
-        for name in _RESULT_FILES:
-            try:
-                st = (d / name).stat()
-                sig.append((st.st_ino, st.st_mtime_ns, st.st_size))
-            except OSError:
-                sig.append(None)
-        return tuple(sig)
+        return tuple(file_signature(d / name) for name in _RESULT_FILES)
 
     def _check_finished(self, rid: str) -> str | None:
         """None if the finished run's DONE, config.json, metrics.json and curves.json are sound,

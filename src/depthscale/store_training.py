@@ -7,13 +7,12 @@ or not."""
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from typing import Any
 
 from depthscale.atomic import dumps, read_regular, remove_unless_file, save_torch_atomic, write_text_atomic
 from depthscale.errors import StoreError
-from depthscale.store_verify import curve_row_problem
+from depthscale.store_verify import curve_row_problem, file_signature
 
 CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
 RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
@@ -100,12 +99,10 @@ class TrainingFiles:
         """What is wrong with an unfinished run's curves.jsonl (a malformed row), or None. Cached
         while the file's inode, size and mtime stay the same (status asks twice for each run)."""
         path = self.run_path(rid) / CURVES_LIVE
-        try:
-            st = os.stat(path)
-        except OSError:  # no file (or none that can be looked up): no rows, nothing wrong
+        sig = file_signature(path)
+        if sig is None:  # no file (or none that can be looked up): no rows, nothing wrong
             return None
-        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
-        cache = self.__dict__.setdefault("_live_checked", {})
+        cache = self._live_checked  # Store's, beside its cache of finished runs' verdicts
         if rid in cache and cache[rid][0] == sig:
             return cache[rid][1]
         try:

@@ -34,6 +34,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from depthscale.atomic import file_kind, read_regular
 from depthscale.config import FIELD_DEFAULTS, ID_OPTIONAL_FIELDS, ConfigError, RunConfig, run_id
 
 # metrics a trainer writes as numbers (null where not finite); any of them present must be one
@@ -56,8 +57,14 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _kind(mode: int) -> str:
-    return "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+def file_signature(path: Path) -> tuple | None:
+    """(inode, mtime in ns, size) of the file at `path`, None where it cannot be looked up: a
+    verdict cached with it stands while the file is not rewritten, appended to or replaced."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _short(v: Any) -> str:
@@ -153,8 +160,6 @@ def curve_row_problem(row: Any) -> str | None:
 
 def file_sha256(path: Path) -> tuple[str, int]:
     """(sha256 hex, size) of the regular file at `path` (OSError for anything else)."""
-    from depthscale.atomic import read_regular
-
     blob = read_regular(path)
     return hashlib.sha256(blob).hexdigest(), len(blob)
 
@@ -174,7 +179,7 @@ def params_problem(d: Path, done: dict, deep: bool = False) -> str | None:
     except OSError as e:
         return f"params.pt cannot be read: {e.strerror or e}"
     if not stat.S_ISREG(st.st_mode):
-        return f"params.pt cannot be read: it is {_kind(st.st_mode)}, not a file"
+        return f"params.pt cannot be read: it is {file_kind(st.st_mode)}, not a file"
     size = done.get(PARAMS_BYTES)
     if _is_int(size) and st.st_size != size:
         return f"params.pt has {st.st_size} bytes, not the {size} it was written with: truncated or replaced"
@@ -203,10 +208,10 @@ def squatter(d: Path) -> str | None:
         except OSError:
             continue
         if not stat.S_ISREG(mode):
-            return f"{name} is {_kind(mode)}, not a file"
+            return f"{name} is {file_kind(mode)}, not a file"
     return None
 
 
 __all__ = ["config_problem", "metrics_problem", "curves_problem", "curve_row_problem", "params_problem",
-           "squatter", "stored_id", "file_sha256", "NUMERIC_METRICS", "INTEGER_METRICS", "LIVE_FILES",
+           "squatter", "stored_id", "file_sha256", "file_signature", "NUMERIC_METRICS", "INTEGER_METRICS", "LIVE_FILES",
            "PARAMS_SHA", "PARAMS_BYTES"]

@@ -303,7 +303,7 @@ def _finite_columns(*features: np.ndarray) -> int:
     """How many leading feature columns can enter a least-squares fit: finite in every sample, with
     a finite, non-zero norm. A high-degree psi_m grows exponentially on a context whose spectrum
     reaches past the basis's nodes (|f| ~ 1e110 at m = 255, d = 32, P = 128) and overflows near
-    m = 550; the curve there uses the degrees below (an upper bound on the least loss) and is not
+    m = 385-550 (where, depends on the contexts drawn); the curve there uses the degrees below (an upper bound on the least loss) and is not
     `reliable`."""
     with np.errstate(over="ignore", invalid="ignore"):
         ok = np.ones(features[0].shape[1], dtype=bool)

@@ -20,6 +20,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from depthscale.atomic import file_kind
 from depthscale.errors import UserError
 
 NAME_MAX = 255  # bytes of one path component, where the filesystem does not say (os.pathconf)
@@ -66,6 +67,11 @@ def check_length(path: Path, value: str, name: str) -> None:
                          f"{limit:,} (less {ROOM} for the files written under it)")
 
 
+def no_home(head: str) -> str:
+    """Why a path starting with `head` ("~user") cannot be expanded."""
+    return f"{head!r} names no home directory (no such user, or no HOME)"
+
+
 def path_arg(value: str, name: str) -> Path:
     """A --store / --out path: never empty (an empty one would mean the current directory), a
     `~user` that exists, a length the system can open."""
@@ -77,7 +83,7 @@ def path_arg(value: str, name: str) -> Path:
     if value.startswith("~"):
         head = value.split(os.sep, 1)[0]
         if os.path.expanduser(head) == head:  # os.path leaves an unknown user as it was (Path raises)
-            raise UsageError(f"--{name} {shown(value)!r}: {head!r} names no home directory (no such user, or no HOME)")
+            raise UsageError(f"--{name} {shown(value)!r}: {no_home(head)}")
         check_length(Path(os.path.expanduser(value)), value, name)
     else:
         check_length(Path(value), value, name)
@@ -131,14 +137,6 @@ def out_dir(value: str) -> Path:
     return out
 
 
-def _kind(mode: int) -> str:
-    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return word
-    return "not a regular file"
-
-
 def out_file(value: str, suffixes: tuple[str, ...] = (".parquet", ".csv")) -> Path:
     """--out of collect: a .parquet or .csv file to (over)write. An existing one must be a regular
     file; a symbolic link to a regular file (or to a path not there yet) is followed (the path it
@@ -160,11 +158,11 @@ def out_file(value: str, suffixes: tuple[str, ...] = (".parquet", ".csv")) -> Pa
         raise UsageError(f"--out {shown(value)!r}: {_reason(e)}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         via = f" (a link to {target})" if target != out else ""
-        raise UsageError(f"--out {value!r}{via} is {_kind(st.st_mode)}, not a regular file to write")
+        raise UsageError(f"--out {value!r}{via} is {file_kind(st.st_mode)}, not a regular file to write")
     check_parents(target, value)
     probe_dir(target.absolute().parent, value)
     return target
 
 
-__all__ = ["UsageError", "path_arg", "check_parents", "check_length", "probe_dir", "out_dir", "out_file", "shown",
+__all__ = ["UsageError", "path_arg", "check_parents", "check_length", "probe_dir", "out_dir", "out_file", "shown", "no_home",
            "NAME_MAX", "PATH_MAX", "ROOM"]

@@ -158,8 +158,9 @@ def _sweep_configs(args) -> tuple[list, str]:
     from depthscale.sweeps import expand_grid, load_grid
 
     if not os.path.isfile(args.grid):
-        what = ("no such file" if not os.path.exists(args.grid) else "a directory, not a grid file"
-                if os.path.isdir(args.grid) else "not a regular file")
+        from depthscale.atomic import file_kind
+
+        what = f"{file_kind(os.stat(args.grid).st_mode)}, not a grid file" if os.path.exists(args.grid) else "no such file"
         raise UsageError(f"--grid {args.grid!r}: {what}")
     if os.path.getsize(args.grid) == 0:
         raise UsageError(f"--grid {args.grid!r} is empty")
