@@ -253,3 +253,46 @@ def test_fig3_legends_list_spectra_in_order(deep):
         labels = [t.get_text().split(":")[0] for t in panel(fig, letter).get_legend().get_texts()]
         values = [float(x.strip("()").split(",")[vary]) for x in labels]
         assert len(values) == 4 and values == sorted(values), labels
+
+
+class _TwoMaps:
+    """A Results stand-in holding context_updates series at k = 2 and 16 whose mean A_1 maps have
+    very different ranges (the smoke preset has no k = 16)."""
+
+    preset = "cpu"
+
+    def __init__(self):
+        from depthscale.results import Series
+
+        rng = np.random.default_rng(0)
+        depths = np.array([1, 2, 4])
+        self.s = {}
+        for k, scale in ((2, 1.0), (16, 0.1)):
+            maps = [(scale * rng.random((8, 8)), None) for _ in depths]
+            mean = {"rho": np.array([0.5, 0.9, 0.95]) * scale, "rho_r2": np.full(3, 0.99),
+                    "m": np.zeros(3), "R": np.ones(3)}
+            self.s[k] = Series(depths, mean, {m: np.zeros(3) for m in mean}, np.ones(3), [[]] * 3,
+                               arrays={"A1_mean": maps})
+
+    def series(self, model, task, k, a, b, depths=None):
+        return self.s[k]
+
+
+def test_fig12_maps_share_one_colour_scale_and_rho_starts_at_depth_2(deep):
+    """Issue 36: (a) and (b) are read against each other, so they share vmin/vmax (separately
+    autoscaled, the k = 16 map looked like the k = 2 one); (c) draws no rho at L = 1."""
+    from depthscale.experiments.variants import fig12
+
+    _, th, _ = deep
+    fig = fig12(_TwoMaps(), th)
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert len(images) == 2
+    assert images[0].get_clim() == images[1].get_clim()
+    lo, hi = images[0].get_clim()
+    for im in images:
+        A = np.asarray(im.get_array(), float)
+        assert lo <= np.nanmin(A) and np.nanmax(A) <= hi
+    assert hi > 0.5 and lo < 0.1  # the scale spans both maps, not the first one's range only
+    xs = [x for line in panel(fig, "c").get_lines() for x in np.atleast_1d(line.get_xdata())
+          if line.get_linestyle() != "--"]
+    assert xs and min(xs) >= 2

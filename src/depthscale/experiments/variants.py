@@ -58,14 +58,15 @@ def fig10(res: Results, th: Theory):
 
 
 def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabel: str, letter: str,
-                           title: str, n_legend: int) -> None:
+                           title: str, n_legend: int, min_depth: int = 1) -> None:
     """`metric` of the context_updates model at (0,0) vs depth for k = 2 and 16 (legend `name`
-    with k filled in), with horizontal reference lines `refs` [(value, axhline kwargs)]."""
+    with k filled in), at depths >= `min_depth`, with horizontal reference lines `refs`
+    [(value, axhline kwargs)]."""
     drawn = 0
     for k, col in zip((2, 16), pl.colors(2)):
         s = res.series("context_updates", "difficult", k, 0.0, 0.0)
         y = s.get(metric) if s else np.zeros(0)
-        ok = np.isfinite(y) if s else np.zeros(0, bool)
+        ok = np.isfinite(y) & (s.depths >= min_depth) if s else np.zeros(0, bool)
         if ok.any():
             pl.errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=name.format(k))
             drawn += 1
@@ -90,28 +91,45 @@ def fig11(res: Results, th: Theory):
     return fig
 
 
-def fig12(res: Results, th: Theory):
-    fig, ax = pl.new_figure(3, width=3.8, height=3.5)
-    for i, k in enumerate((2, 16)):
+def _mean_attention_maps(res: Results) -> dict:
+    """{k: (A, series, index)} of the deepest run with a mean A_1 map, for k = 2 and 16."""
+    maps = {}
+    for k in (2, 16):
         s = res.series("context_updates", "difficult", k, 0.0, 0.0)
         arrs = s.arrays.get("A1_mean", []) if s else []
         j = max((j for j, x in enumerate(arrs) if x is not None), default=None)
-        if j is None:
+        if j is not None:
+            maps[k] = (np.asarray(arrs[j][0], float), s, j)
+    return maps
+
+
+def fig12(res: Results, th: Theory):
+    """(a, b) the mean A_1 maps on ONE colour scale (a separate scale per map made the k = 16 map,
+    rho 0.13, look like the k = 2 one, rho 0.92); (c) rho at L >= 2 (at L = 1 the context block
+    never reaches the output, SPEC §9 claim 9)."""
+    fig, ax = pl.new_figure(3, width=3.8, height=3.5)
+    maps = _mean_attention_maps(res)
+    values = np.concatenate([A[np.isfinite(A)] for A, _, _ in maps.values()]) if maps else np.zeros(0)
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+    im = None
+    for i, k in enumerate((2, 16)):
+        if k not in maps:
             pl.missing(ax[i], "missing runs" + ("" if pl.has_k(res, k) else f" (k={k} not in this preset)"),
                        blank=True)
             pl.panel_title(ax[i], "ab"[i], f"mean $A_1$, $k={k}$")
             continue
-        A = arrs[j][0]
-        im = ax[i].imshow(A, cmap="magma", interpolation="nearest")
-        fig.colorbar(im, ax=ax[i], shrink=0.8)
+        A, s, j = maps[k]
+        im = ax[i].imshow(A, cmap="magma", interpolation="nearest", vmin=lo, vmax=hi)
         rho, r2 = s.get("rho")[j], s.get("rho_r2")[j]
         pl.panel_title(ax[i], "ab"[i], rf"mean $A_1$, $k={k}$, $L={s.depths[j]}$: $\rho={rho:.3g}$, $R^2={r2:.4g}$")
         ax[i].set_xlabel("context token")
         ax[i].set_ylabel("context token")
+    if im is not None:
+        fig.colorbar(im, ax=[ax[0], ax[1]], shrink=0.8, label="attention weight")  # one scale for (a) and (b)
     paper = [(PAPER["context_updates"][key], dict(color="0.5", ls="--", lw=0.7)) for key in ("rho_top2", "rho_top16")]
     _context_updates_panel(ax[2], res, "rho", "$k={}$", paper,
                            r"$\rho$ in $A_1 \approx \rho I + (1-\rho)\,\mathbf{1}\mathbf{1}^\top/P$", "c",
-                           r"$\rho$ vs depth (dashed: paper)", 2)
+                           r"$\rho$ vs depth, $L \geq 2$ (dashed: paper)", 2, min_depth=2)
     return fig
 
 
