@@ -296,3 +296,22 @@ def test_fig12_maps_share_one_colour_scale_and_rho_starts_at_depth_2(deep):
     xs = [x for line in panel(fig, "c").get_lines() for x in np.atleast_1d(line.get_xdata())
           if line.get_linestyle() != "--"]
     assert xs and min(xs) >= 2
+
+
+def test_fig10_keeps_a_non_positive_C_on_a_linear_axis(deep):
+    """Issue 36: a log axis silently dropped C_2 <= 0; now every finite point is drawn and the
+    axis says it is linear."""
+    _, th, res = deep
+    df = res.df.copy()
+    cut = (df["model"] == "layer_values") & (df["L"] == 2)
+    assert cut.any()
+    df.loc[cut, "C"] = -0.05
+    fig = figures.build("fig10", Results(df, "smoke", res.store), th)
+    b = panel(fig, "b")
+    assert b.get_yscale() == "linear" and "linear" in b.get_ylabel()
+    ys = [y for line in b.get_lines() for y in np.atleast_1d(line.get_ydata()) if line.get_marker() == "o"]
+    assert min(ys) == pytest.approx(-0.05)
+    lo, hi = b.get_ylim()
+    assert lo <= -0.05 <= hi
+    good = figures.build("fig10", res, th)
+    assert panel(good, "b").get_yscale() == "log"

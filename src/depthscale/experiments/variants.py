@@ -34,15 +34,23 @@ def _variant_figure(res: Results, model: str, name: str):
     pl.loss_panel(ax[0], res, model, "difficult", pl.pairs(2, ORIGIN), fit=True)
     pl.panel_title(ax[0], "a", f"{name}: loss, (0,0), $k=2$")
     s = res.series(model, "difficult", 2, 0.0, 0.0)
-    drawn = 0
+    series = []
     for metric, col, lab in (("C", "tab:blue", "$C_L$"), ("gap", "tab:orange", "$A_L - C_L$")):
         y = s.get(metric) if s else np.zeros(0)
-        ok = np.isfinite(y) & (s.depths > 1) & (y > 0) if s else np.zeros(0, bool)
+        ok = np.isfinite(y) & (s.depths > 1) if s else np.zeros(0, bool)
         if ok.any():
-            pl.errorbar(ax[1], s.depths[ok], y[ok], s.se[metric][ok], marker="o", color=col, label=lab)
-            drawn += 1
-    pl.loglog(ax[1], ylabel="$C_L$, $A_L - C_L$")
-    if not drawn:
+            series.append((s.depths[ok], y[ok], s.se[metric][ok], col, lab))
+    # a log axis would silently drop a C_L <= 0 (fig10's C_2 was): then the axis is linear, and says so
+    log = all(np.all(y > 0) for _, y, _, _, _ in series)
+    for x, y, se, col, lab in series:
+        pl.errorbar(ax[1], x, y, se, marker="o", color=col, label=lab)
+    if log:
+        pl.loglog(ax[1], ylabel="$C_L$, $A_L - C_L$")
+    else:
+        pl.logx(ax[1])
+        ax[1].axhline(0.0, color="0.6", lw=0.6)
+        ax[1].set_ylabel("$C_L$, $A_L - C_L$ (linear axis: a value is $\\leq 0$)")
+    if not series:
         pl.missing(ax[1])
     pl.finish_legend(ax[1], 2, "(0,0), $k=2$")
     pl.panel_title(ax[1], "b", f"{name}: decomposition")
