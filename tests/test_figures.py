@@ -315,3 +315,19 @@ def test_fig10_keeps_a_non_positive_C_on_a_linear_axis(deep):
     assert lo <= -0.05 <= hi
     good = figures.build("fig10", res, th)
     assert panel(good, "b").get_yscale() == "log"
+
+
+@pytest.mark.parametrize("fid", ["fig3", "fig6", "fig7", "fig9", "fig10", "fig11", "fig12", "fig14"])
+def test_panel_letters_run_in_reading_order(deep, fid):
+    """Issue 36: fig6's letters ran a, b, e / c, d, f. Left to right, top to bottom, a figure's
+    panel letters are a, b, c, ... with none skipped."""
+    _, th, res = deep
+    fig = figures.build(fid, res, th)
+    lettered = []
+    for ax in fig.axes:
+        m = re.match(r"\(([a-z])\)", ax.get_title(loc="left"))
+        if m:
+            spec = ax.get_subplotspec()  # the grid cell: an image's aspect moves its box, not its cell
+            lettered.append((spec.rowspan.start, spec.colspan.start, m.group(1)))
+    letters = [x for _, _, x in sorted(lettered)]
+    assert letters == [chr(ord("a") + i) for i in range(len(letters))], (fid, letters)

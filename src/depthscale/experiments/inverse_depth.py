@@ -69,9 +69,16 @@ C_LABEL = "$C_L$ (linear axis)"
 GAP_LABEL = "$A_L - C_L$ (linear axis)"  # the same scale as C_L's panel beside it
 
 
+def panels(compare: bool):
+    """fig6's and fig14's axes in reading order: (a, b) loss, (c, d) C_L and A_L - C_L, (e, f) the
+    faithful start beside the spread variant (absent without `compare`); rows of two, so the
+    letters run left to right, top to bottom."""
+    fig, ax = pl.new_figure(2, 3 if compare else 2, width=4.2, height=3.2)
+    return fig, ax + [None, None] * (not compare)
+
+
 def fig6(res: Results, th: Theory, compare: bool = True):
-    fig, ax = pl.new_figure(3 if compare else 2, 2)
-    ax = ax if compare else [ax[0], ax[1], None, ax[2], ax[3], None]  # the same panel slots
+    fig, ax = panels(compare)
     fl = softmax_floor_line(th)
     a0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[0] == 0))
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl)
@@ -80,16 +87,16 @@ def fig6(res: Results, th: Theory, compare: bool = True):
     fits = pl.loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl)
     pl.panel_title(ax[1], "b", "$b=0$; dashed: ensemble floor")
     if compare:
-        start_panel(ax[2], res, a0)
-        pl.panel_title(ax[2], "e", "faithful vs spread start, $a=0$")
+        start_panel(ax[4], res, a0)
+        pl.panel_title(ax[4], "e", "faithful vs spread start, $a=0$")
     # every fit's L0, dotted (a degenerate fit's too: the caption says which are not laws)
-    pl.decomp_panel(ax[3], res, "nonlinear", b0, "C", C_LABEL, {key: f.L0 for key, f in fits.items()})
-    pl.panel_title(ax[3], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
+    pl.decomp_panel(ax[2], res, "nonlinear", b0, "C", C_LABEL, {key: f.L0 for key, f in fits.items()})
+    pl.panel_title(ax[2], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
     weak = [label(a, b) for (k, a, b), f in fits.items() if not f.ok]
     if weak:
-        pl.note(ax[3], "dotted L0 from a degenerate fit (not a law): " + ", ".join(weak))
-    pl.decomp_panel(ax[4], res, "nonlinear", b0, "gap", GAP_LABEL)
-    pl.panel_title(ax[4], "d", "$A_L - C_L$ at $b=0$")
+        pl.note(ax[2], "dotted L0 from a degenerate fit (not a law): " + ", ".join(weak))
+    pl.decomp_panel(ax[3], res, "nonlinear", b0, "gap", GAP_LABEL)
+    pl.panel_title(ax[3], "d", "$A_L - C_L$ at $b=0$")
     if compare:
         start_panel(ax[5], res, b0)
         pl.panel_title(ax[5], "f", "faithful vs spread start, $b=0$")
@@ -102,8 +109,7 @@ def fig6_spread(res: Results, th: Theory):
 
 
 def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool = True):
-    fig, ax = pl.new_figure(3 if compare else 2, 2)
-    ax = ax if compare else [ax[0], ax[1], None, ax[2], ax[3], None]  # the same panel slots
+    fig, ax = panels(compare)
     res16 = res if res16 is None else res16
     k2 = pl.pairs(2, sorted(FIG14_K2))
     fl = softmax_floor_line(th)
@@ -113,12 +119,12 @@ def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool 
                   hlines=fl if pl.has_k(res, 16) else None)
     pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("" if pl.has_k(res, 16) else " (not in this preset)"))
     if compare:
-        start_panel(ax[2], res, k2)
-        pl.panel_title(ax[2], "e", "faithful vs spread start, $k=2$")
-    pl.decomp_panel(ax[3], res, "nonlinear", k2, "C", C_LABEL)
-    pl.panel_title(ax[3], "c", "$C_L$, $k=2$")
-    pl.decomp_panel(ax[4], res, "nonlinear", k2, "gap", GAP_LABEL)
-    pl.panel_title(ax[4], "d", "$A_L - C_L$, $k=2$")
+        start_panel(ax[4], res, k2)
+        pl.panel_title(ax[4], "e", "faithful vs spread start, $k=2$")
+    pl.decomp_panel(ax[2], res, "nonlinear", k2, "C", C_LABEL)
+    pl.panel_title(ax[2], "c", "$C_L$, $k=2$")
+    pl.decomp_panel(ax[3], res, "nonlinear", k2, "gap", GAP_LABEL)
+    pl.panel_title(ax[3], "d", "$A_L - C_L$, $k=2$")
     if compare:
         start_panel(ax[5], res, pl.pairs(16, sorted(FIG14_K16)))
         pl.panel_title(ax[5], "f", "faithful vs spread start, $k=16$")
