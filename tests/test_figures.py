@@ -136,6 +136,12 @@ def test_log_ticks_are_readable():
         t = figures.log_ticks(lo, hi)
         assert 2 <= len(t) <= 12 and all(lo <= x <= hi for x in t), (lo, hi, t)
     assert figures.log_ticks(0.4, 2.1) == [0.5, 1.0, 2.0]
+    # neither end of an axis is left without a tick for more than a quarter of its length
+    # (fig4 (a) at the cpu preset spanned 0.0014-0.0042 with no tick above 0.003)
+    for lo, hi in ((0.0014, 0.0042), (0.0007, 0.0048), (1.9, 6.3), (2.0, 2.2), (0.05, 0.9)):
+        t = figures.log_ticks(lo, hi)
+        span = np.log(hi / lo)
+        assert np.log(t[0] / lo) <= 0.25 * span and np.log(hi / t[-1]) <= 0.25 * span, (lo, hi, t)
     assert figures.tick_text(1e-5) == "10⁻⁵" and figures.tick_text(2e-5) == "2×10⁻⁵"
     assert figures.tick_text(0.25) == "0.25" and figures.tick_text(64.0) == "64"
 

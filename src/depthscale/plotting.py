@@ -129,23 +129,35 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 def log_ticks(lo: float, hi: float) -> list[float]:
     """Major ticks for a log axis spanning [lo, hi]: the sparsest of 1, (1, 3), (1, 2, 5),
-    (1, 1.5, 2, 3, 5, 7) and 1..9 per decade that puts at least 3 ticks inside the range; over
-    many decades every n-th power of ten; on a range too narrow for any of them, 3-5 evenly
-    spaced round values (so a panel never shows fewer than 2 labelled ticks)."""
+    (1, 1.5, 2, 3, 5, 7) and 1..9 per decade that puts at least 3 ticks inside the range and
+    leaves neither end of it more than END_GAP of its (log) length without a tick (fig4's
+    0.0014-0.0042 had none above 0.003); failing that, evenly spaced round values; over many
+    decades every n-th power of ten."""
     if not (lo > 0 and hi > lo and math.isfinite(lo) and math.isfinite(hi)):
         return []
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     if e1 - e0 > 7:
         step = math.ceil((e1 - e0) / 6)
         return [10.0 ** e for e in range(e0, e1 + 1) if e % step == 0 and lo <= 10.0 ** e <= hi]
-    for subs in ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), tuple(range(1, 10))):
-        ticks = [m * 10.0 ** e for e in range(e0, e1 + 1) for m in subs if lo <= m * 10.0 ** e <= hi]
-        if len(ticks) >= 3:
-            return ticks
     from matplotlib.ticker import MaxNLocator
 
-    return [float(t) for t in MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
-            if lo <= t <= hi and t > 0]
+    span = math.log(hi / lo)
+
+    def end_gap(ticks):
+        return max(math.log(ticks[0] / lo), math.log(hi / ticks[-1])) / span
+
+    candidates = [[m * 10.0 ** e for e in range(e0, e1 + 1) for m in subs if lo <= m * 10.0 ** e <= hi]
+                  for subs in ((1,), (1, 3), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), tuple(range(1, 10)))]
+    candidates += [[float(t) for t in MaxNLocator(nbins=n, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+                    if lo <= t <= hi and t > 0] for n in (4, 6)]
+    candidates = [t for t in candidates if len(t) >= 3 or (len(t) >= 2 and t is candidates[-1])]
+    for ticks in candidates:
+        if end_gap(ticks) <= END_GAP:
+            return ticks
+    return min(candidates, key=end_gap) if candidates else []
+
+
+END_GAP = 0.25  # the most of a log axis's length that may lie beyond its outermost tick
 
 
 def tick_text(v: float, digits: int = 3) -> str:
