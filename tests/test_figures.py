@@ -231,16 +231,18 @@ def test_fig6_loss_panels_are_bounded_by_data_and_their_floor_lines(deep):
 
 
 @pytest.mark.parametrize("cut", [False, True])
-def test_fig6_c_draws_a_dotted_L0_per_fitted_spectrum(deep, cut):
-    """Its title promises 'dotted: fitted L0': one dotted line per b = 0 spectrum with a fit, well
-    posed (five depths) or degenerate (three: the caption says so)."""
+def test_fig6_c_draws_a_dotted_L0_per_well_posed_fit_only(deep, cut):
+    """Its title promises 'dotted: fitted L0': one dotted line per b = 0 spectrum with a well-posed
+    fit (five depths); a degenerate fit (three depths) draws none and the caption names it
+    (issue 36: a degenerate L0 was drawn at 0)."""
     _, th, res = deep
     fig = figures.build("fig6", shallow(res) if cut else res, th)
     ax = panel(fig, "c")
     assert "dotted" in ax.get_title(loc="left")
     dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
-    assert len(dotted) == len([s for s in ex.FIG56_SPECTRA if s[1] == 0]) == 4
-    assert ("dotted L0 from a degenerate fit" in " ".join(plotting.remarks(fig))) is cut
+    assert len([s for s in ex.FIG56_SPECTRA if s[1] == 0]) == 4
+    assert len(dotted) == (0 if cut else 4)
+    assert ("no L0 drawn where the fit is degenerate" in " ".join(plotting.remarks(fig))) is cut
 
 
 def test_fig6_and_fig14_show_C_and_A_minus_C_on_one_scale_and_say_so(deep):

@@ -8,8 +8,8 @@ Operational choices:
   top-16 items (Table 4's four) |alpha - alpha_paper| <= 0.2, R² >= 0.99; every fit well posed.
 - 6: "last two depths" are the two deepest depths with finite values; relative change
   |X(Lmax) - X(Lmax/2)| / |X(Lmax/2)| for X = C_L and A_L - C_L, on fig6's b = 0 spectra.
-- fig6 (c) draws every fit's L0 dotted, a degenerate fit's too (the caption names those); C_L and
-  A_L - C_L share a linear axis in (c, d).
+- fig6 (c) draws a well-posed fit's L0 dotted; a degenerate fit's L0 (on its bound) is not drawn and
+  the caption names those spectra; C_L and A_L - C_L share a linear axis in (c, d).
 """
 
 from __future__ import annotations
@@ -89,12 +89,12 @@ def fig6(res: Results, th: Theory, compare: bool = True):
     if compare:
         start_panel(ax[4], res, a0)
         pl.panel_title(ax[4], "e", "faithful vs spread start, $a=0$")
-    # every fit's L0, dotted (a degenerate fit's too: the caption says which are not laws)
-    pl.decomp_panel(ax[2], res, "nonlinear", b0, "C", C_LABEL, {key: f.L0 for key, f in fits.items()})
+    # a well-posed fit's L0, dotted; a degenerate fit has no L0 to draw (it sat at 0 on its bound)
+    pl.decomp_panel(ax[2], res, "nonlinear", b0, "C", C_LABEL, {key: f.L0 for key, f in fits.items() if f.ok})
     pl.panel_title(ax[2], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
     weak = [label(a, b) for (k, a, b), f in fits.items() if not f.ok]
     if weak:
-        pl.note(ax[2], "dotted L0 from a degenerate fit (not a law): " + ", ".join(weak))
+        pl.note(ax[2], "no L0 drawn where the fit is degenerate (not a law): " + ", ".join(weak))
     pl.decomp_panel(ax[3], res, "nonlinear", b0, "gap", GAP_LABEL)
     pl.panel_title(ax[3], "d", "$A_L - C_L$ at $b=0$")
     if compare:
