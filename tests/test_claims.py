@@ -424,3 +424,28 @@ def test_expected_is_spec_criterion():
     assert "2 SE (bootstrap" in exp["10"]
     assert "R² >= 0.99" in exp["11"]
     assert claims.CannotJudge is not None
+
+
+def test_fig13_draws_the_error_bars_claim_10_judges_by(monkeypatch):
+    """Issue 36: fig13 (b) had no error bars with one seed although claim 10 uses bootstrap SEs;
+    it now draws the same Delta Q and SE as the claim, on a linear axis like (a)."""
+    from depthscale import figures
+
+    w, th = World(), FakeTheory()
+    pm = FakePaired(w)
+    use_paired(monkeypatch, pm)
+    from depthscale.measurements import PERCENTILES
+
+    q = np.asarray(PERCENTILES, float)
+    r1, rL = w.series("nonlinear", "difficult", 2, 0.0, 0.0, [2.1, 2.0], depths=(1, DEPTHS[-1]),
+                      selection_percentiles=lambda L: (q / 100.0) / L)
+    pm.dQ[(r1, rL)] = {"q": q, "dQ": np.where(q >= 50, 0.01, -0.01), "se": np.full(q.shape, 0.002)}
+    fig = figures.build("fig13", w.results(), th)
+    b = next(ax for ax in fig.axes if ax.get_title(loc="left").startswith("(b)"))
+    bars = [c for c in b.containers if getattr(c, "has_yerr", False)]
+    assert bars, "no error bars in (b)"
+    segs = bars[0].lines[2][0].get_segments()
+    halves = [abs(s[1][1] - s[0][1]) / 2 for s in segs]
+    np.testing.assert_allclose(halves, 0.002)  # the bootstrap SE of the one seed, as claim 10 reads it
+    a = next(ax for ax in fig.axes if ax.get_title(loc="left").startswith("(a)"))
+    assert a.get_yscale() == "linear"

@@ -22,6 +22,9 @@ from depthscale.results import Results, Theory
 
 
 def fig13(res: Results, th: Theory):
+    """(a) Q_1(q) and Q_Lmax(q) with their SEs over seeds; (b) Delta Q(q) with the SE claim 10
+    judges it by (seeds and bootstrap; drawn only where the store holds the models), on a linear
+    axis like (a), so the two panels show the same difference."""
     fig, ax = pl.new_figure(2)
     sq = selection_quantiles(res)
     if sq is None:
@@ -30,10 +33,15 @@ def fig13(res: Results, th: Theory):
     else:
         pl.errorbar(ax[0], sq["q"], sq["Q1"], sq["Q1_se"], marker="o", color="tab:blue", label=f"{sq['L1']}")
         pl.errorbar(ax[0], sq["q"], sq["QL"], sq["QL_se"], marker="s", color="tab:red", label=f"{sq['Lmax']}")
-        pl.logy(ax[0])
         pl.finish_legend(ax[0], 2, "depth $L$")
-        pl.errorbar(ax[1], sq["q"], sq["dQ"], sq["dQ_se"], marker="o", color="tab:purple")
+        q, dQ, se, how = sq["q"], sq["dQ"], sq["dQ_se"], "SE over seeds"
+        try:
+            q, dQ, se, how = delta_q(res)
+        except Exception as e:  # noqa: BLE001 - no models to bootstrap: the seeds' SE, and the caption says why
+            pl.note(ax[1], f"error bars: SE over seeds only ({type(e).__name__}: {e})")
+        pl.errorbar(ax[1], q, dQ, se, marker="o", color="tab:purple", label=f"±1 SE: {how}")
         ax[1].axhline(0, color="0.5", lw=0.8)
+        pl.finish_legend(ax[1], 1)
     ax[0].set_xlabel("percentile $q$")
     ax[0].set_ylabel(r"$Q_L(q)$ of $E_L = |\bar p - p^*|^2$")
     pl.panel_title(ax[0], "a", "selection-loss percentiles, (0,0), $k=2$")
@@ -43,7 +51,11 @@ def fig13(res: Results, th: Theory):
     return fig
 
 
-def c10(res, th):
+def delta_q(res: Results):
+    """(q, Delta Q(q), its SE, how the SE was made) of L = 1 against Lmax, paired per seed by the
+    bootstrap over evaluation contexts (paired.bootstrap_dQ): one seed, its bootstrap SE; several,
+    the larger of the SE over seeds and the bootstrap SE of their mean. Raises MissingRuns or
+    CannotJudge where it cannot be made."""
     L1, Lmax = depth_set(res.preset, "ends")
     require(res, "nonlinear", "difficult", 2, ORIGIN, (L1, Lmax))
     pm = paired_or_fail(res)
@@ -60,10 +72,14 @@ def c10(res, th):
     mean = dQ.mean(0)
     boot = np.sqrt((bse ** 2).sum(0)) / n
     if n > 1:
-        se = np.maximum(dQ.std(0, ddof=1) / math.sqrt(n), boot)
-        how = f"the larger of the SE over {n} seeds and the bootstrap SE of their mean"
-    else:
-        se, how = boot, "bootstrap SE over evaluation contexts (one seed)"
+        return q, mean, np.maximum(dQ.std(0, ddof=1) / math.sqrt(n), boot), \
+            f"the larger of the SE over {n} seeds and the bootstrap SE of their mean"
+    return q, mean, boot, "bootstrap SE over evaluation contexts (one seed)"
+
+
+def c10(res, th):
+    L1, Lmax = depth_set(res.preset, "ends")
+    q, mean, se, how = delta_q(res)
     upper = q >= 50
     beyond = mean[upper] > 2 * se[upper]
     ok = bool(upper.any() and np.all(np.isfinite(se[upper])) and np.all(beyond))
