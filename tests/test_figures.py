@@ -339,3 +339,27 @@ def test_panel_letters_run_in_reading_order(deep, fid):
             lettered.append((spec.rowspan.start, spec.colspan.start, m.group(1)))
     letters = [x for _, _, x in sorted(lettered)]
     assert letters == [chr(ord("a") + i) for i in range(len(letters))], (fid, letters)
+
+
+def test_fit_lines_stay_on_their_data_and_a_poor_fit_is_dashed_and_named(deep):
+    """Issue 36: fig9's fit was drawn out to L = 64 beyond its last point, and fig3 (b) drew a fit
+    with R² 0.977 (below claim 1's 0.98) solid, with no flag."""
+    from matplotlib.figure import Figure
+
+    _, _, res = deep
+    cut = Results(res.df[res.df["L"] <= 8], "smoke", res.store)
+    ax = Figure(layout="constrained").subplots()
+    fits = figures.loss_panel(ax, cut, "nonlinear", "difficult", B0, fit=True, r2_min=1.01)
+    laws = [f for f in fits.values() if f.ok]
+    assert laws  # five depths -> well-posed fits to draw
+    curves = [line for line in ax.get_lines() if line.get_marker() in ("None", "", None)]
+    assert len(curves) == len(laws)
+    for line in curves:
+        assert max(line.get_xdata()) <= 8 and min(line.get_xdata()) >= 1
+        assert line.get_linestyle() == "--"  # no fit reaches R² 1.01: each is flagged
+    assert any("below 1.01" in r for r in plotting.remarks(ax.figure))
+    assert all("R^2" in t for t in legend_texts(ax) if "alpha" in t)
+    ax2 = Figure(layout="constrained").subplots()
+    figures.loss_panel(ax2, cut, "nonlinear", "difficult", B0, fit=True, r2_min=0.0)
+    assert all(line.get_linestyle() == "-" for line in ax2.get_lines() if line.get_marker() in ("None", "", None))
+    assert not any("below" in r for r in plotting.remarks(ax2.figure))

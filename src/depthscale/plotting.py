@@ -247,9 +247,9 @@ def spectra_title(groups) -> str:
 
 
 def fit_text(f) -> str:
-    """α ± SE of a fit for a legend entry (mathtext)."""
+    """α ± SE and R² of a fit for a legend entry (mathtext)."""
     se = f"{f.alpha_se:.2f}" if math.isfinite(f.alpha_se) else "?"
-    return rf"$\alpha = {f.alpha:.2f} \pm {se}$"
+    return rf"$\alpha = {f.alpha:.2f} \pm {se}$, $R^2 = {f.r2:.3f}$"
 
 
 def degenerate_text(f) -> str:
@@ -272,14 +272,15 @@ def _span(y, se) -> list[float]:
 
 def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[int, tuple]],
                fit: bool | None = None, metric: str = "R", hlines: Callable | None = None,
-               fit_floor: bool | None = None, ylabel: str = "loss $R_L$") -> dict:
+               fit_floor: bool | None = None, ylabel: str = "loss $R_L$", r2_min: float | None = None) -> dict:
     """Seed-mean `metric` vs depth for (k, (a, b)) pairs, with fit lines (fit=True) and optional
     horizontal theory lines `hlines(k, a, b) -> (value, se) | None`. A well-posed fit is drawn as a
-    line with α ± SE in the series' legend entry; a degenerate one as data only (joined points),
-    the caption naming the reason. Returns every fit made, well posed or not, by (k, a, b)."""
+    line over the depths it was fitted to (never extrapolated) with α ± SE and R² in the series'
+    legend entry — dashed, and named in the caption, where R² < `r2_min` (the claim's threshold:
+    the points curve away from it); a degenerate one as data only (joined points), the caption
+    naming the reason. Returns every fit made, well posed or not, by (k, a, b)."""
     cols = colors(len(groups))
-    fits, miss, drawn, degenerate, span = {}, [], 0, {}, []
-    Lmax = depth_set(res.preset, "all")[-1]
+    fits, miss, drawn, degenerate, span, poor = {}, [], 0, {}, [], []
     for i, ((k, (a, b)), col) in enumerate(zip(groups, cols)):
         s = res.series(model, task, k, a, b)
         lab = label(a, b, k if len({g[0] for g in groups}) > 1 else None)
@@ -304,14 +305,18 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
                  label=f"{lab}: {fit_text(f)}" if law else lab, ls="none" if law else "-")
         span += _span(y[ok], s.se[metric][ok])
         if law:
-            Lg = np.geomspace(1, Lmax, 100)
-            ax.plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
+            weak = r2_min is not None and not f.r2 >= r2_min
+            poor += [f"{lab} (R²={f.r2:.3f})"] if weak else []
+            Lg = np.geomspace(s.depths[ok].min(), s.depths[ok].max(), 100)
+            ax.plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9, ls="--" if weak else "-")
     loglog(ax, ylabel=ylabel)
     bound_y(ax, span, log=True)
     if drawn == 0:
         missing(ax, "missing runs")
     elif miss:
         note(ax, "missing: " + ", ".join(miss))
+    if poor:
+        note(ax, f"dashed fit: R² below {r2_min:g}, the claim's threshold (not a law here): " + ", ".join(poor))
     for why, labs in degenerate.items():
         note(ax, f"no law drawn, degenerate fit ({why}): {', '.join(labs)}"
              if len(degenerate) > 1 or len(labs) < drawn else f"no law drawn: degenerate fits ({why})")

@@ -27,6 +27,8 @@ from depthscale.records import Claim, Experiment, RunGroup, TheoryNeed, preset_s
 from depthscale.results import Results, Theory
 from depthscale.theory import two_zeta, zeta
 
+R2_1 = 0.98  # claim 1's R² threshold (SPEC §9): a fit below it is drawn dashed
+
 G3 = RunGroup("linear", "easy", 1, FIG3_SPECTRA)
 
 
@@ -45,7 +47,7 @@ def fig3(res: Results, th: Theory):
                     ok = y > 0
                     ax[i].plot(np.asarray(ref["depths"], float)[ok], y[ok], ls=ls, color=col, lw=0.9, alpha=0.8)
                     theory += y[ok].tolist()
-        pl.loss_panel(ax[i], res, "linear", "easy", pl.pairs(1, spectra), fit=True)
+        pl.loss_panel(ax[i], res, "linear", "easy", pl.pairs(1, spectra), fit=True, r2_min=R2_1)
         data = [res.series("linear", "easy", 1, a, b).get("R") for a, b in spectra]
         data = np.concatenate([x for x in data if len(x)] or [np.zeros(0)])
         data = data[np.isfinite(data) & (data > 0)]
@@ -108,7 +110,7 @@ def c1(res, th):
         ref = reference_slopes(th, a, b, [int(L) for L in s.depths])
         lo, hi = min(ref["constrained"], ref["free"]), max(ref["constrained"], ref["free"])
         se = f.alpha_se if f is not None else math.nan
-        r2_ok = f is not None and f.r2 >= 0.98
+        r2_ok = f is not None and f.r2 >= R2_1
         in_range = (f is not None and math.isfinite(se) and math.isfinite(lo) and math.isfinite(hi)
                     and lo - 2 * se <= f.alpha <= hi + 2 * se)
         good = bool(not fit_problem(f) and r2_ok and in_range)

@@ -25,13 +25,15 @@ from depthscale.paper import ORIGIN, PAPER
 from depthscale.records import PRESET_KS, Claim, Experiment, RunGroup, register
 from depthscale.results import Results, Theory
 
+R2_8A = 0.95  # claim 8a's R² threshold (SPEC §9): a fit below it is drawn dashed
+
 G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
         RunGroup("context_updates", "difficult", 16, ORIGIN))
 
 
 def _variant_figure(res: Results, model: str, name: str):
     fig, ax = pl.new_figure(2)
-    pl.loss_panel(ax[0], res, model, "difficult", pl.pairs(2, ORIGIN), fit=True)
+    pl.loss_panel(ax[0], res, model, "difficult", pl.pairs(2, ORIGIN), fit=True, r2_min=R2_8A)
     pl.panel_title(ax[0], "a", f"{name}: loss, (0,0), $k=2$")
     s = res.series(model, "difficult", 2, 0.0, 0.0)
     series = []
@@ -90,7 +92,7 @@ def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabe
 
 def fig11(res: Results, th: Theory):
     fig, ax = pl.new_figure(2)
-    pl.loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True)
+    pl.loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True, r2_min=R2_8A)
     pl.panel_title(ax[0], "a", "context updates: loss, (0,0)")
     m16 = PAPER["context_updates"]["m_top16"]
     paper = [(m16, dict(color="0.5", ls="--", lw=0.8, label=f"paper, $k=16$: $m = {m16:g}$"))]
@@ -149,7 +151,7 @@ def c8a(res, th):
     for model, k in items:
         _, f = loss_fit(res, model, "difficult", k, 0.0, 0.0)
         a_ok = f is not None and 0.6 <= f.alpha <= 1.3
-        r2_ok = f is not None and f.r2 >= 0.95
+        r2_ok = f is not None and f.r2 >= R2_8A
         good = bool(not fit_problem(f) and a_ok and r2_ok)
         ok &= good
         meas[model] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
