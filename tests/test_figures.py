@@ -363,3 +363,16 @@ def test_fit_lines_stay_on_their_data_and_a_poor_fit_is_dashed_and_named(deep):
     figures.loss_panel(ax2, cut, "nonlinear", "difficult", B0, fit=True, r2_min=0.0)
     assert all(line.get_linestyle() == "-" for line in ax2.get_lines() if line.get_marker() in ("None", "", None))
     assert not any("below" in r for r in plotting.remarks(ax2.figure))
+
+
+def test_fig5_draws_the_finite_P_floor_beside_R_irr(deep):
+    """Issue 36: the runs sat below the dashed R_irr with nothing drawn to say why; the finite-P
+    floor (claim 4c) is now drawn dotted beside it, at its theory value."""
+    _, th, res = deep
+    fig = figures.build("fig5", res, th)
+    for letter, keep in (("a", lambda s: s[0] == 0), ("b", lambda s: s[1] == 0)):
+        ax = panel(fig, letter)
+        dotted = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":")
+        want = sorted(th.floor(a, b, 2)["finite_P"] for a, b in ex.FIG56_SPECTRA if keep((a, b)))
+        np.testing.assert_allclose(dotted, want)
+        assert "dotted: finite" in ax.get_title(loc="left")

@@ -270,11 +270,21 @@ def _span(y, se) -> list[float]:
     return list(y - se) + list(y + se)
 
 
+def reference_lines(hlines: Callable | None, k: int, a: float, b: float) -> list[tuple[float, str]]:
+    """[(value, linestyle)] of `hlines(k, a, b)`: None, one (value, se) drawn dashed, or a list of
+    (value, se, linestyle); only finite positive values (a log axis)."""
+    h = hlines(k, a, b) if hlines is not None else None
+    if h is None:
+        return []
+    lines = [(h[0], h[1], "--")] if not isinstance(h, list) else h
+    return [(float(v), ls) for v, _, ls in lines if v is not None and np.isfinite(v) and v > 0]
+
+
 def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[int, tuple]],
                fit: bool | None = None, metric: str = "R", hlines: Callable | None = None,
                fit_floor: bool | None = None, ylabel: str = "loss $R_L$", r2_min: float | None = None) -> dict:
     """Seed-mean `metric` vs depth for (k, (a, b)) pairs, with fit lines (fit=True) and optional
-    horizontal theory lines `hlines(k, a, b) -> (value, se) | None`. A well-posed fit is drawn as a
+    horizontal theory lines `hlines(k, a, b)` (reference_lines). A well-posed fit is drawn as a
     line over the depths it was fitted to (never extrapolated) with α ± SE and R² in the series'
     legend entry — dashed, and named in the caption, where R² < `r2_min` (the claim's threshold:
     the points curve away from it); a degenerate one as data only (joined points), the caption
@@ -284,11 +294,9 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
     for i, ((k, (a, b)), col) in enumerate(zip(groups, cols)):
         s = res.series(model, task, k, a, b)
         lab = label(a, b, k if len({g[0] for g in groups}) > 1 else None)
-        if hlines is not None:
-            h = hlines(k, a, b)
-            if h is not None and np.isfinite(h[0]) and h[0] > 0:
-                ax.axhline(h[0], color=col, ls="--", lw=0.8, alpha=0.8)
-                span.append(h[0])
+        for value, ls in reference_lines(hlines, k, a, b):
+            ax.axhline(value, color=col, ls=ls, lw=0.8, alpha=0.8)
+            span.append(value)
         y = s.get(metric)
         ok = np.isfinite(y) & (y > 0) if s else np.zeros(0, bool)
         if not s or not ok.any():
