@@ -209,10 +209,10 @@ CLAIMS = (
 
 
 FIG6 = register(Experiment(
-    "fig6", "Nonlinear attention, difficult task: inverse-depth scaling",
+    "fig6", "Nonlinear attention, difficult task: loss against depth (the paper: inverse-depth scaling)",
     ("nonlinear",), "difficult", (2,), "as fig5",
-    "loss vs L with fits (alpha ~ 1) and the softmax-ensemble floor; (c, d) C_L and "
-    "A_L - C_L at b = 0", (G6,), softmax_floor_needs(2, FIG56_SPECTRA), figure=fig6, claims=CLAIMS))
+    "loss vs L with power-law fits (the paper: alpha ~ 1) and the softmax-ensemble floor; (c, d) C_L "
+    "and A_L - C_L at b = 0; (e, f) the faithful start beside the spread variant", (G6,), softmax_floor_needs(2, FIG56_SPECTRA), figure=fig6, claims=CLAIMS))
 FIG14 = register(Experiment(
     "fig14", "Nonlinear attention on more spectra and k = 16", ("nonlinear",),
     "difficult", (2, 16),

@@ -94,9 +94,9 @@ CLAIMS = (
 
 
 FIG7 = register(Experiment(
-    "fig7", "Mode-wise loss of nonlinear attention: modes learn in parallel",
+    "fig7", "Mode-wise loss of nonlinear attention (the paper: modes learn in parallel)",
     ("nonlinear", "linear"), "difficult", (2,), "(1,0)",
-    "(a) raw mode-wise loss vs L; (b) normalised reducible loss collapses; "
+    "(a) raw mode-wise loss vs L; (b) normalised reducible loss (the paper: the curves collapse); "
     "(c) the same normalisation for the linear model",
     (RunGroup("nonlinear", "difficult", 2, (FIG7_SPECTRUM,)),
      RunGroup("linear", "difficult", 2, (FIG7_SPECTRUM,))), reuses=("fig5", "fig6"), figure=fig7, claims=CLAIMS))

@@ -102,6 +102,6 @@ CLAIMS = (
 
 
 FIG4 = register(Experiment(
-    "fig4", "Nonlinear attention, easy task: one layer suffices",
+    "fig4", "Nonlinear attention, easy task: loss against depth (the paper: one layer suffices)",
     ("nonlinear",), "easy", (), "b=0: a in {0,0.25,0.5,1}; a=0: b in {0,0.25,0.5,1}",
     "loss vs L; (c) top-1 attention mass vs training step at (1,0)", (G4,), figure=fig4, claims=CLAIMS))
