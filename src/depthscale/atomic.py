@@ -139,6 +139,51 @@ def save_torch_atomic(path: str | os.PathLike, obj: Any) -> tuple[str, int]:
     return hashlib.sha256(blob).hexdigest(), len(blob)
 
 
+class RefusedPickle(ValueError):
+    """A torch file whose pickle names something other than tensors and plain data (a function, a
+    class): refused unread, so nothing it names is imported or called."""
+
+
+def _refusal_detail(text: str) -> str:
+    """What torch's weights-only error says failed (the reason, not its advice), one short line."""
+    text = text.replace("\x1b[1m", "").replace("\x1b[0m", "")
+    _, found, after = text.partition("WeightsUnpickler error:")
+    lines = [ln.strip() for ln in (after if found else text).splitlines() if ln.strip()]
+    if not found:
+        lines = [ln for ln in lines if "global" in ln.lower()]
+    if not lines:
+        return "not a torch file of tensors and plain data"
+    return lines[0].split(". ")[0].rstrip(".")[:160]
+
+
+class UnreadableTorchFile(ValueError):
+    """A torch file that is not one (garbage, truncated, an opcode the data-only reader lacks)."""
+
+
+def load_torch_data(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
+    """The tensors and plain data (dicts, lists, numbers, strings) in the torch file at `path`,
+    read as data only (torch.load with weights_only=True, from the bytes of a regular file):
+    a pickle that names a function or a class (one that would run code when loaded) raises
+    RefusedPickle, one line, and nothing it names runs. Other bytes the data-only reader cannot
+    read (garbage, an unknown opcode) raise UnreadableTorchFile; a truncated file what torch raises."""
+    import pickle
+    import warnings
+
+    import torch
+
+    blob = read_regular(path)
+    try:
+        with warnings.catch_warnings():  # torch warns about a pickle protocol it does not expect
+            warnings.simplefilter("ignore")
+            return torch.load(io.BytesIO(blob), map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        detail = _refusal_detail(str(e))
+        if "global" in detail.lower():  # the pickle names a module's attribute: code, not data
+            raise RefusedPickle(f"{path}: refused to load: it holds more than tensors and plain data "
+                                f"({detail})") from None
+        raise UnreadableTorchFile(detail) from None
+
+
 def remove_path(path: Path) -> None:
     """Remove a file, or a directory squatting on a file's name; nothing if it is gone."""
     try:
@@ -212,4 +257,5 @@ def as_float(x: Any) -> float:
 
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
            "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular", "file_kind",
+           "load_torch_data", "RefusedPickle", "UnreadableTorchFile",
            "SpecialFileError"]

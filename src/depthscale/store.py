@@ -49,7 +49,6 @@ unfinished one; its holder deletes ``DONE`` (first) and the unreadable result be
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -61,7 +60,7 @@ from typing import Any
 
 from depthscale import lease
 from depthscale.provenance import versions
-from depthscale.atomic import (dumps, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
+from depthscale.atomic import (RefusedPickle, dumps, load_torch_data, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
                                write_text_atomic)
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
@@ -376,10 +375,10 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         why = params_problem(d, self.done_info(rid), deep=True)
         if why is not None:
             raise StoreError(f"run {d} is broken: {why}")
-        import torch
-
         try:
-            return torch.load(io.BytesIO(read_regular(path)), map_location=map_location, weights_only=True)
+            return load_torch_data(path, map_location)
+        except RefusedPickle:
+            raise StoreError(f"run {d} is broken: params.pt holds more than tensors (refused unread)") from None
         except Exception as e:  # noqa: BLE001 - truncated or corrupt
             raise StoreError(f"corrupted run directory {self.run_path(rid)}: params.pt cannot be read: "
                              f"{type(e).__name__}") from None
