@@ -140,3 +140,150 @@ def test_malicious_params_are_refused(tmp_path):
     with pytest.raises(StoreError) as e:
         Store(store.root, readonly=True).load_params(cfg.run_id)
     assert not marker.exists() and "\n" not in str(e.value) and "params.pt" in str(e.value)
+
+
+# --- symbolic links: nothing is read, written or deleted through one ---------------------------
+
+GRID2 = [dict(TINY, L=[1, 2])]
+
+
+def _snapshot(root: Path) -> dict:
+    """Every entry under `root` (links not followed): its kind and, for files, its bytes."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = ("link", os.readlink(p)) if p.is_symlink() else ("file", p.read_bytes()) if p.is_file() else ("dir",)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict:
+    """A store with two finished runs (L = 1, 2) and its grid."""
+    root = tmp_path_factory.mktemp("links")
+    grid = root / "grid.json"
+    grid.write_text(json.dumps({"grid": GRID2}))
+    assert cli.main(["sweep", "--grid", str(grid), "--preset", "smoke", "--store", str(root / "store")]) == 0
+    ids = [make_config("smoke", **dict(TINY, L=L)).run_id for L in (1, 2)]
+    return {"root": root / "store", "grid": grid, "ids": ids}
+
+
+@pytest.fixture
+def store_copy(trained, tmp_path) -> Path:
+    import shutil
+
+    dst = tmp_path / "store"
+    shutil.copytree(trained["root"], dst, symlinks=True)
+    return dst
+
+
+def _status(capsys, root: Path) -> dict:
+    code, out, err = run_cli(capsys, "status", "--store", root, "--json")
+    assert code == 0 and err == [], err
+    return json.loads(out)[0]
+
+
+def test_run_directory_linked_outside_the_store(trained, store_copy, tmp_path, capsys):
+    """runs/<id> a symlink to a directory elsewhere holding a run's five files: status names the
+    run broken; the sweep removes the link (only the link), trains the run in a real directory,
+    and the directory outside is untouched, byte for byte."""
+    import shutil
+
+    rid = trained["ids"][0]
+    outside = tmp_path / "outside"
+    shutil.copytree(store_copy / "runs" / rid, outside)
+    shutil.rmtree(store_copy / "runs" / rid)
+    (store_copy / "runs" / rid).symlink_to(outside)
+    before = _snapshot(outside)
+    rec = _status(capsys, store_copy)
+    assert rec["done"] == 1 and rec["broken"] == 1
+    info = Store(store_copy, readonly=True).run_info(rid)
+    assert info["state"] == "broken" and "symbolic link" in info["reason"] and rid in info["reason"]
+    code, out, err = run_cli(capsys, "sweep", "--grid", trained["grid"], "--preset", "smoke", "--store",
+                             store_copy)
+    assert code == 0, err
+    assert len(err) == 1 and "symbolic link" in err[0] and rid in err[0], err  # one line names it
+    assert _snapshot(outside) == before
+    d = store_copy / "runs" / rid
+    assert d.is_dir() and not d.is_symlink() and Store(store_copy, readonly=True).run_state(rid) == "done"
+
+
+def test_two_runs_linked_to_one_directory(trained, store_copy, capsys):
+    """runs/B a symlink to runs/A: B is broken (named), A stays done; a sweep trains B in its own
+    directory and A's files are not rewritten."""
+    a, b = trained["ids"]
+    import shutil
+
+    shutil.rmtree(store_copy / "runs" / b)
+    (store_copy / "runs" / b).symlink_to(a)  # relative: runs/<a>
+    before = _snapshot(store_copy / "runs" / a)
+    store = Store(store_copy, readonly=True)
+    assert store.run_state(a) == "done" and store.run_state(b) == "broken"
+    assert "symbolic link" in store.broken_reason(b) and not store.is_done(b)
+    assert b in store.run_ids()
+    rec = _status(capsys, store_copy)
+    assert rec["done"] == 1 and rec["broken"] == 1
+    code, _, err = run_cli(capsys, "sweep", "--grid", trained["grid"], "--preset", "smoke", "--store", store_copy)
+    assert code == 0, err
+    assert _snapshot(store_copy / "runs" / a) == before
+    assert not (store_copy / "runs" / b).is_symlink() and Store(store_copy, readonly=True).run_state(b) == "done"
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "DONE", "params.pt", "config.json", "curves.json"])
+def test_finished_run_file_that_is_a_link(trained, store_copy, tmp_path, capsys, name):
+    """A finished run's file replaced by a link to a copy of itself outside the store: the run is
+    broken (the file named: a link is not the run's file), and the sweep's rerun replaces the link,
+    never writing or deleting the file it names."""
+    rid = trained["ids"][0]
+    f = store_copy / "runs" / rid / name
+    target = tmp_path / f"outside-{name}"
+    target.write_bytes(f.read_bytes())
+    f.unlink()
+    f.symlink_to(target)
+    before = target.read_bytes()
+    store = Store(store_copy, readonly=True)
+    assert store.run_state(rid) == "broken" and name in store.broken_reason(rid)
+    code, _, err = run_cli(capsys, "sweep", "--grid", trained["grid"], "--preset", "smoke", "--store", store_copy)
+    assert code == 0, err
+    assert target.read_bytes() == before and not f.is_symlink()
+    assert Store(store_copy, readonly=True).run_state(rid) == "done"
+
+
+def test_unfinished_run_files_that_are_links(trained, tmp_path, capsys):
+    """An unfinished run whose checkpoint.pt, curves.jsonl, FAILED and config.json are links to
+    files outside: its sweep removes the links and trains the run; the files are untouched."""
+    rid = make_config("smoke", **dict(TINY, L=3)).run_id
+    root = tmp_path / "store"
+    d = root / "runs" / rid
+    d.mkdir(parents=True)
+    targets = {}
+    for name in ("checkpoint.pt", "curves.jsonl", "FAILED", "config.json"):
+        targets[name] = tmp_path / f"outside-{name}"
+        targets[name].write_text("precious\n")
+        (d / name).symlink_to(targets[name])
+    assert "symbolic link" in Store(root, readonly=True).broken_reason(rid)
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"grid": [dict(TINY, L=3)]}))
+    code, _, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", root)
+    assert code == 0, err
+    assert all(t.read_text() == "precious\n" for t in targets.values())
+    assert Store(root, readonly=True).run_state(rid) == "done" and not any(p.is_symlink() for p in d.iterdir())
+
+
+def test_append_never_goes_through_a_link(tmp_path):
+    store = Store(tmp_path / "s")
+    rid = make_config("smoke", **TINY).run_id
+    target = tmp_path / "outside"
+    target.write_text("x\n")
+    (store.run_dir(rid) / "curves.jsonl").symlink_to(target)
+    with pytest.raises(OSError):
+        store.append_curves(rid, [{"step": 1, "R": 1.0}])
+    assert target.read_text() == "x\n"
+
+
+def test_runs_directory_that_is_a_link_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "runs").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StoreError, match="symbolic link"):
+        Store(tmp_path / "s")
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -3,6 +3,10 @@
 Layout under the store root::
 
     runs/<run_id>/config.json    the RunConfig, the run id, package versions, device
+                                 (runs/<run_id> is a real directory of the store: a symbolic link,
+                                 a file or a FIFO there makes the run broken; nothing is read,
+                                 written or deleted through a link, and its claimer removes the
+                                 link itself before the run starts again)
     runs/<run_id>/checkpoint.pt  the trainer's latest checkpoint (deleted once the run is done)
     runs/<run_id>/metrics.json   final measurements: scalars and small arrays
     runs/<run_id>/curves.json    training curves, each a list over logged steps (CURVE_KEYS: step, R,
@@ -52,6 +56,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import stat
 import tempfile
 import time
 import warnings
@@ -60,7 +66,7 @@ from typing import Any
 
 from depthscale import lease
 from depthscale.provenance import versions
-from depthscale.atomic import (RefusedPickle, dumps, load_torch_data, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
+from depthscale.atomic import (RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
                                write_text_atomic)
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
@@ -76,6 +82,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
 REQUIRED_METRICS = ("stopped_because",)  # string keys every finished run's metrics.json holds (and R: store_verify)
+_RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")  # what config.run_id gives
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.pt")
 
 
@@ -136,6 +143,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         self._live_checked: dict[str, tuple] = {}  # the same for an unfinished run's curves.jsonl
         if readonly:
             return
+        self._check_runs_root()  # before anything is written in it
         try:
             for sub in (self.root, self.runs_root, self.sweeps_root):
                 sub.mkdir(parents=True, exist_ok=True)
@@ -171,15 +179,55 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             raise StoreError(f"store {self.root} was opened read-only")
 
     def run_dir(self, rid: str) -> Path:
-        """The run's directory, created if needed."""
+        """The run's directory, created if needed. Whatever else is at its name (a symbolic link,
+        a file, a FIFO: the run is broken, `run_dir_problem`) is removed first, with a warning
+        naming it: a link itself, never anything through it; then a real directory is made."""
         self._check_writable()
+        self._check_runs_root()
         path = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            try:
+                os.unlink(path)  # never follows a link, never removes a directory
+            except (FileNotFoundError, IsADirectoryError, PermissionError) as e:  # raced by another claimer
+                if not isinstance(e, FileNotFoundError) and self.run_dir_problem(rid) is not None:
+                    raise StoreError(f"run {path} is broken ({why}) and cannot be replaced: {e.strerror}") from None
+            else:
+                warnings.warn(f"run {path} was broken ({why}): removed it (nothing it pointed to); "
+                              f"the run starts again", stacklevel=2)
         path.mkdir(exist_ok=True)
         return path
 
+    def run_dir_problem(self, rid: str) -> str | None:
+        """Why the run's directory cannot be the run's (one line), or None (absent, or a real
+        directory). It must be a directory of the store itself: a symbolic link there (to a
+        directory elsewhere, or to another run's) would make the store read and write files
+        outside the run; a file, a FIFO or a dangling link holds no run. Checked with lstat,
+        without following anything."""
+        path = self.run_path(rid)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"runs/{rid} cannot be looked up: {e.strerror or e}"
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return f"runs/{rid} is a symbolic link (to {shown(os.readlink(path))}), not a directory of the store"
+        return f"runs/{rid} is {file_kind(st.st_mode)}, not a directory"
+
+    def _check_runs_root(self) -> None:
+        """A store's runs/ is a directory of its own (nothing is written through a link)."""
+        if os.path.islink(self.runs_root):
+            raise StoreError(f"store {self.root}: runs/ is a symbolic link; a store writes only inside "
+                             f"itself (make runs/ a directory, or open the store it points to)")
+
     def run_ids(self) -> list[str]:
-        """Every run id that has a directory in this store, sorted."""
-        return sorted(p.name for p in self.runs_root.iterdir() if p.is_dir() and NAME_RE.match(p.name))
+        """Every run id that has an entry in runs/ of this store (a directory, or something a
+        run's directory should be and is not: its run is broken), sorted."""
+        return sorted(p.name for p in self.runs_root.iterdir()
+                      if NAME_RE.match(p.name) and (p.is_dir() or _RUN_ID_RE.match(p.name)))
 
     # --- config ---
     def write_config(self, cfg: RunConfig, device: str | None = None, extra: dict | None = None) -> None:
@@ -228,6 +276,9 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         FIFO at the name of a file it writes (its claimer removes it) or a malformed row in its
         curves.jsonl (its rerun rewrites the file from its checkpoint)."""
         d = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            return why
         if not os.path.lexists(d / "DONE"):
             return (squatter(d) or self.live_curves_problem(rid)) if d.is_dir() else None
         return self._check_finished(rid)
@@ -239,6 +290,9 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         """None if the finished run's DONE, config.json, metrics.json and curves.json are sound,
         else what is wrong. Cached while none of the files changes."""
         d = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            return why
         sig = self._signature(d)
         cached = self._checked.get(rid)
         if cached is not None and cached[0] == sig:
@@ -253,6 +307,9 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         id, the metrics and curves have their fields and types, params.pt its recorded size),
         else (None, what is wrong: one line naming the file)."""
         d = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            return None, why
         try:
             done = self._read_json(rid, "DONE")
             if not isinstance(done, dict):

@@ -11,7 +11,7 @@ import os
 import warnings
 from typing import Any
 
-from depthscale.atomic import (RefusedPickle, dumps, load_torch_data, read_regular, remove_unless_file,
+from depthscale.atomic import (FILE_MODE, RefusedPickle, dumps, load_torch_data, read_regular, remove_unless_file,
                                save_torch_atomic, write_text_atomic)
 from depthscale.errors import StoreError
 from depthscale.store_verify import curve_row_problem, file_signature
@@ -82,7 +82,10 @@ class TrainingFiles:
     def append_curves(self, rid: str, rows: list[dict]) -> None:
         """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
         self._check_writable()
-        with open(self.run_dir(rid) / CURVES_LIVE, "a", encoding="utf-8") as fh:
+        # O_NOFOLLOW: a link put at the name is never appended through (start_curves replaced it)
+        fd = os.open(self.run_dir(rid) / CURVES_LIVE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                     FILE_MODE)
+        with open(fd, "a", encoding="utf-8") as fh:
             fh.write("".join(_row_line(r) for r in rows))
             fh.flush()
 

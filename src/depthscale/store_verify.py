@@ -20,9 +20,11 @@ shows as the run's *broken* reason (and a sweep then runs it again):
   were recorded is unverified but loadable: load_params tries it, and an unreadable one is an
   error naming the file.
 - Any file of a run (and a lease, a manifest) is read only if it is a regular file: a FIFO, a
-  socket, a device or a directory at its name is broken (never a hang); for a run that is not
-  finished, `squatter` names such a file among the ones a training run writes, and the claimer
-  of the run removes it.
+  socket, a device, a directory or a symbolic link at its name is broken (never a hang, never a
+  read through the link); for a run that is not finished, `squatter` names such a file among the
+  ones a training run writes, and the claimer of the run removes it (a link itself, never what
+  it names). The run's directory itself must be a real directory of the store
+  (`Store.run_dir_problem`).
 """
 
 from __future__ import annotations
@@ -58,13 +60,15 @@ def _is_int(v: Any) -> bool:
 
 
 def file_signature(path: Path) -> tuple | None:
-    """(inode, mtime in ns, size) of the file at `path`, None where it cannot be looked up: a
-    verdict cached with it stands while the file is not rewritten, appended to or replaced."""
+    """(inode, mtime in ns, ctime in ns, size, mode) of the name `path` itself (a symbolic link is
+    not followed), None where it cannot be looked up: a verdict cached with it stands while the
+    file is not rewritten, appended to, replaced or relinked. The ctime changes with any of those
+    even when the mtime is set back (os.utime sets the ctime to now)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
+    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_mode
 
 
 def _short(v: Any) -> str:
@@ -173,7 +177,7 @@ def params_problem(d: Path, done: dict, deep: bool = False) -> str | None:
         return None
     path = d / "params.pt"
     try:
-        st = os.stat(path)
+        st = os.lstat(path)  # a link is not a run's file
     except FileNotFoundError:
         return "params.pt is missing"
     except OSError as e:
@@ -204,7 +208,7 @@ def squatter(d: Path) -> str | None:
     or another special file, as a broken reason; None if there is none."""
     for name in LIVE_FILES:
         try:
-            mode = os.stat(d / name).st_mode
+            mode = os.lstat(d / name).st_mode
         except OSError:
             continue
         if not stat.S_ISREG(mode):
