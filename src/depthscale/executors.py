@@ -7,6 +7,7 @@ array; `pip install 'depthscale[slurm]'`). sweeps.run_sweep plans the packs and 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import logging
@@ -186,17 +187,37 @@ ORPHAN_POLL = 0.5  # seconds between the watchdog's checks of the parent
 
 def _init_process_worker(threads: int, parent: int | None = None) -> None:
     """Pool initializer: give each worker process its share of the cores, so workers do not
-    oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
+    oversubscribe, tie its life to the sweep's process `parent` (`_die_with_parent`), and leave
+    Ctrl-C to the sweep's process (SIGINT ignored here: run_process stops the workers). It runs
     before any task is unpickled, so the environment is set before torch (or numpy) is imported;
     `_apply_threads` calls torch.set_num_threads once torch is loaded."""
     global _THREADS
     _THREADS = threads
+    # Ctrl-C reaches every process of the terminal's group: the sweep's process handles it (it
+    # stops the workers, run_process), a worker ignores it (no traceback from each worker)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop_worker)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     if parent is not None:
         _die_with_parent(parent)
     tune_allocator()  # a worker's step temporaries are reused, not page-faulted in again (x1.5)
     _apply_threads()
+
+
+def _stop_worker(signum, frame) -> None:
+    """A worker's SIGTERM (run_process stops its workers on Ctrl-C): exit at once, after the
+    exit-time cleanup a normal exit does (multiprocessing's finalizers: the semaphores this
+    process made, e.g. tqdm's lock, are unlinked, not reported leaked by the resource tracker),
+    then die of the signal as before (exit code -15: _record_deaths tells stopped from died)."""
+    try:
+        from multiprocessing import util
+
+        util._run_finalizers(0)
+    finally:  # then die of the signal, as without this handler (the pool reads the exit code)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)  # (not reached)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -279,8 +300,9 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     before = {run_id(c): _failed_stamp(store, run_id(c)) for p in packs for c in p}
     procs: dict = {}  # pid -> the pool's Process (its exit code tells how a dead worker died)
     stopped, disk_full = [], None
-    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
-                                initargs=(threads, os.getpid())) as pool:
+    pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
+                                  initargs=(threads, os.getpid()))
+    with pool, _stopped_on_interrupt(pool):  # (exited first: the workers stop, then the pool)
         futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
                    for pack in packs}
         extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
@@ -316,6 +338,23 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     if disk_full is not None:
         raise disk_full if isinstance(disk_full, StorageError) else storage_error(disk_full)
     return total
+
+
+@contextlib.contextmanager
+def _stopped_on_interrupt(pool):
+    """On Ctrl-C (KeyboardInterrupt in the sweep's process), stop the pool's workers at once
+    (SIGTERM: their runs keep their last checkpoints and their leases go stale with them) instead
+    of waiting for their packs to finish, and let the interrupt go on to the CLI."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            try:
+                proc.terminate()
+            except (OSError, ValueError, AttributeError):  # already gone
+                pass
+        pool.shutdown(wait=True, cancel_futures=True)  # quick: the workers are gone; frees the queues
+        raise
 
 
 def _exit_text(code: int | None) -> str:
