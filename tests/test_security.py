@@ -287,3 +287,66 @@ def test_runs_directory_that_is_a_link_is_refused(tmp_path):
     with pytest.raises(StoreError, match="symbolic link"):
         Store(tmp_path / "s")
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+# --- a run path that is no directory; compare's reads (issue 37 item 5) -----------------------
+
+@pytest.mark.parametrize("what", ["dangling link", "file", "fifo"])
+def test_run_path_that_is_not_a_directory(trained, store_copy, tmp_path, capsys, what):
+    """runs/<id> a dangling symlink, a regular file or a FIFO: status calls the run broken and
+    names it (not pending), and the sweep replaces it with the run's directory (exit 0, no
+    FileExistsError)."""
+    import shutil
+
+    rid = trained["ids"][1]
+    p = store_copy / "runs" / rid
+    shutil.rmtree(p)
+    if what == "dangling link":
+        p.symlink_to(tmp_path / "nowhere")
+    elif what == "file":
+        p.write_text("not a run\n")
+    else:
+        os.mkfifo(p)
+    store = Store(store_copy, readonly=True)
+    assert store.run_state(rid) == "broken" and rid in store.run_ids()
+    word = {"dangling link": "symbolic link", "file": "not a directory", "fifo": "a FIFO"}[what]
+    assert word in store.broken_reason(rid)
+    rec = _status(capsys, store_copy)
+    assert rec["broken"] == 1 and rec["pending"] == 0
+    assert [b["run_id"] for b in rec["broken_runs"]] == [rid] and word in rec["broken_runs"][0]["reason"]
+    code, _, err = run_cli(capsys, "sweep", "--grid", trained["grid"], "--preset", "smoke", "--store", store_copy)
+    assert code == 0, err
+    assert p.is_dir() and not p.is_symlink() and Store(store_copy, readonly=True).run_state(rid) == "done"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_compare_never_blocks_on_a_fifo_config(trained, store_copy):
+    """compare of a run whose config.json is a FIFO: one line naming the run, exit 2, no hang
+    (a subprocess with a time limit: a blocking read would hang the test otherwise)."""
+    import subprocess
+    import sys
+
+    a, b = trained["ids"]
+    cfg = store_copy / "runs" / b / "config.json"
+    cfg.unlink()
+    os.mkfifo(cfg)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "depthscale", "compare", a, b, "--store", str(store_copy)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and b in lines[0] and "config.json" in lines[0]
+
+
+@pytest.mark.parametrize("versions", [["torch", "2.1"], "torch 2.1", 7, {"torch": ["2", "1"]}])
+def test_compare_with_versions_not_a_mapping(trained, store_copy, capsys, versions):
+    a, b = trained["ids"]
+    cfg = store_copy / "runs" / b / "config.json"
+    doc = json.loads(cfg.read_text())
+    doc["versions"] = versions
+    cfg.write_text(json.dumps(doc))
+    for argv in (("compare", a, b, "--store", store_copy), ("compare", store_copy, trained["root"])):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 0 and err == [], err
+        assert "R_B/R_A" in out
