@@ -66,15 +66,16 @@ from typing import Any
 
 from depthscale import lease
 from depthscale.provenance import versions
-from depthscale.atomic import (RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
-                               write_text_atomic)
+from depthscale.atomic import (RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
+                               remove_unless_file, save_torch_atomic, write_atomic, write_json_atomic, write_text_atomic)
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
 from depthscale.store_leases import StoreLeases
 from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles, renamed_curves
-from depthscale.store_verify import (PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem, file_signature,
-                                     metrics_problem, params_problem, squatter)
+from depthscale.store_verify import (MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem,
+                                     file_signature, manifest_entry, manifest_problem, metrics_problem,
+                                     params_problem, squatter, stat_key)
 from depthscale.store_views import NAME_RE, StoreViews
 from depthscale.userpaths import no_home, shown
 
@@ -83,6 +84,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
 REQUIRED_METRICS = ("stopped_because",)  # string keys every finished run's metrics.json holds (and R: store_verify)
 _RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")  # what config.run_id gives
+_JSON_FILES = ("config.json", "metrics.json", "curves.json")  # read whole (and hashed) on every check
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.pt")
 
 
@@ -314,10 +316,9 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             done = self._read_json(rid, "DONE")
             if not isinstance(done, dict):
                 return None, "DONE is not a JSON object"
-            doc = self._read_json(rid, "config.json")
-            metrics = self._read_json(rid, "metrics.json")
+            (doc, metrics, curves), blobs = zip(*(self._read_doc(rid, name) for name in _JSON_FILES))
             why = (config_problem(rid, doc) or metrics_problem(rid, metrics, REQUIRED_METRICS)
-                   or curves_problem(self._read_json(rid, "curves.json")) or params_problem(d, done))
+                   or curves_problem(curves) or manifest_problem(rid, d, done, dict(zip(_JSON_FILES, blobs))))
             if why is not None:
                 return None, why
         except StoreError as e:  # _read_json: "corrupted run directory <d>: <what>"
@@ -346,13 +347,23 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         self._clear_broken(d)
         for name in ("metrics.json", "curves.json", "params.pt", "DONE"):  # a directory or a FIFO there
             remove_unless_file(d / name)
-        done = {"time": time.time(), "host": lease.hostname(), "pid": os.getpid()}
+        done = {"time": time.time(), "host": lease.hostname(), "pid": os.getpid(), "run_id": rid}
+        files = {}
         if params is not None:
             sha, size = save_torch_atomic(d / "params.pt", dict(params))
             done.update({PARAMS_SHA: sha, PARAMS_BYTES: size})
-        write_json_atomic(d / "metrics.json", dict(metrics), strict=True)
-        write_json_atomic(d / "curves.json", dict(curves), indent=None, strict=True)  # long lists: compact
-        write_json_atomic(d / "DONE", done, strict=True)
+            files["params.pt"] = {"sha256": sha, "bytes": size, "stat": stat_key(os.lstat(d / "params.pt"))}
+        else:
+            remove_path(d / "params.pt")  # an earlier attempt's: not this result's
+        for name, obj, indent in (("metrics.json", metrics, 1), ("curves.json", curves, None)):  # curves: compact
+            blob = dumps(dict(obj), indent, strict=True)
+            write_atomic(d / name, lambda fh, b=blob: fh.write(b))
+            files[name] = manifest_entry(blob)
+        try:
+            files["config.json"] = manifest_entry(read_regular(d / "config.json"))
+        except OSError:  # no config written (the run is broken without one anyway)
+            pass
+        write_json_atomic(d / "DONE", {**done, MANIFEST: files}, strict=True)  # the manifest, last
         for name in ("FAILED", "checkpoint.pt", CURVES_LIVE):
             remove_path(d / name)  # a directory at the name too
         self.release(rid)  # DONE is written: nobody may claim it any more
@@ -387,9 +398,14 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             remove_path(d / "config.json")
 
     def _read_json(self, rid: str, name: str) -> Any:
+        return self._read_doc(rid, name)[0]
+
+    def _read_doc(self, rid: str, name: str) -> tuple[Any, bytes]:
+        """(the JSON in the run's file `name`, its bytes); StoreError naming what is wrong."""
         d = self.run_path(rid)
         try:
-            text = read_regular(d / name).decode()  # never blocks on a FIFO
+            blob = read_regular(d / name)  # never blocks on a FIFO, never follows a link
+            text = blob.decode()
         except FileNotFoundError:
             raise StoreError(f"corrupted run directory {d}: {name} is missing") from None
         except OSError as e:
@@ -399,7 +415,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         if not text.strip():
             raise StoreError(f"corrupted run directory {d}: {name} is empty")
         try:
-            return json.loads(text)
+            return json.loads(text), blob
         except ValueError:
             raise StoreError(f"corrupted run directory {d}: {name} is not valid JSON") from None
 
