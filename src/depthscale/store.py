@@ -15,8 +15,9 @@ Layout under the store root::
                                  appended as it comes (deleted once the run is done)
     runs/<run_id>/params.pt      the finished run's parameters (one model's state_dict; `load_model`)
     runs/<run_id>/tensorboard/   TensorBoard event files (`--log tensorboard`)
-    runs/<run_id>/DONE           completion marker, written last (a run is finished iff it exists):
-                                 when, where, and params.pt's sha256 and size
+    runs/<run_id>/DONE           completion marker and the run's manifest, written last (a run is
+                                 finished iff it exists): when, where, the run id, and the sha256
+                                 and size of config.json, metrics.json, curves.json and params.pt
     runs/<run_id>/FAILED         the reason the last attempt raised (a retry may still finish)
     runs/<run_id>/lease          who is running it now (host, pid, heartbeat time)
     sweeps/<name>.json           manifest: the run ids a named sweep wants (`depthscale train` adds

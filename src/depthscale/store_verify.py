@@ -13,12 +13,18 @@ shows as the run's *broken* reason (and a sweep then runs it again):
   the trainer writes are numbers or null; a run_id in it is the run's (`metrics_problem`).
 - curves.json (and a training run's curves.jsonl rows): each curve a list of numbers or nulls,
   the steps integers (`curves_problem`, `curve_row_problem`).
-- params.pt: ``Store.finish`` records its sha256 and size in DONE. Reading a run's state checks
-  the size, and the sha256 only when params.pt is newer than DONE (it was rewritten after the run
-  finished), so status and collect of a large store never hash every model; ``load_params`` (and
-  so load_model) always checks the sha256 (`params_problem`). A run finished before checksums
-  were recorded is unverified but loadable: load_params tries it, and an unreadable one is an
-  error naming the file.
+- DONE is the run's manifest (`manifest_problem`): ``Store.finish`` records the run id and the
+  sha256 and size of config.json, metrics.json, curves.json and params.pt. The JSON files are
+  read whole whenever a finished run is read, so their size and sha256 are always checked (an
+  edited R, a metrics.json or curves.json from another run, a DONE copied from another run: all
+  broken). params.pt: its size always; its sha256 when it is loaded (``load_params``) or when its
+  inode, mtime or ctime is not the one DONE recorded (replaced, swapped, or edited with its mtime
+  set back: os.utime sets the ctime), so status on a large store hashes no model it has not
+  reason to. A DONE of an earlier version (no manifest) is checked as then: params.pt's recorded
+  sha256 when it is newer than DONE; a run finished before checksums were recorded is unverified
+  but loadable, and an unreadable params.pt is an error naming the file.
+- metrics.json and curves.json never hold a non-finite number (the store writes null), and R is
+  never negative: ``"R": 1e400`` or ``-5`` is broken, not diverged.
 - Any file of a run (and a lease, a manifest) is read only if it is a regular file: a FIFO, a
   socket, a device, a directory or a symbolic link at its name is broken (never a hang, never a
   read through the link); for a run that is not finished, `squatter` names such a file among the
