@@ -7,7 +7,6 @@ array; `pip install 'depthscale[slurm]'`). sweeps.run_sweep plans the packs and 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib
 import logging
@@ -187,37 +186,21 @@ ORPHAN_POLL = 0.5  # seconds between the watchdog's checks of the parent
 
 def _init_process_worker(threads: int, parent: int | None = None) -> None:
     """Pool initializer: give each worker process its share of the cores, so workers do not
-    oversubscribe, tie its life to the sweep's process `parent` (`_die_with_parent`), and leave
-    Ctrl-C to the sweep's process (SIGINT ignored here: run_process stops the workers). It runs
+    oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
     before any task is unpickled, so the environment is set before torch (or numpy) is imported;
     `_apply_threads` calls torch.set_num_threads once torch is loaded."""
+    from tqdm import tqdm
+
     global _THREADS
     _THREADS = threads
-    # Ctrl-C reaches every process of the terminal's group: the sweep's process handles it (it
-    # stops the workers, run_process), a worker ignores it (no traceback from each worker)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop_worker)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: no traceback per worker
+    tqdm.set_lock(threading.RLock())  # not tqdm's semaphore, which a stopped worker would leave behind
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     if parent is not None:
         _die_with_parent(parent)
     tune_allocator()  # a worker's step temporaries are reused, not page-faulted in again (x1.5)
     _apply_threads()
-
-
-def _stop_worker(signum, frame) -> None:
-    """A worker's SIGTERM (run_process stops its workers on Ctrl-C): exit at once, after the
-    exit-time cleanup a normal exit does (multiprocessing's finalizers: the semaphores this
-    process made, e.g. tqdm's lock, are unlinked, not reported leaked by the resource tracker),
-    then die of the signal as before (exit code -15: _record_deaths tells stopped from died)."""
-    try:
-        from multiprocessing import util
-
-        util._run_finalizers(0)
-    finally:  # then die of the signal, as without this handler (the pool reads the exit code)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        os._exit(128 + signum)  # (not reached)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -300,61 +283,48 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     before = {run_id(c): _failed_stamp(store, run_id(c)) for p in packs for c in p}
     procs: dict = {}  # pid -> the pool's Process (its exit code tells how a dead worker died)
     stopped, disk_full = [], None
-    pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
-                                  initargs=(threads, os.getpid()))
-    with pool, _stopped_on_interrupt(pool):  # (exited first: the workers stop, then the pool)
-        futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
-                   for pack in packs}
-        extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
-        procs.update(getattr(pool, "_processes", None) or {})
-        for fut in cf.as_completed(futures):
-            pack = futures[fut]
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
+                                initargs=(threads, os.getpid())) as pool:
+        try:
+            futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
+                       for pack in packs}
+            extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
             procs.update(getattr(pool, "_processes", None) or {})
-            try:
-                _add(total, fut.result())
-            except cf.CancelledError:
-                continue
-            except Exception as e:  # the worker process died (e.g. killed for memory), or the disk is full
-                if is_storage_error(e):
-                    disk_full = disk_full or e
-                    for f in futures:
-                        f.cancel()
+            for fut in cf.as_completed(futures):
+                pack = futures[fut]
+                procs.update(getattr(pool, "_processes", None) or {})
+                try:
+                    _add(total, fut.result())
+                except cf.CancelledError:
                     continue
-                if not isinstance(e, cf.process.BrokenProcessPool) or not stopped:  # a broken pool: once
-                    log.error("a worker process failed on a pack of %d runs: %s: %s",
-                              len(pack), type(e).__name__, e)
-                stopped.append(pack)
-                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
-            bar.update(len(pack))
-        for fut, fn in extras:
-            try:
-                fut.result()
-            except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
-                log.warning("a side job (%s) failed in the worker pool: %s: %s",
-                            getattr(fn, "__name__", fn), type(e).__name__, e)
-        _restart_dead_tracker()
+                except Exception as e:  # the worker process died (e.g. killed for memory), or the disk is full
+                    if is_storage_error(e):
+                        disk_full = disk_full or e
+                        for f in futures:
+                            f.cancel()
+                        continue
+                    if not isinstance(e, cf.process.BrokenProcessPool) or not stopped:  # a broken pool: once
+                        log.error("a worker process failed on a pack of %d runs: %s: %s",
+                                  len(pack), type(e).__name__, e)
+                    stopped.append(pack)
+                    total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
+                bar.update(len(pack))
+            for fut, fn in extras:
+                try:
+                    fut.result()
+                except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
+                    log.warning("a side job (%s) failed in the worker pool: %s: %s",
+                                getattr(fn, "__name__", fn), type(e).__name__, e)
+            _restart_dead_tracker()
+        except KeyboardInterrupt:  # Ctrl-C: the workers stop now (their runs resume), not after their packs
+            for proc in list(pool._processes.values()):
+                proc.terminate()
+            raise
     if stopped:  # the pool has joined its processes: their exit codes are known
         _record_deaths(store, stopped, procs, before)
     if disk_full is not None:
         raise disk_full if isinstance(disk_full, StorageError) else storage_error(disk_full)
     return total
-
-
-@contextlib.contextmanager
-def _stopped_on_interrupt(pool):
-    """On Ctrl-C (KeyboardInterrupt in the sweep's process), stop the pool's workers at once
-    (SIGTERM: their runs keep their last checkpoints and their leases go stale with them) instead
-    of waiting for their packs to finish, and let the interrupt go on to the CLI."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            try:
-                proc.terminate()
-            except (OSError, ValueError, AttributeError):  # already gone
-                pass
-        pool.shutdown(wait=True, cancel_futures=True)  # quick: the workers are gone; frees the queues
-        raise
 
 
 def _exit_text(code: int | None) -> str:
