@@ -84,3 +84,56 @@ def test_grid_of_zero_and_negative_zero_trains_one_run(tmp_path, capsys):
     assert counts["planned"] == 1 and counts["ran"] == 1
     store = Store(tmp_path / "s", readonly=True)
     assert store.run_ids() == [make_config("smoke", **tiny).run_id]
+
+
+def _random_value(rng: random.Random, depth: int = 0):
+    kind = rng.choice(["int", "float", "zero", "str", "bool", "none"] + (["list", "dict"] if depth < 3 else []))
+    if kind == "int":
+        return rng.randrange(-10**6, 10**6)
+    if kind == "float":
+        return rng.choice([0.5, -2.25, 1e-300, 1e300, 0.1, -0.0001, 3.0])
+    if kind == "zero":
+        return rng.choice([0.0, -0.0])
+    if kind == "str":
+        return "".join(rng.choice("aZ0 _-é∑漢\u0301🙂\\\"") for _ in range(rng.randrange(6)))
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "none":
+        return None
+    if kind == "list":
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {f"k{i}": _random_value(rng, depth + 1) for i in range(rng.randrange(4))}
+
+
+def _without_negative_zero(v):
+    if isinstance(v, float) and v == 0.0:
+        return 0.0
+    if isinstance(v, list):
+        return [_without_negative_zero(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _without_negative_zero(x) for k, x in v.items()}
+    return v
+
+
+def _flip_zeros(v):
+    if isinstance(v, float) and v == 0.0:
+        return -v
+    if isinstance(v, list):
+        return [_flip_zeros(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _flip_zeros(x) for k, x in v.items()}
+    return v
+
+
+def test_id_normalisation_changes_only_negative_zero():
+    """Random nested values (numbers, strings with unicode, lists, dicts): the id's normal form
+    writes as the value does once each -0.0 is 0.0, and a value and its copy with every zero's
+    sign flipped have one normal form."""
+    from depthscale.config import _id_value
+
+    rng = random.Random(8)
+    for _ in range(500):
+        v = _random_value(rng)
+        dump = lambda x: json.dumps(x, sort_keys=True, separators=(",", ":"))  # noqa: E731
+        assert dump(_id_value(v)) == dump(_without_negative_zero(v))
+        assert dump(_id_value(v)) == dump(_id_value(_flip_zeros(v)))
