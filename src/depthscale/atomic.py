@@ -12,6 +12,7 @@ the CLI's output, claims) every non-finite number becomes null, never a bare NaN
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -139,8 +140,55 @@ def save_torch_atomic(path: str | os.PathLike, obj: Any) -> tuple[str, int]:
     return hashlib.sha256(blob).hexdigest(), len(blob)
 
 
+class RefusedPickle(ValueError):
+    """A torch file whose pickle names something other than tensors and plain data (a function, a
+    class): refused unread, so nothing it names is imported or called."""
+
+
+def _refusal_detail(text: str) -> str:
+    """What torch's weights-only error says failed (the reason, not its advice), one short line."""
+    text = text.replace("\x1b[1m", "").replace("\x1b[0m", "")
+    _, found, after = text.partition("WeightsUnpickler error:")
+    lines = [ln.strip() for ln in (after if found else text).splitlines() if ln.strip()]
+    if not found:
+        lines = [ln for ln in lines if "global" in ln.lower()]
+    if not lines:
+        return "not a torch file of tensors and plain data"
+    return lines[0].split(". ")[0].rstrip(".")[:160]
+
+
+class UnreadableTorchFile(ValueError):
+    """A torch file that is not one (garbage, truncated, an opcode the data-only reader lacks)."""
+
+
+def load_torch_data(path: str | os.PathLike, map_location: Any = "cpu", follow: bool = False) -> Any:
+    """The tensors and plain data (dicts, lists, numbers, strings) in the torch file at `path`,
+    read as data only (torch.load with weights_only=True, from the bytes of a regular file,
+    read_regular: a symbolic link at the name is followed only if `follow`):
+    a pickle that names a function or a class (one that would run code when loaded) raises
+    RefusedPickle, one line, and nothing it names runs. Other bytes the data-only reader cannot
+    read (garbage, an unknown opcode) raise UnreadableTorchFile; a truncated file what torch raises."""
+    import pickle
+    import warnings
+
+    import torch
+
+    blob = read_regular(path, follow)
+    try:
+        with warnings.catch_warnings():  # torch warns about a pickle protocol it does not expect
+            warnings.simplefilter("ignore")
+            return torch.load(io.BytesIO(blob), map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        detail = _refusal_detail(str(e))
+        if "global" in detail.lower():  # the pickle names a module's attribute: code, not data
+            raise RefusedPickle(f"{path}: refused to load: it holds more than tensors and plain data "
+                                f"({detail})") from None
+        raise UnreadableTorchFile(detail) from None
+
+
 def remove_path(path: Path) -> None:
-    """Remove a file, or a directory squatting on a file's name; nothing if it is gone."""
+    """Remove a file, or a directory squatting on a file's name; nothing if it is gone. A
+    symbolic link is removed itself (never what it names, nor a directory through it)."""
     try:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
@@ -152,13 +200,17 @@ def remove_path(path: Path) -> None:
 
 def remove_unless_file(path: Path) -> str | None:
     """Remove whatever squats on a file's name and is not a regular file (a directory, a FIFO, a
-    device, a dangling link: a write or a read there would fail or block); returns what it was
-    ("a directory", "a special file"), or None if the name is free or holds a file."""
-    if not os.path.lexists(path) or path.is_file():
+    device, a symbolic link: a write or a read there would fail, block or go through the link);
+    returns what it was ("a directory", "a FIFO", "a symbolic link", ...: file_kind), or None if
+    the name is free or holds a regular file. A link is removed itself, never what it names."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
         return None
-    what = "a directory" if path.is_dir() else "a special file"
+    if stat.S_ISREG(mode):
+        return None
     remove_path(path)
-    return what
+    return file_kind(mode)
 
 
 def remove_temp_files(directory: Path, spare_prefix: str = "", spare_seconds: float = 0.0) -> None:
@@ -178,18 +230,25 @@ class SpecialFileError(OSError):
 
 def file_kind(mode: int) -> str:
     """What a non-regular file is, in words ("a FIFO", "a directory", ...), from its st_mode."""
-    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
         if test(mode):
             return word
     return "a special file"
 
 
-def read_regular(path: str | os.PathLike) -> bytes:
-    """The bytes of the regular file at `path` (symlinks followed). Opened without blocking, so a
-    FIFO (or a device) at the name never hangs the reader: SpecialFileError (an OSError whose
-    strerror says what is there) for anything but a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+def read_regular(path: str | os.PathLike, follow: bool = False) -> bytes:
+    """The bytes of the regular file at `path`: the store's reader. Opened without blocking, so a
+    FIFO (or a device) at the name never hangs the reader, and (unless `follow`) without
+    following a symbolic link at the name: SpecialFileError (an OSError whose strerror says what
+    is there) for anything but a regular file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow and os.path.islink(path):
+            raise SpecialFileError(errno.ELOOP, "it is a symbolic link, not a file", str(path)) from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -212,4 +271,5 @@ def as_float(x: Any) -> float:
 
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
            "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular", "file_kind",
+           "load_torch_data", "RefusedPickle", "UnreadableTorchFile",
            "SpecialFileError"]

@@ -4,7 +4,8 @@ the flags, the library the rest): one line on stderr, exit code 2, and the store
 (docs/bad_inputs.md lists every bad input tested and what it gets); so is a write the filesystem
 refuses (full, read-only, no permission: "depthscale: error: cannot write: no space left on device
 (<path>)"). A sweep or reproduce in which runs failed exits 3 (commands.runs.EXIT_FAILED_RUNS). Any
-other exception is a bug and shows its traceback. Warnings are one line each on stderr ("depthscale: warning: ...")."""
+other exception is a bug and shows its traceback. Ctrl-C (SIGINT) ends a command with one line
+(for train, sweep and reproduce: the command that resumes it) and exit code 130. Warnings are one line each on stderr ("depthscale: warning: ...")."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from depthscale.config import ConfigError
 from depthscale.errors import UserError, first_refused, is_storage_error
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports it
+RESUMABLE = ("train", "sweep", "reproduce")  # commands that, run again, take up where they stopped
 
 
 def build_parser(help_for: tuple[str, dict] | None = None) -> argparse.ArgumentParser:
@@ -42,6 +45,19 @@ def build_parser(help_for: tuple[str, dict] | None = None) -> argparse.ArgumentP
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
     text = str(message).splitlines()[0] if str(message) else category.__name__
     print(f"depthscale: warning: {text}", file=sys.stderr if file is None else file)
+
+
+def interrupted_line(argv: list[str]) -> str:
+    """The one line a Ctrl-C ends a command with: for a command that resumes (train, sweep,
+    reproduce: finished runs are kept, a killed run resumes from its checkpoint), the command
+    line that resumes it."""
+    import shlex
+
+    cmd = next((a for a in argv if not a.startswith("-")), None)
+    if cmd in RESUMABLE:
+        return (f"depthscale: interrupted; the runs finished so far are kept, and the others resume from their "
+                f"last checkpoint with: {shlex.join(['depthscale', *argv])}")
+    return "depthscale: interrupted"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             exc = first_refused(exc)
         print(f"depthscale: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C: a normal way to stop; nothing is lost (resume from the store)
+        pass  # (below, once the interrupt's traceback and what its frames hold are dropped)
     except OSError as exc:  # a write (or mkdir) the filesystem refused: full, read-only, no permission
         if not is_storage_error(exc) or os.environ.get("DEPTHSCALE_DEBUG"):
             raise
@@ -73,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     finally:
         warnings.showwarning = shown
+    print(interrupted_line(argv), file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
-__all__ = ["main", "build_parser", "EXIT_USAGE", "STORE_HELP", "TRAIN_SWEEP", "SOFTMAX_FLOOR_DATA", "print_config",
+__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted_line", "STORE_HELP", "TRAIN_SWEEP", "SOFTMAX_FLOOR_DATA", "print_config",
            "cmd_train", "cmd_sweep", "cmd_status", "cmd_collect", "cmd_fit", "cmd_theory", "cmd_plot", "cmd_compare",
            "cmd_reproduce", "cmd_report", "cmd_bench"]
 

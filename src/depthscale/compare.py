@@ -85,14 +85,30 @@ def resolve(value: str, store: str | None = None) -> tuple:
 
 
 def _config_doc(store, rid: str) -> dict:
+    """The run's config.json, read as the store reads its files (a regular file, never a FIFO,
+    which would block, nor through a link; a run directory that is a link is broken); provenance
+    entries of the wrong type ("versions" not a mapping of names to versions, "device" not a
+    string) are left out."""
+    from depthscale.atomic import read_regular
+
+    why = store.run_dir_problem(rid)
+    if why is not None:
+        raise InputError(f"run {store.run_path(rid)} is broken: {why}")
     path = store.run_path(rid) / "config.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(read_regular(path))
         if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
             raise ValueError
-        return doc
     except (OSError, ValueError):
         raise InputError(f"run {store.run_path(rid)} has no readable config.json") from None
+    versions = doc.get("versions")
+    if versions is not None and not (isinstance(versions, dict) and all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in versions.values())):
+        doc = {k: v for k, v in doc.items() if k != "versions"}
+    for key in ("device", "fused_cpu_kernels"):
+        if key in doc and not isinstance(doc[key], (str, bool)):
+            doc = {k: v for k, v in doc.items() if k != key}
+    return doc
 
 
 def run_summary(store, rid: str) -> dict:

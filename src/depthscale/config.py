@@ -239,14 +239,30 @@ def scaled_lr(lr: float, depth: int, exponent: float) -> float:
 ID_OPTIONAL_FIELDS: tuple[str, ...] = ("clusters", "loop", "heads", "mlp")
 
 
+def _id_value(v):
+    """A config value as the run id hashes it: a number by its value, so -0.0 is 0.0 (the one
+    float that equals another yet prints differently; an int in a float field is a float
+    already: RunConfig.__post_init__); lists and dicts item by item; anything else as it is."""
+    if isinstance(v, float) and v == 0.0:
+        return 0.0
+    if isinstance(v, dict):
+        return {k: _id_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_id_value(x) for x in v]
+    return v
+
+
 def run_id(cfg: RunConfig) -> str:
-    """Hash of the full configuration (the `preset` label excluded: it changes no number; a field
-    of ID_OPTIONAL_FIELDS at its default excluded: it did not exist when older runs were hashed)."""
+    """Hash of the full configuration: the first 16 hex digits of the sha256 of its fields as
+    compact JSON with sorted keys, numbers normalised first (-0.0 hashes as 0.0, so a = -0.0 and
+    a = 0.0 are one run; every other number as json writes it, so ids of earlier versions
+    stand). Left out: the `preset` label (it changes no number) and a field of
+    ID_OPTIONAL_FIELDS at its default (it did not exist when older runs were hashed)."""
     dct = config_dict(cfg, ("preset",))
     for name in ID_OPTIONAL_FIELDS:
         if dct[name] == FIELD_DEFAULTS[name]:
             del dct[name]
-    blob = json.dumps(dct, sort_keys=True, separators=(",", ":"))
+    blob = json.dumps(_id_value(dct), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -189,8 +189,12 @@ def _init_process_worker(threads: int, parent: int | None = None) -> None:
     oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
     before any task is unpickled, so the environment is set before torch (or numpy) is imported;
     `_apply_threads` calls torch.set_num_threads once torch is loaded."""
+    from tqdm import tqdm
+
     global _THREADS
     _THREADS = threads
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: no traceback per worker
+    tqdm.set_lock(threading.RLock())  # not tqdm's semaphore, which a stopped worker would leave behind
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     if parent is not None:
@@ -281,36 +285,41 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     stopped, disk_full = [], None
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
                                 initargs=(threads, os.getpid())) as pool:
-        futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
-                   for pack in packs}
-        extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
-        procs.update(getattr(pool, "_processes", None) or {})
-        for fut in cf.as_completed(futures):
-            pack = futures[fut]
+        try:
+            futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
+                       for pack in packs}
+            extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
             procs.update(getattr(pool, "_processes", None) or {})
-            try:
-                _add(total, fut.result())
-            except cf.CancelledError:
-                continue
-            except Exception as e:  # the worker process died (e.g. killed for memory), or the disk is full
-                if is_storage_error(e):
-                    disk_full = disk_full or e
-                    for f in futures:
-                        f.cancel()
+            for fut in cf.as_completed(futures):
+                pack = futures[fut]
+                procs.update(getattr(pool, "_processes", None) or {})
+                try:
+                    _add(total, fut.result())
+                except cf.CancelledError:
                     continue
-                if not isinstance(e, cf.process.BrokenProcessPool) or not stopped:  # a broken pool: once
-                    log.error("a worker process failed on a pack of %d runs: %s: %s",
-                              len(pack), type(e).__name__, e)
-                stopped.append(pack)
-                total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
-            bar.update(len(pack))
-        for fut, fn in extras:
-            try:
-                fut.result()
-            except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
-                log.warning("a side job (%s) failed in the worker pool: %s: %s",
-                            getattr(fn, "__name__", fn), type(e).__name__, e)
-        _restart_dead_tracker()
+                except Exception as e:  # the worker process died (e.g. killed for memory), or the disk is full
+                    if is_storage_error(e):
+                        disk_full = disk_full or e
+                        for f in futures:
+                            f.cancel()
+                        continue
+                    if not isinstance(e, cf.process.BrokenProcessPool) or not stopped:  # a broken pool: once
+                        log.error("a worker process failed on a pack of %d runs: %s: %s",
+                                  len(pack), type(e).__name__, e)
+                    stopped.append(pack)
+                    total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
+                bar.update(len(pack))
+            for fut, fn in extras:
+                try:
+                    fut.result()
+                except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
+                    log.warning("a side job (%s) failed in the worker pool: %s: %s",
+                                getattr(fn, "__name__", fn), type(e).__name__, e)
+            _restart_dead_tracker()
+        except KeyboardInterrupt:  # Ctrl-C: the workers stop now (their runs resume), not after their packs
+            for proc in list(pool._processes.values()):
+                proc.terminate()
+            raise
     if stopped:  # the pool has joined its processes: their exit codes are known
         _record_deaths(store, stopped, procs, before)
     if disk_full is not None:

@@ -3,6 +3,10 @@
 Layout under the store root::
 
     runs/<run_id>/config.json    the RunConfig, the run id, package versions, device
+                                 (runs/<run_id> is a real directory of the store: a symbolic link,
+                                 a file or a FIFO there makes the run broken; nothing is read,
+                                 written or deleted through a link, and its claimer removes the
+                                 link itself before the run starts again)
     runs/<run_id>/checkpoint.pt  the trainer's latest checkpoint (deleted once the run is done)
     runs/<run_id>/metrics.json   final measurements: scalars and small arrays
     runs/<run_id>/curves.json    training curves, each a list over logged steps (CURVE_KEYS: step, R,
@@ -11,8 +15,9 @@ Layout under the store root::
                                  appended as it comes (deleted once the run is done)
     runs/<run_id>/params.pt      the finished run's parameters (one model's state_dict; `load_model`)
     runs/<run_id>/tensorboard/   TensorBoard event files (`--log tensorboard`)
-    runs/<run_id>/DONE           completion marker, written last (a run is finished iff it exists):
-                                 when, where, and params.pt's sha256 and size
+    runs/<run_id>/DONE           completion marker and the run's manifest, written last (a run is
+                                 finished iff it exists): when, where, the run id, and the sha256
+                                 and size of config.json, metrics.json, curves.json and params.pt
     runs/<run_id>/FAILED         the reason the last attempt raised (a retry may still finish)
     runs/<run_id>/lease          who is running it now (host, pid, heartbeat time)
     sweeps/<name>.json           manifest: the run ids a named sweep wants (`depthscale train` adds
@@ -49,10 +54,11 @@ unfinished one; its holder deletes ``DONE`` (first) and the unreadable result be
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
+import re
+import stat
 import tempfile
 import time
 import warnings
@@ -61,15 +67,16 @@ from typing import Any
 
 from depthscale import lease
 from depthscale.provenance import versions
-from depthscale.atomic import (dumps, read_regular, remove_path, remove_unless_file, save_torch_atomic, write_json_atomic,
-                               write_text_atomic)
+from depthscale.atomic import (RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
+                               remove_unless_file, save_torch_atomic, write_atomic, write_json_atomic, write_text_atomic)
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
 from depthscale.store_leases import StoreLeases
 from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles, renamed_curves
-from depthscale.store_verify import (PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem, file_signature,
-                                     metrics_problem, params_problem, squatter)
+from depthscale.store_verify import (MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem,
+                                     file_signature, manifest_entry, manifest_problem, metrics_problem,
+                                     params_problem, squatter, stat_key)
 from depthscale.store_views import NAME_RE, StoreViews
 from depthscale.userpaths import no_home, shown
 
@@ -77,6 +84,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
 REQUIRED_METRICS = ("stopped_because",)  # string keys every finished run's metrics.json holds (and R: store_verify)
+_RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")  # what config.run_id gives
+_JSON_FILES = ("config.json", "metrics.json", "curves.json")  # read whole (and hashed) on every check
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.pt")
 
 
@@ -137,6 +146,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         self._live_checked: dict[str, tuple] = {}  # the same for an unfinished run's curves.jsonl
         if readonly:
             return
+        self._check_runs_root()  # before anything is written in it
         try:
             for sub in (self.root, self.runs_root, self.sweeps_root):
                 sub.mkdir(parents=True, exist_ok=True)
@@ -172,15 +182,55 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             raise StoreError(f"store {self.root} was opened read-only")
 
     def run_dir(self, rid: str) -> Path:
-        """The run's directory, created if needed."""
+        """The run's directory, created if needed. Whatever else is at its name (a symbolic link,
+        a file, a FIFO: the run is broken, `run_dir_problem`) is removed first, with a warning
+        naming it: a link itself, never anything through it; then a real directory is made."""
         self._check_writable()
+        self._check_runs_root()
         path = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            try:
+                os.unlink(path)  # never follows a link, never removes a directory
+            except (FileNotFoundError, IsADirectoryError, PermissionError) as e:  # raced by another claimer
+                if not isinstance(e, FileNotFoundError) and self.run_dir_problem(rid) is not None:
+                    raise StoreError(f"run {path} is broken ({why}) and cannot be replaced: {e.strerror}") from None
+            else:
+                warnings.warn(f"run {path} was broken ({why}): removed it (nothing it pointed to); "
+                              f"the run starts again", stacklevel=2)
         path.mkdir(exist_ok=True)
         return path
 
+    def run_dir_problem(self, rid: str) -> str | None:
+        """Why the run's directory cannot be the run's (one line), or None (absent, or a real
+        directory). It must be a directory of the store itself: a symbolic link there (to a
+        directory elsewhere, or to another run's) would make the store read and write files
+        outside the run; a file, a FIFO or a dangling link holds no run. Checked with lstat,
+        without following anything."""
+        path = self.run_path(rid)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"runs/{rid} cannot be looked up: {e.strerror or e}"
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return f"runs/{rid} is a symbolic link (to {shown(os.readlink(path))}), not a directory of the store"
+        return f"runs/{rid} is {file_kind(st.st_mode)}, not a directory"
+
+    def _check_runs_root(self) -> None:
+        """A store's runs/ is a directory of its own (nothing is written through a link)."""
+        if os.path.islink(self.runs_root):
+            raise StoreError(f"store {self.root}: runs/ is a symbolic link; a store writes only inside "
+                             f"itself (make runs/ a directory, or open the store it points to)")
+
     def run_ids(self) -> list[str]:
-        """Every run id that has a directory in this store, sorted."""
-        return sorted(p.name for p in self.runs_root.iterdir() if p.is_dir() and NAME_RE.match(p.name))
+        """Every run id that has an entry in runs/ of this store (a directory, or something a
+        run's directory should be and is not: its run is broken), sorted."""
+        return sorted(p.name for p in self.runs_root.iterdir()
+                      if NAME_RE.match(p.name) and (p.is_dir() or _RUN_ID_RE.match(p.name)))
 
     # --- config ---
     def write_config(self, cfg: RunConfig, device: str | None = None, extra: dict | None = None) -> None:
@@ -229,6 +279,9 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         FIFO at the name of a file it writes (its claimer removes it) or a malformed row in its
         curves.jsonl (its rerun rewrites the file from its checkpoint)."""
         d = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            return why
         if not os.path.lexists(d / "DONE"):
             return (squatter(d) or self.live_curves_problem(rid)) if d.is_dir() else None
         return self._check_finished(rid)
@@ -240,6 +293,9 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         """None if the finished run's DONE, config.json, metrics.json and curves.json are sound,
         else what is wrong. Cached while none of the files changes."""
         d = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            return why
         sig = self._signature(d)
         cached = self._checked.get(rid)
         if cached is not None and cached[0] == sig:
@@ -254,14 +310,16 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         id, the metrics and curves have their fields and types, params.pt its recorded size),
         else (None, what is wrong: one line naming the file)."""
         d = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None:
+            return None, why
         try:
             done = self._read_json(rid, "DONE")
             if not isinstance(done, dict):
                 return None, "DONE is not a JSON object"
-            doc = self._read_json(rid, "config.json")
-            metrics = self._read_json(rid, "metrics.json")
+            (doc, metrics, curves), blobs = zip(*(self._read_doc(rid, name) for name in _JSON_FILES))
             why = (config_problem(rid, doc) or metrics_problem(rid, metrics, REQUIRED_METRICS)
-                   or curves_problem(self._read_json(rid, "curves.json")) or params_problem(d, done))
+                   or curves_problem(curves) or manifest_problem(rid, d, done, dict(zip(_JSON_FILES, blobs))))
             if why is not None:
                 return None, why
         except StoreError as e:  # _read_json: "corrupted run directory <d>: <what>"
@@ -290,13 +348,23 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         self._clear_broken(d)
         for name in ("metrics.json", "curves.json", "params.pt", "DONE"):  # a directory or a FIFO there
             remove_unless_file(d / name)
-        done = {"time": time.time(), "host": lease.hostname(), "pid": os.getpid()}
+        done = {"time": time.time(), "host": lease.hostname(), "pid": os.getpid(), "run_id": rid}
+        files = {}
         if params is not None:
             sha, size = save_torch_atomic(d / "params.pt", dict(params))
             done.update({PARAMS_SHA: sha, PARAMS_BYTES: size})
-        write_json_atomic(d / "metrics.json", dict(metrics), strict=True)
-        write_json_atomic(d / "curves.json", dict(curves), indent=None, strict=True)  # long lists: compact
-        write_json_atomic(d / "DONE", done, strict=True)
+            files["params.pt"] = {"sha256": sha, "bytes": size, "stat": stat_key(os.lstat(d / "params.pt"))}
+        else:
+            remove_path(d / "params.pt")  # an earlier attempt's: not this result's
+        for name, obj, indent in (("metrics.json", metrics, 1), ("curves.json", curves, None)):  # curves: compact
+            blob = dumps(dict(obj), indent, strict=True)
+            write_atomic(d / name, lambda fh, b=blob: fh.write(b))
+            files[name] = manifest_entry(blob)
+        try:
+            files["config.json"] = manifest_entry(read_regular(d / "config.json"))
+        except OSError:  # no config written (the run is broken without one anyway)
+            pass
+        write_json_atomic(d / "DONE", {**done, MANIFEST: files}, strict=True)  # the manifest, last
         for name in ("FAILED", "checkpoint.pt", CURVES_LIVE):
             remove_path(d / name)  # a directory at the name too
         self.release(rid)  # DONE is written: nobody may claim it any more
@@ -331,9 +399,14 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             remove_path(d / "config.json")
 
     def _read_json(self, rid: str, name: str) -> Any:
+        return self._read_doc(rid, name)[0]
+
+    def _read_doc(self, rid: str, name: str) -> tuple[Any, bytes]:
+        """(the JSON in the run's file `name`, its bytes); StoreError naming what is wrong."""
         d = self.run_path(rid)
         try:
-            text = read_regular(d / name).decode()  # never blocks on a FIFO
+            blob = read_regular(d / name)  # never blocks on a FIFO, never follows a link
+            text = blob.decode()
         except FileNotFoundError:
             raise StoreError(f"corrupted run directory {d}: {name} is missing") from None
         except OSError as e:
@@ -343,7 +416,7 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         if not text.strip():
             raise StoreError(f"corrupted run directory {d}: {name} is empty")
         try:
-            return json.loads(text)
+            return json.loads(text), blob
         except ValueError:
             raise StoreError(f"corrupted run directory {d}: {name} is not valid JSON") from None
 
@@ -376,10 +449,10 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         why = params_problem(d, self.done_info(rid), deep=True)
         if why is not None:
             raise StoreError(f"run {d} is broken: {why}")
-        import torch
-
         try:
-            return torch.load(io.BytesIO(read_regular(path)), map_location=map_location, weights_only=True)
+            return load_torch_data(path, map_location)
+        except RefusedPickle:
+            raise StoreError(f"run {d} is broken: params.pt holds more than tensors (refused unread)") from None
         except Exception as e:  # noqa: BLE001 - truncated or corrupt
             raise StoreError(f"corrupted run directory {self.run_path(rid)}: params.pt cannot be read: "
                              f"{type(e).__name__}") from None

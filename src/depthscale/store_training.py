@@ -7,10 +7,12 @@ or not."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from typing import Any
 
-from depthscale.atomic import dumps, read_regular, remove_unless_file, save_torch_atomic, write_text_atomic
+from depthscale.atomic import (FILE_MODE, RefusedPickle, dumps, load_torch_data, read_regular, remove_unless_file,
+                               save_torch_atomic, write_text_atomic)
 from depthscale.errors import StoreError
 from depthscale.store_verify import curve_row_problem, file_signature
 
@@ -43,20 +45,26 @@ class TrainingFiles:
         save_torch_atomic(path, obj)
 
     def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
-        """The run's checkpoint, or None if there is none; an unreadable one warns and gives None."""
+        """The run's checkpoint, or None if there is none. It is read as data only
+        (atomic.load_torch_data: tensors, numbers, strings, lists and dicts): a pickle that would
+        import or call anything is refused unread, with one warning line naming the file, and the
+        run starts again from step 0 (nothing in the file runs). An unreadable checkpoint
+        (truncated, corrupt, of another layout) warns the same way and gives None."""
         path = self.run_path(rid) / "checkpoint.pt"
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
-        import io
-
-        import torch
-
         try:  # read_regular: a FIFO or a directory at the name is unreadable, never a hang
-            return torch.load(io.BytesIO(read_regular(path)), map_location=map_location, weights_only=False)
-        except Exception as e:  # truncated, corrupt, or from an incompatible version
-            warnings.warn(f"ignoring unreadable checkpoint {path}: {type(e).__name__}: {e}",
-                          stacklevel=2)
+            ck = load_torch_data(path, map_location)
+            why = checkpoint_problem(ck)
+        except RefusedPickle as e:
+            warnings.warn(f"ignoring checkpoint {e}; the run starts again", stacklevel=2)
             return None
+        except Exception as e:  # truncated, corrupt, or from an incompatible version
+            why = f"{type(e).__name__}: {_first_line(e)}"
+        if why is not None:
+            warnings.warn(f"ignoring unreadable checkpoint {path}: {why}", stacklevel=2)
+            return None
+        return ck
 
     # --- live curves: appended while a run trains ---
     def start_curves(self, rid: str, curves: dict) -> None:
@@ -74,7 +82,10 @@ class TrainingFiles:
     def append_curves(self, rid: str, rows: list[dict]) -> None:
         """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
         self._check_writable()
-        with open(self.run_dir(rid) / CURVES_LIVE, "a", encoding="utf-8") as fh:
+        # O_NOFOLLOW: a link put at the name is never appended through (start_curves replaced it)
+        fd = os.open(self.run_dir(rid) / CURVES_LIVE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                     FILE_MODE)
+        with open(fd, "a", encoding="utf-8") as fh:
             fh.write("".join(_row_line(r) for r in rows))
             fh.flush()
 
@@ -114,6 +125,44 @@ class TrainingFiles:
             why = str(e)
         cache[rid] = (sig, why)
         return why
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+# a checkpoint (Trainer.checkpoint): its entries and what each must be
+_CHECKPOINT_FIELDS = {"step": int, "params": dict, "adam": dict, "state": dict, "config": dict, "pack": list}
+
+
+def checkpoint_problem(ck: Any) -> str | None:
+    """What keeps `ck` (a checkpoint as loaded) from being a checkpoint, or None. Any checkpoint
+    is a dict; one that names a config (the trainer resumes only those: training.run_pack) is
+    one the trainer wrote: step (an integer >= 0), params and Adam's moments m and v (names ->
+    tensors), Adam's step count t (a number), the run's bookkeeping (state: a dict with string
+    keys), its config and its pack (a list of configs)."""
+    import torch
+
+    if not isinstance(ck, dict):
+        return f"it holds {type(ck).__name__}, not a checkpoint"
+    if "config" not in ck:
+        return None
+    for key, kind in _CHECKPOINT_FIELDS.items():
+        if not isinstance(ck.get(key), kind) or isinstance(ck.get(key), bool):
+            return f"its {key!r} is missing or not {kind.__name__}"
+    if ck["step"] < 0:
+        return f"its step {ck['step']} is negative"
+    adam = ck["adam"]
+    for name, tensors in (("params", ck["params"]), ("adam m", adam.get("m")), ("adam v", adam.get("v"))):
+        if not isinstance(tensors, dict) or not all(isinstance(k, str) and isinstance(t, torch.Tensor)
+                                                    for k, t in tensors.items()):
+            return f"its {name} are not named tensors"
+    if isinstance(adam.get("t"), bool) or not isinstance(adam.get("t"), (int, float)):
+        return "its adam t is not a number"
+    if not all(isinstance(k, str) for k in ck["state"]):
+        return "its state has a key that is not a string"
+    return None
 
 
 _DECODER = json.JSONDecoder()

@@ -13,22 +13,31 @@ shows as the run's *broken* reason (and a sweep then runs it again):
   the trainer writes are numbers or null; a run_id in it is the run's (`metrics_problem`).
 - curves.json (and a training run's curves.jsonl rows): each curve a list of numbers or nulls,
   the steps integers (`curves_problem`, `curve_row_problem`).
-- params.pt: ``Store.finish`` records its sha256 and size in DONE. Reading a run's state checks
-  the size, and the sha256 only when params.pt is newer than DONE (it was rewritten after the run
-  finished), so status and collect of a large store never hash every model; ``load_params`` (and
-  so load_model) always checks the sha256 (`params_problem`). A run finished before checksums
-  were recorded is unverified but loadable: load_params tries it, and an unreadable one is an
-  error naming the file.
+- DONE is the run's manifest (`manifest_problem`): ``Store.finish`` records the run id and the
+  sha256 and size of config.json, metrics.json, curves.json and params.pt. The JSON files are
+  read whole whenever a finished run is read, so their size and sha256 are always checked (an
+  edited R, a metrics.json or curves.json from another run, a DONE copied from another run: all
+  broken). params.pt: its size always; its sha256 when it is loaded (``load_params``) or when its
+  inode, mtime or ctime is not the one DONE recorded (replaced, swapped, or edited with its mtime
+  set back: os.utime sets the ctime), so status on a large store hashes no model it has not
+  reason to. A DONE of an earlier version (no manifest) is checked as then: params.pt's recorded
+  sha256 when it is newer than DONE; a run finished before checksums were recorded is unverified
+  but loadable, and an unreadable params.pt is an error naming the file.
+- metrics.json and curves.json never hold a non-finite number (the store writes null), and R is
+  never negative: ``"R": 1e400`` or ``-5`` is broken, not diverged.
 - Any file of a run (and a lease, a manifest) is read only if it is a regular file: a FIFO, a
-  socket, a device or a directory at its name is broken (never a hang); for a run that is not
-  finished, `squatter` names such a file among the ones a training run writes, and the claimer
-  of the run removes it.
+  socket, a device, a directory or a symbolic link at its name is broken (never a hang, never a
+  read through the link); for a run that is not finished, `squatter` names such a file among the
+  ones a training run writes, and the claimer of the run removes it (a link itself, never what
+  it names). The run's directory itself must be a real directory of the store
+  (`Store.run_dir_problem`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -46,11 +55,17 @@ INTEGER_METRICS = ("steps", "best_step", "n_eval")
 LIVE_FILES = ("lease", "FAILED", "curves.jsonl", "checkpoint.pt", "config.json", "metrics.json",
               "curves.json", "params.pt")
 PARAMS_SHA = "params_sha256"  # DONE's record of params.pt: its sha256 and its size in bytes
-PARAMS_BYTES = "params_bytes"
+PARAMS_BYTES = "params_bytes"  # (both kept beside the manifest for readers of earlier versions)
+MANIFEST = "files"  # DONE's manifest: file name -> {"sha256", "bytes"} (params.pt: and "stat")
+VOUCHED = ("config.json", "metrics.json", "curves.json", "params.pt")  # the files DONE vouches for
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_finite(v: int | float) -> bool:
+    return isinstance(v, int) or math.isfinite(v)  # (an int of 400 digits is finite, and no float)
 
 
 def _is_int(v: Any) -> bool:
@@ -58,13 +73,15 @@ def _is_int(v: Any) -> bool:
 
 
 def file_signature(path: Path) -> tuple | None:
-    """(inode, mtime in ns, size) of the file at `path`, None where it cannot be looked up: a
-    verdict cached with it stands while the file is not rewritten, appended to or replaced."""
+    """(inode, mtime in ns, ctime in ns, size, mode) of the name `path` itself (a symbolic link is
+    not followed), None where it cannot be looked up: a verdict cached with it stands while the
+    file is not rewritten, appended to, replaced or relinked. The ctime changes with any of those
+    even when the mtime is set back (os.utime sets the ctime to now)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
+    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_mode
 
 
 def _short(v: Any) -> str:
@@ -116,6 +133,10 @@ def metrics_problem(rid: str, metrics: Any, required: tuple[str, ...] = ("stoppe
         v = metrics.get(key)
         if key in metrics and v is not None and not _is_number(v):
             return f"metrics.json: {key} is not a number: {_short(v)}"
+        if key in metrics and v is not None and not _is_finite(v):  # the store writes null, never these
+            return f"metrics.json: {key} is {_short(v)}, which the store never writes (a non-finite number is null)"
+    if _is_number(metrics["R"]) and metrics["R"] < 0:
+        return f"metrics.json: R is negative ({_short(metrics['R'])}): no loss is"
     for key in INTEGER_METRICS:
         v = metrics.get(key)
         if key in metrics and v is not None and not _is_int(v):
@@ -135,9 +156,10 @@ def curves_problem(curves: Any, name: str = "curves.json") -> str | None:
             if bad:
                 return f"{name}: a step is not an integer: {_short(bad[0])}"
         else:
-            bad = [v for v in values if v is not None and not _is_number(v)]
+            bad = [v for v in values if v is not None and not (_is_number(v) and _is_finite(v))]
             if bad:
-                return f"{name}: curve {key!r} holds a value that is not a number: {_short(bad[0])}"
+                what = "a non-finite number (the store writes null)" if _is_number(bad[0]) else "a value that is not a number"
+                return f"{name}: curve {key!r} holds {what}: {_short(bad[0])}"
     return None
 
 
@@ -160,43 +182,112 @@ def curve_row_problem(row: Any) -> str | None:
 
 def file_sha256(path: Path) -> tuple[str, int]:
     """(sha256 hex, size) of the regular file at `path` (OSError for anything else)."""
-    blob = read_regular(path)
+    blob = read_regular(path)  # (no link followed)
     return hashlib.sha256(blob).hexdigest(), len(blob)
 
 
-def params_problem(d: Path, done: dict, deep: bool = False) -> str | None:
-    """What is wrong with a finished run's params.pt against DONE's record, or None. Runs whose
-    DONE records no checksum (a diverged run without parameters, an earlier version's run) are
-    not checked. Not `deep`: the size, and the sha256 only if params.pt is newer than DONE."""
-    want = done.get(PARAMS_SHA)
-    if not isinstance(want, str):
-        return None
-    path = d / "params.pt"
+def manifest_entry(blob: bytes, st: os.stat_result | None = None) -> dict:
+    """DONE's record of one file: its sha256 and size in bytes (and, given its lstat, the
+    stat_key it had when the run finished)."""
+    entry = {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+    if st is not None:
+        entry["stat"] = stat_key(st)
+    return entry
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    """[inode, mtime ns, ctime ns, size]: a file's that no write, rename, replace or os.utime
+    leaves as it was (each sets the ctime to now)."""
+    return [st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size]
+
+
+def manifest_problem(rid: str, d: Path, done: dict, blobs: dict[str, bytes], deep: bool = False) -> str | None:
+    """What is wrong with a finished run's files against DONE's manifest (MANIFEST: name ->
+    sha256 and size of every file in VOUCHED it vouches for, and the run id), or None. `blobs`:
+    the bytes of the JSON files as read (their size and sha256 are always checked: they are read
+    whole anyway); params.pt: its size always, its sha256 when `deep` or when its stat_key is not
+    the one recorded (replaced, rewritten, touched). A DONE without a manifest (an earlier
+    version's) is checked as that version did (`params_problem`)."""
+    files = done.get(MANIFEST)
+    if files is None:
+        return params_problem(d, done, deep)
+    if not isinstance(files, dict):
+        return "DONE's manifest of files is not a JSON object"
+    if done.get("run_id") != rid:
+        return f"DONE is for run {_short(done.get('run_id'))}, not this one"
+    for name in VOUCHED:
+        entry = files.get(name)
+        if entry is None:
+            if name == "params.pt" and not os.path.lexists(d / name):
+                continue  # a run that diverged to NaN has no parameters
+            return f"{name} is not in DONE's manifest: not this run's"
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and _is_int(entry.get("bytes"))):
+            return f"DONE's manifest entry for {name} is malformed"
+        why = (_blob_problem(name, blobs[name], entry) if name in blobs
+               else _file_problem(d / name, entry["sha256"], entry["bytes"], entry.get("stat"), deep))
+        if why is not None:
+            return why
+    return None
+
+
+def _blob_problem(name: str, blob: bytes, entry: dict) -> str | None:
+    if len(blob) != entry["bytes"]:
+        return f"{name} has {len(blob)} bytes, not the {entry['bytes']} DONE records: edited or replaced"
+    if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+        return f"{name} does not match the sha256 DONE records: edited or replaced"
+    return None
+
+
+def _file_problem(path: Path, want: str, size: Any, recorded: Any, deep: bool,
+                  newer_than: Path | None = None) -> str | None:
+    """params.pt against a recorded sha256 and size: the size always; the sha256 if `deep`, or if
+    its stat_key is not `recorded` (or, with no record, if it is newer than `newer_than`)."""
+    name = path.name
     try:
-        st = os.stat(path)
+        st = os.lstat(path)  # a link is not a run's file
     except FileNotFoundError:
-        return "params.pt is missing"
+        return f"{name} is missing"
     except OSError as e:
-        return f"params.pt cannot be read: {e.strerror or e}"
+        return f"{name} cannot be read: {e.strerror or e}"
     if not stat.S_ISREG(st.st_mode):
-        return f"params.pt cannot be read: it is {file_kind(st.st_mode)}, not a file"
-    size = done.get(PARAMS_BYTES)
+        return f"{name} cannot be read: it is {file_kind(st.st_mode)}, not a file"
     if _is_int(size) and st.st_size != size:
-        return f"params.pt has {st.st_size} bytes, not the {size} it was written with: truncated or replaced"
+        return f"{name} has {st.st_size} bytes, not the {size} it was written with: truncated or replaced"
     if not deep:
-        try:
-            newer = st.st_mtime_ns > os.stat(d / "DONE").st_mtime_ns
-        except OSError:
-            newer = True
-        if not newer:
-            return None
+        if recorded is not None:
+            if recorded == stat_key(st):
+                return None
+        else:
+            try:
+                if st.st_mtime_ns <= os.stat(newer_than).st_mtime_ns:
+                    return None
+            except (OSError, TypeError):
+                pass
     try:
         got, _ = file_sha256(path)
     except OSError as e:
-        return f"params.pt cannot be read: {e.strerror or e}"
+        return f"{name} cannot be read: {e.strerror or e}"
     if got != want:
-        return "params.pt does not match the sha256 recorded when the run finished: garbled?"
+        return f"{name} does not match the sha256 recorded when the run finished: garbled?"
     return None
+
+
+def params_problem(d: Path, done: dict, deep: bool = False) -> str | None:
+    """What is wrong with a finished run's params.pt against DONE's record, or None: its
+    manifest entry (`manifest_problem`), or for a DONE of an earlier version its PARAMS_SHA and
+    PARAMS_BYTES (the sha256 only if params.pt is newer than DONE, or `deep`). A DONE that
+    records no checksum (a diverged run without parameters, an older version's run) is not
+    checked."""
+    files = done.get(MANIFEST)
+    if isinstance(files, dict):
+        entry = files.get("params.pt")
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            return None if not os.path.lexists(d / "params.pt") else "params.pt is not in DONE's manifest"
+        return _file_problem(d / "params.pt", entry["sha256"], entry.get("bytes"), entry.get("stat"), deep)
+    want = done.get(PARAMS_SHA)
+    if not isinstance(want, str):
+        return None
+    return _file_problem(d / "params.pt", want, done.get(PARAMS_BYTES), None, deep, newer_than=d / "DONE")
 
 
 def squatter(d: Path) -> str | None:
@@ -204,7 +295,7 @@ def squatter(d: Path) -> str | None:
     or another special file, as a broken reason; None if there is none."""
     for name in LIVE_FILES:
         try:
-            mode = os.stat(d / name).st_mode
+            mode = os.lstat(d / name).st_mode
         except OSError:
             continue
         if not stat.S_ISREG(mode):
@@ -213,5 +304,6 @@ def squatter(d: Path) -> str | None:
 
 
 __all__ = ["config_problem", "metrics_problem", "curves_problem", "curve_row_problem", "params_problem",
+           "manifest_problem", "manifest_entry", "stat_key", "MANIFEST", "VOUCHED",
            "squatter", "stored_id", "file_sha256", "file_signature", "NUMERIC_METRICS", "INTEGER_METRICS", "LIVE_FILES",
            "PARAMS_SHA", "PARAMS_BYTES"]

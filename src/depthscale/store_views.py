@@ -74,9 +74,12 @@ class StoreViews:
 
     def run_state(self, rid: str) -> str:
         """One of RUN_STATES: 'done', 'diverged' (finished, training diverged), 'broken' (DONE but
-        no result that verifies, or an unfinished run with a directory or a FIFO at the name of a
-        file it writes), 'running' (live lease), 'failed', 'pending'."""
+        no result that verifies, a run directory that is not a real directory of the store, or an
+        unfinished run with a directory or a FIFO at the name of a file it writes), 'running'
+        (live lease), 'failed', 'pending'."""
         d = self.run_path(rid)
+        if self.run_dir_problem(rid) is not None:  # a link, a file or a FIFO at the run's name
+            return "broken"
         if (d / "DONE").exists():
             if self._check_finished(rid) is not None:
                 return "broken"
