@@ -1,0 +1,171 @@
+"""The counter-based context sampler (issue 35): the same bits in any batch split and at any thread
+count; exact Haar rotations without LAPACK; the laws of the rotations and the Gaussians; the top-k
+target against a sort-based reference."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from depthscale import philox, seeds
+from depthscale.contexts import (clear_draw_cache, draws_torch, haar_from_householder, haar_orthogonal,
+                                 make_generator, sample_contexts, spectrum)
+
+FIELDS = ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B", "sel_Bxk", "t_Bxd", "beta_Bxd", "O_Bxdxd")
+CASES = [("difficult", 4, 0.0, 0), ("difficult", 3, 0.1, 0), ("easy", 1, 0.0, 0), ("difficult", 2, 0.0, 3)]
+
+
+def _equal(c1, c2):
+    for f in FIELDS + ("cls_B",):
+        a, b = getattr(c1, f), getattr(c2, f)
+        assert (a is None and b is None) or torch.equal(a, b), f
+
+
+def _cat(c1, c2):
+    return {f: torch.cat([getattr(c1, f), getattr(c2, f)]) for f in FIELDS}
+
+
+@pytest.mark.parametrize("task,k,noise,clusters", CASES)
+def test_one_call_equals_two_halves(task, k, noise, clusters):
+    B, d, P = 64, 16, 64
+    clear_draw_cache()
+    whole = sample_contexts(B, d, P, 1.0, 0.5, task, k, make_generator(seeds.step_seed(4, 9)), noise,
+                            clusters=clusters)
+    s = make_generator(seeds.step_seed(4, 9))
+    h1 = sample_contexts(B // 2, d, P, 1.0, 0.5, task, k, s, noise, clusters=clusters)
+    h2 = sample_contexts(B - B // 2, d, P, 1.0, 0.5, task, k, s, noise, clusters=clusters)
+    for f, v in _cat(h1, h2).items():
+        assert torch.equal(getattr(whole, f), v), f
+    # and any other cut, e.g. three uneven chunks of an evaluation stream
+    s = make_generator(5)
+    parts = [sample_contexts(n, d, P, 1.0, 0.5, task, k, s, noise, clusters=clusters) for n in (7, 40, 17)]
+    one = sample_contexts(B, d, P, 1.0, 0.5, task, k, make_generator(5), noise, clusters=clusters)
+    assert torch.equal(one.X_BxPxd, torch.cat([p.X_BxPxd for p in parts]))
+    assert torch.equal(one.sel_Bxk, torch.cat([p.sel_Bxk for p in parts]))
+
+
+@pytest.mark.parametrize("task,k,noise,clusters", CASES)
+def test_same_bits_at_one_and_two_threads(task, k, noise, clusters):
+    before = torch.get_num_threads()
+    out = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            clear_draw_cache()
+            out.append(sample_contexts(512, 16, 64, 1.0, 0.5, task, k, make_generator(seeds.step_seed(1, 3)),
+                                       noise, dtype=torch.float64, clusters=clusters))
+    finally:
+        torch.set_num_threads(before)
+    _equal(*out)
+
+
+def test_streams_of_different_kinds_differ():
+    Xs = [sample_contexts(4, 5, 6, 0.0, 0.0, "difficult", 2, make_generator(key)).X_BxPxd
+          for key in (seeds.step_seed(3, 0), seeds.eval_stream_seed(3), seeds.monitor_seed(3), seeds.step_seed(3, 1))]
+    for i in range(len(Xs)):
+        for j in range(i):
+            assert not torch.isin(Xs[i], Xs[j]).any()
+    assert torch.equal(Xs[1], sample_contexts(4, 5, 6, 0.0, 0.0, "difficult", 2, make_generator(3)).X_BxPxd)
+
+
+def test_a_torch_generator_keys_an_adhoc_stream():
+    a = sample_contexts(3, 4, 5, 0.0, 0.0, "difficult", 2, seeds.generator(11))
+    b = sample_contexts(3, 4, 5, 0.0, 0.0, "difficult", 2, seeds.generator(11))
+    g = seeds.generator(11)
+    sample_contexts(3, 4, 5, 0.0, 0.0, "difficult", 2, g)
+    c = sample_contexts(3, 4, 5, 0.0, 0.0, "difficult", 2, g)
+    assert torch.equal(a.X_BxPxd, b.X_BxPxd) and not torch.equal(a.X_BxPxd, c.X_BxPxd)
+
+
+@pytest.mark.parametrize("d", [1, 2, 5, 16])
+def test_householder_rotations_are_lapacks_sign_fixed_qr(d):
+    """Fed the Householder vectors of a Gaussian G's reduction (computed here step by step), the
+    rotation is LAPACK's Q of G = QR with diag R > 0 (Mezzadri's sign fix)."""
+    g = torch.Generator().manual_seed(d)
+    G = torch.randn(40, d, d, generator=g, dtype=torch.float64)
+    A, vs = G.clone(), []
+    for k in range(d):
+        x = A[:, k:, k].clone()
+        vs.append(x)
+        alpha = -torch.where(x[:, :1] >= 0, 1.0, -1.0) * x.norm(dim=1, keepdim=True)
+        v = x.clone()
+        v[:, :1] -= alpha
+        H = torch.eye(d - k, dtype=torch.float64) - 2 * torch.einsum("bi,bj->bij", v, v) / (v * v).sum(1)[:, None, None]
+        A[:, k:, :] = H @ A[:, k:, :]
+    O = haar_from_householder(torch.cat(vs, 1), d)
+    Q, R = torch.linalg.qr(G)
+    ref = Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1)).unsqueeze(-2)
+    assert torch.allclose(O, ref, atol=1e-12, rtol=0)
+
+
+def test_zero_vectors_give_a_rotation_not_nan():
+    O = haar_from_householder(torch.zeros(2, 10, dtype=torch.float64), 4)
+    assert torch.isfinite(O).all()
+    assert torch.allclose(O @ O.transpose(1, 2), torch.eye(4, dtype=torch.float64).expand(2, 4, 4), atol=1e-15)
+
+
+def test_haar_orthogonal_to_1e_12_and_its_moments():
+    d, n = 6, 40_000
+    O = haar_orthogonal(n, d, make_generator(seeds.StreamKey(seeds.ADHOC, 17)), dtype=torch.float64)
+    assert (O @ O.transpose(1, 2) - torch.eye(d, dtype=torch.float64)).abs().max() < 1e-12
+    assert (O.transpose(1, 2) @ O - torch.eye(d, dtype=torch.float64)).abs().max() < 1e-12
+    # every entry: E O_ij = 0, E O_ij^2 = 1/d, E O_ij^4 = 3/(d(d+2)); tolerance 5 SE of each mean
+    E = {1: 0.0, 2: 1 / d, 4: 3 / (d * (d + 2))}
+    for p, want in E.items():
+        v = O.pow(p)
+        mean, se = v.mean(0), v.std(0) / math.sqrt(n)
+        assert ((mean - want).abs() < 5 * se).all(), (p, mean, want)
+    # rows are unit vectors on the sphere: O_ij^2 ~ Beta(1/2, (d-1)/2) for every (i, j); KS on a few
+    for i, j in ((0, 0), (d - 1, d - 1), (2, 4), (d - 1, 0)):
+        assert stats.kstest(O[:, i, j].pow(2).numpy(), stats.beta(0.5, (d - 1) / 2).cdf).pvalue > 1e-4, (i, j)
+    # and the sign of an entry is a fair coin independent of the others' magnitudes
+    assert abs((O[:, d - 1, d - 1] > 0).double().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(n)
+
+
+def test_inputs_are_gaussian_in_each_contexts_frame():
+    """O^T x / sqrt(lambda) ~ N(0, I): moments (5 SE) and a KS test."""
+    d, P, B = 8, 16, 4000
+    ctx = sample_contexts(B, d, P, 1.0, 0.5, "difficult", 2, make_generator(21), dtype=torch.float64)
+    lam = spectrum(d, 1.0, torch.float64)
+    z = (torch.einsum("bij,bpi->bpj", ctx.O_Bxdxd, ctx.X_BxPxd) / lam.sqrt()).reshape(-1, d)
+    n = z.shape[0]
+    assert (z.mean(0).abs() < 5 / math.sqrt(n)).all()
+    assert ((z.var(0) - 1).abs() < 5 * math.sqrt(2 / n)).all()
+    assert ((z.pow(4).mean(0) - 3).abs() < 5 * math.sqrt(96 / n)).all()
+    assert stats.kstest(z[:, 3].numpy(), "norm").pvalue > 1e-4
+    zb = torch.einsum("bij,bi->bj", ctx.O_Bxdxd, ctx.beta_Bxd) / spectrum(d, 0.5, torch.float64).sqrt()
+    assert stats.kstest(zb.reshape(-1).numpy(), "norm").pvalue > 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_top_k_target_equals_a_sort_based_reference(dtype):
+    B, d, P, k = 3000, 6, 20, 5
+    c = sample_contexts(B, d, P, 0.5, 1.0, "difficult", k, make_generator(8), dtype=torch.float64)
+    s = torch.einsum("bpd,bd->bp", c.X_BxPxd, c.xq_Bxd) / (c.X_BxPxd.norm(dim=-1) * c.xq_Bxd.norm(dim=-1)[:, None])
+    ref = torch.argsort(s, dim=1, descending=True)[:, :k]
+    assert torch.equal(c.sel_Bxk, ref)
+    assert torch.allclose(c.ystar_B, torch.gather(c.y_BxP, 1, ref).mean(1), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(c.t_Bxd, torch.gather(c.X_BxPxd, 1, ref[..., None].expand(-1, -1, d)).mean(1), atol=1e-12)
+    # the float32 contexts are the float64 ones rounded, with the same selection
+    c32 = sample_contexts(B, d, P, 0.5, 1.0, "difficult", k, make_generator(8), dtype=dtype)
+    assert torch.equal(c32.sel_Bxk, c.sel_Bxk) and torch.equal(c32.X_BxPxd, c.X_BxPxd.to(dtype))
+
+
+def test_easy_index_is_uniform_and_the_query_is_the_matched_input():
+    B, P = 20_000, 9
+    c = sample_contexts(B, 3, P, 0.0, 0.0, "easy", 1, make_generator(2), dtype=torch.float64)
+    assert torch.equal(c.xq_Bxd, c.X_BxPxd[torch.arange(B), c.sel_Bxk[:, 0]])
+    assert stats.chisquare(np.bincount(c.sel_Bxk[:, 0].numpy(), minlength=P)).pvalue > 1e-4
+
+
+def test_draws_are_a_function_of_the_context_index():
+    key = seeds.step_seed(2, 2)
+    a = draws_torch(key, 0, 10, 4, 5, "difficult", True)
+    b = draws_torch(key, 6, 4, 4, 5, "difficult", True)
+    for x, y in zip(a, b):
+        if x is not None:
+            assert torch.equal(x[6:], y)
+    g = philox.gaussians(key.seed, key.kind, key.step, np.arange(6, 10), philox.TEACHER, 4)
+    assert torch.equal(a[3][6:], torch.from_numpy(g))
