@@ -9,9 +9,23 @@ import pytest
 import torch
 from scipy import stats
 
-from depthscale import philox, seeds
+from depthscale import contexts, kernels, philox, seeds
 from depthscale.contexts import (clear_draw_cache, draws_torch, haar_from_householder, haar_orthogonal,
                                  make_generator, sample_contexts, spectrum)
+
+HAVE_KERNEL = kernels.fused_ops() is not None
+PATHS = ["torch"] + (["fused"] if HAVE_KERNEL else [])
+needs_kernel = pytest.mark.skipif(not HAVE_KERNEL, reason="the fused kernel is not available here")
+
+
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    """Each test once with the torch path (philox.py and torch) and once with csrc/sampler.cpp."""
+    if request.param == "torch":
+        monkeypatch.setattr(contexts, "_sampler_ops", lambda: None)
+    clear_draw_cache()
+    yield request.param
+    clear_draw_cache()
 
 FIELDS = ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B", "sel_Bxk", "t_Bxd", "beta_Bxd", "O_Bxdxd")
 CASES = [("difficult", 4, 0.0, 0), ("difficult", 3, 0.1, 0), ("easy", 1, 0.0, 0), ("difficult", 2, 0.0, 3)]
@@ -28,7 +42,7 @@ def _cat(c1, c2):
 
 
 @pytest.mark.parametrize("task,k,noise,clusters", CASES)
-def test_one_call_equals_two_halves(task, k, noise, clusters):
+def test_one_call_equals_two_halves(task, k, noise, clusters, path):
     B, d, P = 64, 16, 64
     clear_draw_cache()
     whole = sample_contexts(B, d, P, 1.0, 0.5, task, k, make_generator(seeds.step_seed(4, 9)), noise,
@@ -47,7 +61,7 @@ def test_one_call_equals_two_halves(task, k, noise, clusters):
 
 
 @pytest.mark.parametrize("task,k,noise,clusters", CASES)
-def test_same_bits_at_one_and_two_threads(task, k, noise, clusters):
+def test_same_bits_at_one_and_two_threads(task, k, noise, clusters, path):
     before = torch.get_num_threads()
     out = []
     try:
@@ -106,7 +120,7 @@ def test_zero_vectors_give_a_rotation_not_nan():
     assert torch.allclose(O @ O.transpose(1, 2), torch.eye(4, dtype=torch.float64).expand(2, 4, 4), atol=1e-15)
 
 
-def test_haar_orthogonal_to_1e_12_and_its_moments():
+def test_haar_orthogonal_to_1e_12_and_its_moments(path):
     d, n = 6, 40_000
     O = haar_orthogonal(n, d, make_generator(seeds.StreamKey(seeds.ADHOC, 17)), dtype=torch.float64)
     assert (O @ O.transpose(1, 2) - torch.eye(d, dtype=torch.float64)).abs().max() < 1e-12
@@ -124,7 +138,7 @@ def test_haar_orthogonal_to_1e_12_and_its_moments():
     assert abs((O[:, d - 1, d - 1] > 0).double().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(n)
 
 
-def test_inputs_are_gaussian_in_each_contexts_frame():
+def test_inputs_are_gaussian_in_each_contexts_frame(path):
     """O^T x / sqrt(lambda) ~ N(0, I): moments (5 SE) and a KS test."""
     d, P, B = 8, 16, 4000
     ctx = sample_contexts(B, d, P, 1.0, 0.5, "difficult", 2, make_generator(21), dtype=torch.float64)
@@ -140,7 +154,7 @@ def test_inputs_are_gaussian_in_each_contexts_frame():
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_top_k_target_equals_a_sort_based_reference(dtype):
+def test_top_k_target_equals_a_sort_based_reference(dtype, path):
     B, d, P, k = 3000, 6, 20, 5
     c = sample_contexts(B, d, P, 0.5, 1.0, "difficult", k, make_generator(8), dtype=torch.float64)
     s = torch.einsum("bpd,bd->bp", c.X_BxPxd, c.xq_Bxd) / (c.X_BxPxd.norm(dim=-1) * c.xq_Bxd.norm(dim=-1)[:, None])
@@ -153,7 +167,7 @@ def test_top_k_target_equals_a_sort_based_reference(dtype):
     assert torch.equal(c32.sel_Bxk, c.sel_Bxk) and torch.equal(c32.X_BxPxd, c.X_BxPxd.to(dtype))
 
 
-def test_easy_index_is_uniform_and_the_query_is_the_matched_input():
+def test_easy_index_is_uniform_and_the_query_is_the_matched_input(path):
     B, P = 20_000, 9
     c = sample_contexts(B, 3, P, 0.0, 0.0, "easy", 1, make_generator(2), dtype=torch.float64)
     assert torch.equal(c.xq_Bxd, c.X_BxPxd[torch.arange(B), c.sel_Bxk[:, 0]])
@@ -169,3 +183,58 @@ def test_draws_are_a_function_of_the_context_index():
             assert torch.equal(x[6:], y)
     g = philox.gaussians(key.seed, key.kind, key.step, np.arange(6, 10), philox.TEACHER, 4)
     assert torch.equal(a[3][6:], torch.from_numpy(g))
+
+
+# ---- the fused sampler (csrc/sampler.cpp) against the torch path ----
+
+@needs_kernel
+def test_fused_philox_known_answers_and_words():
+    from test_philox import KAT
+
+    ops = kernels.fused_ops()
+    for ctr, key, out in KAT:
+        assert tuple(ops.philox4x32_10(torch.tensor([ctr]), *key)[0].tolist()) == out
+    rng = np.random.default_rng(1)
+    ctr = rng.integers(0, 2**32, size=(5000, 4), dtype=np.uint64)
+    ref = np.stack(philox.philox4x32_10(*ctr.T, 0x12345678, 0x9ABCDEF0), axis=1).astype(np.int64)
+    got = ops.philox4x32_10(torch.from_numpy(ctr.astype(np.int64)), 0x12345678, 0x9ABCDEF0)
+    assert torch.equal(got, torch.from_numpy(ref))
+
+
+def _close(a, b, rel=1e-12):
+    """Equal to rel of the tensor's scale (entries near zero compared on that scale)."""
+    scale = a.abs().max().item() or 1.0
+    return (a - b).abs().max().item() <= rel * scale
+
+
+@needs_kernel
+@pytest.mark.parametrize("d,task,noisy,clusters", [(16, "difficult", False, 0), (5, "easy", True, 0),
+                                                    (8, "difficult", True, 4), (32, "easy", False, 0)])
+def test_fused_draws_equal_the_torch_draws(d, task, noisy, clusters):
+    key, P, B = seeds.step_seed(12, 34), 24, 40
+    ref = draws_torch(key, 100, B, d, P, task, noisy, clusters)
+    got = kernels.fused_ops().sampler_draws(key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step, 100, B, d, P,
+                                            task == "difficult", noisy, P if task == "easy" else 0, clusters)
+    for name, r, g in zip(("O", "zX", "zq", "zb", "zn", "j", "cls"), ref, got):
+        if r is None:
+            assert g.numel() == 0, name
+        elif r.dtype == torch.int64:
+            assert torch.equal(r, g), name  # the integers bit for bit
+        else:
+            assert g.shape == r.shape and _close(r, g), name
+
+
+@needs_kernel
+@pytest.mark.parametrize("task,k,noise,clusters", CASES)
+def test_fused_contexts_equal_the_torch_contexts(task, k, noise, clusters, monkeypatch):
+    args = (300, 16, 64, 1.0, 0.5, task, k)
+    clear_draw_cache()
+    fused = sample_contexts(*args, make_generator(seeds.step_seed(5, 6)), noise, torch.float64, clusters=clusters)
+    monkeypatch.setattr(contexts, "_sampler_ops", lambda: None)
+    clear_draw_cache()
+    ref = sample_contexts(*args, make_generator(seeds.step_seed(5, 6)), noise, torch.float64, clusters=clusters)
+    clear_draw_cache()
+    assert torch.equal(fused.sel_Bxk, ref.sel_Bxk)
+    for f in FIELDS:
+        if f != "sel_Bxk":
+            assert _close(getattr(ref, f), getattr(fused, f)), f

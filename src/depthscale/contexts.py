@@ -170,7 +170,16 @@ def _raw_draws(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: s
         if hit is not None:
             _draws.move_to_end(ck)
             return hit
-    draws = draws_torch(key, start, B, d, P, task, noisy, clusters)
+    ops = _sampler_ops()
+    if ops is not None:
+        O, zX, zq, zb, zn, j, cls = ops.sampler_draws(key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step,
+                                                      int(start), B, d, P, task == "difficult", bool(noisy),
+                                                      P if task == "easy" else 0, int(clusters))
+        easy = task == "easy"
+        draws = (None if clusters else O, zX, None if easy else zq, zb, zn if noisy else None,
+                 j if easy else None, cls if clusters else None)
+    else:
+        draws = draws_torch(key, start, B, d, P, task, noisy, clusters)
     size = _nbytes(draws)
     if size <= _DRAW_MAX_BYTES:
         with _draws_lock:
@@ -216,6 +225,37 @@ def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torc
     return _cluster_cache[key].to(dtype=dtype, device=device)
 
 
+_EMPTY, _EMPTY_I = torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.int64)
+
+
+def _sampler_ops():
+    """The fused sampler (csrc/sampler.cpp) where the kernel is built and on, else None."""
+    ops = kernels.fused_ops()
+    return ops if ops is not None and hasattr(ops, "sampler_draws") else None
+
+
+def transform_torch(O, zX, zq, zb, zn, j, sl, so, noise: float, k: int) -> list:
+    """The contexts (X, y, x_test, y*, sel, t, beta; float64) of rotations O and draws zX, zq (empty:
+    the easy task, whose matched index is j), zb, zn (empty: no noise), with sl, so the square roots
+    of the spectra: x = O diag(sl) z has covariance O diag(lam) O^T, beta likewise with omega. The
+    torch form of the fused `sampler_transform` (the same numbers to float64 rounding)."""
+    X = torch.matmul(zX * sl, O.transpose(1, 2))
+    beta = torch.matmul(O, (zb * so).unsqueeze(-1)).squeeze(-1)
+    y = torch.matmul(X, beta.unsqueeze(-1)).squeeze(-1)
+    if zn.numel():
+        y = y + noise * zn
+    if zq.numel() == 0:  # easy: x_test is the matched input
+        sel = j.unsqueeze(1).clone()
+        xq = X[torch.arange(X.shape[0]), j]
+    else:
+        xq = torch.matmul(O, (zq * sl).unsqueeze(-1)).squeeze(-1)
+        sel = top_k_by_cosine(X, xq, k)
+    d = X.shape[-1]
+    t = torch.gather(X, 1, sel.unsqueeze(-1).expand(-1, -1, d)).mean(1)
+    ystar = torch.gather(y, 1, sel).mean(1)
+    return [X, y, xq, ystar, sel, t, beta]
+
+
 def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
                     gen, noise: float = 0.0, dtype=torch.float32,
                     device="cpu", clusters: int = 0) -> Contexts:
@@ -233,24 +273,15 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
     O, zX, zq, zb, zn, j, cls = _raw_draws(stream.key, start, B, d, P, task, noise > 0, int(clusters))
     if clusters:
         O = cluster_rotations(int(clusters), d, torch.float64)[cls]
-    f64 = torch.float64
-    lam, omega = spectrum(d, a, f64), spectrum(d, b, f64)
-    # x = O diag(sqrt(lam)) z has covariance Sigma = O diag(lam) O^T; same for beta with Omega.
-    X = torch.matmul(zX * lam.sqrt(), O.transpose(1, 2))
-    beta = torch.matmul(O, (zb * omega.sqrt()).unsqueeze(-1)).squeeze(-1)
-    y = torch.matmul(X, beta.unsqueeze(-1)).squeeze(-1)
-    if noise > 0:
-        y = y + noise * zn
-    if task == "easy":
-        sel = j.unsqueeze(1).clone()
-        xq = X[torch.arange(B), j]
-    else:
-        xq = torch.matmul(O, (zq * lam.sqrt()).unsqueeze(-1)).squeeze(-1)
-        sel = top_k_by_cosine(X, xq, k)
-    t = torch.gather(X, 1, sel.unsqueeze(-1).expand(-1, -1, d)).mean(1)
-    ystar = torch.gather(y, 1, sel).mean(1)
+    sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
+    ops = _sampler_ops()
+    fn = ops.sampler_transform if ops is not None else transform_torch
+    X, y, xq, ystar, sel, t, beta = fn(O, zX, zq if zq is not None else _EMPTY, zb, zn if zn is not None else _EMPTY,
+                                       j if j is not None else _EMPTY_I, sl, so, float(noise),
+                                       int(k) if task == "difficult" else 1)
     cast = lambda v: v.to(dtype)  # noqa: E731
-    ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O),
+    O = O.to(dtype, copy=True)  # (the cached draw stays untouched whatever a caller does with its contexts)
+    ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), O,
                    spectrum(d, a, dtype), spectrum(d, b, dtype), cls, int(clusters))
     return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
 
@@ -275,4 +306,4 @@ CLUSTER_SEED = seeds.CLUSTER_SEED
 
 __all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations", "CLUSTER_SEED",
            "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
-           "top_k_by_cosine", "make_generator", "step_seed"]
+           "top_k_by_cosine", "make_generator", "step_seed", "transform_torch"]
