@@ -166,8 +166,16 @@ void gaussians(const Stream& s, uint32_t ctx, uint32_t purpose, int64_t n, doubl
   philox_blocks(s, ctx, purpose | (s.kind << 8), blocks, t.w0.data(), t.w1.data(), t.w2.data(), t.w3.data());
   box_muller(t.w0.data(), t.w1.data(), blocks, t.c0.data(), t.s0.data());
   box_muller(t.w2.data(), t.w3.data(), blocks, t.c1.data(), t.s1.data());
-  const double* lanes[4] = {t.c0.data(), t.s0.data(), t.c1.data(), t.s1.data()};
-  for (int64_t m = 0; m < n; ++m) z[m] = lanes[m & 3][m >> 2];
+  const double *c0 = t.c0.data(), *s0 = t.s0.data(), *c1 = t.c1.data(), *s1 = t.s1.data();
+  const int64_t full = n / 4;  // draw 4i + l is lane l of block i
+  for (int64_t i = 0; i < full; ++i) {
+    z[4 * i] = c0[i];
+    z[4 * i + 1] = s0[i];
+    z[4 * i + 2] = c1[i];
+    z[4 * i + 3] = s1[i];
+  }
+  const double* lanes[4] = {c0, s0, c1, s1};
+  for (int64_t m = 4 * full; m < n; ++m) z[m] = lanes[m & 3][m >> 2];
 }
 
 // one integer uniform in [0, n): (w0 + 2^32 w1) mod n of block 0
@@ -321,6 +329,31 @@ inline void rotate(const double* Ot, const double* z, const double* s, int64_t n
   }
 }
 
+// x . qh / max(|x|, 1e-8) as torch's cosine computes it (x / |x| first), each sum in a fixed order:
+// lane-wise over blocks of eight, then the eight lanes in order, where d is a multiple of 8
+template <int DT>
+inline double cosine(const double* x, const double* qh, double* xh, int64_t dd) {
+  if constexpr (DT > 0 && DT % 8 == 0) {
+    constexpr int NV = DT / 8;
+    v8d sq = {}, dv = {};
+    for (int v = 0; v < NV; ++v) sq += load8(x + 8 * v) * load8(x + 8 * v);
+    double xn = 0.0;
+    for (int l = 0; l < 8; ++l) xn += sq[l];
+    xn = std::max(std::sqrt(xn), 1e-8);
+    for (int v = 0; v < NV; ++v) dv += (load8(x + 8 * v) / xn) * load8(qh + 8 * v);
+    double dot = 0.0;
+    for (int l = 0; l < 8; ++l) dot += dv[l];
+    return dot;
+  } else {
+    double xn = 0.0, dot = 0.0;
+    for (int64_t i = 0; i < dd; ++i) xn += x[i] * x[i];
+    xn = std::max(std::sqrt(xn), 1e-8);
+    for (int64_t i = 0; i < dd; ++i) xh[i] = x[i] / xn;
+    for (int64_t i = 0; i < dd; ++i) dot += xh[i] * qh[i];
+    return dot;
+  }
+}
+
 // one context's X, beta, y, x_test, selection, target input and target (contexts.sample_contexts)
 // (DT: d at compile time where it is 8, 16 or 32, so that the short loops over i unroll; 0 otherwise)
 template <int DT>
@@ -351,13 +384,7 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
     double *qh = scores + P, *xh = qh + d;  // x_test / |x_test|, x_p / |x_p| (torch's cosine, in its order)
     for (int64_t i = 0; i < d; ++i) qh[i] = xq[i] / qn;
     for (int64_t p = 0; p < P; ++p) {
-      const double* x = X + p * d;
-      double xn = 0.0, dot = 0.0;
-      for (int64_t i = 0; i < d; ++i) xn += x[i] * x[i];
-      xn = std::max(std::sqrt(xn), 1e-8);
-      for (int64_t i = 0; i < d; ++i) xh[i] = x[i] / xn;
-      for (int64_t i = 0; i < d; ++i) dot += xh[i] * qh[i];
-      scores[p] = dot;
+      scores[p] = cosine<DT>(X + p * d, qh, xh, d);
     }
     top_k(scores, P, k, sel, idx);
   }
