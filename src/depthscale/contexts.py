@@ -274,11 +274,11 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
     if clusters:
         O = cluster_rotations(int(clusters), d, torch.float64)[cls]
     sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
-    ops = _sampler_ops()
-    fn = ops.sampler_transform if ops is not None else transform_torch
-    X, y, xq, ystar, sel, t, beta = fn(O, zX, zq if zq is not None else _EMPTY, zb, zn if zn is not None else _EMPTY,
-                                       j if j is not None else _EMPTY_I, sl, so, float(noise),
-                                       int(k) if task == "difficult" else 1)
+    args = (O, zX, zq if zq is not None else _EMPTY, zb, zn if zn is not None else _EMPTY,
+            j if j is not None else _EMPTY_I, sl, so, float(noise), int(k) if task == "difficult" else 1)
+    ops = _sampler_ops()  # (the kernel stores float32 contexts as the float64 ones rounded, without a cast)
+    X, y, xq, ystar, sel, t, beta = (ops.sampler_transform(*args, dtype == torch.float32) if ops is not None
+                                     else transform_torch(*args))
     cast = lambda v: v.to(dtype)  # noqa: E731
     O = O.to(dtype, copy=True)  # (the cached draw stays untouched whatever a caller does with its contexts)
     ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), O,

@@ -357,10 +357,11 @@ inline double cosine(const double* x, const double* qh, double* xh, int64_t dd) 
 // one context's X, beta, y, x_test, selection, target input and target (contexts.sample_contexts)
 // (DT: d at compile time where it is 8, 16 or 32, so that the short loops over i unroll; 0 otherwise)
 template <int DT>
+// (the outputs written to o's context 0: a per-thread buffer, cast into the outputs afterwards)
 void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>& sc, std::vector<int64_t>& idx) {
   const int64_t d = DT > 0 ? DT : in.d, P = in.P, k = in.k;
   const double* O = in.O + b * d * d;
-  double *X = o.X + b * P * d, *beta = o.beta + b * d, *y = o.y + b * P, *xq = o.xq + b * d;
+  double *X = o.X, *beta = o.beta, *y = o.y, *xq = o.xq;
   double* Ot = sc.data();  // O transposed: the products below run along rows, each sum in order of c
   for (int64_t i = 0; i < d; ++i)
     for (int64_t c = 0; c < d; ++c) Ot[c * d + i] = O[i * d + c];
@@ -371,7 +372,7 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
     for (int64_t i = 0; i < d; ++i) acc += X[p * d + i] * beta[i];
     y[p] = in.zn ? acc + in.noise * in.zn[b * P + p] : acc;
   }
-  int64_t* sel = o.sel + b * k;
+  int64_t* sel = o.sel;
   if (in.j) {
     sel[0] = in.j[b];
     for (int64_t i = 0; i < d; ++i) xq[i] = X[sel[0] * d + i];
@@ -390,11 +391,11 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
   }
   double ys = 0.0;
   for (int64_t r = 0; r < k; ++r) ys += y[sel[r]];
-  o.ys[b] = ys / double(k);
+  o.ys[0] = ys / double(k);
   for (int64_t i = 0; i < d; ++i) {
     double acc = 0.0;
     for (int64_t r = 0; r < k; ++r) acc += X[sel[r] * d + i];
-    o.t[b * d + i] = acc / double(k);
+    o.t[i] = acc / double(k);
   }
 }
 
@@ -404,10 +405,12 @@ at::Tensor c64(const at::Tensor& t) {
 }
 
 // X, y, x_test, y*, sel, t, beta of the contexts with rotations O and draws zX, zq (empty: the easy
-// task, with j), zb, zn (empty: no noise); sl, so: the square roots of the spectra
+// task, with j), zb, zn (empty: no noise); sl, so: the square roots of the spectra. Computed in
+// float64; stored as float32 where f32 (each number the float64 one rounded, as a cast would give).
 std::vector<at::Tensor> sampler_transform(const at::Tensor& O_, const at::Tensor& zX_, const at::Tensor& zq_,
                                           const at::Tensor& zb_, const at::Tensor& zn_, const at::Tensor& j_,
-                                          const at::Tensor& sl_, const at::Tensor& so_, double noise, int64_t k) {
+                                          const at::Tensor& sl_, const at::Tensor& so_, double noise, int64_t k,
+                                          bool f32) {
   at::Tensor O = c64(O_), zX = c64(zX_), zq = c64(zq_), zb = c64(zb_), zn = c64(zn_), sl = c64(sl_), so = c64(so_);
   at::Tensor j = j_.contiguous();
   const int64_t B = zX.size(0), P = zX.size(1), d = zX.size(2);
@@ -417,24 +420,44 @@ std::vector<at::Tensor> sampler_transform(const at::Tensor& O_, const at::Tensor
                         : (zq.sizes() == at::IntArrayRef({B, d}) && k >= 1 && k <= P)) &&
                   (zn.numel() == 0 || zn.sizes() == at::IntArrayRef({B, P})) && sl.numel() == d && so.numel() == d,
               "depthscale sampler_transform: inconsistent shapes");
-  at::Tensor X = f64({B, P, d}), y = f64({B, P}), xq = f64({B, d}), ys = f64({B}), t = f64({B, d}),
-             beta = f64({B, d}), sel = i64({B, k});
+  const auto opt = at::TensorOptions().dtype(f32 ? at::kFloat : at::kDouble);
+  at::Tensor X = at::empty({B, P, d}, opt), y = at::empty({B, P}, opt), xq = at::empty({B, d}, opt),
+             ys = at::empty({B}, opt), t = at::empty({B, d}, opt), beta = at::empty({B, d}, opt), sel = i64({B, k});
   const Draws in{O.data_ptr<double>(), zX.data_ptr<double>(), easy ? nullptr : zq.data_ptr<double>(),
                  zb.data_ptr<double>(), zn.numel() ? zn.data_ptr<double>() : nullptr, sl.data_ptr<double>(),
                  so.data_ptr<double>(), easy ? j.data_ptr<int64_t>() : nullptr, d, P, k, noise};
-  const Out out{X.data_ptr<double>(), y.data_ptr<double>(), xq.data_ptr<double>(), ys.data_ptr<double>(),
-                t.data_ptr<double>(), beta.data_ptr<double>(), sel.data_ptr<int64_t>()};
-  auto run = [&]<int DT>() {
+  auto run = [&]<int DT, typename T>() {
+    T *Xp = X.data_ptr<T>(), *yp = y.data_ptr<T>(), *xqp = xq.data_ptr<T>(), *ysp = ys.data_ptr<T>(),
+      *tp = t.data_ptr<T>(), *bp = beta.data_ptr<T>();
+    int64_t* selp = sel.data_ptr<int64_t>();
     at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
-      std::vector<double> sc(d * d + P + 2 * d);
-      std::vector<int64_t> idx;
-      for (int64_t b = b0; b < b1; ++b) transform_one<DT>(in, out, b, sc, idx);
+      std::vector<double> sc(d * d + P + 2 * d), buf(P * d + P + 3 * d + 1);
+      std::vector<int64_t> idx, sl1(k);
+      double* q = buf.data();
+      double *qy = q + P * d, *qxq = qy + P, *qys = qxq + d, *qt = qys + 1, *qb = qt + d;  // X, y, xq, y*, t, beta
+      const Out o{q, qy, qxq, qys, qt, qb, sl1.data()};
+      for (int64_t b = b0; b < b1; ++b) {
+        transform_one<DT>(in, o, b, sc, idx);
+        for (int64_t i = 0; i < P * d; ++i) Xp[b * P * d + i] = T(o.X[i]);
+        for (int64_t i = 0; i < P; ++i) yp[b * P + i] = T(o.y[i]);
+        for (int64_t i = 0; i < d; ++i) {
+          xqp[b * d + i] = T(o.xq[i]);
+          tp[b * d + i] = T(o.t[i]);
+          bp[b * d + i] = T(o.beta[i]);
+        }
+        ysp[b] = T(o.ys[0]);
+        for (int64_t r = 0; r < k; ++r) selp[b * k + r] = o.sel[r];
+      }
     });
   };
-  if (d == 16) run.template operator()<16>();
-  else if (d == 32) run.template operator()<32>();
-  else if (d == 8) run.template operator()<8>();
-  else run.template operator()<0>();
+  auto typed = [&]<int DT>() {
+    if (f32) run.template operator()<DT, float>();
+    else run.template operator()<DT, double>();
+  };
+  if (d == 16) typed.template operator()<16>();
+  else if (d == 32) typed.template operator()<32>();
+  else if (d == 8) typed.template operator()<8>();
+  else typed.template operator()<0>();
   return {X, y, xq, ys, sel, t, beta};
 }
 
@@ -461,7 +484,7 @@ TORCH_LIBRARY_FRAGMENT(depthscale_fused, m) {
         "int match, int classes) -> Tensor[]",
         &sampler_draws);
   m.def("sampler_transform(Tensor O, Tensor zX, Tensor zq, Tensor zb, Tensor zn, Tensor j, Tensor sl, Tensor so, "
-        "float noise, int k) -> Tensor[]",
+        "float noise, int k, bool f32) -> Tensor[]",
         &sampler_transform);
   m.def("philox4x32_10(Tensor ctr, int k0, int k1) -> Tensor", &philox4x32_10);
 }
