@@ -98,15 +98,16 @@ def octant_sincos(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     within it phi = low 2pi 2^-32 (low = b mod 2^29, or 2^29 - that in an odd octant), so
     theta = (o >> 1) pi/2 + phi (o even) or (o >> 1) pi/2 + pi/2 - phi (o odd); the quadrant's
     rotation is exact."""
-    b = b.astype(np.uint64)
-    o, low = b >> np.uint64(29), b & np.uint64(0x1FFFFFFF)
-    odd = (o & np.uint64(1)).astype(bool)
-    phi = np.where(odd, np.uint64(0x20000000) - low, low).astype(np.float64) * (TWO_PI * TWO_M32)
+    b = b.astype(np.uint32)
+    o, low = b >> np.uint32(29), b & np.uint32(0x1FFFFFFF)
+    odd = (o & np.uint32(1)).astype(bool)
+    phi = np.where(odd, np.uint32(0x20000000) - low, low).astype(np.float64) * (TWO_PI * TWO_M32)
     s, c = np.sin(phi), np.cos(phi)
     s0, c0 = np.where(odd, c, s), np.where(odd, s, c)
-    q = (o >> np.uint64(1)).astype(np.int64)
-    sn = np.choose(q, [s0, c0, -s0, -c0])
-    cs = np.choose(q, [c0, -s0, -c0, s0])
+    swap = (o & np.uint32(2)).astype(bool)  # quadrant q = o >> 1: q odd turns (s0, c0) into (c0, -s0)
+    sign = 1.0 - (o >> np.uint32(2)).astype(np.float64) * 2.0  # q >= 2: both negated (exactly)
+    sn = np.where(swap, c0, s0) * sign
+    cs = np.where(swap, -s0, c0) * sign
     return sn, cs
 
 
