@@ -1,6 +1,15 @@
 """Contexts and tasks (SPEC §2): power-law spectra, a Haar rotation per context, teacher,
 inputs, labels, and the easy / difficult retrieval targets.
 
+The stream is counter-based (issue 35): a `ContextStream` is a `seeds.StreamKey` and the index of
+its next context, and context i of a stream is a pure function of (key, i) — Philox-4x32-10 words
+at counters (block, i, purpose | kind << 8, step) under the stream's seed (philox.py), turned into
+Gaussians, a Householder Haar rotation, the inputs, teacher, labels and targets in float64 on the
+CPU, then stored in the run's dtype. Hence the same contexts at any thread count, in any batch split,
+in any pack, for any device. Two forms compute them: the fused sampler (csrc/sampler.cpp, threaded
+over contexts) and, without a compiler, numpy's Philox and torch (`draws_torch`, `transform_torch`):
+the same integers bit for bit, the float64 numbers to ~1e-16 relative.
+
 Shapes: B contexts, P context pairs, d input dims, k selected tokens.
 """
 
