@@ -99,14 +99,15 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     slices of eval_batch contexts (the monitor also model by model). Every number equals the
     whole-chunk, all-models-at-once computation to float tolerance."""
     import depthscale.measurements as meas
-    from depthscale.training import MONITOR_SEED_OFFSET, _monitor, spectrum_key
+    from depthscale import seeds
+    from depthscale.training import _monitor, spectrum_key
 
     cfgs = [make_config("smoke", model=kind, task=task, k=2 if task == "difficult" else 1, L=4, a=a, b=b,
                         seed=s, qk_std=0.3) for (a, b), s in (((0.5, 0.5), 0), ((1.0, 0.0), 0), ((0.5, 0.5), 1))]
     if kind != "linear":  # one spectrum per pack for the other kinds
         cfgs = [c for c in cfgs if (c.a, c.b) == (0.5, 0.5)]
     pack = build_pack(cfgs)
-    sets = {spectrum_key(c): eval_contexts(c, 700, c.eval_seed + MONITOR_SEED_OFFSET, chunk=300) for c in cfgs}
+    sets = {spectrum_key(c): eval_contexts(c, 700, seeds.monitor_seed(c.eval_seed), chunk=300) for c in cfgs}
     chunks_of = lambda m: sets[spectrum_key(cfgs[m])]  # noqa: E731
     models = list(range(len(cfgs)))
     assert meas.eval_batch("cpu") == meas.CPU_EVAL_BATCH and meas.eval_batch("meta") is None

@@ -1,6 +1,15 @@
 """Contexts and tasks (SPEC §2): power-law spectra, a Haar rotation per context, teacher,
 inputs, labels, and the easy / difficult retrieval targets.
 
+The stream is counter-based (issue 35): a `ContextStream` is a `seeds.StreamKey` and the index of
+its next context, and context i of a stream is a pure function of (key, i) — Philox-4x32-10 words
+at counters (block, i, purpose | kind << 8, step) under the stream's seed (philox.py), turned into
+Gaussians, a Householder Haar rotation, the inputs, teacher, labels and targets in float64 on the
+CPU, then stored in the run's dtype. Hence the same contexts at any thread count, in any batch split,
+in any pack, for any device. Two forms compute them: the fused sampler (csrc/sampler.cpp, threaded
+over contexts) and, without a compiler, numpy's Philox and torch (`draws_torch`, `transform_torch`):
+the same integers bit for bit, the float64 numbers to ~1e-16 relative.
+
 Shapes: B contexts, P context pairs, d input dims, k selected tokens.
 """
 
@@ -10,9 +19,10 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from depthscale import kernels, seeds
+from depthscale import kernels, philox, seeds
 from depthscale.config import MAX_SIZE, shown
 from depthscale.errors import InputError
 
@@ -23,19 +33,59 @@ def spectrum(d: int, exponent: float, dtype=torch.float32, device="cpu") -> torc
     return (k ** (-float(exponent))).to(dtype=dtype, device=device)
 
 
-def haar_orthogonal(B: int, d: int, gen: torch.Generator, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    """B Haar-random orthogonal matrices (QR of a Gaussian, sign of diag(R) fixed). O_Bxdxd.
-    On the CPU in float32 the fused library's `haar_q` computes the Q (Gram-Schmidt twice in
-    double precision); elsewhere torch.linalg.qr. The two agree to float rounding (~1e-7)."""
-    G = torch.randn(B, d, d, generator=gen, dtype=dtype, device=device)
-    if G.dtype == torch.float32 and G.device.type == "cpu" and G.shape[0] > 0 and d > 0:
-        ops = kernels.fused_ops()
-        if ops is not None:  # the same Q to float rounding (Gram-Schmidt twice, in double): 3.7x faster
-            return ops.haar_q(G.contiguous())
-    Q, R = torch.linalg.qr(G)
-    sign = torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))
-    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
-    return Q * sign.unsqueeze(-2)
+class ContextStream:
+    """A context stream (`seeds.StreamKey`) and the index of its next context: each sampling call
+    takes the next B contexts, so a stream read in chunks of any size gives the same contexts."""
+
+    def __init__(self, key, start: int = 0):
+        self.key, self.next = seeds.stream_key(key), int(start)
+
+    def take(self, B: int) -> int:
+        """The index of the first of the next B contexts (and move past them)."""
+        start, self.next = self.next, self.next + int(B)
+        return start
+
+    def __repr__(self) -> str:
+        return f"ContextStream({self.key}, next={self.next})"
+
+
+def as_stream(gen) -> ContextStream:
+    """`gen` itself if a ContextStream; a StreamKey or int: a new stream of it from context 0; a
+    torch.Generator: the ADHOC stream keyed by one 63-bit draw from it (so successive calls with the
+    same generator give fresh contexts, and a seeded generator the same ones)."""
+    if isinstance(gen, ContextStream):
+        return gen
+    if isinstance(gen, torch.Generator):
+        seed = int(torch.randint(0, 2**63 - 1, (1,), generator=gen, device=gen.device).item())
+        return ContextStream(seeds.StreamKey(seeds.ADHOC, seed))
+    return ContextStream(gen)
+
+
+def haar_from_householder(v_BxN: torch.Tensor, d: int) -> torch.Tensor:
+    """Haar rotations O_Bxdxd from d(d+1)/2 Gaussians per matrix (float64), without a LAPACK call.
+
+    Row b holds vectors x_1..x_d of lengths d, d-1, ..., 1. With H_k the Householder reflection of
+    x_k (acting on coordinates k..d: H_k x_k = alpha_k e_k, alpha_k = -sgn(x_k1) |x_k|, sgn(0) = 1)
+    and s_k = sgn(alpha_k), O = H_1 H_2 ... H_d diag(s). This is the Q of a Householder QR of a
+    Gaussian matrix G with the sign of diag R fixed positive (Mezzadri 2007), which is exactly Haar:
+    after H_1, the columns 2..d of H_1 G are again i.i.d. Gaussian and independent of x_1, so each
+    x_k may be drawn fresh (Stewart 1980). d(d+1)/2 Gaussians instead of d^2."""
+    B = v_BxN.shape[0]
+    if v_BxN.shape[1] != d * (d + 1) // 2:
+        raise ValueError(f"need d(d+1)/2 = {d * (d + 1) // 2} Gaussians per rotation, got {v_BxN.shape[1]}")
+    offs = [k * d - k * (k - 1) // 2 for k in range(d + 1)]
+    x0 = v_BxN[:, offs[:-1]]  # the first entry of each x_k
+    sgn = torch.where(x0 >= 0, 1.0, -1.0).to(v_BxN.dtype)
+    M = torch.diag_embed(-sgn)  # diag(s), s_k = sgn(alpha_k) = -sgn(x_k1)
+    for k in range(d - 1, -1, -1):
+        x = v_BxN[:, offs[k]:offs[k + 1]]
+        u = x.clone()
+        u[:, 0] = x[:, 0] + sgn[:, k] * x.square().sum(-1).sqrt()  # x - alpha e_1
+        n = u.square().sum(-1, keepdim=True).sqrt()
+        u = torch.where(n > 0, u / n.clamp_min(1e-300), 0.0)  # x = 0 (a zero Gaussian, 2^-32): H = I
+        w = (u.unsqueeze(-1) * M[:, k:, :]).sum(1)  # u^T M[k:, :]
+        M[:, k:, :] -= 2.0 * u.unsqueeze(-1) * w.unsqueeze(1)
+    return M
 
 
 @dataclass
@@ -83,11 +133,10 @@ def top_k_by_cosine(X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, k: int) -> torc
     return torch.topk(s_BxP, k, dim=-1, largest=True, sorted=True).indices
 
 
-# The random draws of sample_contexts do not depend on the spectrum (a, b): the runs of one seed
-# and different spectra (a linear pack holds up to 11) draw the same Gaussians at every step, and
-# only scale them differently. The draws are kept for the next call from the same generator state
-# (same shapes), which then gets them, and the generator's state after them, without drawing again:
-# every number is the same, bit for bit, as a fresh draw. A few recent draws, small ones only.
+# The draws of sample_contexts do not depend on the spectrum (a, b): the runs of one seed and
+# different spectra (a linear pack holds up to 11) draw the same numbers at every step, and only
+# scale them differently. The draws of a few recent calls are kept, keyed by what they are a
+# function of (the stream's key, the first context, the shapes): a repeat is served from here.
 DRAW_CACHE_BYTES = 64 << 20
 DRAW_CACHE_ENTRIES = 4  # a pack draws one batch per seed and step: the latest few are all that repeat
 _DRAW_MAX_BYTES = 16 << 20
@@ -99,33 +148,54 @@ def _nbytes(ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts if t is not None)
 
 
-def _raw_draws(B: int, d: int, P: int, task: str, noisy: bool, gen: torch.Generator, dtype, device):
-    """The spectrum-free draws of `sample_contexts`, in its order: the Haar rotations O, the
-    Gaussians of the inputs zX and of the teacher zb, the label noise (if `noisy`), the easy
-    task's matched index j (None otherwise). Served from the cache when `gen` is in a state it has
-    seen with these shapes (then `gen` is moved on to where the draws left it)."""
-    state = gen.get_state()
-    key = (B, d, P, task, bool(noisy), dtype, str(device), state.numpy().tobytes())
+def draws_torch(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, noisy: bool,
+                clusters: int = 0) -> tuple:
+    """The spectrum-free draws of contexts start..start+B-1 of the stream `key`, computed with the
+    numpy Philox of philox.py (the reference form): the rotations O (float64, B x d x d; None with
+    clusters, whose rotations are fixed), the Gaussians of the inputs zX (B x P x d), of the test
+    input zq (B x d; None for the easy task, whose x_test is a context input), of the teacher zb
+    (B x d) and of the label noise zn (B x P, if `noisy`), the easy task's matched index j (int64,
+    else None) and the class of clustered contexts cls (int64, else None)."""
+    ctx = np.arange(start, start + B, dtype=np.int64)
+    g = lambda purpose, n: torch.from_numpy(  # noqa: E731
+        philox.gaussians(key.seed, key.kind, key.step, ctx, purpose, n))
+    i = lambda purpose, n: torch.from_numpy(  # noqa: E731
+        philox.integers(key.seed, key.kind, key.step, ctx, purpose, n))
+    O = None if clusters else haar_from_householder(g(philox.HAAR, d * (d + 1) // 2), d)
+    zX = g(philox.INPUTS, P * d).reshape(B, P, d)
+    zq = g(philox.QUERY, d) if task == "difficult" else None
+    zb = g(philox.TEACHER, d)
+    zn = g(philox.NOISE, P) if noisy else None
+    j = i(philox.MATCH, P) if task == "easy" else None
+    cls = i(philox.CLASS, int(clusters)) if clusters else None
+    return O, zX, zq, zb, zn, j, cls
+
+
+def _raw_draws(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, noisy: bool, clusters: int):
+    """`draws_torch`'s draws (or the fused kernel's, the same numbers), from the cache if there."""
+    ck = (key, int(start), B, d, P, task, bool(noisy), int(clusters))
     with _draws_lock:  # the trainer's prefetch thread samples beside the main thread (prefetch.py)
-        hit = _draws.get(key)
+        hit = _draws.get(ck)
         if hit is not None:
-            _draws.move_to_end(key)
-    if hit is not None:
-        gen.set_state(hit[1])
-        return hit[0]
-    O = haar_orthogonal(B, d, gen, dtype, device)
-    zX = torch.randn(B, P + 1, d, generator=gen, dtype=dtype, device=device)
-    zb = torch.randn(B, d, generator=gen, dtype=dtype, device=device)
-    zn = torch.randn(B, P, generator=gen, dtype=dtype, device=device) if noisy else None
-    j = torch.randint(0, P, (B,), generator=gen, device=device) if task == "easy" else None
-    draws = (O, zX, zb, zn, j)
+            _draws.move_to_end(ck)
+            return hit
+    ops = _sampler_ops()
+    if ops is not None:
+        O, zX, zq, zb, zn, j, cls = ops.sampler_draws(key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step,
+                                                      int(start), B, d, P, task == "difficult", bool(noisy),
+                                                      P if task == "easy" else 0, int(clusters))
+        easy = task == "easy"
+        draws = (None if clusters else O, zX, None if easy else zq, zb, zn if noisy else None,
+                 j if easy else None, cls if clusters else None)
+    else:
+        draws = draws_torch(key, start, B, d, P, task, noisy, clusters)
     size = _nbytes(draws)
     if size <= _DRAW_MAX_BYTES:
         with _draws_lock:
-            _draws[key] = (draws, gen.get_state())
-            total = sum(_nbytes(v[0]) for v in _draws.values())
+            _draws[ck] = draws
+            total = sum(_nbytes(v) for v in _draws.values())
             while (total > DRAW_CACHE_BYTES or len(_draws) > DRAW_CACHE_ENTRIES) and len(_draws) > 1:
-                _, (old, _) = _draws.popitem(last=False)
+                _, old = _draws.popitem(last=False)
                 total -= _nbytes(old)
     return draws
 
@@ -135,10 +205,22 @@ def clear_draw_cache() -> None:
         _draws.clear()
 
 
+def haar_orthogonal(B: int, d: int, gen, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """B Haar-random orthogonal matrices O_Bxdxd: the next B contexts' rotations of the stream `gen`
+    (a ContextStream, StreamKey, int or torch.Generator: `as_stream`), made in float64 on the CPU
+    (`haar_from_householder`) and cast."""
+    stream = as_stream(gen)
+    start = stream.take(B)
+    ctx = np.arange(start, start + B, dtype=np.int64)
+    k = stream.key
+    v = torch.from_numpy(philox.gaussians(k.seed, k.kind, k.step, ctx, philox.HAAR, d * (d + 1) // 2))
+    return haar_from_householder(v, d).to(dtype=dtype, device=device)
+
+
 # Clustered contexts (paper App. D.2; RunConfig.clusters): with clusters = K >= 1 each context's
 # rotation is one of K fixed Haar rotations, the same for every seed, stream (training, monitor,
-# evaluation) and spectrum: drawn once per (K, d) from a generator seeded by CLUSTER_SEED, K and d
-# only, in float64 on the CPU (so the same on every device), then cast.
+# evaluation) and spectrum: contexts 0..K-1 of the stream seeds.cluster_stream(K, d), in float64 on
+# the CPU (so the same on every device), then cast.
 _cluster_cache: dict = {}
 
 
@@ -148,66 +230,89 @@ def cluster_rotations(K: int, d: int, dtype=torch.float32, device="cpu") -> torc
         raise InputError(f"clusters must be between 1 and {MAX_SIZE:,} here, got {shown(K)}")
     key = (int(K), int(d))
     if key not in _cluster_cache:
-        gen = seeds.generator(seeds.cluster_seed(K, d))
-        _cluster_cache[key] = haar_orthogonal(int(K), int(d), gen, torch.float64)
+        _cluster_cache[key] = haar_orthogonal(int(K), int(d), seeds.cluster_stream(K, d), torch.float64)
     return _cluster_cache[key].to(dtype=dtype, device=device)
 
 
-def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
-                    gen: torch.Generator, noise: float = 0.0, dtype=torch.float32,
-                    device="cpu", clusters: int = 0) -> Contexts:
-    """Sample B independent contexts from the generator `gen` and return them on `device` (SPEC §2).
-    Everything is computed where `gen` lives — the CPU for every generator of `make_generator` — and
-    then moved: a run's contexts are the same bits whichever device trains it.
-    `clusters` = K >= 1: after the usual draws (the fresh Haar rotation is drawn and discarded, so
-    the Gaussians equal those of clusters = 0), each context draws its class uniformly in 0..K-1
-    from `gen` and takes that class's fixed rotation (`cluster_rotations`); 0: a fresh rotation each."""
-    if task not in ("easy", "difficult"):
-        raise InputError(f"task must be easy or difficult, got {task!r}")
-    out_device, device = torch.device(device), gen.device  # drawn and computed where the stream lives
-    lam = spectrum(d, a, dtype, device)
-    omega = spectrum(d, b, dtype, device)
-    O, zX, zb, zn, j = _raw_draws(B, d, P, task, noise > 0, gen, dtype, device)
-    cls = None
-    if clusters:
-        cls = torch.randint(0, int(clusters), (B,), generator=gen, device=device)
-        O = cluster_rotations(int(clusters), d, dtype, device)[cls]
-    # x = O diag(sqrt(lam)) z has covariance Sigma = O diag(lam) O^T; same for beta with Omega.
-    X_all = torch.einsum("bij,bpj->bpi", O, zX * lam.sqrt())
-    beta = torch.einsum("bij,bj->bi", O, zb * omega.sqrt())
-    O = O.clone()  # (the cached draw stays untouched whatever a caller does with its contexts)
-    X, xq = X_all[:, :P], X_all[:, P]
-    y = torch.einsum("bpd,bd->bp", X, beta)
-    if noise > 0:
+_EMPTY, _EMPTY_I = torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.int64)
+
+
+def _sampler_ops():
+    """The fused sampler (csrc/sampler.cpp) where the kernel is built and on, else None."""
+    ops = kernels.fused_ops()
+    return ops if ops is not None and hasattr(ops, "sampler_draws") else None
+
+
+def transform_torch(O, zX, zq, zb, zn, j, sl, so, noise: float, k: int) -> list:
+    """The contexts (X, y, x_test, y*, sel, t, beta; float64) of rotations O and draws zX, zq (empty:
+    the easy task, whose matched index is j), zb, zn (empty: no noise), with sl, so the square roots
+    of the spectra: x = O diag(sl) z has covariance O diag(lam) O^T, beta likewise with omega. The
+    torch form of the fused `sampler_transform` (the same numbers to float64 rounding)."""
+    X = torch.matmul(zX * sl, O.transpose(1, 2))
+    beta = torch.matmul(O, (zb * so).unsqueeze(-1)).squeeze(-1)
+    y = torch.matmul(X, beta.unsqueeze(-1)).squeeze(-1)
+    if zn.numel():
         y = y + noise * zn
-    if task == "easy":
-        sel = j.unsqueeze(1).clone()  # (not a view of the cached draw)
-        xq = X[torch.arange(B, device=device), j]
+    if zq.numel() == 0:  # easy: x_test is the matched input
+        sel = j.unsqueeze(1).clone()
+        xq = X[torch.arange(X.shape[0]), j]
     else:
+        xq = torch.matmul(O, (zq * sl).unsqueeze(-1)).squeeze(-1)
         sel = top_k_by_cosine(X, xq, k)
+    d = X.shape[-1]
     t = torch.gather(X, 1, sel.unsqueeze(-1).expand(-1, -1, d)).mean(1)
     ystar = torch.gather(y, 1, sel).mean(1)
-    ctx = Contexts(X, y, xq, ystar, sel, t, beta, O, lam, omega, cls, int(clusters))
-    return ctx if out_device == device else ctx.to(out_device)
+    return [X, y, xq, ystar, sel, t, beta]
 
 
-def sample_for(cfg, B: int, gen: torch.Generator, device="cpu", dtype=torch.float32) -> Contexts:
+def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
+                    gen, noise: float = 0.0, dtype=torch.float32,
+                    device="cpu", clusters: int = 0) -> Contexts:
+    """The next B contexts of the stream `gen` (a ContextStream of `make_generator`; see `as_stream`
+    for the other forms), on `device` (SPEC §2). Each context is a pure function of the stream's key,
+    its index in the stream and the arguments (philox.py): made in float64 on the CPU, cast to
+    `dtype` and moved, so a run's contexts are the same bits whichever device trains it and however
+    the stream is cut into batches. The top-k selection is made on the float64 cosines.
+    `clusters` = K >= 1: each context draws its class uniformly in 0..K-1 and takes that class's
+    fixed rotation (`cluster_rotations`); the Gaussians are those of clusters = 0."""
+    if task not in ("easy", "difficult"):
+        raise InputError(f"task must be easy or difficult, got {task!r}")
+    stream = as_stream(gen)
+    start = stream.take(B)
+    O, zX, zq, zb, zn, j, cls = _raw_draws(stream.key, start, B, d, P, task, noise > 0, int(clusters))
+    if clusters:
+        O = cluster_rotations(int(clusters), d, torch.float64)[cls]
+    sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
+    args = (O, zX, zq if zq is not None else _EMPTY, zb, zn if zn is not None else _EMPTY,
+            j if j is not None else _EMPTY_I, sl, so, float(noise), int(k) if task == "difficult" else 1)
+    ops = _sampler_ops()  # (the kernel stores float32 contexts as the float64 ones rounded, without a cast)
+    X, y, xq, ystar, sel, t, beta = (ops.sampler_transform(*args, dtype == torch.float32) if ops is not None
+                                     else transform_torch(*args))
+    cast = lambda v: v.to(dtype)  # noqa: E731
+    O = O.to(dtype, copy=True)  # (the cached draw stays untouched whatever a caller does with its contexts)
+    ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), O,
+                   spectrum(d, a, dtype), spectrum(d, b, dtype), cls, int(clusters))
+    return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
+
+
+def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32) -> Contexts:
     """Contexts for a RunConfig's data fields."""
     return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device,
                            getattr(cfg, "clusters", 0))
 
 
-def make_generator(seed: int, device="cpu") -> torch.Generator:
-    """The generator of a data stream. Always a CPU generator, whatever `device` the run trains on
-    (SPEC §2: same seed, same contexts, bit for bit, on a CPU or a GPU): `sample_contexts` draws and
-    computes the contexts on the CPU and moves them. `device` is accepted for the callers' symmetry."""
+def make_generator(seed, device="cpu") -> ContextStream:
+    """The context stream of `seed` (a seeds.StreamKey, e.g. seeds.step_seed(seed, step); a bare int
+    n: the evaluation stream of n), from its first context. Contexts are made on the CPU whatever
+    `device` the run trains on (SPEC §2); `device` is accepted for the callers' symmetry."""
     del device
-    return seeds.generator(seed)
+    return ContextStream(seed)
 
 
-step_seed = seeds.step_seed  # (seeds.py derives every stream's seed)
+step_seed = seeds.step_seed  # (seeds.py derives every stream's key)
 CLUSTER_SEED = seeds.CLUSTER_SEED
 
 
-__all__ = ["Contexts", "sample_contexts", "cluster_rotations", "CLUSTER_SEED", "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal",
-           "top_k_by_cosine", "make_generator", "step_seed"]
+__all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations", "CLUSTER_SEED",
+           "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
+           "top_k_by_cosine", "make_generator", "step_seed", "transform_torch"]

@@ -9,8 +9,12 @@
   multiplied and written in the layout the test row reads (`FusedTestScales`);
 - the layers' score forms E_l = (W_q^l W_x)ᵀ (W_k^l W_x), one call each way where torch makes
   three (six backward) batched matmuls of T tiny matrices (`FusedLayerForms`);
-- the Haar rotations of context sampling, Q of G = QR with diag R > 0 (`haar_q`, called by
-  `contexts.haar_orthogonal`).
+- the Haar rotations Q of G = QR with diag R > 0 (`haar_q`; the old stream's, kept for the roofline
+  benchmark).
+`csrc/sampler.cpp` has the counter-based context sampler (issue 35): `sampler_draws` (Philox-4x32-10,
+Box-Muller, Householder Haar rotations: the same numbers as `contexts.draws_torch`) and
+`sampler_transform` (inputs, teacher, labels, cosines, top-k, targets: `contexts.transform_torch`),
+both threaded over contexts, and `philox4x32_10` (for tests).
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
 and diagnostics keep the torch path (they need p). `exp_rate` times the test row's own exponential
 (machine.transcendental_rates: the roofline's rate for the softmax's exponentials).
@@ -49,9 +53,10 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("csrc") / "fused.cpp"
+SOURCES = (SOURCE, SOURCE.with_name("sampler.cpp"))  # one library; ninja recompiles only the changed file
 KERNEL_DIR_ENV = "DEPTHSCALE_KERNEL_DIR"  # the root of the build directories (default: torch's)
 _BUILD_MARK = "DEPTHSCALE_KERNEL_BUILD"  # set in the build's environment: its compilers are found by it
-_CFLAGS, _LDFLAGS = ["-O3", "-march=native", "-fopenmp"], ["-fopenmp"]
+_CFLAGS, _LDFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"], ["-fopenmp"]  # (errno only: sqrt vectorises)
 _STATE: dict = {"ops": None, "tried": False, "error": None}
 
 
@@ -64,7 +69,7 @@ def _cpu_tag() -> str:
         info += "".join(lines)
     except OSError:
         pass
-    h = hashlib.sha256((info + SOURCE.read_text() + torch.__version__).encode()).hexdigest()
+    h = hashlib.sha256((info + "".join(p.read_text() for p in SOURCES) + torch.__version__).encode()).hexdigest()
     return h[:12]
 
 
@@ -211,7 +216,7 @@ def _child_build(name: str, build_dir: str, parent: int) -> None:
     try:
         from torch.utils import cpp_extension
 
-        cpp_extension.load(name=name, sources=[str(SOURCE)], extra_cflags=_CFLAGS, extra_ldflags=_LDFLAGS,
+        cpp_extension.load(name=name, sources=[str(p) for p in SOURCES], extra_cflags=_CFLAGS, extra_ldflags=_LDFLAGS,
                            build_directory=build_dir, is_python_module=False, verbose=False)
     except Exception as e:
         msg = " ".join(str(e).split())[:300] or type(e).__name__
@@ -256,7 +261,7 @@ def enabled() -> bool:
 
 def fused_ops():
     """torch.ops.depthscale_fused (test_row_forward/backward, test_scales_forward/backward,
-    layer_forms_forward/backward, haar_q, lanes, exp_rate),
+    layer_forms_forward/backward, haar_q, lanes, exp_rate, sampler_draws, sampler_transform, philox4x32_10),
     built or loaded on the first call; None where the kernels are turned off or cannot be built (the
     reason in `status()`)."""
     if not enabled():
@@ -368,5 +373,5 @@ def use_fused(X: torch.Tensor) -> bool:
             and fused_ops() is not None)
 
 
-__all__ = ["FusedTestRow", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE",
+__all__ = ["FusedTestRow", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE", "SOURCES",
            "build_directory", "extension_name", "acquire_build_lock", "KERNEL_DIR_ENV"]

@@ -1,0 +1,490 @@
+// The counter-based context sampler, fused (depthscale.contexts, issue 35): the same Philox-4x32-10
+// words as depthscale/philox.py bit for bit, the same Box-Muller Gaussians (glibc's log, cos and sin
+// against numpy's: equal to an ulp or two), the same Householder Haar rotations and the same
+// transforms as the torch path of contexts.py, in float64, one context per iteration of
+// at::parallel_for: a context's numbers are computed by one thread in a fixed order, so they do not
+// depend on the thread count or on which other contexts share the batch.
+//
+// Key and counter layout (philox.py): key = the stream's 64-bit seed (low, high words);
+// counter = (block, context index, purpose | kind << 8, step).
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+constexpr double kTwoM32 = 2.3283064365386962890625e-10;  // 2^-32
+constexpr double kTwoPi = 6.283185307179586;
+constexpr uint32_t kHaar = 1, kInputs = 2, kQuery = 3, kTeacher = 4, kNoise = 5, kMatch = 6, kClass = 7;
+
+struct Stream {
+  uint32_t k0, k1, kind, step;
+};
+
+// Philox-4x32-10 on the counter c, in place (the key bumped before rounds 2..10)
+inline void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
+  for (int r = 0; r < 10; ++r) {
+    if (r) {
+      k0 += kW0;
+      k1 += kW1;
+    }
+    const uint64_t p0 = uint64_t(kM0) * c[0], p1 = uint64_t(kM1) * c[2];
+    const uint32_t x0 = uint32_t(p1 >> 32) ^ c[1] ^ k0, x2 = uint32_t(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = x0;
+    c[1] = uint32_t(p1);
+    c[2] = x2;
+    c[3] = uint32_t(p0);
+  }
+}
+
+// The words of blocks 0..n-1 of one (context, purpose), lane l of block i in w[l][i]: the loop over
+// blocks is vectorised (the rounds unrolled), each block computed alone
+void philox_blocks(const Stream& s, uint32_t ctx, uint32_t c2, int64_t n, uint32_t* w0, uint32_t* w1, uint32_t* w2,
+                   uint32_t* w3) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x0 = uint32_t(i), x1 = ctx, x2 = c2, x3 = s.step, k0 = s.k0, k1 = s.k1;
+#pragma GCC unroll 10
+    for (int r = 0; r < 10; ++r) {
+      const uint64_t p0 = uint64_t(kM0) * x0, p1 = uint64_t(kM1) * x2;
+      const uint32_t y0 = uint32_t(p1 >> 32) ^ x1 ^ k0, y2 = uint32_t(p0 >> 32) ^ x3 ^ k1;
+      x0 = y0;
+      x1 = uint32_t(p1);
+      x2 = y2;
+      x3 = uint32_t(p0);
+      k0 += kW0;
+      k1 += kW1;
+    }
+    w0[i] = x0;
+    w1[i] = x1;
+    w2[i] = x2;
+    w3[i] = x3;
+  }
+}
+
+// log(x) for a normal double x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s),
+// s = (m - 1)/(m + 1), |s| < 0.172, by its series to s^23 (the next term is below 1e-17 of it);
+// branch-free, so the loops that call it vectorise. Within a few ulp of the correctly rounded log.
+// a where the mask is all ones, b where it is zero (bitwise: exact, and no branch)
+inline double pick(uint64_t mask, double a, double b) {
+  return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & mask) | (std::bit_cast<uint64_t>(b) & ~mask));
+}
+
+inline double log_pos(double x) {
+  const uint64_t bits = std::bit_cast<uint64_t>(x);
+  const double m1 = std::bit_cast<double>((bits & 0xFFFFFFFFFFFFFull) | 0x3FF0000000000000ull);  // [1, 2)
+  const uint64_t big = uint64_t(0) - uint64_t(m1 > 1.4142135623730951);
+  const double m = pick(big, 0.5 * m1, m1);
+  const int64_t e = int64_t((bits >> 52) & 0x7FF) - 1023 + int64_t(big & 1);
+  const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+  double p = 1.0 / 23;
+  p = p * s2 + 1.0 / 21;
+  p = p * s2 + 1.0 / 19;
+  p = p * s2 + 1.0 / 17;
+  p = p * s2 + 1.0 / 15;
+  p = p * s2 + 1.0 / 13;
+  p = p * s2 + 1.0 / 11;
+  p = p * s2 + 1.0 / 9;
+  p = p * s2 + 1.0 / 7;
+  p = p * s2 + 1.0 / 5;
+  p = p * s2 + 1.0 / 3;
+  const double lm = 2.0 * s + 2.0 * s * (s2 * p);
+  const double ed = double(e);
+  return ed * 6.93147180369123816490e-01 + (ed * 1.90821492927058770002e-10 + lm);  // ln 2 = hi + lo
+}
+
+// sin and cos of phi in [0, pi/4]: Taylor to phi^17 and phi^16 (the next terms below 1e-17)
+inline void sincos_octant(double phi, double& sn, double& cs) {
+  const double x2 = phi * phi;
+  double ps = -1.0 / 355687428096000.0;  // 1/17!, Horner in x^2 down to 1/3!
+  ps = ps * x2 + 1.0 / 1307674368000.0;
+  ps = ps * x2 - 1.0 / 6227020800.0;
+  ps = ps * x2 + 1.0 / 39916800.0;
+  ps = ps * x2 - 1.0 / 362880.0;
+  ps = ps * x2 + 1.0 / 5040.0;
+  ps = ps * x2 - 1.0 / 120.0;
+  ps = ps * x2 + 1.0 / 6.0;
+  sn = phi - phi * (x2 * ps);
+  double pc = 1.0 / 20922789888000.0;
+  pc = pc * x2 - 1.0 / 87178291200.0;
+  pc = pc * x2 + 1.0 / 479001600.0;
+  pc = pc * x2 - 1.0 / 3628800.0;
+  pc = pc * x2 + 1.0 / 40320.0;
+  pc = pc * x2 - 1.0 / 720.0;
+  pc = pc * x2 + 1.0 / 24.0;
+  pc = pc * x2 - 0.5;
+  cs = 1.0 + x2 * pc;
+}
+
+// Box-Muller of word pairs (a, b): r = sqrt(-2 log((a + 1) 2^-32)), theta = 2 pi b 2^-32 reduced
+// exactly by b's top three bits to an angle in [0, pi/4] (philox.box_muller); zc = r cos, zs = r sin
+void box_muller(const uint32_t* a, const uint32_t* b, int64_t n, double* zc, double* zs) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = std::sqrt(-2.0 * log_pos((double(a[i]) + 1.0) * kTwoM32));
+    const uint32_t oct = b[i] >> 29, low = b[i] & 0x1FFFFFFFu;
+    const uint32_t odd32 = 0u - (oct & 1u);
+    const uint32_t lowp = low + (odd32 & (0x20000000u - 2u * low));  // odd octant: 2^29 - low
+    const double phi = double(lowp) * (kTwoPi * kTwoM32);
+    double sn, cs;
+    sincos_octant(phi, sn, cs);
+    const uint64_t odd = uint64_t(0) - uint64_t(oct & 1u), swap = uint64_t(0) - uint64_t((oct >> 1) & 1u);
+    const uint64_t neg = uint64_t((oct >> 2) & 1u) << 63, sgn = uint64_t(1) << 63;
+    const double s0 = pick(odd, cs, sn), c0 = pick(odd, sn, cs);
+    // quadrant q = oct >> 1: q odd: (sin, cos) -> (c0, -s0); q >= 2: both negated
+    const double s1 = pick(swap, c0, s0);
+    const double c1 = pick(swap, std::bit_cast<double>(std::bit_cast<uint64_t>(s0) ^ sgn), c0);
+    zc[i] = r * std::bit_cast<double>(std::bit_cast<uint64_t>(c1) ^ neg);
+    zs[i] = r * std::bit_cast<double>(std::bit_cast<uint64_t>(s1) ^ neg);
+  }
+}
+
+struct Scratch {
+  std::vector<uint32_t> w0, w1, w2, w3;
+  std::vector<double> c0, s0, c1, s1;
+  void resize(int64_t n) {
+    for (auto* v : {&w0, &w1, &w2, &w3}) v->resize(n);
+    for (auto* v : {&c0, &s0, &c1, &s1}) v->resize(n);
+  }
+};
+
+// n standard Gaussians of (context, purpose): Box-Muller on the lane pairs (0, 1), (2, 3) of each block
+void gaussians(const Stream& s, uint32_t ctx, uint32_t purpose, int64_t n, double* z, Scratch& t) {
+  const int64_t blocks = (n + 3) / 4;
+  t.resize(blocks);
+  philox_blocks(s, ctx, purpose | (s.kind << 8), blocks, t.w0.data(), t.w1.data(), t.w2.data(), t.w3.data());
+  box_muller(t.w0.data(), t.w1.data(), blocks, t.c0.data(), t.s0.data());
+  box_muller(t.w2.data(), t.w3.data(), blocks, t.c1.data(), t.s1.data());
+  const double *c0 = t.c0.data(), *s0 = t.s0.data(), *c1 = t.c1.data(), *s1 = t.s1.data();
+  const int64_t full = n / 4;  // draw 4i + l is lane l of block i
+  for (int64_t i = 0; i < full; ++i) {
+    z[4 * i] = c0[i];
+    z[4 * i + 1] = s0[i];
+    z[4 * i + 2] = c1[i];
+    z[4 * i + 3] = s1[i];
+  }
+  const double* lanes[4] = {c0, s0, c1, s1};
+  for (int64_t m = 4 * full; m < n; ++m) z[m] = lanes[m & 3][m >> 2];
+}
+
+// one integer uniform in [0, n): (w0 + 2^32 w1) mod n of block 0
+inline int64_t integer(const Stream& s, uint32_t ctx, uint32_t purpose, uint64_t n) {
+  uint32_t c[4] = {0u, ctx, purpose | (s.kind << 8), s.step};
+  philox(c, s.k0, s.k1);
+  return int64_t((uint64_t(c[0]) | (uint64_t(c[1]) << 32)) % n);
+}
+
+typedef double v8d __attribute__((vector_size(64)));  // eight doubles (one AVX-512 register)
+
+inline v8d load8(const double* p) {
+  v8d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline void store8(double* p, v8d v) { std::memcpy(p, &v, sizeof v); }
+
+// M[0:m, :] -= 2 u (u^T M[0:m, :]) for the m x d rows M (d columns), each column's sum over i in
+// order; eight columns at a time where d is a multiple of 8 known at compile time
+template <int DT>
+inline void reflect(const double* u, int64_t m, double* M, int64_t dd) {
+  if constexpr (DT > 0 && DT % 8 == 0) {
+    constexpr int NV = DT / 8;
+    v8d w[NV] = {};
+    for (int64_t i = 0; i < m; ++i)
+      for (int v = 0; v < NV; ++v) w[v] += u[i] * load8(M + i * DT + 8 * v);
+    for (int64_t i = 0; i < m; ++i)
+      for (int v = 0; v < NV; ++v) store8(M + i * DT + 8 * v, load8(M + i * DT + 8 * v) - (2.0 * u[i]) * w[v]);
+  } else {
+    std::vector<double> w(dd, 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t col = 0; col < dd; ++col) w[col] += u[i] * M[i * dd + col];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t col = 0; col < dd; ++col) M[i * dd + col] -= (2.0 * u[i]) * w[col];
+  }
+}
+
+// O = H_1 ... H_d diag(s) from the Householder vectors v (lengths d, d-1, ..., 1), row-major
+// (contexts.haar_from_householder); u: 2d doubles of scratch
+template <int DT>
+void haar(const double* v, int64_t dd, double* O, double* u) {
+  const int64_t d = DT > 0 ? DT : dd;
+  std::vector<int64_t> off(d + 1);
+  for (int64_t k = 0; k <= d; ++k) off[k] = k * d - k * (k - 1) / 2;
+  std::fill(O, O + d * d, 0.0);
+  for (int64_t k = 0; k < d; ++k) O[k * d + k] = v[off[k]] >= 0 ? -1.0 : 1.0;
+  for (int64_t k = d - 1; k >= 0; --k) {
+    const double* x = v + off[k];
+    const int64_t m = d - k;
+    double nx = 0.0;
+    for (int64_t i = 0; i < m; ++i) nx += x[i] * x[i];
+    for (int64_t i = 0; i < m; ++i) u[i] = x[i];
+    u[0] = x[0] + (x[0] >= 0 ? 1.0 : -1.0) * std::sqrt(nx);
+    double nu = 0.0;
+    for (int64_t i = 0; i < m; ++i) nu += u[i] * u[i];
+    nu = std::sqrt(nu);
+    for (int64_t i = 0; i < m; ++i) u[i] = nu > 0 ? u[i] / nu : 0.0;
+    reflect<DT>(u, m, O + k * d, d);
+  }
+}
+
+at::Tensor f64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorOptions().dtype(at::kDouble)); }
+at::Tensor i64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorOptions().dtype(at::kLong)); }
+
+// The spectrum-free draws of contexts start..start+B-1 (contexts.draws_torch): O (B x d x d; empty
+// when classes > 0), zX (B x P x d), zq (B x d, if query), zb (B x d), zn (B x P, if noisy),
+// j (B, if match > 0: uniform in [0, match)), cls (B, if classes > 0).
+std::vector<at::Tensor> sampler_draws(int64_t k0, int64_t k1, int64_t kind, int64_t step, int64_t start, int64_t B,
+                                      int64_t d, int64_t P, bool query, bool noisy, int64_t match,
+                                      int64_t classes) {
+  TORCH_CHECK(k0 >= 0 && k0 < (int64_t(1) << 32) && k1 >= 0 && k1 < (int64_t(1) << 32) && kind >= 0 && kind < 256 &&
+                  step >= 0 && step < (int64_t(1) << 32) && start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32),
+              "depthscale sampler_draws: a key word, kind, step or context index out of range");
+  const Stream s{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)};
+  const int64_t nh = d * (d + 1) / 2;
+  at::Tensor O = f64({classes > 0 ? 0 : B, d, d}), zX = f64({B, P, d}), zq = f64({query ? B : 0, d}),
+             zb = f64({B, d}), zn = f64({noisy ? B : 0, P}), j = i64({match > 0 ? B : 0}),
+             cls = i64({classes > 0 ? B : 0});
+  double *Op = O.data_ptr<double>(), *zXp = zX.data_ptr<double>(), *zqp = zq.data_ptr<double>(),
+         *zbp = zb.data_ptr<double>(), *znp = zn.data_ptr<double>();
+  int64_t *jp = j.data_ptr<int64_t>(), *cp = cls.data_ptr<int64_t>();
+  at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
+    std::vector<double> v(nh), u(2 * d);
+    Scratch t;
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint32_t ctx = uint32_t(start + b);
+      if (classes == 0) {
+        gaussians(s, ctx, kHaar, nh, v.data(), t);
+        if (d == 16) haar<16>(v.data(), d, Op + b * d * d, u.data());
+        else if (d == 32) haar<32>(v.data(), d, Op + b * d * d, u.data());
+        else haar<0>(v.data(), d, Op + b * d * d, u.data());
+      }
+      gaussians(s, ctx, kInputs, P * d, zXp + b * P * d, t);
+      if (query) gaussians(s, ctx, kQuery, d, zqp + b * d, t);
+      gaussians(s, ctx, kTeacher, d, zbp + b * d, t);
+      if (noisy) gaussians(s, ctx, kNoise, P, znp + b * P, t);
+      if (match > 0) jp[b] = integer(s, ctx, kMatch, uint64_t(match));
+      if (classes > 0) cp[b] = integer(s, ctx, kClass, uint64_t(classes));
+    }
+  });
+  return {O, zX, zq, zb, zn, j, cls};
+}
+
+// the k indices of the largest s[0..P), by score descending (ties: the lower index first)
+void top_k(const double* s, int64_t P, int64_t k, int64_t* out, std::vector<int64_t>& idx) {
+  idx.resize(P);
+  std::iota(idx.begin(), idx.end(), int64_t(0));
+  auto before = [s](int64_t a, int64_t c) { return s[a] > s[c] || (s[a] == s[c] && a < c); };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  std::copy(idx.begin(), idx.begin() + k, out);
+}
+
+struct Draws {
+  const double *O, *zX, *zq, *zb, *zn, *sl, *so;
+  const int64_t* j;
+  int64_t d, P, k;
+  double noise;
+};
+
+struct Out {
+  double *X, *y, *xq, *ys, *t, *beta;
+  int64_t* sel;
+};
+
+// out[r, i] = sum_c O[i, c] (z[r, c] s[c]) for rows r < n (Ot = O transposed), each sum in order of c:
+// eight lanes of i at a time where d is a multiple of 8 known at compile time (the same arithmetic)
+template <int DT>
+inline void rotate(const double* Ot, const double* z, const double* s, int64_t n, int64_t dd, double* out) {
+  const int64_t d = DT > 0 ? DT : dd;
+  if constexpr (DT > 0 && DT % 8 == 0) {
+    constexpr int NV = DT / 8;
+    for (int64_t r = 0; r < n; ++r) {
+      v8d acc[NV] = {};
+      for (int64_t c = 0; c < DT; ++c) {
+        const double zc = z[r * DT + c] * s[c];
+        for (int v = 0; v < NV; ++v) acc[v] += zc * load8(Ot + c * DT + 8 * v);
+      }
+      for (int v = 0; v < NV; ++v) store8(out + r * DT + 8 * v, acc[v]);
+    }
+  } else {
+    for (int64_t r = 0; r < n; ++r) {
+      double* o = out + r * d;
+      std::fill(o, o + d, 0.0);
+      for (int64_t c = 0; c < d; ++c) {
+        const double zc = z[r * d + c] * s[c];
+        for (int64_t i = 0; i < d; ++i) o[i] += zc * Ot[c * d + i];
+      }
+    }
+  }
+}
+
+// x . qh / max(|x|, 1e-8) as torch's cosine computes it (x / |x| first), each sum in a fixed order:
+// lane-wise over blocks of eight, then the eight lanes in order, where d is a multiple of 8
+template <int DT>
+inline double cosine(const double* x, const double* qh, double* xh, int64_t dd) {
+  if constexpr (DT > 0 && DT % 8 == 0) {
+    constexpr int NV = DT / 8;
+    v8d sq = {}, dv = {};
+    for (int v = 0; v < NV; ++v) sq += load8(x + 8 * v) * load8(x + 8 * v);
+    double xn = 0.0;
+    for (int l = 0; l < 8; ++l) xn += sq[l];
+    xn = std::max(std::sqrt(xn), 1e-8);
+    for (int v = 0; v < NV; ++v) dv += (load8(x + 8 * v) / xn) * load8(qh + 8 * v);
+    double dot = 0.0;
+    for (int l = 0; l < 8; ++l) dot += dv[l];
+    return dot;
+  } else {
+    double xn = 0.0, dot = 0.0;
+    for (int64_t i = 0; i < dd; ++i) xn += x[i] * x[i];
+    xn = std::max(std::sqrt(xn), 1e-8);
+    for (int64_t i = 0; i < dd; ++i) xh[i] = x[i] / xn;
+    for (int64_t i = 0; i < dd; ++i) dot += xh[i] * qh[i];
+    return dot;
+  }
+}
+
+// one context's X, beta, y, x_test, selection, target input and target (contexts.sample_contexts)
+// (DT: d at compile time where it is 8, 16 or 32, so that the short loops over i unroll; 0 otherwise)
+template <int DT>
+// (the outputs written to o's context 0: a per-thread buffer, cast into the outputs afterwards)
+void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>& sc, std::vector<int64_t>& idx) {
+  const int64_t d = DT > 0 ? DT : in.d, P = in.P, k = in.k;
+  const double* O = in.O + b * d * d;
+  double *X = o.X, *beta = o.beta, *y = o.y, *xq = o.xq;
+  double* Ot = sc.data();  // O transposed: the products below run along rows, each sum in order of c
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t c = 0; c < d; ++c) Ot[c * d + i] = O[i * d + c];
+  rotate<DT>(Ot, in.zX + b * P * d, in.sl, P, d, X);
+  rotate<DT>(Ot, in.zb + b * d, in.so, 1, d, beta);
+  for (int64_t p = 0; p < P; ++p) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < d; ++i) acc += X[p * d + i] * beta[i];
+    y[p] = in.zn ? acc + in.noise * in.zn[b * P + p] : acc;
+  }
+  int64_t* sel = o.sel;
+  if (in.j) {
+    sel[0] = in.j[b];
+    for (int64_t i = 0; i < d; ++i) xq[i] = X[sel[0] * d + i];
+  } else {
+    rotate<DT>(Ot, in.zq + b * d, in.sl, 1, d, xq);
+    double qn = 0.0;
+    for (int64_t i = 0; i < d; ++i) qn += xq[i] * xq[i];
+    qn = std::max(std::sqrt(qn), 1e-8);
+    double* scores = sc.data() + d * d;
+    double *qh = scores + P, *xh = qh + d;  // x_test / |x_test|, x_p / |x_p| (torch's cosine, in its order)
+    for (int64_t i = 0; i < d; ++i) qh[i] = xq[i] / qn;
+    for (int64_t p = 0; p < P; ++p) {
+      scores[p] = cosine<DT>(X + p * d, qh, xh, d);
+    }
+    top_k(scores, P, k, sel, idx);
+  }
+  double ys = 0.0;
+  for (int64_t r = 0; r < k; ++r) ys += y[sel[r]];
+  o.ys[0] = ys / double(k);
+  for (int64_t i = 0; i < d; ++i) {
+    double acc = 0.0;
+    for (int64_t r = 0; r < k; ++r) acc += X[sel[r] * d + i];
+    o.t[i] = acc / double(k);
+  }
+}
+
+at::Tensor c64(const at::Tensor& t) {
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kDouble, "depthscale sampler: float64 CPU tensors only");
+  return t.contiguous();
+}
+
+// X, y, x_test, y*, sel, t, beta of the contexts with rotations O and draws zX, zq (empty: the easy
+// task, with j), zb, zn (empty: no noise); sl, so: the square roots of the spectra. Computed in
+// float64; stored as float32 where f32 (each number the float64 one rounded, as a cast would give).
+std::vector<at::Tensor> sampler_transform(const at::Tensor& O_, const at::Tensor& zX_, const at::Tensor& zq_,
+                                          const at::Tensor& zb_, const at::Tensor& zn_, const at::Tensor& j_,
+                                          const at::Tensor& sl_, const at::Tensor& so_, double noise, int64_t k,
+                                          bool f32) {
+  at::Tensor O = c64(O_), zX = c64(zX_), zq = c64(zq_), zb = c64(zb_), zn = c64(zn_), sl = c64(sl_), so = c64(so_);
+  at::Tensor j = j_.contiguous();
+  const int64_t B = zX.size(0), P = zX.size(1), d = zX.size(2);
+  const bool easy = zq.numel() == 0;
+  TORCH_CHECK(O.sizes() == at::IntArrayRef({B, d, d}) && zb.sizes() == at::IntArrayRef({B, d}) &&
+                  (easy ? (j.numel() == B && j.scalar_type() == at::kLong && k == 1)
+                        : (zq.sizes() == at::IntArrayRef({B, d}) && k >= 1 && k <= P)) &&
+                  (zn.numel() == 0 || zn.sizes() == at::IntArrayRef({B, P})) && sl.numel() == d && so.numel() == d,
+              "depthscale sampler_transform: inconsistent shapes");
+  const auto opt = at::TensorOptions().dtype(f32 ? at::kFloat : at::kDouble);
+  at::Tensor X = at::empty({B, P, d}, opt), y = at::empty({B, P}, opt), xq = at::empty({B, d}, opt),
+             ys = at::empty({B}, opt), t = at::empty({B, d}, opt), beta = at::empty({B, d}, opt), sel = i64({B, k});
+  const Draws in{O.data_ptr<double>(), zX.data_ptr<double>(), easy ? nullptr : zq.data_ptr<double>(),
+                 zb.data_ptr<double>(), zn.numel() ? zn.data_ptr<double>() : nullptr, sl.data_ptr<double>(),
+                 so.data_ptr<double>(), easy ? j.data_ptr<int64_t>() : nullptr, d, P, k, noise};
+  auto run = [&]<int DT, typename T>() {
+    T *Xp = X.data_ptr<T>(), *yp = y.data_ptr<T>(), *xqp = xq.data_ptr<T>(), *ysp = ys.data_ptr<T>(),
+      *tp = t.data_ptr<T>(), *bp = beta.data_ptr<T>();
+    int64_t* selp = sel.data_ptr<int64_t>();
+    at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
+      std::vector<double> sc(d * d + P + 2 * d), buf(P * d + P + 3 * d + 1);
+      std::vector<int64_t> idx, sl1(k);
+      double* q = buf.data();
+      double *qy = q + P * d, *qxq = qy + P, *qys = qxq + d, *qt = qys + 1, *qb = qt + d;  // X, y, xq, y*, t, beta
+      const Out o{q, qy, qxq, qys, qt, qb, sl1.data()};
+      for (int64_t b = b0; b < b1; ++b) {
+        transform_one<DT>(in, o, b, sc, idx);
+        for (int64_t i = 0; i < P * d; ++i) Xp[b * P * d + i] = T(o.X[i]);
+        for (int64_t i = 0; i < P; ++i) yp[b * P + i] = T(o.y[i]);
+        for (int64_t i = 0; i < d; ++i) {
+          xqp[b * d + i] = T(o.xq[i]);
+          tp[b * d + i] = T(o.t[i]);
+          bp[b * d + i] = T(o.beta[i]);
+        }
+        ysp[b] = T(o.ys[0]);
+        for (int64_t r = 0; r < k; ++r) selp[b * k + r] = o.sel[r];
+      }
+    });
+  };
+  auto typed = [&]<int DT>() {
+    if (f32) run.template operator()<DT, float>();
+    else run.template operator()<DT, double>();
+  };
+  if (d == 16) typed.template operator()<16>();
+  else if (d == 32) typed.template operator()<32>();
+  else if (d == 8) typed.template operator()<8>();
+  else typed.template operator()<0>();
+  return {X, y, xq, ys, sel, t, beta};
+}
+
+// Philox-4x32-10 of counters ctr (n x 4, int64 holding 32-bit words) under key (k0, k1), for tests
+at::Tensor philox4x32_10(const at::Tensor& ctr_, int64_t k0, int64_t k1) {
+  at::Tensor ctr = ctr_.to(at::kLong).contiguous();
+  TORCH_CHECK(ctr.dim() == 2 && ctr.size(1) == 4, "depthscale philox4x32_10: counters must be n x 4");
+  at::Tensor out = at::empty_like(ctr);
+  const int64_t* cp = ctr.data_ptr<int64_t>();
+  int64_t* op = out.data_ptr<int64_t>();
+  for (int64_t r = 0; r < ctr.size(0); ++r) {
+    uint32_t c[4];
+    for (int l = 0; l < 4; ++l) c[l] = uint32_t(cp[4 * r + l]);
+    philox(c, uint32_t(k0), uint32_t(k1));
+    for (int l = 0; l < 4; ++l) op[4 * r + l] = int64_t(c[l]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(depthscale_fused, m) {
+  m.def("sampler_draws(int k0, int k1, int kind, int step, int start, int B, int d, int P, bool query, bool noisy, "
+        "int match, int classes) -> Tensor[]",
+        &sampler_draws);
+  m.def("sampler_transform(Tensor O, Tensor zX, Tensor zq, Tensor zb, Tensor zn, Tensor j, Tensor sl, Tensor so, "
+        "float noise, int k, bool f32) -> Tensor[]",
+        &sampler_transform);
+  m.def("philox4x32_10(Tensor ctr, int k0, int k1) -> Tensor", &philox4x32_10);
+}
