@@ -1,11 +1,21 @@
 """The claim engine: checks a claim (records.Claim, kept in its experiment's record) on one
-preset's stored results, PASS/FAIL with the numbers, and the helpers every check writes its
-detail with.
+preset's stored results, PASS / FAIL / INCONCLUSIVE with the numbers, and the helpers every check
+writes its detail with.
 
-Each check returns a dict {id, claim, preset, measured, expected, pass, detail, uses}. `expected`
-is SPEC §9's criterion; `detail` restates the criterion as applied, with its thresholds, and then
-every item's numbers and verdict. Every threshold is SPEC §9's; where SPEC leaves an operational
-choice, the claim's experiment module writes it down, once (depthscale/experiments/*.py).
+Each check returns a dict {id, claim, preset, measured, expected, verdict, pass, detail, uses}.
+`verdict` is "PASS", "FAIL" or "INCONCLUSIVE" (SPEC §9); `pass` is True only for PASS (kept for
+readers of older claims.json). `expected` is SPEC §9's criterion; `detail` restates the criterion
+as applied, with its thresholds, and then every item's numbers and verdict. Every threshold is
+SPEC §9's; where SPEC leaves an operational choice, the claim's experiment module writes it down,
+once (depthscale/experiments/*.py).
+
+A claim function returns (measured, ok, detail) with ok True (PASS), False (FAIL), None
+(INCONCLUSIVE) or one of the three verdict names. INCONCLUSIVE is for the shape claims (5a, 6, 11):
+an item that reads a depth failing a certificate of SPEC §4 (depthscale.certificates) is
+INCONCLUSIVE naming the certificate and the depths; an item that fails with power < 0.8
+(depthscale.power) is INCONCLUSIVE "underpowered" with the seeds that would reach 0.8. Items
+combine (`combine`): FAIL if any item FAILs (on certified depths, with power), else INCONCLUSIVE if
+any item is, else PASS. Counting (`count`, `count_text`) gives the three separately.
 
 General rules:
 - Missing data: a claim any of whose cells has no finite run is FAIL with measured None and detail
@@ -59,6 +69,54 @@ class CannotJudge(Exception):
 
 
 NEEDS_STORE = "needs the store's models for the paired test"
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+
+
+def as_verdict(ok) -> str:
+    """A claim function's `ok` as a verdict name: True PASS, False FAIL, None INCONCLUSIVE (a
+    verdict name passes through)."""
+    if ok is None:
+        return INCONCLUSIVE
+    if isinstance(ok, str):
+        if ok not in VERDICTS:
+            raise ValueError(f"unknown verdict {ok!r} (one of {', '.join(VERDICTS)})")
+        return ok
+    return PASS if bool(ok) else FAIL
+
+
+def combine(verdicts: Iterable) -> str:
+    """Items of one claim: FAIL if any FAILs, else INCONCLUSIVE if any is, else PASS (no items: FAIL)."""
+    vs = [as_verdict(v) for v in verdicts]
+    if not vs or FAIL in vs:
+        return FAIL
+    return INCONCLUSIVE if INCONCLUSIVE in vs else PASS
+
+
+def claim_verdict(c: dict) -> str:
+    """The verdict of a checked claim (`check`'s dict; an old dict without "verdict": by its "pass")."""
+    return as_verdict(c.get("verdict") or bool(c.get("pass")))
+
+
+def count(checked: Iterable[dict]) -> dict[str, int]:
+    """{"PASS": n, "FAIL": n, "INCONCLUSIVE": n} of checked claims."""
+    out = dict.fromkeys(VERDICTS, 0)
+    for c in checked:
+        out[claim_verdict(c)] += 1
+    return out
+
+
+def count_text(checked: Iterable[dict]) -> str:
+    """'4 PASS, 9 FAIL, 3 INCONCLUSIVE of 16'."""
+    checked = list(checked)
+    n = count(checked)
+    return f"{n[PASS]} PASS, {n[FAIL]} FAIL, {n[INCONCLUSIVE]} INCONCLUSIVE of {len(checked)}"
+
+
+def mark(v) -> str:
+    """An item's outcome at the end of its detail: 'ok', 'NO' or 'INCONCLUSIVE'."""
+    return {PASS: "ok", FAIL: "NO", INCONCLUSIVE: "INCONCLUSIVE"}[as_verdict(v)]
 
 
 def num(x) -> str:
@@ -194,7 +252,8 @@ def judged(criterion: str, parts: list[str], extra: str = "") -> str:
 
 def check(claim: Claim, res: Results, th: Theory) -> dict:
     """One claim on one preset's results: never raises, a check that cannot judge is a FAIL with
-    its reason, a broken one a FAIL 'error while checking'."""
+    its reason, a broken one a FAIL 'error while checking'. "verdict" is PASS / FAIL /
+    INCONCLUSIVE; "pass" is True only for PASS."""
     out = {"id": claim.id, "claim": claim.claim, "preset": res.preset, "expected": claim.expected,
            "uses": list(claim.uses)}
     try:
@@ -206,8 +265,12 @@ def check(claim: Claim, res: Results, th: Theory) -> dict:
     except Exception as e:  # noqa: BLE001 - a broken check is a FAIL with its reason, never a PASS
         measured, ok = None, False
         detail = f"error while checking: {type(e).__name__}: {e} (criterion: {claim.expected})"
-    out.update(measured=plain(measured), detail=detail)
-    out["pass"] = bool(ok)
+    try:
+        v = as_verdict(ok)
+    except ValueError as e:  # a claim function returning something else is broken: FAIL, never PASS
+        v, detail = FAIL, f"error while checking: {e} (criterion: {claim.expected})"
+    out.update(measured=plain(measured), detail=detail, verdict=v)
+    out["pass"] = v == PASS
     return out
 
 
@@ -225,6 +288,7 @@ def check_all(res: Results, th: Theory, claims: Iterable[Claim], uses: Iterable[
     return [check(c, res, th) for c in todo]
 
 
-__all__ = ["check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
+__all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", "claim_verdict", "count", "count_text", "mark",
+           "check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
            "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged"]
