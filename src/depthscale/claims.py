@@ -19,7 +19,8 @@ any item is, else PASS. Counting (`count`, `count_text`) gives the three separat
 
 General rules:
 - Missing data: a claim any of whose cells has no finite run is FAIL with measured None and detail
-  "missing runs: ..."; it is never passed on partial data. Items with k not in the preset (k = 16
+  "missing runs: ..."; it is never passed on partial data. A cell holding runs of another recipe
+  only is missing (results.Results reads the current recipe's runs only) and the detail says so. Items with k not in the preset (k = 16
   at smoke) are left out of a claim and the detail says so; a claim with no items left is FAIL
   "missing runs".
 - Seeds: every number is a seed mean (results.Results.series). An SE is the SE over seeds where a
@@ -158,6 +159,8 @@ def require(res: Results, model: str, task: str, k: int, spectra, depths=None, w
     for a, b in spectra:
         s = res.series(model, task, k, a, b, depths)
         miss += [f"{model}{what}/{task}{'' if task == 'easy' else f' k={k}'} {label(a, b)} L={L}"
+                 + (" (the store holds runs of another recipe there: not read)"
+                    if res.has_other_recipe(model, task, k, a, b, L) else "")
                  for L in s.missing]
     if miss:
         raise MissingRuns(cells_text(miss))

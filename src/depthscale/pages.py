@@ -54,7 +54,7 @@ def _prov_lines(prov: dict) -> list[str]:
         "stopped because: " + (", ".join(f"{k} {v}" for k, v in prov["stopped_because"].items()) or "—"),
         "devices: " + (", ".join(f"{k} ({v})" for k, v in prov["devices"].items()) or "—"),
         "run versions: " + (", ".join(f"{k} ({v})" for k, v in prov["run_versions"].items()) or "—"),
-        f"cells that used a recipe other than the current one: {prov['cells_with_non_current_recipe']}",
+        f"cells with runs of another recipe only (not read: missing): {prov.get('cells_only_other_recipe', 0)}",
         f"linear-floor Monte Carlo samples: {prov['floor_samples']}",
         f"geometry: {prov['geometry']}. Why: {GEOMETRY_EVIDENCE}",
     ]

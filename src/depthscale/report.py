@@ -287,7 +287,7 @@ def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("n
         "stopped_because": dict(Counter(str(r.get("stopped_because")) for r in rows)),
         "devices": dict(Counter(str(r.get("device")) for r in rows)),
         "run_versions": dict(Counter(f"depthscale {r.get('depthscale')}, torch {r.get('torch')}" for r in rows)),
-        "cells_with_non_current_recipe": len(res.non_default),
+        "cells_only_other_recipe": len(res.other_recipe),
         "floor_samples": FLOOR_SAMPLES[res.preset],
         "geometry": geometry_line(res.preset),
         "theory_needs": len(theory_needs(ids, res.preset)),

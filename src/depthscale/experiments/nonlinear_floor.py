@@ -9,6 +9,10 @@ Operational choices:
   (seed-mean R at Lmax): the linear model plateaus by L = 2 (claim 4a), so a 3-parameter fit is
   usually ill-posed; the detail names which was used. The nonlinear L0 is the fitted one (a
   degenerate fit FAILs). The paper's Table 1 ratio is shown beside: it compares d = 16 with d = 128.
+  A comparator that blew up (its L0 more than UNSTABLE_FACTOR = 2 times the linear floor R_irr at
+  the same d and P: a trained linear model plateaus near R_irr, claim 4b; the cpu report's runs at
+  (0,0) and (0,0.5) sat at 113 and 3,992 against 6.0 and 2.5) cannot make a row pass or fail: the
+  row is INCONCLUSIVE and names it.
 - 5c: applies at the paper's nonlinear geometry only (d = 16, P = 64; else FAIL saying so). Every
   spectrum with a paper L0: Table 1, Table 4 top-2 and top-16. The softmax-ensemble floor is
   paired.floor_on_eval on the config of the spectrum's deepest run of its lowest seed (all runs of
@@ -25,7 +29,7 @@ import math
 import numpy as np
 
 from depthscale.analysis import gap_fit, loss_fit
-from depthscale.claims import (CannotJudge, NEEDS_STORE, call_paired, finite_runs, fit_problem, fitted, item_label,
+from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, combine, mark, finite_runs, fit_problem, fitted, item_label,
                                judged, left_out, num, paired_or_fail, require, verdict, yes)
 from depthscale.config import geometry
 from depthscale.experiments.inverse_depth import G6, G14
@@ -38,6 +42,20 @@ from depthscale.results import Results, Theory
 
 # claim 5b: the linear model trained at the nonlinear geometry (d = N = 16, P = 64), every fig5 spectrum
 G5_SOFTMAX_GEOMETRY = RunGroup("linear", "difficult", 2, FIG56_SPECTRA, "all", SOFTMAX_GEOMETRY_FIELDS)
+
+
+UNSTABLE_FACTOR = 2.0  # 5b: a linear comparator above this multiple of R_irr (same d, P) has blown up
+
+
+def comparator_problem(L0_lin: float, R_irr: float) -> str:
+    """Why the linear comparator of 5b cannot be used ('' when it can): not finite, or more than
+    UNSTABLE_FACTOR times the linear floor at the same d and P (diverged or unstable training)."""
+    if not math.isfinite(L0_lin):
+        return "no finite linear L0"
+    if math.isfinite(R_irr) and L0_lin > UNSTABLE_FACTOR * R_irr:
+        return (f"linear comparator unstable: {num(L0_lin)} > {UNSTABLE_FACTOR:g} × R_irr {num(R_irr)} at the same "
+                f"d and P (blown up, not a plateau)")
+    return ""
 
 
 def linear_L0(res: Results, a: float, b: float) -> tuple[float, str]:
@@ -71,12 +89,20 @@ def table1(res: Results, th: Theory):
                      "R_Lmax_nonlinear": float(s_nl.get("R")[-1]) if s_nl else math.nan,
                      "L0_linear": L0l, "L0_linear_is": how_l,
                      "L0_linear_same_geometry": L0s, "L0_linear_same_geometry_is": how_s,
-                     "ratio_same_geometry_trained": L0s / L0n if L0n > 0 else math.nan,
+                     "ratio_same_geometry_trained": L0s / L0n if f_nl is not None and f_nl.ok else math.nan,
+                     "ratio_note": ratio_note(f_nl, comparator_problem(L0s, R_irr)),
                      "R_irr_at_nonlinear_geometry": R_irr,
                      "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
                      "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
                      "paper_ratio": pli / pnl})
     return pd.DataFrame(rows)
+
+
+def ratio_note(f_nl, comparator: str) -> str:
+    """Why table1's ratio is blank, or what to read it with ('' when it stands)."""
+    why = ([] if f_nl is not None and f_nl.ok else
+           [f"no ratio: nonlinear L0 from a {fit_problem(f_nl)}" if f_nl is not None else "no ratio: no nonlinear fit"])
+    return "; ".join(why + ([comparator] if comparator else []))
 
 
 def table5(res: Results, th: Theory):
@@ -123,7 +149,7 @@ def c5b(res, th):
     require(res, "nonlinear", "difficult", 2, FIG56_SPECTRA)
     require(lin, "linear", "difficult", 2, FIG56_SPECTRA, what=f" (d={g['d']}, P={g['P']}, N={g['N']})")
     P = PAPER["table1_L0_difficult_k2"]
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for (a, b), pn, pl in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
         _, fn = loss_fit(res, "nonlinear", "difficult", 2, a, b)
         sl, fl = loss_fit(lin, "linear", "difficult", 2, a, b)
@@ -132,24 +158,29 @@ def c5b(res, th):
                                                    f"usable, {fit_problem(fl)}")
         else:
             L0_lin, how = fl.L0, "fitted L0"
+        unstable = comparator_problem(L0_lin, th.floor(a, b, 2, "nonlinear")["R_irr"])
         paper_ratio = pl / pn
-        if fit_problem(fn):
-            ok = False
-            meas[label(a, b)] = {"L0_nonlinear": None, "L0_linear": L0_lin, "linear_L0_from": how,
-                                 "paper_ratio_d16_vs_d128": paper_ratio, "fit_status": fn.status if fn else None}
-            parts.append(f"{label(a, b)} nonlinear L0: {fit_problem(fn)}; linear {num(L0_lin)} ({how}) → NO")
+        m = meas[label(a, b)] = {"L0_nonlinear": fn.L0 if fn is not None and fn.ok else None, "L0_linear": L0_lin,
+                                 "linear_L0_from": how, "paper_ratio_d16_vs_d128": paper_ratio,
+                                 "fit_status": fn.status if fn else None, "comparator": unstable or "ok"}
+        if fit_problem(fn) or unstable:
+            v = FAIL if fit_problem(fn) else INCONCLUSIVE
+            verdicts.append(v)
+            m["verdict"] = v
+            parts.append(f"{label(a, b)} nonlinear L0: {fit_problem(fn) or num(fn.L0)}; linear {num(L0_lin)} ({how})"
+                         f"{'; ' + unstable if unstable else ''} → {mark(v)}")
             continue
         ratio = L0_lin / fn.L0 if fn.L0 > 0 else math.inf
         good = bool(fn.L0 <= L0_lin / 2)
-        ok &= good
-        meas[label(a, b)] = {"L0_nonlinear": fn.L0, "L0_linear": L0_lin, "linear_L0_from": how, "ratio": ratio,
-                             "paper_ratio_d16_vs_d128": paper_ratio}
+        verdicts.append(good)
+        m.update(ratio=ratio, verdict=PASS if good else FAIL)
         parts.append(f"{label(a, b)} L0 nonlinear {num(fn.L0)} vs linear {num(L0_lin)} ({how}): ratio {num(ratio)} "
                      f"(>= 2 {yes(good)}; paper's Table 1 ratio {paper_ratio:.1f} compares d=16 with d=128) "
                      f"→ {yes(good)}")
-    return meas, ok, judged(f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; "
+    return meas, combine(verdicts), judged(f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; "
                             "nonlinear L0 from a well-posed fit; linear L0 fitted where well posed, else its "
-                            "plateau, every Table 1 spectrum", parts)
+                            "plateau, every Table 1 spectrum; a row whose linear comparator blew up (> "
+                            f"{UNSTABLE_FACTOR:g} × R_irr at the same d, P) INCONCLUSIVE", parts)
 
 
 def c5c(res, th):
