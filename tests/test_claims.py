@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from claims_world import DEPTHS, FakePaired, FakeTheory, World, noise, use_paired
+from claims_world import DEPTHS, FakeCertificates, FakePaired, FakeTheory, World, noise, use_certificates, use_paired
 from depthscale import claims
 from depthscale.analysis import gap_fit, loss_fit
 from depthscale.claims import NEEDS_STORE
@@ -98,7 +98,13 @@ def build_4c(w, th, pm, v):  # finite-P floor 1.0 +- 0.01, plateau's evaluation 
 
 def build_5a(w, th, pm, v):
     for i, (a, b) in enumerate(TOP2_SPECTRA):
+        if v == "inconclusive-power" and i == 0:  # alpha 0.5 (a FAIL) measured with 20% SEs: no power
+            R = law(1.0, 1.0, 0.5)
+            w.series("nonlinear", "difficult", 2, a, b, R, R_se=0.2 * R)
+            continue
         w.series("nonlinear", "difficult", 2, a, b, law(1.0, 1.0, 1.0, 0.08 if (v == "fail-r2" and i == 0) else 0.01))
+    if v == "inconclusive":
+        pm.certs.fail[(2, 0.0, 0.0)] = {"construction": [2, 4]}
     paper = {(r["a"], r["b"]): r["alpha"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 16}
     for i, (a, b) in enumerate(FIG14_K16):
         alpha = paper[(a, b)] + (0.35 if (v == "fail" and i == 0) else 0.0)  # 1.14: inside top-2's window
@@ -106,6 +112,9 @@ def build_5a(w, th, pm, v):
 
 
 def pre_5a(res, th, v):
+    if v == "inconclusive-power":  # the criterion fails on these data
+        _, f = loss_fit(res, "nonlinear", "difficult", 2, *TOP2_SPECTRA[0])
+        assert f is None or not f.ok or not 0.8 <= f.alpha <= 1.2 or f.r2 < 0.99, f
     if v == "fail":
         _, f = loss_fit(res, "nonlinear", "difficult", 16, *FIG14_K16[0])
         assert f.ok and f.r2 >= 0.99 and 0.8 <= f.alpha <= 1.2 and abs(f.alpha - 0.79) > 0.2, f
@@ -144,13 +153,22 @@ def pre_5c(res, th, v):
 
 
 def build_6(w, th, pm, v):
+    seeds = (0, 1, 2) if v in ("fail", "inconclusive-power") else (0,)
     for i, (a, b) in enumerate(B0):
-        C = [math.nan if L == 1 else 1 - 0.5 / L for L in DEPTHS]
-        gap = [2.0 - 1.0 / L for L in DEPTHS]
-        if v == "fail" and i == 0:
-            gap[-1] = 1.15 * gap[-2]
-        w.series("nonlinear", "difficult", 2, a, b, [(1.0 if L == 1 else C[j]) + gap[j] / L for j, L in enumerate(DEPTHS)],
-                 C=C, A=[(1.0 if L == 1 else C[j]) + gap[j] for j, L in enumerate(DEPTHS)])
+        for seed in seeds:
+            # seed noise of C_L and A_L - C_L: 0.2% (FAIL is then powered), 20% (inconclusive-power)
+            sd = (0.2 if v == "inconclusive-power" else 0.002) * (seed - 1) if len(seeds) > 1 else 0.0
+            C = [math.nan if L == 1 else (1 - 0.5 / L) * (1 + sd) for L in DEPTHS]
+            gap = [(2.0 - 1.0 / L) * (1 - sd) for L in DEPTHS]
+            if v in ("fail", "inconclusive-power") and i == 0:
+                gap[-1] = 1.15 * gap[-2]
+            w.series("nonlinear", "difficult", 2, a, b, [(1.0 if L == 1 else C[j]) + gap[j] / L
+                                                           for j, L in enumerate(DEPTHS)],
+                     seed=seed, C=C, A=[(1.0 if L == 1 else C[j]) + gap[j] for j, L in enumerate(DEPTHS)])
+    if v == "inconclusive":
+        pm.certs.fail[(2, 0.0, 0.0)] = {"doubling": [64]}
+    if v == "pass-unread":  # a failing depth the claim does not read (it reads the last two)
+        pm.certs.fail[(2, 0.0, 0.0)] = {"construction": [2, 4]}
 
 
 def _mode_R(d, shape):
@@ -212,16 +230,21 @@ def build_10(w, th, pm, v):
 
 
 def build_11(w, th, pm, v):
+    seeds = (0, 1, 2) if v == "inconclusive-power" else (0,)
     for i, (a, b) in enumerate(FIG56_SPECTRA):
-        s = 0.5 if (v == "fail" and i == 0) else 0.1  # 0.5: R² 0.97 with alpha 0.96
+        s = 0.5 if (v in ("fail", "inconclusive-power") and i == 0) else 0.1  # 0.5: R² 0.97 with alpha 0.96
         Ls = np.asarray(DEPTHS, float)
-        C = 1.0 - 0.5 / Ls * noise(7, s)
-        C[0] = math.nan
-        w.series("nonlinear", "difficult", 2, a, b, (1.0 + 1.5 / Ls) * noise(7, 0.001), C=C)
+        for seed in seeds:
+            # inconclusive-power: seeds of C_L 0.1 apart around the same mean: its SE far above L0 - C_L's
+            C = 1.0 - 0.5 / Ls * noise(7, s) + (0.1 * (seed - 1) if len(seeds) > 1 and i == 0 else 0.0)
+            C[0] = math.nan
+            w.series("nonlinear", "difficult", 2, a, b, (1.0 + 1.5 / Ls) * noise(7, 0.001), seed=seed, C=C)
+    if v == "inconclusive":
+        pm.certs.fail[(2, 0.5, 0.0)] = {"construction": [8], "doubling": [16, 32]}
 
 
 def pre_11(res, th, v):
-    if v == "fail":
+    if v in ("fail", "inconclusive-power"):
         f, g, _ = gap_fit(res, *FIG56_SPECTRA[0])
         assert f.ok and g.ok and 0.8 <= g.alpha <= 1.2 and 0.95 < g.r2 < 0.99, g
 
@@ -248,6 +271,8 @@ CASES = {
     ("5a", "pass"): (build_5a, None, "<= 0.2 ok"),
     ("5a", "fail"): (build_5a, pre_5a, "<= 0.2 NO"),
     ("5a", "fail-r2"): (build_5a, pre_5a, "R² >= 0.99 NO"),
+    ("5a", "inconclusive"): (build_5a, None, "INCONCLUSIVE (uncertified: construction fails at L=2, 4)"),
+    ("5a", "inconclusive-power"): (build_5a, pre_5a, "INCONCLUSIVE (underpowered: power 0."),
     ("5b", "pass"): (build_5b, None, "compares d=16 with d=128"),
     ("5b", "fail"): (build_5b, None, "(>= 2 NO"),
     ("5b", "inconclusive"): (build_5b, None, "linear comparator unstable: 113 > 2 × R_irr 2.4"),
@@ -255,6 +280,9 @@ CASES = {
     ("5c", "fail"): (build_5c, pre_5c, "(-9.0%, NO)"),
     ("6", "pass"): (build_6, None, "L=32→64"),
     ("6", "fail"): (build_6, None, "Δ(A-C)/(A-C)=0.15"),
+    ("6", "pass-unread"): (build_6, None, "L=32→64"),
+    ("6", "inconclusive"): (build_6, None, "INCONCLUSIVE (uncertified: doubling fails at L=64)"),
+    ("6", "inconclusive-power"): (build_6, None, "INCONCLUSIVE (underpowered"),
     ("7", "pass"): (build_7, None, "linear easy (1,2)"),
     ("7", "fail"): (build_7, None, "NO"),
     ("7", "fail-degenerate"): (build_7, None, "degenerate fit"),
@@ -269,6 +297,9 @@ CASES = {
     ("10", "fail"): (build_10, None, "q=50: 0.003±0.002 NO"),
     ("11", "pass"): (build_11, None, "R² >= 0.99 ok"),
     ("11", "fail"): (build_11, pre_11, "R² >= 0.99 NO"),
+    ("11", "inconclusive"): (build_11, None, "INCONCLUSIVE (uncertified: doubling fails at L=16, 32; construction "
+                                             "fails at L=8)"),
+    ("11", "inconclusive-power"): (build_11, pre_11, "INCONCLUSIVE (underpowered"),
 }
 
 
@@ -277,6 +308,8 @@ def judge(monkeypatch, cid, variant):
     w, th = World(), FakeTheory()
     pm = FakePaired(w)
     use_paired(monkeypatch, pm)
+    pm.certs = FakeCertificates()  # every depth certified unless a builder says otherwise
+    use_certificates(monkeypatch, pm.certs)
     builder(w, th, pm, variant)
     res = w.results()
     if pre is not None:
@@ -302,6 +335,32 @@ def test_every_paper_claim_has_a_pass_and_a_fail():
         assert any(v.startswith("pass") for v in variants) and any(v.startswith("fail") for v in variants), cid
     assert {c for c, _ in CASES} == set(ids)
     assert "4c" in ids  # claim 4(c) is its own claim
+    for cid in SHAPE_CLAIMS:  # SPEC §9: the shape claims also an INCONCLUSIVE one, uncertified and underpowered
+        variants = [v for c, v in CASES if c == cid]
+        assert {"inconclusive", "inconclusive-power"} <= set(variants), cid
+
+
+SHAPE_CLAIMS = ("5a", "6", "11")
+
+
+@pytest.mark.parametrize("cid", SHAPE_CLAIMS)
+def test_shape_claims_store_certificates_and_power(monkeypatch, cid):
+    out, _, _, pm = judge(monkeypatch, cid, "inconclusive")
+    items = [m for m in out["measured"].values() if isinstance(m, dict)]
+    assert items and all("certificates" in m and "power" in m for m in items)
+    bad = [m for m in items if m["verdict"] == "INCONCLUSIVE"]
+    assert bad and any(not all(p["ok"] for p in m["certificates"]["per_depth"]) for m in bad)
+    assert all({"L", "R", "B", "doubling", "construction"} <= set(p) for m in items for p in m["certificates"]["per_depth"])
+    assert pm.certs.calls  # read through depthscale.certificates
+
+
+@pytest.mark.parametrize("cid", SHAPE_CLAIMS)
+def test_shape_claims_without_certificates_are_inconclusive(monkeypatch, cid):
+    """No store's models (or no certificates module): never PASS or FAIL on uncertified runs."""
+    out, res, th, _ = judge(monkeypatch, cid, "pass")
+    use_certificates(monkeypatch, None)
+    out = check(cid, res, th)
+    assert out["verdict"] == "INCONCLUSIVE" and "certificates not computed" in out["detail"], out["detail"]
 
 
 # ---------------------------------------------------------------- the rules around the criteria
@@ -390,7 +449,10 @@ def test_claim5b_says_which_linear_L0(monkeypatch):
 
 
 def test_a_degenerate_fit_fails_its_claim_with_the_reason(monkeypatch):
-    """Claim 5a on a loss with no floor to fit (L0 on its bound): FAIL "degenerate fit" with why."""
+    """Claim 5a on a loss with no floor to fit (L0 on its bound): not passed, "degenerate fit" with
+    why (INCONCLUSIVE: under the law fitted at α = 1, L0 = 0 here, every simulated fit is degenerate
+    too, so the criterion has no power on these data)."""
+    use_certificates(monkeypatch, FakeCertificates())
     w, th = World(), FakeTheory()
     for a, b in TOP2_SPECTRA:
         w.series("nonlinear", "difficult", 2, a, b, law(0.0, 1.0, 1.0, 0.0))

@@ -56,6 +56,7 @@ import numpy as np
 
 from depthscale.atomic import plain
 from depthscale.formatting import label, number
+from depthscale.power import MAX_SEEDS, TARGET
 from depthscale.records import PRESET_KS, Claim
 from depthscale.results import Results, Series, Theory
 
@@ -246,6 +247,78 @@ def finite_runs(res: Results, model: str, task: str, k: int, a: float, b: float,
     return out
 
 
+# ---------------------------------------------------------------- shape claims: certificates and power
+
+def _certificates():
+    """depthscale.certificates, or None where it is not available (the shape claims are then
+    INCONCLUSIVE: certificates not computed)."""
+    try:
+        from depthscale import certificates
+    except ImportError:
+        return None
+    return certificates
+
+
+def certified(res: Results, model: str, task: str, k: int, a: float, b: float, read=None) -> tuple[dict | None, str]:
+    """(the series' certificates (certificates.series_certificates) as stored with a claim, why its
+    items are INCONCLUSIVE or ''): 'uncertified: construction fails at L=2, 4' for failures at the
+    depths the claim reads (`read`, default all), or 'certificates not computed (why)'."""
+    cm = _certificates()
+    if cm is None:
+        return None, "certificates not computed (depthscale.certificates is not available)"
+    try:
+        cert = cm.series_certificates(res, model, task, k, a, b)
+    except Exception as e:  # noqa: BLE001 - no models, no store: the item cannot be certified, so not judged
+        return None, f"certificates not computed ({type(e).__name__}: {e})"
+    if read is not None:
+        want = {int(L) for L in read}
+        cert = dict(cert, failing={n: [L for L in Ls if L in want] for n, Ls in cert["failing"].items()})
+    bad = cm.failing_text(cert)
+    stored = {"per_depth": cm.curve(cert), "failing": cert["failing"], "computed": cert["computed"]}
+    return stored, (f"uncertified: {bad}" if bad else "")
+
+
+def series_se(s: Series, metric: str = "R") -> np.ndarray:
+    """`point_se` at every depth of a series (SE over seeds, else the evaluation SE)."""
+    return np.array([point_se(s, j, metric)[0] for j in range(len(s.depths))], dtype=float)
+
+
+def power_text(pw: dict | None) -> str:
+    """'power 0.35 (400 simulations of the paper's law; 9 seeds would reach 0.8)'."""
+    if pw is None or not math.isfinite(pw.get("power", math.nan)):
+        return "power unknown (" + ((pw or {}).get("why") or "no finite seed SE") + ")"
+    text = f"power {pw['power']:.2f} ({pw['sims']} simulations of the paper's law with these SEs"
+    if pw["power"] < pw["target"]:
+        need = pw["seeds_for_target"]
+        text += (f"; {need} seeds would reach {pw['target']:g}" if need else
+                 f"; no seed count up to {MAX_SEEDS} reaches {pw['target']:g}")
+    return text + ")"
+
+
+def shape_verdict(good: bool, problem: str, pw: dict | None) -> tuple[str, str]:
+    """An item of a shape claim (SPEC §9): INCONCLUSIVE naming the problem when its depths are not
+    certified; PASS when the criterion holds; INCONCLUSIVE 'underpowered' for a FAIL whose power is
+    below 0.8; else FAIL (a FAIL with unknown power stays FAIL). Returns (verdict, why)."""
+    if problem:
+        return INCONCLUSIVE, problem
+    if good:
+        return PASS, ""
+    p = (pw or {}).get("power", math.nan)
+    if math.isfinite(p) and p < TARGET:
+        return INCONCLUSIVE, f"underpowered: power {p:.2f} < {TARGET:g}"
+    return FAIL, ""
+
+
+def outcome(v: str, why: str, good: bool, f=None) -> str:
+    """The end of a shape item's detail: 'ok', 'NO' / 'NO (degenerate fit: ...)', or
+    'INCONCLUSIVE (why)'."""
+    if v == INCONCLUSIVE:
+        return f"INCONCLUSIVE ({why}{'; ' + fit_problem(f) if f is not None and fit_problem(f) else ''})"
+    if v == FAIL:
+        return verdict(good, f) if f is not None else "NO"
+    return "ok"
+
+
 def judged(criterion: str, parts: list[str], extra: str = "") -> str:
     """The detail: the criterion as applied, then every item."""
     return f"criterion: {criterion}{extra} | " + "; ".join(parts)
@@ -294,4 +367,5 @@ def check_all(res: Results, th: Theory, claims: Iterable[Claim], uses: Iterable[
 __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", "claim_verdict", "count", "count_text", "mark",
            "check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
-           "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged"]
+           "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged", "certified", "series_se",
+           "power_text", "shape_verdict", "outcome"]

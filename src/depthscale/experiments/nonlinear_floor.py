@@ -19,7 +19,9 @@ Operational choices:
   a spectrum share their evaluation contexts), computed once per (a, b, k). PASS per item iff the
   fit is well posed, |L0/L0_paper - 1| <= 5% and |L0/floor - 1| <= 5%; R_Lmax is shown beside only.
 - 11: Table 5's fit of L0 - C_L (L >= 2, L0 from the loss fit): both fits well posed, alpha in
-  [0.8, 1.2], R² >= 0.99.
+  [0.8, 1.2], R² >= 0.99. A shape claim (SPEC §9): an item reading a depth that fails a certificate
+  is INCONCLUSIVE; its power simulates C_L = L0 - c'/L (c' from the α = 1 fit) with each depth's
+  SE of C_L, and a FAIL with power < 0.8 is INCONCLUSIVE.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ import math
 import numpy as np
 
 from depthscale.analysis import gap_fit, loss_fit
-from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, combine, mark, finite_runs, fit_problem, fitted, item_label,
+from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, certified, combine, mark,
+                               outcome, power_text, series_se, shape_verdict, finite_runs, fit_problem, fitted, item_label,
                                judged, left_out, num, paired_or_fail, require, verdict, yes)
 from depthscale.config import geometry
 from depthscale.experiments.inverse_depth import G6, G14
 from depthscale.experiments.linear_difficult import G5
 from depthscale.formatting import fit_status, label
+from depthscale.power import criterion_11, power_report
 from depthscale.paper import FIG56_SPECTRA, PAPER, SOFTMAX_GEOMETRY_FIELDS, TOP2_SPECTRA, paper_L0_top2
 from depthscale.records import (PRESET_KS, Claim, Experiment, RunGroup, floor_needs, preset_shape, register,
                                 softmax_floor_needs)
@@ -227,29 +231,53 @@ def c5c(res, th):
                             "spectrum with a paper L0 (Tables 1, 4)", parts, left_out(res, (16,)))
 
 
+def power_11(s, f) -> dict:
+    """11's power (SPEC §9): under the paper's law L0 - C_L = c'/L (L0 from the loss fit `f`, c'
+    from the α = 1 fit of L0 - C_L over the depths L >= 2 where it is positive), C_L drawn with
+    each depth's SE and the fit of fits.fit_gap applied (power.criterion_11)."""
+    if f is None or fit_problem(f):
+        return {"power": math.nan, "why": "no well-posed loss fit for L0"}
+    C, keep = s.get("C"), s.depths >= 2
+    L, C, se = s.depths[keep].astype(float), C[keep], series_se(s, "C")[keep]
+    ok = np.isfinite(C) & (f.L0 - C > 0)
+    if ok.sum() < 2:
+        return {"power": math.nan, "why": "fewer than 2 depths with L0 - C_L > 0"}
+    c1 = float(np.exp(np.mean(np.log(f.L0 - C[ok]) + np.log(L[ok]))))
+    fin = np.isfinite(C)
+    return dict(power_report(criterion_11(L[fin], f.L0), f.L0 - c1 / L[fin], se[fin], int(s.n[keep][fin].min())),
+                L0=f.L0, c=c1)
+
+
 def c11(res, th):
     require(res, "nonlinear", "difficult", 2, FIG56_SPECTRA)
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for a, b in FIG56_SPECTRA:
-        f, g, _ = gap_fit(res, a, b)
+        f, g, s = gap_fit(res, a, b)
+        cert, problem = certified(res, "nonlinear", "difficult", 2, a, b)
+        pw = power_11(s, f)
         if g is None:
-            ok = False
-            meas[label(a, b)] = None
-            why = "loss fit failed" if f is None else f"L0={num(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
-            parts.append(f"{label(a, b)} no fit ({why}) → NO")
+            v, why = shape_verdict(False, problem, pw)
+            verdicts.append(v)
+            meas[label(a, b)] = {"verdict": v, "power": pw, "certificates": cert}
+            reason = "loss fit failed" if f is None else f"L0={num(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
+            parts.append(f"{label(a, b)} no fit ({reason}); {power_text(pw)} → {outcome(v, why, False)}")
             continue
         a_ok = 0.8 <= g.alpha <= 1.2
         r2_ok = g.r2 >= 0.99
         good = bool(not fit_problem(f) and not fit_problem(g) and a_ok and r2_ok)
-        ok &= good
+        v, why = shape_verdict(good, problem, pw)
+        verdicts.append(v)
         meas[label(a, b)] = {"alpha": g.alpha, "alpha_se": g.alpha_se, "r2": g.r2, "L0": f.L0,
-                             "fit_status": g.status, "loss_fit_status": f.status}
-        outcome = ("ok" if good else f"NO (L0 from a {fit_problem(f)})" if fit_problem(f) else verdict(good, g))
+                             "fit_status": g.status, "loss_fit_status": f.status, "verdict": v, "power": pw,
+                             "certificates": cert}
+        end = (f"NO (L0 from a {fit_problem(f)})" if v == FAIL and fit_problem(f) else outcome(v, why, good, g))
         parts.append(f"{label(a, b)} {fitted(g)}: α in [0.8, 1.2] {yes(a_ok)}, R² >= 0.99 {yes(r2_ok)}"
                      + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
-                     + f" → {outcome}")
-    return meas, ok, judged("fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in "
-                            "[0.8, 1.2] and R² >= 0.99, every fig6 spectrum", parts)
+                     + f"; {power_text(pw)} → {end}")
+    return meas, combine(verdicts), judged(
+        "fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in [0.8, 1.2] and R² >= "
+        "0.99, every fig6 spectrum; an item reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE, a FAIL "
+        "with power < 0.8 INCONCLUSIVE (underpowered)", parts)
 
 
 CLAIMS = (
