@@ -283,6 +283,12 @@ def series_se(s: Series, metric: str = "R") -> np.ndarray:
     return np.array([point_se(s, j, metric)[0] for j in range(len(s.depths))], dtype=float)
 
 
+def cert_text(cert: dict | None, problem: str) -> str:
+    """'certified (doubling, construction)' for an item whose depths pass; '' otherwise (the
+    INCONCLUSIVE outcome names the problem)."""
+    return "" if problem or cert is None else f"certified ({', '.join(cert['computed']) or 'none applies'}); "
+
+
 def power_text(pw: dict | None) -> str:
     """'power 0.35 (400 simulations of the paper's law; 9 seeds would reach 0.8)'."""
     if pw is None or not math.isfinite(pw.get("power", math.nan)):
@@ -368,4 +374,4 @@ __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", 
            "check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
            "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged", "certified", "series_se",
-           "power_text", "shape_verdict", "outcome"]
+           "power_text", "shape_verdict", "outcome", "cert_text"]

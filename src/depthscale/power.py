@@ -114,38 +114,48 @@ def _project(theta):
 
 def _lm(theta, logL, logR, iters: int):
     """Projected Levenberg-Marquardt on the log residuals of every row from `theta` (S x 3:
-    log c, α, L0). Returns (theta, Jacobian, cost)."""
-    S = theta.shape[0]
-    lam = np.full(S, 1e-3)
+    log c, α, L0), each row until it converges (rows that have are left out of later steps).
+    Returns (theta, Jacobian, cost, converged)."""
+    lam = np.full(theta.shape[0], 1e-3)
     logm, J = _model(theta, logL)
     r = logR - logm
-    cost = np.where(np.isfinite(r).all(1), np.sum(r * r, axis=1), np.inf)
+    with np.errstate(invalid="ignore"):
+        cost = np.where(np.isfinite(r).all(1), np.sum(r * r, axis=1), np.inf)
+    act = np.flatnonzero(np.isfinite(cost))
     for _ in range(iters):
-        ok = np.isfinite(J).all((1, 2)) & np.isfinite(r).all(1)
-        A = np.einsum("snp,snq->spq", np.where(ok[:, None, None], J, 0), np.where(ok[:, None, None], J, 0))
-        g = np.einsum("snp,sn->sp", np.where(ok[:, None, None], J, 0), np.where(ok[:, None], r, 0))
+        if act.size == 0:
+            break
+        Ja, ra = J[act], r[act]
+        A = np.einsum("snp,snq->spq", Ja, Ja)
+        g = np.einsum("snp,sn->sp", Ja, ra)
         D = np.einsum("spp->sp", A)
-        A_lm = A + (lam[:, None] * (D + 1e-12))[:, :, None] * np.eye(3)[None]
+        A_lm = A + (lam[act, None] * (D + 1e-12))[:, :, None] * np.eye(3)[None]
         step = -np.linalg.solve(A_lm, g[:, :, None])[:, :, 0]
-        trial = _project(theta + step)
+        trial = _project(theta[act] + step)
         logm_t, J_t = _model(trial, logL)
-        r_t = logR - logm_t
+        r_t = logR[act] - logm_t
         with np.errstate(invalid="ignore"):
             cost_t = np.sum(r_t * r_t, axis=1)
-        better = np.isfinite(cost_t) & (cost_t < cost)
-        theta[better], r[better], J[better], cost[better] = trial[better], r_t[better], J_t[better], cost_t[better]
-        lam = np.where(better, lam / 3, lam * 4)
-        if np.all((lam > 1e12) | (np.abs(step).max(1) < 1e-13)):
-            break
-    return theta, J, cost
+        better = np.isfinite(cost_t) & (cost_t < cost[act])
+        # converged: no step lowers the cost, the step is round-off, or the gain is round-off
+        done = ((~better & (lam[act] > 1e6)) | (np.abs(step).max(1) < 1e-12)
+                | (better & (cost[act] - cost_t < 1e-15 * cost[act])))
+        idx = act[better]
+        theta[idx], r[idx], J[idx], cost[idx] = trial[better], r_t[better], J_t[better], cost_t[better]
+        lam[act] = np.where(better, lam[act] / 3, lam[act] * 4)
+        act = act[~done]
+    converged = np.ones(theta.shape[0], dtype=bool)
+    converged[act] = False
+    return theta, J, cost, converged
 
 
-def batch_fit(L, R_SxN, L0, c, alpha: float = 1.0, iters: int = 200) -> dict:
+def batch_fit(L, R_SxN, L0, c, alpha: float = 1.0, iters: int = 80) -> dict:
     """Fit R = L0 + c L^-α on log R to every row of R_SxN at once (SPEC §6.1; fits.fit_power_law's
     model and bounds), by projected Levenberg-Marquardt from (L0, c, α) and from two starts of
     each row's own (L0 = 0 and L0 = min R / 2 at α = 1); the lowest cost wins. Returns arrays over
     rows: L0, c, alpha, alpha_se, r2 and ok (well posed: α and L0 off their bounds, finite SE of α
-    and L0, R² defined, at least 4 points). Rows with a non-positive R are not ok."""
+    and L0, R² defined, at least 4 points, converged within `iters` steps). Rows with a
+    non-positive R are not ok."""
     L = np.asarray(L, dtype=np.float64)
     R = np.asarray(R_SxN, dtype=np.float64)
     S, N = R.shape
@@ -159,13 +169,16 @@ def batch_fit(L, R_SxN, L0, c, alpha: float = 1.0, iters: int = 200) -> dict:
         starts.append(np.stack([logc0, np.ones(S), L0_0], axis=1))
     best = None
     for t0 in starts:
-        theta, J, cost = _lm(t0, logL, logR, iters)
+        got = _lm(t0, logL, logR, iters)
         if best is None:
-            best = (theta, J, cost)
+            best = got
             continue
-        win = cost < best[2]
-        best[0][win], best[1][win], best[2][win] = theta[win], J[win], cost[win]
-    return _judge_fit(best[0], best[1], best[2], logR, N, good_rows)
+        win = got[2] < best[2]
+        for b_, g_ in zip(best, got):
+            b_[win] = g_[win]
+    # a row still moving after `iters` steps (in practice: sliding along the flat valley towards
+    # α = 0 or L0 = 0) did not converge, a degeneracy of fits.fit_power_law too
+    return _judge_fit(best[0], best[1], best[2], logR, N, good_rows & best[3])
 
 
 def _judge_fit(theta, J, rss, logR, N, good_rows) -> dict:

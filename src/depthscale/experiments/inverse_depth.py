@@ -26,7 +26,7 @@ import numpy as np
 
 from depthscale import plotting as pl
 from depthscale.analysis import loss_fit, rel_change_last_two
-from depthscale.claims import (certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
+from depthscale.claims import (cert_text, certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
                                power_text, require, series_se, shape_verdict, yes)
 from depthscale.errors import InputError
 from depthscale.power import criterion_5a, criterion_6, law_fit, power_report
@@ -186,7 +186,7 @@ def _item_5a(res, k: int, a: float, b: float, pa) -> tuple[str, dict, str]:
     meas = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None, "r2": f.r2 if f else None,
             "paper_alpha": pa, "fit_status": f.status if f else None, "verdict": v, "power": pw,
             "certificates": cert}
-    part = (f"{item_label(a, b, k)} {fitted(f)}: {what}, R² >= 0.99 {yes(r2_ok)}; {power_text(pw)} → "
+    part = (f"{item_label(a, b, k)} {fitted(f)}: {what}, R² >= 0.99 {yes(r2_ok)}; {cert_text(cert, problem)}{power_text(pw)} → "
             f"{outcome(v, why, good, f)}")
     return v, meas, part
 
@@ -240,7 +240,8 @@ def c6(res, th):
         verdicts.append(v)
         meas[label(a, b)] = {"C": dC, "A_minus_C": dG, "verdict": v, "power": pw, "certificates": cert}
         parts.append(f"{label(a, b)} L={L1}→{L2}: ΔC/C={num(dC)} ({yes(dC < 0.1)}), "
-                     f"Δ(A-C)/(A-C)={num(dG)} ({yes(dG < 0.1)}); {power_text(pw)} → {outcome(v, why, good)}")
+                     f"Δ(A-C)/(A-C)={num(dG)} ({yes(dG < 0.1)}); {cert_text(cert, problem)}{power_text(pw)} → "
+                     f"{outcome(v, why, good)}")
     return meas, combine(verdicts), judged(
         "relative change of C_L and of A_L - C_L over the last two depths < 10%, fig6's b = 0 spectra; an item "
         "whose last two depths fail a certificate (SPEC §4) INCONCLUSIVE, a FAIL with power < 0.8 INCONCLUSIVE "

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from depthscale.analysis import gap_fit, loss_fit
-from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, certified, combine, mark,
+from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, cert_text, certified, combine, mark,
                                outcome, power_text, series_se, shape_verdict, finite_runs, fit_problem, fitted, item_label,
                                judged, left_out, num, paired_or_fail, require, verdict, yes)
 from depthscale.config import geometry
@@ -273,7 +273,7 @@ def c11(res, th):
         end = (f"NO (L0 from a {fit_problem(f)})" if v == FAIL and fit_problem(f) else outcome(v, why, good, g))
         parts.append(f"{label(a, b)} {fitted(g)}: α in [0.8, 1.2] {yes(a_ok)}, R² >= 0.99 {yes(r2_ok)}"
                      + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
-                     + f"; {power_text(pw)} → {end}")
+                     + f"; {cert_text(cert, problem)}{power_text(pw)} → {end}")
     return meas, combine(verdicts), judged(
         "fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in [0.8, 1.2] and R² >= "
         "0.99, every fig6 spectrum; an item reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE, a FAIL "
