@@ -67,6 +67,9 @@ def seeds_for(criterion, mean, se, n_seeds: int, target: float = TARGET, n_sims:
         return simulate(criterion, mean, se * math.sqrt(n_seeds / n), n_sims, seed)
 
     hi = max(int(n_seeds), 1)
+    top = pw(MAX_SEEDS)
+    if not math.isfinite(top) or top < target:  # out of reach (e.g. a criterion the law itself fails)
+        return None
     while True:
         p = pw(hi)
         if not math.isfinite(p):
