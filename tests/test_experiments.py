@@ -212,6 +212,19 @@ def test_results_prefer_the_current_recipe():
     assert len(other_preset) == 0
 
 
+def test_results_with_a_recipe_per_cell_read_the_envelope():
+    """A recipe selection hands the claims a view with one recipe per cell (Results.with_recipes)."""
+    cells = [make_config("smoke", model="nonlinear", task="difficult", a=0.0, b=0.0, L=L, seed=0) for L in (1, 2)]
+    slow = [c.replace(lr=c.lr / 3) for c in cells]
+    res = Results(_frame(cells + slow, [3.0, 2.0, 2.5, 1.5]), "smoke")
+    env = res.with_recipes({("nonlinear", "difficult", 2, 0.0, 0.0, 2): {"lr": cells[1].lr / 3}})
+    assert env.series("nonlinear", "difficult", 2, 0.0, 0.0, (1, 2)).get("R").tolist() == [3.0, 1.5]
+    assert res.series("nonlinear", "difficult", 2, 0.0, 0.0, (1, 2)).get("R").tolist() == [3.0, 2.0]  # unchanged
+    missing = res.with_recipes({("nonlinear", "difficult", 2, 0.0, 0.0, 1): {"lr": 0.5}})
+    assert missing.series("nonlinear", "difficult", 2, 0.0, 0.0, (1,)).missing == (1,)
+    assert missing.has_other_recipe("nonlinear", "difficult", 2, 0.0, 0.0, 1)
+
+
 def test_diverged_runs_are_left_out_of_means():
     cfgs = [make_config("smoke", model="linear", task="easy", a=2.0, b=1.0, L=4, seed=s) for s in (0, 1)]
     res = Results(_frame(cfgs, [np.nan, 0.5]), "smoke")

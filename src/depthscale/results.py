@@ -265,6 +265,7 @@ class Results:
             df = df[df["preset"] == preset]
         self.df = df.reset_index(drop=True)
         self.other_recipe: set = set()  # cells read as empty: their runs are all of other recipes
+        self.cell_recipes: dict = {}  # cell key -> RunConfig fields of that cell's recipe (with_recipes)
         self._index: dict[tuple, list[dict]] = {}
         records = self.df.to_dict("records") if len(self.df) else []
         for row in records:
@@ -288,6 +289,20 @@ class Results:
         v.other_recipe = set()
         # an unknown field or a bad value: ConfigError now (at a depth a loop = B recipe allows)
         make_config(self.preset, **{"L": max(1, int(v.overrides.get("loop") or 1)), **v.overrides})
+        return v
+
+    def with_recipes(self, recipes: dict) -> "Results":
+        """The same results read with a recipe per cell: `recipes` maps (model, task, k, a, b, L)
+        to RunConfig fields (e.g. {"lr": 1e-3, "qk_init": ...}), on top of this view's overrides.
+        What a recipe selection (SPEC §4: the grid chosen by the monitor, per depth and spectrum)
+        hands the claims: the envelope. A cell without runs of its recipe is empty."""
+        import copy
+
+        v = copy.copy(self)
+        v.cell_recipes = {**self.cell_recipes, **{self._cell_key(*key): dict(f) for key, f in recipes.items()}}
+        v.other_recipe = set()
+        for key, f in v.cell_recipes.items():  # a bad field or value: ConfigError now
+            make_config(self.preset, **{**self.overrides, **f, "L": key[-1]})
         return v
 
     @classmethod
@@ -314,8 +329,9 @@ class Results:
         rows = self._index.get(self._cell_key(model, task, k, a, b, L), [])
         if not rows:
             return []
+        per_cell = self.cell_recipes.get(self._cell_key(model, task, k, a, b, L), {})
         try:
-            want = make_config(self.preset, **{**self.overrides, "model": model, "task": task, "k": k,
+            want = make_config(self.preset, **{**self.overrides, **per_cell, "model": model, "task": task, "k": k,
                                                "a": float(a), "b": float(b), "L": int(L), "seed": 0})
         except ConfigError:  # a cell this view's recipe cannot have (loop = B at a depth B does not divide)
             return []
