@@ -78,3 +78,33 @@ def test_table1_ratio_is_blank_beside_a_degenerate_L0():
     assert math.isnan(r0["ratio_same_geometry_trained"]) and "degenerate" in r0["ratio_note"]
     assert "unstable" in r1["ratio_note"] and "113" in r1["ratio_note"]
     assert r2["ratio_same_geometry_trained"] == pytest.approx(2.5 / r2["L0_nonlinear"]) and r2["ratio_note"] == ""
+
+
+def test_shape_verdict_rules():
+    """SPEC §9: uncertified -> INCONCLUSIVE naming why (even if the criterion holds); a PASS; a FAIL with
+    power < 0.8 -> INCONCLUSIVE underpowered; a FAIL with power >= 0.8 or unknown stays FAIL."""
+    low, high = {"power": 0.79, "target": 0.8}, {"power": 0.8, "target": 0.8}
+    assert claims.shape_verdict(True, "uncertified: doubling fails at L=8", high) == (
+        INCONCLUSIVE, "uncertified: doubling fails at L=8")
+    assert claims.shape_verdict(False, "uncertified: x", low)[0] == INCONCLUSIVE
+    assert claims.shape_verdict(True, "", low) == (PASS, "")
+    assert claims.shape_verdict(False, "", low) == (INCONCLUSIVE, "underpowered: power 0.79 < 0.8")
+    assert claims.shape_verdict(False, "", high) == (FAIL, "")
+    assert claims.shape_verdict(False, "", {"power": math.nan}) == (FAIL, "")
+    assert claims.shape_verdict(False, "", None) == (FAIL, "")
+
+
+def test_outcome_and_power_texts():
+    assert claims.outcome(PASS, "", True) == "ok"
+    assert claims.outcome(FAIL, "", False) == "NO"
+    assert claims.outcome(INCONCLUSIVE, "underpowered: power 0.1 < 0.8", False) == \
+        "INCONCLUSIVE (underpowered: power 0.1 < 0.8)"
+    pw = {"power": 0.35, "sims": 400, "target": 0.8, "seeds_for_target": 9}
+    assert claims.power_text(pw) == "power 0.35 (400 simulations of the paper's law with these SEs; 9 seeds would reach 0.8)"
+    assert "no seed count up to 1024" in claims.power_text(dict(pw, seeds_for_target=None))
+    assert claims.power_text(dict(pw, power=0.9)) == "power 0.90 (400 simulations of the paper's law with these SEs)"
+    assert claims.power_text({"power": math.nan, "why": "no law fit"}) == "power unknown (no law fit)"
+    assert claims.power_text(None) == "power unknown (no finite seed SE)"
+    cert = {"computed": ["doubling", "construction"]}
+    assert claims.cert_text(cert, "") == "certified (doubling, construction); "
+    assert claims.cert_text(cert, "uncertified: x") == "" and claims.cert_text(None, "") == ""
