@@ -3,6 +3,7 @@
 # Not in CI: it is slow (see docs/mutation.md for the measured time, the score and the survivors).
 #
 #   bash scripts/mutation.sh [FILE ...]     # default: claims.py and every experiments module with claims
+#   MUTATION_WORKDIR=/tmp/mut MUTATION_SECONDS=1800 bash scripts/mutation.sh src/depthscale/claims.py
 #
 # Runs in a temporary copy of the repository (src/, tests/, pyproject.toml with a [tool.mutmut]
 # section appended there), so the working tree and its pyproject stay as they are; the results
@@ -22,8 +23,15 @@ fi
 for f in "${files[@]}"; do
   [ -f "$root/$f" ] || { echo "mutation.sh: no such file: $f" >&2; exit 2; }
 done
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# MUTATION_WORKDIR: a directory kept between runs (mutmut resumes where it stopped); default a
+# temporary one, removed at the end
+if [ -n "${MUTATION_WORKDIR:-}" ]; then
+  work="$MUTATION_WORKDIR"; mkdir -p "$work"
+  rm -rf "$work/src" "$work/tests" "$work/pyproject.toml"
+else
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+fi
 cp -r "$root/src" "$root/tests" "$root/pyproject.toml" "$work/"
 find "$work" -name __pycache__ -prune -exec rm -rf {} +
 {
@@ -37,7 +45,8 @@ find "$work" -name __pycache__ -prune -exec rm -rf {} +
 } >> "$work/pyproject.toml"
 cd "$work"
 start=$(date +%s)
-PYTHONPATH="$work/tests" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
+# MUTATION_SECONDS: stop the run after this long (the results so far are still listed)
+PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
 mutmut results --all true > "$out" 2>&1 || mutmut results > "$out" 2>&1 || true
 end=$(date +%s)
 echo "mutation.sh: $(( end - start )) s; results in $out"
