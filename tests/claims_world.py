@@ -133,6 +133,41 @@ class FakePaired:
         return {"ensemble_floor": self.floor[(cfg.a, cfg.b, cfg.k)], "single_head": math.nan}
 
 
+class FakeCertificates:
+    """depthscale.certificates' series_certificates on a World's made-up runs: every depth passes
+    except those named in `fail` ({(k, a, b): {certificate name: [depths]}}); failing_text and
+    curve are the real module's."""
+
+    def __init__(self):
+        from depthscale import certificates
+        self.real = certificates
+        self.fail: dict = {}
+        self.calls: list = []
+
+    def series_certificates(self, res, model, task, k, a, b, depths=None, half=None, device="cpu"):
+        self.calls.append((model, task, k, float(a), float(b)))
+        s = res.series(model, task, k, a, b)
+        bad = self.fail.get((int(k), float(a), float(b)), {})
+        per = {}
+        for L, R in zip(s.depths.tolist(), s.get("R").tolist()):
+            c = {n: (None if n == "budget" else {"diff": 0.05 if L in bad.get(n, ()) else -0.01, "se": 0.01,
+                                                 "ok": L not in bad.get(n, ())}) for n in self.real.NAMES}
+            per[L] = {"R": R, "B": R - 0.01, **c, "ok": all(v is None or v["ok"] for v in c.values())}
+        failing = {n: [L for L in per if per[L][n] is not None and not per[L][n]["ok"]] for n in self.real.NAMES}
+        return {"depths": sorted(per), "per_depth": per, "failing": failing, "computed": ["doubling", "construction"]}
+
+    def failing_text(self, cert):
+        return self.real.failing_text(cert)
+
+    def curve(self, cert):
+        return self.real.curve(cert)
+
+
+def use_certificates(monkeypatch, fake) -> None:
+    """Install `fake` as depthscale.certificates for the claims (None: not available)."""
+    monkeypatch.setattr(claims, "_certificates", lambda: fake)
+
+
 def use_paired(monkeypatch, fake) -> None:
     """Install `fake` as depthscale.paired for the claims (None: the module is not available)."""
     monkeypatch.setattr(claims, "_paired", lambda: fake)

@@ -12,12 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from claims_world import DEPTHS, FakePaired, FakeTheory, World, noise, use_paired
+from claims_world import DEPTHS, FakeCertificates, FakePaired, FakeTheory, World, noise, use_certificates, use_paired
 from depthscale import claims
 from depthscale.analysis import gap_fit, loss_fit
 from depthscale.claims import NEEDS_STORE
 from depthscale.registry import CLAIMS, check
-from depthscale.registry import (FIG3_SPECTRA, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_SPECTRUM, FIG14_K16,
+from depthscale.registry import (FIG3_SPECTRA, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES, FIG7_SPECTRUM, FIG14_K16,
                                  FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, paper_L0_top2)
 
 B0 = [s for s in FIG56_SPECTRA if s[1] == 0]
@@ -37,11 +37,15 @@ def build_1(w, th, pm, v):
     th.ref = (1.0, 2.0)  # finite-size reference slopes: constrained 1, free 2
     for i, (a, b) in enumerate(FIG3_SPECTRA):
         s = 0.96 if (v == "fail" and i == 0) else 0.05  # 0.96: R² 0.971 with alpha still 1.49
-        w.series("linear", "easy", 1, a, b, 0.5 * np.asarray(DEPTHS, float) ** -1.5 * noise(7, s))
+        alpha = {"fail-alpha-high": 2.6, "fail-alpha-low": 0.5}.get(v, 1.5) if i == 0 else 1.5  # R² ok, α outside
+        w.series("linear", "easy", 1, a, b, 0.5 * np.asarray(DEPTHS, float) ** -alpha * noise(7, s))
 
 
 def pre_1(res, th, v):
     _, f = loss_fit(res, "linear", "easy", 1, *FIG3_SPECTRA[0])
+    if v.startswith("fail-alpha"):  # only the α range fails: well posed, R² >= 0.98, α beyond [1, 2] ± 2 SE
+        assert f.ok and f.r2 >= 0.98 and not 1.0 - 2 * f.alpha_se <= f.alpha <= 2.0 + 2 * f.alpha_se, f
+        return
     assert f.ok and 1.0 <= f.alpha <= 2.0 and 0.95 < f.r2 < 0.98, f
 
 
@@ -72,6 +76,9 @@ def build_3(w, th, pm, v):
         top1 = np.full(len(DEPTHS), 0.99)
         if i == 0 and v == "fail-top1":
             top1[3] = 0.94
+        if i == 0 and v == "fail-r1":  # R_1 = 2% of Var(y*), depth still not helping, top-1 mass fine
+            R = np.full(len(DEPTHS), 0.02)
+            R[-1] = 0.0197
         w.series("nonlinear", "easy", 1, a, b, R, var_ystar=1.0, top1_mass=top1)
 
 
@@ -88,7 +95,7 @@ def _table3(w, plateau: dict, default: float):
 
 
 def build_4b(w, th, pm, v):  # R_irr = 1.0 (FakeTheory)
-    _table3(w, {(2, 0.0, 0.0): 1.07} if v == "fail" else {}, 1.03)
+    _table3(w, {(2, 0.0, 0.0): {"fail": 1.07, "fail-below": 0.93}[v]} if v.startswith("fail") else {}, 1.03)
 
 
 def build_4c(w, th, pm, v):  # finite-P floor 1.0 +- 0.01, plateau's evaluation SE 1% of it
@@ -98,7 +105,14 @@ def build_4c(w, th, pm, v):  # finite-P floor 1.0 +- 0.01, plateau's evaluation 
 
 def build_5a(w, th, pm, v):
     for i, (a, b) in enumerate(TOP2_SPECTRA):
-        w.series("nonlinear", "difficult", 2, a, b, law(1.0, 1.0, 1.0, 0.08 if (v == "fail-r2" and i == 0) else 0.01))
+        if v == "inconclusive-power" and i == 0:  # alpha 0.5 (a FAIL) measured with 20% SEs: no power
+            R = law(1.0, 1.0, 0.5)
+            w.series("nonlinear", "difficult", 2, a, b, R, R_se=0.2 * R)
+            continue
+        top2_alpha = {"fail-top2-low": 0.6, "fail-top2-high": 1.45}.get(v, 1.0) if i == 0 else 1.0
+        w.series("nonlinear", "difficult", 2, a, b, law(1.0, 1.0, top2_alpha, 0.08 if (v == "fail-r2" and i == 0) else 0.01))
+    if v == "inconclusive":
+        pm.certs.fail[(2, 0.0, 0.0)] = {"construction": [2, 4]}
     paper = {(r["a"], r["b"]): r["alpha"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 16}
     for i, (a, b) in enumerate(FIG14_K16):
         alpha = paper[(a, b)] + (0.35 if (v == "fail" and i == 0) else 0.0)  # 1.14: inside top-2's window
@@ -106,19 +120,26 @@ def build_5a(w, th, pm, v):
 
 
 def pre_5a(res, th, v):
+    if v == "inconclusive-power":  # the criterion fails on these data
+        _, f = loss_fit(res, "nonlinear", "difficult", 2, *TOP2_SPECTRA[0])
+        assert f is None or not f.ok or not 0.8 <= f.alpha <= 1.2 or f.r2 < 0.99, f
     if v == "fail":
         _, f = loss_fit(res, "nonlinear", "difficult", 16, *FIG14_K16[0])
         assert f.ok and f.r2 >= 0.99 and 0.8 <= f.alpha <= 1.2 and abs(f.alpha - 0.79) > 0.2, f
     if v == "fail-r2":
         _, f = loss_fit(res, "nonlinear", "difficult", 2, *TOP2_SPECTRA[0])
         assert f.ok and 0.8 <= f.alpha <= 1.2 and 0.95 < f.r2 < 0.99, f
+    if v.startswith("fail-top2"):  # only the top-2 window fails: α out of [0.8, 1.2] yet inside α_paper(k=16) ± 0.2
+        _, f = loss_fit(res, "nonlinear", "difficult", 2, *TOP2_SPECTRA[0])
+        assert f.ok and f.r2 >= 0.99 and not 0.8 <= f.alpha <= 1.2, f
 
 
 def build_5b(w, th, pm, v):
     geo = {"d": 16, "P": 64, "N": 16}
     for i, (a, b) in enumerate(FIG56_SPECTRA):
+        th.floors[(float(a), float(b), 2, "nonlinear")] = {"R_irr": 2.4, "se": 0.01}  # R_irr at d = 16, P = 64
         w.series("nonlinear", "difficult", 2, a, b, law(1.0, 1.0, 1.0))
-        plateau = 1.8 if (v == "fail" and i == 0) else 2.5
+        plateau = 1.8 if (v == "fail" and i == 0) else 113.0 if (v == "inconclusive" and i == 0) else 2.5
         w.series("linear", "difficult", 2, a, b, lambda L, p=plateau: 3.0 if L == 1 else p * (1 + 0.001 / L), fields=geo)
         # the linear runs at the linear geometry (fig5's): a plateau the claim must not read
         w.series("linear", "difficult", 2, a, b, lambda L: 1.5)
@@ -132,24 +153,40 @@ def _paper_L0s():
 
 def build_5c(w, th, pm, v):
     for (k, a, b), p in _paper_L0s().items():
-        w.series("nonlinear", "difficult", k, a, b, law(p, 10 * p, 1.0, 0.005))  # R_64 16% above L0
-        pm.floor[(float(a), float(b), k)] = p * (1.10 if (v == "fail" and (k, a, b) == (2, 0.0, 0.0)) else 1.02)
+        off = 1.08 if (v == "fail-paper" and (k, a, b) == (2, 0.0, 0.0)) else 1.0  # L0 8% off the paper's...
+        w.series("nonlinear", "difficult", k, a, b, law(off * p, 10 * p, 1.0, 0.005))  # R_64 16% above L0
+        # ... and on the floor (fail-paper: only the paper side fails)
+        pm.floor[(float(a), float(b), k)] = off * p * (1.10 if (v == "fail" and (k, a, b) == (2, 0.0, 0.0)) else 1.02)
 
 
 def pre_5c(res, th, v):
     _, f = loss_fit(res, "nonlinear", "difficult", 2, 0.0, 0.0)
+    if v == "fail-paper":
+        assert f.ok and abs(f.L0 / 2.007 - 1) > 0.05 and abs(f.L0 / (1.08 * 2.007 * 1.02) - 1) < 0.05, f
+        return
     assert f.ok and abs(f.L0 / 2.007 - 1) < 0.01
     assert res.series("nonlinear", "difficult", 2, 0.0, 0.0).get("R")[-1] / 2.007 - 1 > 0.05  # not judged
 
 
 def build_6(w, th, pm, v):
+    seeds = (0, 1, 2) if v in ("fail", "inconclusive-power") else (0,)
     for i, (a, b) in enumerate(B0):
-        C = [math.nan if L == 1 else 1 - 0.5 / L for L in DEPTHS]
-        gap = [2.0 - 1.0 / L for L in DEPTHS]
-        if v == "fail" and i == 0:
-            gap[-1] = 1.15 * gap[-2]
-        w.series("nonlinear", "difficult", 2, a, b, [(1.0 if L == 1 else C[j]) + gap[j] / L for j, L in enumerate(DEPTHS)],
-                 C=C, A=[(1.0 if L == 1 else C[j]) + gap[j] for j, L in enumerate(DEPTHS)])
+        for seed in seeds:
+            # seed noise of C_L and A_L - C_L: 0.2% (FAIL is then powered), 20% (inconclusive-power)
+            sd = (0.2 if v == "inconclusive-power" else 0.002) * (seed - 1) if len(seeds) > 1 else 0.0
+            C = [math.nan if L == 1 else (1 - 0.5 / L) * (1 + sd) for L in DEPTHS]
+            gap = [(2.0 - 1.0 / L) * (1 - sd) for L in DEPTHS]
+            if v in ("fail", "inconclusive-power") and i == 0:
+                gap[-1] = 1.15 * gap[-2]
+            if v == "fail-C" and i == 0:  # only C_L moves over the last two depths
+                C[-1] = 1.15 * C[-2]
+            w.series("nonlinear", "difficult", 2, a, b, [(1.0 if L == 1 else C[j]) + gap[j] / L
+                                                           for j, L in enumerate(DEPTHS)],
+                     seed=seed, C=C, A=[(1.0 if L == 1 else C[j]) + gap[j] for j, L in enumerate(DEPTHS)])
+    if v == "inconclusive":
+        pm.certs.fail[(2, 0.0, 0.0)] = {"doubling": [64]}
+    if v == "pass-unread":  # a failing depth the claim does not read (it reads the last two)
+        pm.certs.fail[(2, 0.0, 0.0)] = {"construction": [2, 4]}
 
 
 def _mode_R(d, shape):
@@ -161,10 +198,12 @@ def build_7(w, th, pm, v):
     a, b = FIG7_SPECTRUM
     idx = {L: i for i, L in enumerate(DEPTHS)}
     eps = noise(7, 0.005)
+    flat = FIG7_MODES[-1] if v == "fail-degenerate" else None  # one mode's curve rising: its R_k,inf fit degenerate
     w.series("nonlinear", "difficult", 2, a, b, law(1.0, 1.0, 1.0),
-             mode_R=_mode_R(16, lambda k, L: k ** -a * (0.5 + L ** -(1.0 + 0.05 * math.log2(k))) * eps[idx[L]]))
+             mode_R=_mode_R(16, lambda k, L: k ** -a * ((1.0 + 0.01 * L) if k == flat else
+                                                       (0.5 + L ** -(1.0 + 0.05 * math.log2(k)))) * eps[idx[L]]))
     a3, b3 = FIG3C_SPECTRUM
-    if v == "pass":  # modes learned in order: very different curves
+    if v in ("pass", "fail-degenerate"):  # modes learned in order: very different curves
         shape = lambda k, L: k ** -(a3 + b3) * math.exp(-4.0 * L / k ** 2)  # noqa: E731
     else:  # the linear model learning its modes in parallel too
         shape = lambda k, L: k ** -(a3 + b3) * math.exp(-L / (8.0 * (1 + 1e-3 * k)))  # noqa: E731
@@ -178,10 +217,14 @@ def build_8a(w, th, pm, v):
     for model in ("single_stream", "layer_values", "context_updates"):
         depths = VARIANT_DEPTHS if model != "layer_values" else DEPTHS
         s = 0.14 if (v == "fail" and model == "single_stream") else 0.01
-        w.series(model, "difficult", 2, 0.0, 0.0, law(1.0, 1.0, 0.9, s, depths), depths=depths)
+        alpha = {"fail-alpha-low": 0.4, "fail-alpha-high": 1.6}.get(v, 0.9) if model == "layer_values" else 0.9
+        w.series(model, "difficult", 2, 0.0, 0.0, law(1.0, 1.0, alpha, s, depths), depths=depths)
 
 
 def pre_8a(res, th, v):
+    if v.startswith("fail-alpha"):  # only the α window fails
+        _, f = loss_fit(res, "layer_values", "difficult", 2, 0.0, 0.0)
+        assert f.ok and f.r2 >= 0.95 and not 0.6 <= f.alpha <= 1.3, f
     if v == "fail":
         _, f = loss_fit(res, "single_stream", "difficult", 2, 0.0, 0.0)
         assert f.ok and 0.6 <= f.alpha <= 1.3 and 0.9 < f.r2 < 0.95, f
@@ -189,14 +232,16 @@ def pre_8a(res, th, v):
 
 def build_8b(w, th, pm, v):
     m = {"pass": [0.0, -2.2, -2.4, -2.2, -2.4], "fail": [0.0, -2.2, -2.4, -2.2, -2.9],
-         "fail-sign": [0.0, 0.1, 0.2, 0.1, 0.2]}[v]  # m at L = 1 is its initial 0 (left out)
-    w.series("context_updates", "difficult", 16, 0.0, 0.0, lambda L: 1.3 if L == 1 else 1.0, m=m)
+         "fail-sign": [0.0, 0.1, 0.2, 0.1, 0.2]}.get(v)  # m at L = 1 is its initial 0 (left out)
+    R2 = 1.15 if v == "fail-saturation" else 1.0  # k = 16 still improving from L = 2 on, m fine
+    m = m if v != "fail-saturation" else [0.0, -2.2, -2.4, -2.2, -2.4]
+    w.series("context_updates", "difficult", 16, 0.0, 0.0, lambda L: 1.3 if L == 1 else R2 if L == 2 else 1.0, m=m)
 
 
 def build_9(w, th, pm, v):
     rho16 = [0.5, 0.1, 0.1, 0.35 if v == "fail" else 0.1, 0.1]
-    w.series("context_updates", "difficult", 2, 0.0, 0.0, lambda L: 1.0 + 0.1 / L, rho=[0.3, 0.99, 0.99, 0.99, 0.99],
-             rho_r2=0.999)
+    rho2 = [0.3, 0.99, 0.99, 0.85 if v == "fail-rho2" else 0.99, 0.99]  # fail-rho2: ρ_2 0.85 at L = 8, ρ_16 fine
+    w.series("context_updates", "difficult", 2, 0.0, 0.0, lambda L: 1.0 + 0.1 / L, rho=rho2, rho_r2=0.999)
     w.series("context_updates", "difficult", 16, 0.0, 0.0, lambda L: 1.0, rho=rho16, rho_r2=0.999)
 
 
@@ -209,16 +254,26 @@ def build_10(w, th, pm, v):
 
 
 def build_11(w, th, pm, v):
+    seeds = (0, 1, 2) if v == "inconclusive-power" else (0,)
     for i, (a, b) in enumerate(FIG56_SPECTRA):
-        s = 0.5 if (v == "fail" and i == 0) else 0.1  # 0.5: R² 0.97 with alpha 0.96
+        s = 0.5 if (v in ("fail", "inconclusive-power") and i == 0) else 0.1  # 0.5: R² 0.97 with alpha 0.96
         Ls = np.asarray(DEPTHS, float)
-        C = 1.0 - 0.5 / Ls * noise(7, s)
-        C[0] = math.nan
-        w.series("nonlinear", "difficult", 2, a, b, (1.0 + 1.5 / Ls) * noise(7, 0.001), C=C)
+        ga = {"fail-alpha-low": 0.6, "fail-alpha-high": 1.45}.get(v, 1.0) if i == 0 else 1.0  # L0 - C_L ~ L^-ga
+        for seed in seeds:
+            # inconclusive-power: seeds of C_L 0.1 apart around the same mean: its SE far above L0 - C_L's
+            C = 1.0 - 0.5 / Ls ** ga * noise(7, s) + (0.1 * (seed - 1) if len(seeds) > 1 and i == 0 else 0.0)
+            C[0] = math.nan
+            w.series("nonlinear", "difficult", 2, a, b, (1.0 + 1.5 / Ls) * noise(7, 0.001), seed=seed, C=C)
+    if v == "inconclusive":
+        pm.certs.fail[(2, 0.5, 0.0)] = {"construction": [8], "doubling": [16, 32]}
 
 
 def pre_11(res, th, v):
-    if v == "fail":
+    if v.startswith("fail-alpha"):  # only the α window fails
+        f, g, _ = gap_fit(res, *FIG56_SPECTRA[0])
+        assert f.ok and g.ok and g.r2 >= 0.99 and not 0.8 <= g.alpha <= 1.2, g
+        return
+    if v in ("fail", "inconclusive-power"):
         f, g, _ = gap_fit(res, *FIG56_SPECTRA[0])
         assert f.ok and g.ok and 0.8 <= g.alpha <= 1.2 and 0.95 < g.r2 < 0.99, g
 
@@ -227,6 +282,8 @@ def pre_11(res, th, v):
 CASES = {
     ("1", "pass"): (build_1, None, "(R² ok)"),
     ("1", "fail"): (build_1, pre_1, "(R² NO)"),
+    ("1", "fail-alpha-high"): (build_1, pre_1, "] NO (asymptotic"),
+    ("1", "fail-alpha-low"): (build_1, pre_1, "] NO (asymptotic"),
     ("2", "pass"): (build_2, None, "L* = 1,2,8,32"),
     ("2", "pass-never"): (build_2, None, "counted as beyond the deepest depth"),
     ("2", "fail"): (build_2, None, "non-decreasing NO"),
@@ -234,10 +291,12 @@ CASES = {
     ("3", "pass"): (build_3, None, "(none > 2 SE)"),
     ("3", "fail"): (build_3, None, "depth helps at L=64"),
     ("3", "fail-top1"): (build_3, None, "(> 0.95 NO)"),
+    ("3", "fail-r1"): (build_3, None, "(< 0.01 NO)"),
     ("4a", "pass"): (build_4a, None, "ratio 1.05 ok"),
     ("4a", "fail"): (build_4a, None, "ratio 1.15 NO"),
     ("4b", "pass"): (build_4b, None, "+3.0% ok"),
     ("4b", "fail"): (build_4b, None, "+7.0% NO"),
+    ("4b", "fail-below"): (build_4b, None, "-7.0% NO"),
     ("4c", "pass"): (build_4c, None, "+2.0% (<= +5% ok)"),
     ("4c", "pass-below"): (build_4c, None, "-1.5% (<= +5% ok)"),
     ("4c", "fail-above"): (build_4c, None, "+6.0% (<= +5% NO)"),
@@ -245,25 +304,45 @@ CASES = {
     ("5a", "pass"): (build_5a, None, "<= 0.2 ok"),
     ("5a", "fail"): (build_5a, pre_5a, "<= 0.2 NO"),
     ("5a", "fail-r2"): (build_5a, pre_5a, "R² >= 0.99 NO"),
+    ("5a", "fail-top2-low"): (build_5a, pre_5a, "α in [0.8, 1.2] NO"),
+    ("5a", "fail-top2-high"): (build_5a, pre_5a, "α in [0.8, 1.2] NO"),
+    ("5a", "inconclusive"): (build_5a, None, "INCONCLUSIVE (uncertified: construction fails at L=2, 4)"),
+    ("5a", "inconclusive-power"): (build_5a, pre_5a, "INCONCLUSIVE (underpowered: power 0."),
     ("5b", "pass"): (build_5b, None, "compares d=16 with d=128"),
     ("5b", "fail"): (build_5b, None, "(>= 2 NO"),
+    ("5b", "inconclusive"): (build_5b, None, "linear comparator unstable: 113 > 2 × R_irr 2.4"),
     ("5c", "pass"): (build_5c, pre_5c, "beside: R_64="),
     ("5c", "fail"): (build_5c, pre_5c, "(-9.0%, NO)"),
+    ("5c", "fail-paper"): (build_5c, pre_5c, "NO) and floor on its evaluation contexts"),
     ("6", "pass"): (build_6, None, "L=32→64"),
     ("6", "fail"): (build_6, None, "Δ(A-C)/(A-C)=0.15"),
+    ("6", "fail-C"): (build_6, None, "ΔC/C=0.15 (NO)"),
+    ("6", "pass-unread"): (build_6, None, "L=32→64"),
+    ("6", "inconclusive"): (build_6, None, "INCONCLUSIVE (uncertified: doubling fails at L=64)"),
+    ("6", "inconclusive-power"): (build_6, None, "INCONCLUSIVE (underpowered"),
     ("7", "pass"): (build_7, None, "linear easy (1,2)"),
     ("7", "fail"): (build_7, None, "NO"),
+    ("7", "fail-degenerate"): (build_7, None, "degenerate fit"),
     ("8a", "pass"): (build_8a, None, "R² >= 0.95 ok"),
     ("8a", "fail"): (build_8a, pre_8a, "R² >= 0.95 NO"),
+    ("8a", "fail-alpha-low"): (build_8a, pre_8a, "α in [0.6, 1.3] NO"),
+    ("8a", "fail-alpha-high"): (build_8a, pre_8a, "α in [0.6, 1.3] NO"),
     ("8b", "pass"): (build_8b, None, "spread 0.2 < 0.5 ok"),
     ("8b", "fail"): (build_8b, None, "< 0.5 NO"),
     ("8b", "fail-sign"): (build_8b, None, "all < 0 NO"),
+    ("8b", "fail-saturation"): (build_8b, None, "ratio 1.15 NO"),
     ("9", "pass"): (build_9, None, "< 0.3 at every L >= 2: ok"),
     ("9", "fail"): (build_9, None, "< 0.3 at every L >= 2: NO"),
+    ("9", "fail-rho2"): (build_9, None, "> 0.9 at every L >= 2: NO"),
     ("10", "pass"): (build_10, None, "q=50: 0.01±0.002 ok"),
     ("10", "fail"): (build_10, None, "q=50: 0.003±0.002 NO"),
     ("11", "pass"): (build_11, None, "R² >= 0.99 ok"),
     ("11", "fail"): (build_11, pre_11, "R² >= 0.99 NO"),
+    ("11", "fail-alpha-low"): (build_11, pre_11, "α in [0.8, 1.2] NO"),
+    ("11", "fail-alpha-high"): (build_11, pre_11, "α in [0.8, 1.2] NO"),
+    ("11", "inconclusive"): (build_11, None, "INCONCLUSIVE (uncertified: doubling fails at L=16, 32; construction "
+                                             "fails at L=8)"),
+    ("11", "inconclusive-power"): (build_11, pre_11, "INCONCLUSIVE (underpowered"),
 }
 
 
@@ -272,6 +351,8 @@ def judge(monkeypatch, cid, variant):
     w, th = World(), FakeTheory()
     pm = FakePaired(w)
     use_paired(monkeypatch, pm)
+    pm.certs = FakeCertificates()  # every depth certified unless a builder says otherwise
+    use_certificates(monkeypatch, pm.certs)
     builder(w, th, pm, variant)
     res = w.results()
     if pre is not None:
@@ -282,8 +363,9 @@ def judge(monkeypatch, cid, variant):
 @pytest.mark.parametrize("cid,variant", list(CASES), ids=[f"{c}-{v}" for c, v in CASES])
 def test_claim(monkeypatch, cid, variant):
     out, _, _, _ = judge(monkeypatch, cid, variant)
-    want = variant.startswith("pass")
-    assert out["pass"] is want, out["detail"]
+    want = variant.split("-")[0].upper()  # pass-..., fail-..., inconclusive-...
+    assert out["verdict"] == want, out["detail"]
+    assert out["pass"] is (want == "PASS"), out["detail"]
     assert out["detail"].startswith("criterion: "), out["detail"]  # the criterion as applied, then the numbers
     assert CASES[(cid, variant)][2] in out["detail"], out["detail"]
     assert out["measured"] is not None
@@ -296,6 +378,32 @@ def test_every_paper_claim_has_a_pass_and_a_fail():
         assert any(v.startswith("pass") for v in variants) and any(v.startswith("fail") for v in variants), cid
     assert {c for c, _ in CASES} == set(ids)
     assert "4c" in ids  # claim 4(c) is its own claim
+    for cid in SHAPE_CLAIMS:  # SPEC §9: the shape claims also an INCONCLUSIVE one, uncertified and underpowered
+        variants = [v for c, v in CASES if c == cid]
+        assert {"inconclusive", "inconclusive-power"} <= set(variants), cid
+
+
+SHAPE_CLAIMS = ("5a", "6", "11")
+
+
+@pytest.mark.parametrize("cid", SHAPE_CLAIMS)
+def test_shape_claims_store_certificates_and_power(monkeypatch, cid):
+    out, _, _, pm = judge(monkeypatch, cid, "inconclusive")
+    items = [m for m in out["measured"].values() if isinstance(m, dict)]
+    assert items and all("certificates" in m and "power" in m for m in items)
+    bad = [m for m in items if m["verdict"] == "INCONCLUSIVE"]
+    assert bad and any(not all(p["ok"] for p in m["certificates"]["per_depth"]) for m in bad)
+    assert all({"L", "R", "B", "doubling", "construction"} <= set(p) for m in items for p in m["certificates"]["per_depth"])
+    assert pm.certs.calls  # read through depthscale.certificates
+
+
+@pytest.mark.parametrize("cid", SHAPE_CLAIMS)
+def test_shape_claims_without_certificates_are_inconclusive(monkeypatch, cid):
+    """No store's models (or no certificates module): never PASS or FAIL on uncertified runs."""
+    out, res, th, _ = judge(monkeypatch, cid, "pass")
+    use_certificates(monkeypatch, None)
+    out = check(cid, res, th)
+    assert out["verdict"] == "INCONCLUSIVE" and "certificates not computed" in out["detail"], out["detail"]
 
 
 # ---------------------------------------------------------------- the rules around the criteria
@@ -384,7 +492,10 @@ def test_claim5b_says_which_linear_L0(monkeypatch):
 
 
 def test_a_degenerate_fit_fails_its_claim_with_the_reason(monkeypatch):
-    """Claim 5a on a loss with no floor to fit (L0 on its bound): FAIL "degenerate fit" with why."""
+    """Claim 5a on a loss with no floor to fit (L0 on its bound): not passed, "degenerate fit" with
+    why (INCONCLUSIVE: under the law fitted at α = 1, L0 = 0 here, every simulated fit is degenerate
+    too, so the criterion has no power on these data)."""
+    use_certificates(monkeypatch, FakeCertificates())
     w, th = World(), FakeTheory()
     for a, b in TOP2_SPECTRA:
         w.series("nonlinear", "difficult", 2, a, b, law(0.0, 1.0, 1.0, 0.0))

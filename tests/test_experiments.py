@@ -192,7 +192,7 @@ def test_results_mean_and_se_over_seeds_and_type_normalisation():
     assert s.get("R")[0] == pytest.approx(2.0)
     assert s.se["R"][0] == pytest.approx(1.0)  # std 1.414 / sqrt 2
     assert s.n.tolist() == [2]
-    assert not res.non_default
+    assert not res.other_recipe
 
 
 def test_results_prefer_the_current_recipe():
@@ -201,10 +201,28 @@ def test_results_prefer_the_current_recipe():
     res = Results(_frame([old, cur], [5.0, 1.0]), "smoke")
     assert [r["run_id"] for r in res.runs("nonlinear", "difficult", 2, 0.0, 0.0, 1)] == [cur.run_id]
     only_old = Results(_frame([old], [5.0]), "smoke")  # e.g. runs made with overrides
-    assert only_old.series("nonlinear", "difficult", 2, 0.0, 0.0, (1,)).get("R")[0] == 5.0
-    assert len(only_old.non_default) == 1
+    s = only_old.series("nonlinear", "difficult", 2, 0.0, 0.0, (1,))
+    assert s.missing == (1,) and not s  # never read in the current recipe's place (issue 33)
+    assert only_old.has_other_recipe("nonlinear", "difficult", 2, 0.0, 0.0, 1)
+    assert len(only_old.other_recipe) == 1
+    assert not Results(_frame([cur], [1.0]), "smoke").has_other_recipe("nonlinear", "difficult", 2, 0.0, 0.0, 1)
+    # read with the old recipe's settings, the old runs are the cell's
+    assert only_old.view(max_steps=999).series("nonlinear", "difficult", 2, 0.0, 0.0, (1,)).get("R")[0] == 5.0
     other_preset = Results(_frame([cur], [1.0]), "cpu")
     assert len(other_preset) == 0
+
+
+def test_results_with_a_recipe_per_cell_read_the_envelope():
+    """A recipe selection hands the claims a view with one recipe per cell (Results.with_recipes)."""
+    cells = [make_config("smoke", model="nonlinear", task="difficult", a=0.0, b=0.0, L=L, seed=0) for L in (1, 2)]
+    slow = [c.replace(lr=c.lr / 3) for c in cells]
+    res = Results(_frame(cells + slow, [3.0, 2.0, 2.5, 1.5]), "smoke")
+    env = res.with_recipes({("nonlinear", "difficult", 2, 0.0, 0.0, 2): {"lr": cells[1].lr / 3}})
+    assert env.series("nonlinear", "difficult", 2, 0.0, 0.0, (1, 2)).get("R").tolist() == [3.0, 1.5]
+    assert res.series("nonlinear", "difficult", 2, 0.0, 0.0, (1, 2)).get("R").tolist() == [3.0, 2.0]  # unchanged
+    missing = res.with_recipes({("nonlinear", "difficult", 2, 0.0, 0.0, 1): {"lr": 0.5}})
+    assert missing.series("nonlinear", "difficult", 2, 0.0, 0.0, (1,)).missing == (1,)
+    assert missing.has_other_recipe("nonlinear", "difficult", 2, 0.0, 0.0, 1)
 
 
 def test_diverged_runs_are_left_out_of_means():

@@ -32,8 +32,12 @@ from depthscale.store import Store
 # they pass. The paired tests (3, 10) need the runs' models, which fabricated runs do not have; 4b
 # needs P/d >= 8 (smoke: 2), 5c the paper's nonlinear geometry (smoke: d = 8, P = 16), and 4c fails
 # on its criterion: the fixture puts the plateau at R_irr, above the finite-P floor by more than 5%.
-SYNTH_PASS = {"1", "2", "4a", "6"}
-SYNTH_FAIL_DEGENERATE = {"5a", "5b", "7", "8a", "11"}
+SYNTH_PASS = {"1", "2", "4a"}
+# a shape claim whose items pass on fabricated runs is INCONCLUSIVE: without the runs' models no
+# certificate (SPEC §4) can be computed, and no claim is judged on uncertified runs
+# (5a and 11 also say their fits are degenerate)
+SYNTH_INCONCLUSIVE_NO_MODELS = {"5a", "6", "11"}
+SYNTH_FAIL_DEGENERATE = {"5b", "7", "8a"}
 SYNTH_FAIL_MISSING = {"8b", "9"}
 SYNTH_FAIL_NEEDS_MODELS = {"3", "10"}
 SYNTH_FAIL_CRITERION = {"4b": "P/d=2 (>= 8 NO)", "4c": "(<= +5% NO)",
@@ -128,6 +132,9 @@ def test_claims_on_the_synthetic_store(synth):
     for cid in SYNTH_PASS:
         assert cl[cid]["pass"], (cid, cl[cid]["detail"])
         assert cl[cid]["measured"] is not None
+    for cid in SYNTH_INCONCLUSIVE_NO_MODELS:
+        assert cl[cid]["verdict"] == "INCONCLUSIVE" and "certificates not computed" in cl[cid]["detail"], cl[cid]
+        assert cid == "6" or "degenerate" in cl[cid]["detail"], cl[cid]["detail"]
     for cid in SYNTH_FAIL_MISSING:
         assert cl[cid]["pass"] is False and cl[cid]["measured"] is None
         assert cl[cid]["detail"].startswith("missing runs")
@@ -138,7 +145,7 @@ def test_claims_on_the_synthetic_store(synth):
         assert cl[cid]["pass"] is False and cl[cid]["detail"].startswith(NEEDS_STORE), cl[cid]["detail"]
     for cid, why in SYNTH_FAIL_CRITERION.items():
         assert cl[cid]["pass"] is False and why in cl[cid]["detail"], (cid, cl[cid]["detail"])
-    assert set(cl) == (SYNTH_PASS | SYNTH_FAIL_DEGENERATE | SYNTH_FAIL_MISSING | SYNTH_FAIL_NEEDS_MODELS
+    assert set(cl) == (SYNTH_PASS | SYNTH_INCONCLUSIVE_NO_MODELS | SYNTH_FAIL_DEGENERATE | SYNTH_FAIL_MISSING | SYNTH_FAIL_NEEDS_MODELS
                        | set(SYNTH_FAIL_CRITERION))
     for c in cl.values():
         assert set(c) >= {"claim", "preset", "measured", "expected", "pass", "detail"}
@@ -236,9 +243,11 @@ def test_report_from_the_synthetic_store(synth):
     # test_claims_on_the_synthetic_store
     assert {c["id"] for c in claims} == {c[0] for c in CLAIMS if set(c[4]) & set(ex.IDS)}
     assert {c["id"] for c in claims if c["pass"]} == SYNTH_PASS
-    assert r["passed"] == len(SYNTH_PASS) and r["failed"] == len(claims) - len(SYNTH_PASS)
+    assert {c["id"] for c in claims if c["verdict"] == "INCONCLUSIVE"} == SYNTH_INCONCLUSIVE_NO_MODELS
+    assert r["passed"] == len(SYNTH_PASS) and r["inconclusive"] == len(SYNTH_INCONCLUSIVE_NO_MODELS)
+    assert r["failed"] == len(claims) - len(SYNTH_PASS) - len(SYNTH_INCONCLUSIVE_NO_MODELS)
     md = (out / "report.md").read_text()
-    assert "**PASS**" in md and "paper_L0_nonlinear" in md and "![fig4](smoke/fig4.png)" in md
+    assert "**PASS**" in md and "**INCONCLUSIVE**" in md and f"{len(SYNTH_PASS)} PASS, " in md and "paper_L0_nonlinear" in md and "![fig4](smoke/fig4.png)" in md
     assert "proves the pipeline, not the science" in md  # the smoke banner
     assert "degenerate: 3 points for 3 parameters" in md  # table1's fit column
     assert "total train time" in md
@@ -347,8 +356,8 @@ def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):
     assert (tmp_path / "out" / "smoke" / "fig6.png").exists()
     assert not (tmp_path / "out" / "smoke" / "fig3.png").exists()
     n_paper = len([c for c in CLAIMS if set(c[4]) & set(ex.IDS)])
-    assert out["passed"] + out["failed"] == n_paper
-    assert (rep["passed"], rep["failed"]) == (out["passed"], out["failed"])
+    assert out["passed"] + out["failed"] + out["inconclusive"] == n_paper
+    assert (rep["passed"], rep["failed"], rep["inconclusive"]) == (out["passed"], out["failed"], out["inconclusive"])
 
 
 def test_the_committed_cpu_report_has_every_figure_it_names():

@@ -84,30 +84,47 @@ def mode_crossings(s: Series, modes: Sequence[int], d: int, a: float, b: float,
 
 def reducible_modes(s: Series, modes: Sequence[int], floor: bool = True) -> dict[int, np.ndarray]:
     """(R_k(L) - R_k,inf) / (R_k(1) - R_k,inf), R_k,inf the L0 of a per-mode power-law fit (Fig. 7b).
-    A mode whose fit is degenerate (fits.FitResult.status) has no R_k,inf and is left out.
+    A mode whose fit is degenerate (fits.FitResult.status) has no R_k,inf and is left out (drawn
+    as missing; `reducible_modes_judged` says why, for claim 7).
     floor=False: R_k,inf = 0 without a fit (the easy task, whose loss fit has L0 = 0, SPEC §6.1):
     R_k(L) / R_k(1)."""
-    out = {}
+    return reducible_modes_judged(s, modes, floor)[0]
+
+
+def reducible_modes_judged(s: Series, modes: Sequence[int], floor: bool = True) -> tuple[dict, dict]:
+    """`reducible_modes` and {mode: why it has no curve} for every mode of `modes` left out
+    (no runs at L = 1, fewer than 3 positive points, a degenerate fit, R_k(1) <= R_k,inf)."""
+    out: dict[int, np.ndarray] = {}
+    why: dict[int, str] = {}
     if not s or s.depths[0] != 1:
-        return out
-    for m, v in mode_curves(s, modes).items():
+        return out, {m: "no runs at L = 1" for m in modes}
+    curves = mode_curves(s, modes)
+    why.update({m: "no mode-wise loss" for m in modes if m not in curves})
+    for m, v in curves.items():
         if not floor:
             if np.isfinite(v[0]) and v[0] > 0:
                 out[m] = v / v[0]
+            else:
+                why[m] = "R_k(1) not positive"
             continue
         ok = np.isfinite(v) & (v > 0)
         if ok.sum() < 3:
+            why[m] = f"{int(ok.sum())} positive points (need 3)"
             continue
         try:
             f = fit_power_law(s.depths[ok].astype(float), v[ok], floor=True)
-        except ValueError:
+        except ValueError as e:
+            why[m] = f"no fit: {e}"
             continue
         if not f.ok:
+            why[m] = f"degenerate fit: {f.reason}"
             continue
         den = v[0] - f.L0
         if den > 0:
             out[m] = (v - f.L0) / den
-    return out
+        else:
+            why[m] = f"R_k(1) <= fitted R_k,inf {f.L0:.4g}"
+    return out, why
 
 
 def rel_change_last_two(s: Series, metric: str) -> float:

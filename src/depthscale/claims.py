@@ -1,15 +1,26 @@
 """The claim engine: checks a claim (records.Claim, kept in its experiment's record) on one
-preset's stored results, PASS/FAIL with the numbers, and the helpers every check writes its
-detail with.
+preset's stored results, PASS / FAIL / INCONCLUSIVE with the numbers, and the helpers every check
+writes its detail with.
 
-Each check returns a dict {id, claim, preset, measured, expected, pass, detail, uses}. `expected`
-is SPEC §9's criterion; `detail` restates the criterion as applied, with its thresholds, and then
-every item's numbers and verdict. Every threshold is SPEC §9's; where SPEC leaves an operational
-choice, the claim's experiment module writes it down, once (depthscale/experiments/*.py).
+Each check returns a dict {id, claim, preset, measured, expected, verdict, pass, detail, uses}.
+`verdict` is "PASS", "FAIL" or "INCONCLUSIVE" (SPEC §9); `pass` is True only for PASS (kept for
+readers of older claims.json). `expected` is SPEC §9's criterion; `detail` restates the criterion
+as applied, with its thresholds, and then every item's numbers and verdict. Every threshold is
+SPEC §9's; where SPEC leaves an operational choice, the claim's experiment module writes it down,
+once (depthscale/experiments/*.py).
+
+A claim function returns (measured, ok, detail) with ok True (PASS), False (FAIL), None
+(INCONCLUSIVE) or one of the three verdict names. INCONCLUSIVE is for the shape claims (5a, 6, 11):
+an item that reads a depth failing a certificate of SPEC §4 (depthscale.certificates) is
+INCONCLUSIVE naming the certificate and the depths; an item that fails with power < 0.8
+(depthscale.power) is INCONCLUSIVE "underpowered" with the seeds that would reach 0.8. Items
+combine (`combine`): FAIL if any item FAILs (on certified depths, with power), else INCONCLUSIVE if
+any item is, else PASS. Counting (`count`, `count_text`) gives the three separately.
 
 General rules:
 - Missing data: a claim any of whose cells has no finite run is FAIL with measured None and detail
-  "missing runs: ..."; it is never passed on partial data. Items with k not in the preset (k = 16
+  "missing runs: ..."; it is never passed on partial data. A cell holding runs of another recipe
+  only is missing (results.Results reads the current recipe's runs only) and the detail says so. Items with k not in the preset (k = 16
   at smoke) are left out of a claim and the detail says so; a claim with no items left is FAIL
   "missing runs".
 - Seeds: every number is a seed mean (results.Results.series). An SE is the SE over seeds where a
@@ -45,6 +56,7 @@ import numpy as np
 
 from depthscale.atomic import plain
 from depthscale.formatting import label, number
+from depthscale.power import MAX_SEEDS, TARGET
 from depthscale.records import PRESET_KS, Claim
 from depthscale.results import Results, Series, Theory
 
@@ -59,6 +71,54 @@ class CannotJudge(Exception):
 
 
 NEEDS_STORE = "needs the store's models for the paired test"
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+
+
+def as_verdict(ok) -> str:
+    """A claim function's `ok` as a verdict name: True PASS, False FAIL, None INCONCLUSIVE (a
+    verdict name passes through)."""
+    if ok is None:
+        return INCONCLUSIVE
+    if isinstance(ok, str):
+        if ok not in VERDICTS:
+            raise ValueError(f"unknown verdict {ok!r} (one of {', '.join(VERDICTS)})")
+        return ok
+    return PASS if bool(ok) else FAIL
+
+
+def combine(verdicts: Iterable) -> str:
+    """Items of one claim: FAIL if any FAILs, else INCONCLUSIVE if any is, else PASS (no items: FAIL)."""
+    vs = [as_verdict(v) for v in verdicts]
+    if not vs or FAIL in vs:
+        return FAIL
+    return INCONCLUSIVE if INCONCLUSIVE in vs else PASS
+
+
+def claim_verdict(c: dict) -> str:
+    """The verdict of a checked claim (`check`'s dict; an old dict without "verdict": by its "pass")."""
+    return as_verdict(c.get("verdict") or bool(c.get("pass")))
+
+
+def count(checked: Iterable[dict]) -> dict[str, int]:
+    """{"PASS": n, "FAIL": n, "INCONCLUSIVE": n} of checked claims."""
+    out = dict.fromkeys(VERDICTS, 0)
+    for c in checked:
+        out[claim_verdict(c)] += 1
+    return out
+
+
+def count_text(checked: Iterable[dict]) -> str:
+    """'4 PASS, 9 FAIL, 3 INCONCLUSIVE of 16'."""
+    checked = list(checked)
+    n = count(checked)
+    return f"{n[PASS]} PASS, {n[FAIL]} FAIL, {n[INCONCLUSIVE]} INCONCLUSIVE of {len(checked)}"
+
+
+def mark(v) -> str:
+    """An item's outcome at the end of its detail: 'ok', 'NO' or 'INCONCLUSIVE'."""
+    return {PASS: "ok", FAIL: "NO", INCONCLUSIVE: "INCONCLUSIVE"}[as_verdict(v)]
 
 
 def num(x) -> str:
@@ -100,6 +160,8 @@ def require(res: Results, model: str, task: str, k: int, spectra, depths=None, w
     for a, b in spectra:
         s = res.series(model, task, k, a, b, depths)
         miss += [f"{model}{what}/{task}{'' if task == 'easy' else f' k={k}'} {label(a, b)} L={L}"
+                 + (" (the store holds runs of another recipe there: not read)"
+                    if res.has_other_recipe(model, task, k, a, b, L) else "")
                  for L in s.missing]
     if miss:
         raise MissingRuns(cells_text(miss))
@@ -185,6 +247,84 @@ def finite_runs(res: Results, model: str, task: str, k: int, a: float, b: float,
     return out
 
 
+# ---------------------------------------------------------------- shape claims: certificates and power
+
+def _certificates():
+    """depthscale.certificates, or None where it is not available (the shape claims are then
+    INCONCLUSIVE: certificates not computed)."""
+    try:
+        from depthscale import certificates
+    except ImportError:
+        return None
+    return certificates
+
+
+def certified(res: Results, model: str, task: str, k: int, a: float, b: float, read=None) -> tuple[dict | None, str]:
+    """(the series' certificates (certificates.series_certificates) as stored with a claim, why its
+    items are INCONCLUSIVE or ''): 'uncertified: construction fails at L=2, 4' for failures at the
+    depths the claim reads (`read`, default all), or 'certificates not computed (why)'."""
+    cm = _certificates()
+    if cm is None:
+        return None, "certificates not computed (depthscale.certificates is not available)"
+    try:
+        cert = cm.series_certificates(res, model, task, k, a, b)
+    except Exception as e:  # noqa: BLE001 - no models, no store: the item cannot be certified, so not judged
+        return None, f"certificates not computed ({type(e).__name__}: {e})"
+    if read is not None:
+        want = {int(L) for L in read}
+        cert = dict(cert, failing={n: [L for L in Ls if L in want] for n, Ls in cert["failing"].items()})
+    bad = cm.failing_text(cert)
+    stored = {"per_depth": cm.curve(cert), "failing": cert["failing"], "computed": cert["computed"]}
+    return stored, (f"uncertified: {bad}" if bad else "")
+
+
+def series_se(s: Series, metric: str = "R") -> np.ndarray:
+    """`point_se` at every depth of a series (SE over seeds, else the evaluation SE)."""
+    return np.array([point_se(s, j, metric)[0] for j in range(len(s.depths))], dtype=float)
+
+
+def cert_text(cert: dict | None, problem: str) -> str:
+    """'certified (doubling, construction)' for an item whose depths pass; '' otherwise (the
+    INCONCLUSIVE outcome names the problem)."""
+    return "" if problem or cert is None else f"certified ({', '.join(cert['computed']) or 'none applies'}); "
+
+
+def power_text(pw: dict | None) -> str:
+    """'power 0.35 (400 simulations of the paper's law; 9 seeds would reach 0.8)'."""
+    if pw is None or not math.isfinite(pw.get("power", math.nan)):
+        return "power unknown (" + ((pw or {}).get("why") or "no finite seed SE") + ")"
+    text = f"power {pw['power']:.2f} ({pw['sims']} simulations of the paper's law with these SEs"
+    if pw["power"] < pw["target"]:
+        need = pw["seeds_for_target"]
+        text += (f"; {need} seeds would reach {pw['target']:g}" if need else
+                 f"; no seed count up to {MAX_SEEDS} reaches {pw['target']:g}")
+    return text + ")"
+
+
+def shape_verdict(good: bool, problem: str, pw: dict | None) -> tuple[str, str]:
+    """An item of a shape claim (SPEC §9): INCONCLUSIVE naming the problem when its depths are not
+    certified; PASS when the criterion holds; INCONCLUSIVE 'underpowered' for a FAIL whose power is
+    below 0.8; else FAIL (a FAIL with unknown power stays FAIL). Returns (verdict, why)."""
+    if problem:
+        return INCONCLUSIVE, problem
+    if good:
+        return PASS, ""
+    p = (pw or {}).get("power", math.nan)
+    if math.isfinite(p) and p < TARGET:
+        return INCONCLUSIVE, f"underpowered: power {p:.2f} < {TARGET:g}"
+    return FAIL, ""
+
+
+def outcome(v: str, why: str, good: bool, f=None) -> str:
+    """The end of a shape item's detail: 'ok', 'NO' / 'NO (degenerate fit: ...)', or
+    'INCONCLUSIVE (why)'."""
+    if v == INCONCLUSIVE:
+        return f"INCONCLUSIVE ({why}{'; ' + fit_problem(f) if f is not None and fit_problem(f) else ''})"
+    if v == FAIL:
+        return verdict(good, f) if f is not None else "NO"
+    return "ok"
+
+
 def judged(criterion: str, parts: list[str], extra: str = "") -> str:
     """The detail: the criterion as applied, then every item."""
     return f"criterion: {criterion}{extra} | " + "; ".join(parts)
@@ -194,7 +334,8 @@ def judged(criterion: str, parts: list[str], extra: str = "") -> str:
 
 def check(claim: Claim, res: Results, th: Theory) -> dict:
     """One claim on one preset's results: never raises, a check that cannot judge is a FAIL with
-    its reason, a broken one a FAIL 'error while checking'."""
+    its reason, a broken one a FAIL 'error while checking'. "verdict" is PASS / FAIL /
+    INCONCLUSIVE; "pass" is True only for PASS."""
     out = {"id": claim.id, "claim": claim.claim, "preset": res.preset, "expected": claim.expected,
            "uses": list(claim.uses)}
     try:
@@ -206,8 +347,12 @@ def check(claim: Claim, res: Results, th: Theory) -> dict:
     except Exception as e:  # noqa: BLE001 - a broken check is a FAIL with its reason, never a PASS
         measured, ok = None, False
         detail = f"error while checking: {type(e).__name__}: {e} (criterion: {claim.expected})"
-    out.update(measured=plain(measured), detail=detail)
-    out["pass"] = bool(ok)
+    try:
+        v = as_verdict(ok)
+    except ValueError as e:  # a claim function returning something else is broken: FAIL, never PASS
+        v, detail = FAIL, f"error while checking: {e} (criterion: {claim.expected})"
+    out.update(measured=plain(measured), detail=detail, verdict=v)
+    out["pass"] = v == PASS
     return out
 
 
@@ -225,6 +370,8 @@ def check_all(res: Results, th: Theory, claims: Iterable[Claim], uses: Iterable[
     return [check(c, res, th) for c in todo]
 
 
-__all__ = ["check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
+__all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", "claim_verdict", "count", "count_text", "mark",
+           "check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
-           "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged"]
+           "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged", "certified", "series_se",
+           "power_text", "shape_verdict", "outcome", "cert_text"]

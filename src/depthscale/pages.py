@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 
 from depthscale import timing
+from depthscale.claims import claim_verdict, count_text
 from depthscale.formatting import markdown_table, number
 from depthscale.paper import GEOMETRY_EVIDENCE
 from depthscale.registry import BEYOND_IDS, REGISTRY
@@ -53,7 +54,7 @@ def _prov_lines(prov: dict) -> list[str]:
         "stopped because: " + (", ".join(f"{k} {v}" for k, v in prov["stopped_because"].items()) or "—"),
         "devices: " + (", ".join(f"{k} ({v})" for k, v in prov["devices"].items()) or "—"),
         "run versions: " + (", ".join(f"{k} ({v})" for k, v in prov["run_versions"].items()) or "—"),
-        f"cells that used a recipe other than the current one: {prov['cells_with_non_current_recipe']}",
+        f"cells with runs of another recipe only (not read: missing): {prov.get('cells_only_other_recipe', 0)}",
         f"linear-floor Monte Carlo samples: {prov['floor_samples']}",
         f"geometry: {prov['geometry']}. Why: {GEOMETRY_EVIDENCE}",
     ]
@@ -98,8 +99,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
                     f"{', '.join(sec['not_run'])}.", ""]
         paper_claims, beyond_claims = split_claims(sec["claims"])
         if paper_claims or not beyond_claims:
-            out += _md_claims(f"### Claims (SPEC §9): {sum(c['pass'] for c in paper_claims)} of "
-                              f"{len(paper_claims)} pass", paper_claims)
+            out += _md_claims(f"### Claims (SPEC §9): {count_text(paper_claims)}", paper_claims)
         if sec["errors"]:
             out += ["### Errors while building", ""] + [f"- {k}: {v}" for k, v in sec["errors"].items()] + [""]
         for i in sec["ids"]:
@@ -108,8 +108,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
             if e.part == "beyond":
                 if i == next(j for j in sec["ids"] if REGISTRY[j].part == "beyond"):
                     out += ["### Beyond the paper", "", BEYOND_INTRO, ""]
-                    out += _md_claims(f"#### Claims beyond the paper: {sum(c['pass'] for c in beyond_claims)} "
-                                      f"of {len(beyond_claims)} pass", beyond_claims)
+                    out += _md_claims(f"#### Claims beyond the paper: {count_text(beyond_claims)}", beyond_claims)
                 h = "####"
             out += [f"{h} {i}: {e.title}", "", f"*{e.shows}* — models: {', '.join(e.models) or 'theory'}; "
                     f"task: {e.task}; spectra: {e.spectra_text}; geometry: {e.geometry(p)}{_runs_text(sec, i)}", ""]
@@ -143,7 +142,7 @@ def _md_claims(title: str, cl: list[dict]) -> list[str]:
     out = [title, "", "| # | claim | expected | result | measured |", "|---|---|---|---|---|"]
     for c in cl:
         out.append(f"| {c['id']} | {_md_cell(c['claim'])} | {_md_cell(c['expected'])} | "
-                   f"**{'PASS' if c['pass'] else 'FAIL'}** | {_md_cell(c['detail'])} |")
+                   f"**{claim_verdict(c)}** | {_md_cell(c['detail'])} |")
     return out + [""]
 
 
@@ -164,6 +163,7 @@ table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em} td,th{border
 padding:.25em .5em;vertical-align:top} th{background:#f3f3f3} td.num{text-align:right;
 font-variant-numeric:tabular-nums} td.paper,th.paper{background:#f7f3e8}
 .pass{color:#fff;background:#2e7d32;font-weight:bold;padding:0 .4em;border-radius:3px}
+.inconclusive{color:#000;background:#f9a825;font-weight:bold;padding:0 .4em;border-radius:3px}
 .fail{color:#fff;background:#c62828;font-weight:bold;padding:0 .4em;border-radius:3px}
 img{max-width:100%;height:auto;border:1px solid #eee} .small{color:#555;font-size:.85em}
 .detail{font-size:.8em;color:#333}
@@ -214,8 +214,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
                          f"{esc(', '.join(sec['not_run']))}.</p>")
         paper_claims, beyond_claims = split_claims(sec["claims"])
         if paper_claims or not beyond_claims:
-            parts += _html_claims(f"<h3>Claims (SPEC §9): {sum(c['pass'] for c in paper_claims)} of "
-                                  f"{len(paper_claims)} pass</h3>", paper_claims)
+            parts += _html_claims(f"<h3>Claims (SPEC §9): {count_text(paper_claims)}</h3>", paper_claims)
         if sec["errors"]:
             parts.append("<h3>Errors while building</h3><ul>" + "".join(
                 f"<li>{esc(k)}: {esc(v)}</li>" for k, v in sec["errors"].items()) + "</ul>")
@@ -225,8 +224,8 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
             if e.part == "beyond":
                 if i == next(j for j in sec["ids"] if REGISTRY[j].part == "beyond"):
                     parts.append(f"<h3 id=\"{esc(p)}-beyond\">Beyond the paper</h3><p>{esc(BEYOND_INTRO)}</p>")
-                    parts += _html_claims(f"<h4>Claims beyond the paper: {sum(c['pass'] for c in beyond_claims)} "
-                                          f"of {len(beyond_claims)} pass</h4>", beyond_claims)
+                    parts += _html_claims(f"<h4>Claims beyond the paper: {count_text(beyond_claims)}</h4>",
+                                          beyond_claims)
                 h = "h4"
             parts.append(f"<{h} id=\"{esc(p)}-{esc(i)}\">{esc(i)}: {esc(e.title)}</{h}>")
             parts.append(f"<p class=\"small\"><em>{esc(e.shows)}</em> — models: "
@@ -254,7 +253,8 @@ def _html_claims(title: str, cl: list[dict]) -> list[str]:
     parts = [title, "<table><thead><tr><th>#</th><th>claim</th><th>expected</th><th>result</th>"
                     "<th>measured</th></tr></thead><tbody>"]
     for c in cl:
-        badge = '<span class="pass">PASS</span>' if c["pass"] else '<span class="fail">FAIL</span>'
+        v = claim_verdict(c)
+        badge = f'<span class="{v.lower()}">{v}</span>'
         parts.append(f"<tr><td>{esc(c['id'])}</td><td>{esc(c['claim'])}</td>"
                      f"<td>{esc(c['expected'])}</td><td>{badge}</td>"
                      f"<td class=\"detail\">{esc(c['detail'])}</td></tr>")

@@ -37,6 +37,7 @@ import numpy as np
 from depthscale import claims, plotting, timing
 from depthscale.provenance import versions
 from depthscale.atomic import as_float, write_json_atomic
+from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
 from depthscale.pages import _timing_lines, render_html, render_markdown
@@ -115,7 +116,8 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     preset None: every preset with finished runs in the store (paper, cpu, smoke order).
     Never trains and never writes to the store. Theory (linear floors, reference curves) is
     computed on `device` the first time and cached in <out_dir>/<preset>/theory.json.
-    Returns {"report_md", "report_html", "claims_json", "presets", "passed", "failed", "errors"}.
+    Returns {"report_md", "report_html", "claims_json", "presets", "passed", "failed",
+    "inconclusive", "errors"} (claims counted PASS, FAIL and INCONCLUSIVE separately).
     """
     ids = resolve_ids(ids)
     store = Store(store_dir, readonly=True)
@@ -148,6 +150,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
     claims_path = out_dir / "claims.json"
     write_json_atomic(claims_path, all_claims)
+    counted = count(all_claims)
     header = _header()
     header["broken"] = broken
     md = render_markdown(header, sections)
@@ -155,8 +158,8 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     (out_dir / "report.html").write_text(render_html(header, sections, out_dir))
     return {"report_md": str(out_dir / "report.md"), "report_html": str(out_dir / "report.html"),
             "claims_json": str(claims_path), "presets": presets,
-            "passed": sum(c["pass"] for c in all_claims),
-            "failed": sum(not c["pass"] for c in all_claims), "errors": errors,
+            "passed": counted[PASS], "failed": counted[FAIL], "inconclusive": counted[INCONCLUSIVE],
+            "errors": errors,
             "diverged": sorted(diverged["run_id"]) if len(diverged) else [],
             "broken": [b["run_id"] for b in broken]}
 
@@ -284,7 +287,7 @@ def provenance(res: Results, ids: Sequence[str], build_seconds: float = float("n
         "stopped_because": dict(Counter(str(r.get("stopped_because")) for r in rows)),
         "devices": dict(Counter(str(r.get("device")) for r in rows)),
         "run_versions": dict(Counter(f"depthscale {r.get('depthscale')}, torch {r.get('torch')}" for r in rows)),
-        "cells_with_non_current_recipe": len(res.non_default),
+        "cells_only_other_recipe": len(res.other_recipe),
         "floor_samples": FLOOR_SAMPLES[res.preset],
         "geometry": geometry_line(res.preset),
         "theory_needs": len(theory_needs(ids, res.preset)),

@@ -5,8 +5,10 @@ cached as JSON) and the store's finished runs of one preset as the registry name
 Choices where SPEC is silent:
 - Points are seed means; SEs are over seeds (nan with one seed).
 - A run with non-finite R, or a diverged one (store), is no result: it enters no mean.
-- Runs are matched to the registry by cell (model, task, k, a, b, L) and seed within the preset;
-  where a cell has runs of several recipes, the current recipe's are used (see `Results`).
+- Runs are matched to the registry by cell (model, task, k, a, b, L) and seed within the preset,
+  and only runs of the cell's current recipe are read (see `Results`): a cell that holds runs of
+  another recipe only is empty (its claims say "missing runs", naming the other recipe), never
+  judged on the other recipe's runs.
 """
 
 from __future__ import annotations
@@ -246,10 +248,11 @@ class Series:
 class Results:
     """The finished runs of one preset, as the registry names them (from `Store.collect`).
 
-    A cell (model, task, k, a, b, L) may hold several seeds. Where the store holds runs of a cell
-    with different recipes (other training settings), the runs whose config equals the registry's
-    current one are used; failing that, the recipe most common in the store. `non_default` counts
-    the cells that used a non-current recipe.
+    A cell (model, task, k, a, b, L) may hold several seeds. Only the runs whose config equals the
+    registry's current one (with `overrides`) are read; a cell whose runs are all of other recipes
+    is empty, and `other_recipe` records it (a claim's "missing runs" then says so). A run of
+    another recipe is never read in the current one's place (issue 33: with only spread runs in
+    the store, 5a used to pass on them).
     """
 
     def __init__(self, df, preset: str, store=None, overrides: dict | None = None):
@@ -261,34 +264,45 @@ class Results:
         if len(df) and "preset" in df.columns:
             df = df[df["preset"] == preset]
         self.df = df.reset_index(drop=True)
-        self.non_default: set = set()
+        self.other_recipe: set = set()  # cells read as empty: their runs are all of other recipes
+        self.cell_recipes: dict = {}  # cell key -> RunConfig fields of that cell's recipe (with_recipes)
         self._index: dict[tuple, list[dict]] = {}
         records = self.df.to_dict("records") if len(self.df) else []
-        counts: dict[str, int] = {}
         for row in records:
             for k in ID_OPTIONAL_FIELDS:  # a run stored before the field existed: its default
                 if k not in row or (isinstance(row[k], float) and row[k] != row[k]):
                     row[k] = FIELD_DEFAULTS[k]
             row.update(_normalise({k: row[k] for k in FIELD_NAMES if k in row}))
             row["_recipe"] = _recipe_key({k: row[k] for k in FIELD_NAMES if k in row})
-            counts[row["_recipe"]] = counts.get(row["_recipe"], 0) + 1
             key = self._cell_key(row["model"], row["task"], row["k"], row["a"], row["b"], row["L"])
             self._index.setdefault(key, []).append(row)
-        self._recipe_rank = counts
         self._curves: dict = {}
-        self.strict = False  # True in a view(): a cell without runs of exactly its recipe is empty
 
     def view(self, **fields) -> "Results":
         """The same results read with further RunConfig fields (`fields`) in every cell's recipe,
         e.g. `res.view(clusters=4)`: what a beyond-the-paper group with `RunGroup.fields` trained.
-        Strict: a cell without runs of exactly that recipe is empty (never the default recipe's runs)."""
+        A cell without runs of exactly that recipe is empty (never the default recipe's runs)."""
         import copy
 
         v = copy.copy(self)
         v.overrides = {**self.overrides, **fields}
-        v.non_default, v.strict = set(), True
+        v.other_recipe = set()
         # an unknown field or a bad value: ConfigError now (at a depth a loop = B recipe allows)
         make_config(self.preset, **{"L": max(1, int(v.overrides.get("loop") or 1)), **v.overrides})
+        return v
+
+    def with_recipes(self, recipes: dict) -> "Results":
+        """The same results read with a recipe per cell: `recipes` maps (model, task, k, a, b, L)
+        to RunConfig fields (e.g. {"lr": 1e-3, "qk_init": ...}), on top of this view's overrides.
+        What a recipe selection (SPEC §4: the grid chosen by the monitor, per depth and spectrum)
+        hands the claims: the envelope. A cell without runs of its recipe is empty."""
+        import copy
+
+        v = copy.copy(self)
+        v.cell_recipes = {**self.cell_recipes, **{self._cell_key(*key): dict(f) for key, f in recipes.items()}}
+        v.other_recipe = set()
+        for key, f in v.cell_recipes.items():  # a bad field or value: ConfigError now
+            make_config(self.preset, **{**self.overrides, **f, "L": key[-1]})
         return v
 
     @classmethod
@@ -300,29 +314,32 @@ class Results:
     def _cell_key(model, task, k, a, b, L) -> tuple:
         return (model, task, 1 if task == "easy" else int(k), float(a), float(b), int(L))
 
+    def has_other_recipe(self, model: str, task: str, k: int, a: float, b: float, L: int) -> bool:
+        """Whether the store holds runs of this cell, none of them of the current recipe."""
+        self.runs(model, task, k, a, b, L)
+        return self._cell_key(model, task, k, a, b, L) in self.other_recipe
+
     def __len__(self) -> int:
         return len(self.df)
 
     def runs(self, model: str, task: str, k: int, a: float, b: float, L: int) -> list[dict]:
-        """The finished runs of one cell (one per seed), config fields and metrics as a dict."""
+        """The finished runs of one cell of the current recipe (one per seed), config fields and
+        metrics as a dict; [] when the cell has none (`other_recipe` records a cell whose runs are
+        all of other recipes)."""
         rows = self._index.get(self._cell_key(model, task, k, a, b, L), [])
         if not rows:
             return []
+        per_cell = self.cell_recipes.get(self._cell_key(model, task, k, a, b, L), {})
         try:
-            want = make_config(self.preset, **{**self.overrides, "model": model, "task": task, "k": k,
+            want = make_config(self.preset, **{**self.overrides, **per_cell, "model": model, "task": task, "k": k,
                                                "a": float(a), "b": float(b), "L": int(L), "seed": 0})
         except ConfigError:  # a cell this view's recipe cannot have (loop = B at a depth B does not divide)
             return []
         want_recipe = _recipe_key(want.to_dict())
-        exact = [r for r in rows if r["_recipe"] == want_recipe]
-        if exact:
-            chosen = exact
-        elif self.strict:
+        chosen = [r for r in rows if r["_recipe"] == want_recipe]
+        if not chosen:  # runs of other recipes only: never read in this recipe's place
+            self.other_recipe.add(self._cell_key(model, task, k, a, b, L))
             return []
-        else:
-            best = max(sorted({r["_recipe"] for r in rows}), key=lambda r: self._recipe_rank[r])
-            chosen = [r for r in rows if r["_recipe"] == best]
-            self.non_default.add(self._cell_key(model, task, k, a, b, L))
         by_seed: dict[int, dict] = {}
         for r in sorted(chosen, key=lambda r: r["run_id"]):
             by_seed.setdefault(r["seed"], r)

@@ -194,7 +194,7 @@ def _check_temperatures(temperatures) -> np.ndarray:
     return tau
 
 
-def _best_stacks(G, h, T, n, v_held, depths) -> list[float]:
+def _best_stacks(G, h, T, n, v_held, depths, weights: dict | None = None) -> list[float]:
     """The best depth-L stack of heads (`best_equal_weight`), cross-fitted: counts chosen on all
     batches but one, measured on the held-out one; mean over held-out batches, per depth.
 
@@ -203,11 +203,13 @@ def _best_stacks(G, h, T, n, v_held, depths) -> list[float]:
     the mixture and from every earlier divisor's counts repeated (the better start on the fitting
     batches wins, and the local search only lowers that loss), and the reported value is at most
     the earlier divisor's (an L stack reaches what was measured for the L' stack: the min of two
-    held-out estimates of nearly the same stack, which are paired and differ by little)."""
+    held-out estimates of nearly the same stack, which are paired and differ by little).
+    `weights`, when given, receives {L: [each held-out batch's g * counts / L]} of the stack whose
+    value is reported (the earlier divisor's where that one is reported)."""
     Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
     out, counts = [], {}
     for L in depths:
-        held, counts[L] = np.empty(len(n)), []
+        held, counts[L], vw = np.empty(len(n)), [], []
         for i in range(len(n)):
             Go, ho, To = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i]), (Ts - T[i]) / (ns - n[i])
             starts = [v_held[i]] + [counts[Lp][i] * (L // Lp) for Lp in counts if Lp < L and L % Lp == 0]
@@ -216,8 +218,13 @@ def _best_stacks(G, h, T, n, v_held, depths) -> list[float]:
             wl = cnt / L
             g = max(float(ho @ wl), 0.0) / max(float(wl @ Go @ wl), 1e-300)
             held[i] = (T[i] - 2 * g * (wl @ h[i]) + g * g * (wl @ G[i] @ wl)) / n[i]
+            vw.append(g * wl)
         R = float(held.mean())
-        out.append(min([R] + [out[depths.index(Lp)] for Lp in depths[:len(out)] if Lp < L and L % Lp == 0]))
+        cands = [(R, L)] + [(out[depths.index(Lp)], Lp) for Lp in depths[:len(out)] if Lp < L and L % Lp == 0]
+        best, from_L = min(cands, key=lambda c: c[0])
+        out.append(best)
+        if weights is not None:
+            weights[L] = vw if from_L == L else weights[from_L]
     return out
 
 
@@ -228,6 +235,7 @@ def _floor_from_moments(G, h, T, n, tau, depths: list[int]) -> tuple[dict, dict]
     Gs, hs, Ts, ns = G.sum(0), h.sum(0), T.sum(), n.sum()
     held_ens, held_one = np.empty(batches), np.empty(batches)
     v_held, one_held = [], []  # each held-out batch's mixture (also the start of its best stacks) and head
+    stack_w: dict = {}  # depth -> each held-out batch's best-stack weights (g * counts / L)
     for i in range(batches):
         Go, ho = (Gs - G[i]) / (ns - n[i]), (hs - h[i]) / (ns - n[i])
         v = nonneg_mixture(Go, ho)
@@ -256,9 +264,9 @@ def _floor_from_moments(G, h, T, n, tau, depths: list[int]) -> tuple[dict, dict]
         in_sample=dict(single_head=float(Tm - 2 * g1 * hm[j] + g1 * g1 * Gm[j, j]), ensemble_floor=C),
         mixture=dict(gain=gain, support=support),
         iid_depth=dict(C=C, A=A, delta=A - C, depths=list(depths), R=[C + (A - C) / int(L) for L in depths]),
-        best_stack=dict(depths=list(depths), R=_best_stacks(G, h, T, n, v_held, list(depths))),
+        best_stack=dict(depths=list(depths), R=_best_stacks(G, h, T, n, v_held, list(depths), stack_w)),
     )
-    return res, {"mixture": v_held, "single": one_held}
+    return res, {"mixture": v_held, "single": one_held, "stack": stack_w}
 
 
 def softmax_floor(a: float, b: float, k: int, d: int, P: int, samples: int = 20_000, seed: int = 0,
@@ -301,7 +309,9 @@ def floor_from_contexts(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None, batc
 
     Beside softmax_floor's keys: `n`, and per context (numpy, in the order given) the squared error
     of the held-out ensemble (`sq_err_ensemble`: the mixture fitted without the context's batch)
-    and of the held-out best single head (`sq_err_single`), for comparisons paired by context."""
+    and of the held-out best single head (`sq_err_single`), and with `depths` the held-out best
+    stack of each depth (`sq_err_stack`: {L: array}, whose mean is best_stack's R at L), for
+    comparisons paired by context."""
     x, q, y, ys = (torch.as_tensor(t).to(torch.float64) for t in (x_BxPxd, xq_Bxd, y_BxP, ystar_B))
     if x.ndim != 3 or q.shape != (x.shape[0], x.shape[2]) or y.shape != x.shape[:2] or ys.shape != x.shape[:1]:
         raise InputError(f"contexts must be x BxPxd, x_test Bxd, y BxP, y* B; got shapes {tuple(x.shape)}, "
@@ -320,7 +330,9 @@ def floor_from_contexts(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None, batc
     ens = (H * V).sum(1)
     j, g = (np.array(c)[batch_of] for c in zip(*fits["single"]))
     one = g * H[np.arange(n_ctx), j.astype(np.int64)]
-    return dict(res, n=n_ctx, sq_err_ensemble=(ens - ystar) ** 2, sq_err_single=(one - ystar) ** 2)
+    stack = {L: ((H * np.stack(w)[batch_of]).sum(1) - ystar) ** 2 for L, w in fits["stack"].items()}
+    return dict(res, n=n_ctx, sq_err_ensemble=(ens - ystar) ** 2, sq_err_single=(one - ystar) ** 2,
+                sq_err_stack=stack)
 
 
 __all__ = ["softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]

@@ -47,7 +47,8 @@ def cmd_reproduce(args) -> int:
 def _report_text(res: dict) -> str:
     """What `report` (and `reproduce`) wrote, as lines of text."""
     lines = [f"report: {res['report_md']} and {res['report_html']}",
-             f"claims: {res['claims_json']}: {res['passed']} PASS, {res['failed']} FAIL",
+             f"claims: {res['claims_json']}: {res['passed']} PASS, {res['failed']} FAIL, "
+             f"{res.get('inconclusive', 0)} INCONCLUSIVE",
              f"presets: {', '.join(res['presets'])}"]
     for key in ("diverged", "broken"):
         if res.get(key):
@@ -171,7 +172,7 @@ def add_parsers(sub) -> None:
 
     sp = sub.add_parser("report", help="write the reproduction report", **help_text(
         "One Markdown and one self-contained HTML report: figures, tables, the paper's numbers beside "
-        "ours, PASS/FAIL per claim.", "depthscale report --store runs/cpu --out report/cpu"))
+        "ours, PASS/FAIL/INCONCLUSIVE per claim.", "depthscale report --store runs/cpu --out report/cpu"))
     store_flag(sp)
     sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
     sp.add_argument("--preset", choices=PRESETS, default=None,
@@ -179,7 +180,7 @@ def add_parsers(sub) -> None:
     sp.add_argument("--experiment", default="all",
                     help="the experiments to report: all (the paper's figures and tables), beyond, "
                          "all,beyond, or a comma list of ids (default: all)")
-    json_flag(sp, "print what was written (paths, PASS/FAIL counts) as one JSON line")
+    json_flag(sp, "print what was written (paths, PASS/FAIL/INCONCLUSIVE counts) as one JSON line")
     sp.set_defaults(fn=cmd_report)
 
     sp = sub.add_parser("bench", help="packed engine vs a naive loop", **help_text(

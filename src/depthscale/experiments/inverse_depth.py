@@ -8,6 +8,12 @@ Operational choices:
   top-16 items (Table 4's four) |alpha - alpha_paper| <= 0.2, R² >= 0.99; every fit well posed.
 - 6: "last two depths" are the two deepest depths with finite values; relative change
   |X(Lmax) - X(Lmax/2)| / |X(Lmax/2)| for X = C_L and A_L - C_L, on fig6's b = 0 spectra.
+- 5a and 6 are shape claims (SPEC §9): each item carries its series' certificates (claims.certified:
+  an item reading a failing depth is INCONCLUSIVE naming the certificate and depths; 6 reads its
+  last two depths) and its power (power.py: 5a simulates the fit under R_L = L0 + c/L with each
+  depth's SE; 6 simulates C_L = L0 and A_L - C_L = c, the law's ensemble of independent layers).
+  A FAIL with power < 0.8 is INCONCLUSIVE; the claim is FAIL if any item FAILs, else INCONCLUSIVE
+  if any item is, else PASS.
 - fig6 (c) draws a well-posed fit's L0 dotted; a degenerate fit's L0 (on its bound) is not drawn and
   the caption names those spectra; C_L and A_L - C_L share a linear axis in (c, d).
 """
@@ -20,7 +26,10 @@ import numpy as np
 
 from depthscale import plotting as pl
 from depthscale.analysis import loss_fit, rel_change_last_two
-from depthscale.claims import fit_problem, fitted, judged, left_out, num, require, verdict, yes, item_label
+from depthscale.claims import (cert_text, certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
+                               power_text, require, series_se, shape_verdict, yes)
+from depthscale.errors import InputError
+from depthscale.power import criterion_5a, criterion_6, law_fit, power_report
 from depthscale.formatting import fit_status, label
 from depthscale.paper import FIG14_K2, FIG14_K16, FIG56_SPECTRA, PAPER, TOP2_SPECTRA
 from depthscale.records import (PRESET_KS, Claim, Experiment, RunGroup, register, softmax_floor_needs,
@@ -153,49 +162,98 @@ def table4(res: Results, th: Theory):
     return pd.DataFrame(rows)
 
 
+def power_5a(s, lo: float, hi: float, alpha: float = 1.0) -> dict:
+    """5a's power on a series (SPEC §9): the criterion simulated under the paper's law
+    R_L = L0 + c L^-alpha (alpha 1; a top-16 item: the paper's α; L0, c from these seed means at
+    that α) with each depth's SE (power.power_report); "L0", "c", "alpha" beside."""
+    try:
+        L0, c = law_fit(s.depths, s.get("R"), alpha)
+    except InputError as e:
+        return {"power": math.nan, "why": str(e)}
+    L = s.depths.astype(float)
+    crit = criterion_5a(L, L0, c, lo, hi, alpha=alpha)
+    return dict(power_report(crit, L0 + c * L ** -alpha, series_se(s), int(s.n.min())), L0=L0, c=c, alpha=alpha)
+
+
+def _item_5a(res, k: int, a: float, b: float, pa) -> tuple[str, dict, str]:
+    """(verdict, measured, detail part) of one 5a spectrum."""
+    s, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
+    r2_ok = f is not None and f.r2 >= R2_5A
+    if k == 2:
+        lo, hi = 0.8, 1.2
+        a_ok = f is not None and lo <= f.alpha <= hi
+        what = f"α in [0.8, 1.2] {yes(a_ok)}"
+    else:
+        lo, hi = pa - 0.2, pa + 0.2
+        a_ok = f is not None and abs(f.alpha - pa) <= 0.2
+        what = f"|α - α_paper {num(pa)}| = {num(abs(f.alpha - pa) if f else None)} <= 0.2 {yes(a_ok)}"
+    good = bool(not fit_problem(f) and a_ok and r2_ok)
+    pw = power_5a(s, lo, hi, 1.0 if k == 2 else pa)
+    cert, problem = certified(res, "nonlinear", "difficult", k, a, b)
+    v, why = shape_verdict(good, problem, pw)
+    meas = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None, "r2": f.r2 if f else None,
+            "paper_alpha": pa, "fit_status": f.status if f else None, "verdict": v, "power": pw,
+            "certificates": cert}
+    part = (f"{item_label(a, b, k)} {fitted(f)}: {what}, R² >= 0.99 {yes(r2_ok)}; {cert_text(cert, problem)}{power_text(pw)} → "
+            f"{outcome(v, why, good, f)}")
+    return v, meas, part
+
+
 def c5a(res, th):
     items = [(2, TOP2_SPECTRA)] + ([(16, FIG14_K16)] if 16 in PRESET_KS[res.preset] else [])
     for k, sp in items:
         require(res, "nonlinear", "difficult", k, sp)
     paper16 = {(float(r["a"]), float(r["b"])): r["alpha"] for r in PAPER["table4_nonlinear_fits"] if r["k"] == 16}
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for k, sp in items:
         for a, b in sp:
-            _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
-            r2_ok = f is not None and f.r2 >= R2_5A
-            if k == 2:
-                a_ok = f is not None and 0.8 <= f.alpha <= 1.2
-                what = f"α in [0.8, 1.2] {yes(a_ok)}"
-                pa = None
-            else:
-                pa = paper16[(a, b)]
-                a_ok = f is not None and abs(f.alpha - pa) <= 0.2
-                what = f"|α - α_paper {num(pa)}| = {num(abs(f.alpha - pa) if f else None)} <= 0.2 {yes(a_ok)}"
-            good = bool(not fit_problem(f) and a_ok and r2_ok)
-            ok &= good
-            meas[item_label(a, b, k)] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
-                                         "r2": f.r2 if f else None, "paper_alpha": pa,
-                                         "fit_status": f.status if f else None}
-            parts.append(f"{item_label(a, b, k)} {fitted(f)}: {what}, R² >= 0.99 {yes(r2_ok)} → {verdict(good, f)}")
-    return meas, ok, judged("well-posed fits; top-2 (figs 6, 14): α in [0.8, 1.2] and R² >= 0.99; top-16 "
-                            "(Table 4): |α - α_paper| <= 0.2 and R² >= 0.99", parts, left_out(res, (16,)))
+            v, meas[item_label(a, b, k)], part = _item_5a(res, k, a, b, paper16[(a, b)] if k == 16 else None)
+            verdicts.append(v)
+            parts.append(part)
+    return meas, combine(verdicts), judged(
+        "well-posed fits; top-2 (figs 6, 14): α in [0.8, 1.2] and R² >= 0.99; top-16 (Table 4): |α - α_paper| <= "
+        "0.2 and R² >= 0.99; an item reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE, a FAIL with "
+        "power < 0.8 INCONCLUSIVE (underpowered)", parts, left_out(res, (16,)))
+
+
+def power_6(s, law: tuple[float, float] | None) -> dict:
+    """6's power: under the paper's law C_L = L0 and A_L - C_L = c at every depth (L0, c from the
+    loss's α = 1 fit), the last two depths' C_L and A_L - C_L drawn with their SEs."""
+    if law is None or len(s.depths) < 2:
+        return {"power": math.nan, "why": "no law fit"}
+    L0, c = law
+    se = np.concatenate([series_se(s, "C")[-2:], series_se(s, "gap")[-2:]])
+    return dict(power_report(criterion_6(), np.array([L0, L0, c, c]), se, int(s.n[-2:].min())), L0=L0, c=c)
+
+
+def _law_or_none(s):
+    try:
+        return law_fit(s.depths, s.get("R"))
+    except InputError:
+        return None
 
 
 def c6(res, th):
     spectra = [s for s in FIG56_SPECTRA if s[1] == 0]
     require(res, "nonlinear", "difficult", 2, spectra)
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for a, b in spectra:
         s = res.series("nonlinear", "difficult", 2, a, b)
         dC, dG = rel_change_last_two(s, "C"), rel_change_last_two(s, "gap")
         good = bool(dC < 0.1 and dG < 0.1)
-        ok &= good
         L1, L2 = s.depths[-2:].tolist() if len(s.depths) > 1 else (None, None)
-        meas[label(a, b)] = {"C": dC, "A_minus_C": dG}
+        pw = power_6(s, _law_or_none(s))
+        cert, problem = certified(res, "nonlinear", "difficult", 2, a, b, read=[L for L in (L1, L2) if L])
+        v, why = shape_verdict(good, problem, pw)
+        verdicts.append(v)
+        meas[label(a, b)] = {"C": dC, "A_minus_C": dG, "verdict": v, "power": pw, "certificates": cert}
         parts.append(f"{label(a, b)} L={L1}→{L2}: ΔC/C={num(dC)} ({yes(dC < 0.1)}), "
-                     f"Δ(A-C)/(A-C)={num(dG)} ({yes(dG < 0.1)}) → {yes(good)}")
-    return meas, ok, judged("relative change of C_L and of A_L - C_L over the last two depths < 10%, fig6's b = 0 "
-                            "spectra", parts)
+                     f"Δ(A-C)/(A-C)={num(dG)} ({yes(dG < 0.1)}); {cert_text(cert, problem)}{power_text(pw)} → "
+                     f"{outcome(v, why, good)}")
+    return meas, combine(verdicts), judged(
+        "relative change of C_L and of A_L - C_L over the last two depths < 10%, fig6's b = 0 spectra; an item "
+        "whose last two depths fail a certificate (SPEC §4) INCONCLUSIVE, a FAIL with power < 0.8 INCONCLUSIVE "
+        "(underpowered)", parts)
 
 
 CLAIMS = (

@@ -9,13 +9,19 @@ Operational choices:
   (seed-mean R at Lmax): the linear model plateaus by L = 2 (claim 4a), so a 3-parameter fit is
   usually ill-posed; the detail names which was used. The nonlinear L0 is the fitted one (a
   degenerate fit FAILs). The paper's Table 1 ratio is shown beside: it compares d = 16 with d = 128.
+  A comparator that blew up (its L0 more than UNSTABLE_FACTOR = 2 times the linear floor R_irr at
+  the same d and P: a trained linear model plateaus near R_irr, claim 4b; the cpu report's runs at
+  (0,0) and (0,0.5) sat at 113 and 3,992 against 6.0 and 2.5) cannot make a row pass or fail: the
+  row is INCONCLUSIVE and names it.
 - 5c: applies at the paper's nonlinear geometry only (d = 16, P = 64; else FAIL saying so). Every
   spectrum with a paper L0: Table 1, Table 4 top-2 and top-16. The softmax-ensemble floor is
   paired.floor_on_eval on the config of the spectrum's deepest run of its lowest seed (all runs of
   a spectrum share their evaluation contexts), computed once per (a, b, k). PASS per item iff the
   fit is well posed, |L0/L0_paper - 1| <= 5% and |L0/floor - 1| <= 5%; R_Lmax is shown beside only.
 - 11: Table 5's fit of L0 - C_L (L >= 2, L0 from the loss fit): both fits well posed, alpha in
-  [0.8, 1.2], R² >= 0.99.
+  [0.8, 1.2], R² >= 0.99. A shape claim (SPEC §9): an item reading a depth that fails a certificate
+  is INCONCLUSIVE; its power simulates C_L = L0 - c'/L (c' from the α = 1 fit) with each depth's
+  SE of C_L, and a FAIL with power < 0.8 is INCONCLUSIVE.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ import math
 import numpy as np
 
 from depthscale.analysis import gap_fit, loss_fit
-from depthscale.claims import (CannotJudge, NEEDS_STORE, call_paired, finite_runs, fit_problem, fitted, item_label,
+from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, cert_text, certified, combine, mark,
+                               outcome, power_text, series_se, shape_verdict, finite_runs, fit_problem, fitted, item_label,
                                judged, left_out, num, paired_or_fail, require, verdict, yes)
 from depthscale.config import geometry
 from depthscale.experiments.inverse_depth import G6, G14
 from depthscale.experiments.linear_difficult import G5
 from depthscale.formatting import fit_status, label
+from depthscale.power import criterion_11, power_report
 from depthscale.paper import FIG56_SPECTRA, PAPER, SOFTMAX_GEOMETRY_FIELDS, TOP2_SPECTRA, paper_L0_top2
 from depthscale.records import (PRESET_KS, Claim, Experiment, RunGroup, floor_needs, preset_shape, register,
                                 softmax_floor_needs)
@@ -38,6 +46,20 @@ from depthscale.results import Results, Theory
 
 # claim 5b: the linear model trained at the nonlinear geometry (d = N = 16, P = 64), every fig5 spectrum
 G5_SOFTMAX_GEOMETRY = RunGroup("linear", "difficult", 2, FIG56_SPECTRA, "all", SOFTMAX_GEOMETRY_FIELDS)
+
+
+UNSTABLE_FACTOR = 2.0  # 5b: a linear comparator above this multiple of R_irr (same d, P) has blown up
+
+
+def comparator_problem(L0_lin: float, R_irr: float) -> str:
+    """Why the linear comparator of 5b cannot be used ('' when it can): not finite, or more than
+    UNSTABLE_FACTOR times the linear floor at the same d and P (diverged or unstable training)."""
+    if not math.isfinite(L0_lin):
+        return "no finite linear L0"
+    if math.isfinite(R_irr) and L0_lin > UNSTABLE_FACTOR * R_irr:
+        return (f"linear comparator unstable: {num(L0_lin)} > {UNSTABLE_FACTOR:g} × R_irr {num(R_irr)} at the same "
+                f"d and P (blown up, not a plateau)")
+    return ""
 
 
 def linear_L0(res: Results, a: float, b: float) -> tuple[float, str]:
@@ -71,12 +93,20 @@ def table1(res: Results, th: Theory):
                      "R_Lmax_nonlinear": float(s_nl.get("R")[-1]) if s_nl else math.nan,
                      "L0_linear": L0l, "L0_linear_is": how_l,
                      "L0_linear_same_geometry": L0s, "L0_linear_same_geometry_is": how_s,
-                     "ratio_same_geometry_trained": L0s / L0n if L0n > 0 else math.nan,
+                     "ratio_same_geometry_trained": L0s / L0n if f_nl is not None and f_nl.ok else math.nan,
+                     "ratio_note": ratio_note(f_nl, comparator_problem(L0s, R_irr)),
                      "R_irr_at_nonlinear_geometry": R_irr,
                      "L0_nonlinear_over_var": L0n / np.nanmean(var) if len(var) and np.isfinite(var).any() else math.nan,
                      "paper_L0_nonlinear": pnl, "paper_L0_linear": pli,
                      "paper_ratio": pli / pnl})
     return pd.DataFrame(rows)
+
+
+def ratio_note(f_nl, comparator: str) -> str:
+    """Why table1's ratio is blank, or what to read it with ('' when it stands)."""
+    why = ([] if f_nl is not None and f_nl.ok else
+           [f"no ratio: nonlinear L0 from a {fit_problem(f_nl)}" if f_nl is not None else "no ratio: no nonlinear fit"])
+    return "; ".join(why + ([comparator] if comparator else []))
 
 
 def table5(res: Results, th: Theory):
@@ -123,7 +153,7 @@ def c5b(res, th):
     require(res, "nonlinear", "difficult", 2, FIG56_SPECTRA)
     require(lin, "linear", "difficult", 2, FIG56_SPECTRA, what=f" (d={g['d']}, P={g['P']}, N={g['N']})")
     P = PAPER["table1_L0_difficult_k2"]
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for (a, b), pn, pl in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
         _, fn = loss_fit(res, "nonlinear", "difficult", 2, a, b)
         sl, fl = loss_fit(lin, "linear", "difficult", 2, a, b)
@@ -132,24 +162,29 @@ def c5b(res, th):
                                                    f"usable, {fit_problem(fl)}")
         else:
             L0_lin, how = fl.L0, "fitted L0"
+        unstable = comparator_problem(L0_lin, th.floor(a, b, 2, "nonlinear")["R_irr"])
         paper_ratio = pl / pn
-        if fit_problem(fn):
-            ok = False
-            meas[label(a, b)] = {"L0_nonlinear": None, "L0_linear": L0_lin, "linear_L0_from": how,
-                                 "paper_ratio_d16_vs_d128": paper_ratio, "fit_status": fn.status if fn else None}
-            parts.append(f"{label(a, b)} nonlinear L0: {fit_problem(fn)}; linear {num(L0_lin)} ({how}) → NO")
+        m = meas[label(a, b)] = {"L0_nonlinear": fn.L0 if fn is not None and fn.ok else None, "L0_linear": L0_lin,
+                                 "linear_L0_from": how, "paper_ratio_d16_vs_d128": paper_ratio,
+                                 "fit_status": fn.status if fn else None, "comparator": unstable or "ok"}
+        if fit_problem(fn) or unstable:
+            v = FAIL if fit_problem(fn) else INCONCLUSIVE
+            verdicts.append(v)
+            m["verdict"] = v
+            parts.append(f"{label(a, b)} nonlinear L0: {fit_problem(fn) or num(fn.L0)}; linear {num(L0_lin)} ({how})"
+                         f"{'; ' + unstable if unstable else ''} → {mark(v)}")
             continue
         ratio = L0_lin / fn.L0 if fn.L0 > 0 else math.inf
         good = bool(fn.L0 <= L0_lin / 2)
-        ok &= good
-        meas[label(a, b)] = {"L0_nonlinear": fn.L0, "L0_linear": L0_lin, "linear_L0_from": how, "ratio": ratio,
-                             "paper_ratio_d16_vs_d128": paper_ratio}
+        verdicts.append(good)
+        m.update(ratio=ratio, verdict=PASS if good else FAIL)
         parts.append(f"{label(a, b)} L0 nonlinear {num(fn.L0)} vs linear {num(L0_lin)} ({how}): ratio {num(ratio)} "
                      f"(>= 2 {yes(good)}; paper's Table 1 ratio {paper_ratio:.1f} compares d=16 with d=128) "
                      f"→ {yes(good)}")
-    return meas, ok, judged(f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; "
+    return meas, combine(verdicts), judged(f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; "
                             "nonlinear L0 from a well-posed fit; linear L0 fitted where well posed, else its "
-                            "plateau, every Table 1 spectrum", parts)
+                            "plateau, every Table 1 spectrum; a row whose linear comparator blew up (> "
+                            f"{UNSTABLE_FACTOR:g} × R_irr at the same d, P) INCONCLUSIVE", parts)
 
 
 def c5c(res, th):
@@ -196,29 +231,53 @@ def c5c(res, th):
                             "spectrum with a paper L0 (Tables 1, 4)", parts, left_out(res, (16,)))
 
 
+def power_11(s, f) -> dict:
+    """11's power (SPEC §9): under the paper's law L0 - C_L = c'/L (L0 from the loss fit `f`, c'
+    from the α = 1 fit of L0 - C_L over the depths L >= 2 where it is positive), C_L drawn with
+    each depth's SE and the fit of fits.fit_gap applied (power.criterion_11)."""
+    if f is None or fit_problem(f):
+        return {"power": math.nan, "why": "no well-posed loss fit for L0"}
+    C, keep = s.get("C"), s.depths >= 2
+    L, C, se = s.depths[keep].astype(float), C[keep], series_se(s, "C")[keep]
+    ok = np.isfinite(C) & (f.L0 - C > 0)
+    if ok.sum() < 2:
+        return {"power": math.nan, "why": "fewer than 2 depths with L0 - C_L > 0"}
+    c1 = float(np.exp(np.mean(np.log(f.L0 - C[ok]) + np.log(L[ok]))))
+    fin = np.isfinite(C)
+    return dict(power_report(criterion_11(L[fin], f.L0), f.L0 - c1 / L[fin], se[fin], int(s.n[keep][fin].min())),
+                L0=f.L0, c=c1)
+
+
 def c11(res, th):
     require(res, "nonlinear", "difficult", 2, FIG56_SPECTRA)
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for a, b in FIG56_SPECTRA:
-        f, g, _ = gap_fit(res, a, b)
+        f, g, s = gap_fit(res, a, b)
+        cert, problem = certified(res, "nonlinear", "difficult", 2, a, b)
+        pw = power_11(s, f)
         if g is None:
-            ok = False
-            meas[label(a, b)] = None
-            why = "loss fit failed" if f is None else f"L0={num(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
-            parts.append(f"{label(a, b)} no fit ({why}) → NO")
+            v, why = shape_verdict(False, problem, pw)
+            verdicts.append(v)
+            meas[label(a, b)] = {"verdict": v, "power": pw, "certificates": cert}
+            reason = "loss fit failed" if f is None else f"L0={num(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
+            parts.append(f"{label(a, b)} no fit ({reason}); {power_text(pw)} → {outcome(v, why, False)}")
             continue
         a_ok = 0.8 <= g.alpha <= 1.2
         r2_ok = g.r2 >= 0.99
         good = bool(not fit_problem(f) and not fit_problem(g) and a_ok and r2_ok)
-        ok &= good
+        v, why = shape_verdict(good, problem, pw)
+        verdicts.append(v)
         meas[label(a, b)] = {"alpha": g.alpha, "alpha_se": g.alpha_se, "r2": g.r2, "L0": f.L0,
-                             "fit_status": g.status, "loss_fit_status": f.status}
-        outcome = ("ok" if good else f"NO (L0 from a {fit_problem(f)})" if fit_problem(f) else verdict(good, g))
+                             "fit_status": g.status, "loss_fit_status": f.status, "verdict": v, "power": pw,
+                             "certificates": cert}
+        end = (f"NO (L0 from a {fit_problem(f)})" if v == FAIL and fit_problem(f) else outcome(v, why, good, g))
         parts.append(f"{label(a, b)} {fitted(g)}: α in [0.8, 1.2] {yes(a_ok)}, R² >= 0.99 {yes(r2_ok)}"
                      + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
-                     + f" → {outcome}")
-    return meas, ok, judged("fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in "
-                            "[0.8, 1.2] and R² >= 0.99, every fig6 spectrum", parts)
+                     + f"; {cert_text(cert, problem)}{power_text(pw)} → {end}")
+    return meas, combine(verdicts), judged(
+        "fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in [0.8, 1.2] and R² >= "
+        "0.99, every fig6 spectrum; an item reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE, a FAIL "
+        "with power < 0.8 INCONCLUSIVE (underpowered)", parts)
 
 
 CLAIMS = (

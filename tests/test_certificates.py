@@ -1,0 +1,108 @@
+"""Convergence certificates (SPEC §4, depthscale.certificates): the pure functions against direct
+computations on made-up per-context losses, the best stack's per-context errors against its mean
+and the best single head, and the store reader against paired.paired_difference and
+paired.floor_on_eval on smoke runs (d = 8, P = 16, 512 evaluation contexts) trained once."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from depthscale import certificates as cm
+from depthscale import paired
+from depthscale import softmax_floor as sf
+from depthscale.config import make_config
+from depthscale.errors import InputError
+from depthscale.results import Results
+from depthscale.store import Store
+from depthscale.training import run_pack
+
+
+def test_paired_gap_is_the_mean_and_se_of_the_difference():
+    rng = np.random.default_rng(0)
+    a, b = rng.exponential(2.0, 1000), rng.exponential(2.0, 1000)
+    g = cm.paired_gap(a, b)
+    d = a - b
+    assert g["diff"] == pytest.approx(d.mean(), rel=1e-12)
+    assert g["se"] == pytest.approx(math.sqrt(np.sum((d - d.mean()) ** 2) / (d.size - 1) / d.size), rel=1e-12)
+    assert g["ok"] == (d.mean() <= 2 * g["se"])
+    # at the boundary: a above b by exactly 2 SE passes, by a little more fails
+    base = rng.standard_normal(400)
+    z = base - base.mean()
+    se = z.std(ddof=1) / math.sqrt(z.size)
+    assert cm.paired_gap(5.0 + z + 2 * se * (1 - 1e-9), np.full(400, 5.0))["ok"]
+    assert not cm.paired_gap(5.0 + z + 2 * se * (1 + 1e-6), np.full(400, 5.0))["ok"]
+    with pytest.raises(InputError, match="one length"):
+        cm.paired_gap(a, b[:10])
+
+
+def _made_up():
+    rng = np.random.default_rng(1)
+    noise = rng.standard_normal((4, 2000)) * 0.05
+    sq = {1: 2.20 + noise[0], 2: 2.10 + noise[1], 4: 2.15 + noise[2], 8: 2.05 + noise[3]}  # 4 above 2
+    stack = {1: 2.20 + noise[0] + 0.001, 2: 2.05 + noise[1], 4: 2.09 + noise[2], 8: 2.09 + noise[3]}  # 2, 4 above B
+    return sq, stack
+
+
+def test_certify_marks_each_failing_depth():
+    sq, stack = _made_up()
+    cert = cm.certify(sq, stack)
+    assert cert["failing"] == {"doubling": [4], "construction": [2, 4], "budget": []}
+    assert cert["computed"] == ["doubling", "construction"]
+    p = cert["per_depth"]
+    assert p[1]["doubling"] is None and p[1]["budget"] is None and p[1]["ok"]  # nothing below L = 1
+    assert p[4]["doubling"]["vs"] == 2 and p[4]["doubling"]["diff"] == pytest.approx(0.05, abs=0.01)
+    assert p[8]["ok"] and p[8]["B"] == pytest.approx(np.mean(stack[8]))
+    assert cm.failing_text(cert) == "doubling fails at L=4; construction fails at L=2, 4"
+    assert "L=2 construction +0.05" in cm.summary_text(cert)
+    rows = cm.curve(cert)
+    assert [r["L"] for r in rows] == [1, 2, 4, 8] and [r["ok"] for r in rows] == [True, False, False, True]
+    assert rows[3]["construction"] is True and rows[0]["doubling"] is None
+    # budget: the largest budget against half of it
+    half = {L: v - 0.03 for L, v in sq.items()}
+    assert cm.certify(sq, None, half)["failing"]["budget"] == [1, 2, 4, 8]
+    assert cm.certify(sq, None, {L: v + 0.03 for L, v in sq.items()})["failing"]["budget"] == []
+    assert cm.failing_text(cm.certify({1: sq[1], 2: sq[2]})) == ""
+
+
+def test_best_stack_errors_per_context():
+    args = dict(a=0.0, b=0.0, k=2, d=4, P=8, samples=600, seed=5)
+    taus, depths = [0.0, 2.0, 5.0, 12.0, 40.0], (1, 2, 4, 8)
+    x, q, y, ys = sf.mc_contexts(**args, batches=6, temperatures=taus)
+    r = sf.floor_from_contexts(x, q, y, ys, temperatures=taus, batches=6, depths=depths)
+    for L, R in zip(depths, r["best_stack"]["R"]):  # equal batches: the mean over contexts is the mean over batches
+        assert r["sq_err_stack"][L].mean() == pytest.approx(R, rel=1e-10), L
+    np.testing.assert_allclose(r["sq_err_stack"][1], r["sq_err_single"], rtol=1e-9)  # one head: the best head
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    st = Store(tmp_path_factory.mktemp("certs") / "store")
+    run_pack([make_config("smoke", model="nonlinear", L=L) for L in (1, 2, 4)], st, progress=False)
+    paired.clear_cache()
+    return st
+
+
+def test_series_certificates_on_stored_runs(store):
+    res = Results.from_store(store, "smoke")
+    cert = cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0)
+    assert cert["depths"] == [1, 2, 4] and cert["computed"] == ["doubling", "construction"]
+    rid = {L: res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L)[0]["run_id"] for L in (1, 2, 4)}
+    pd_ = paired.paired_difference(store, rid[2], rid[1])
+    assert cert["per_depth"][2]["doubling"]["diff"] == pytest.approx(pd_["diff"], rel=1e-12)
+    assert cert["per_depth"][2]["doubling"]["se"] == pytest.approx(pd_["se"], rel=1e-12)
+    cfg = store.load_config(rid[1])
+    fl = paired.floor_on_eval(cfg, depths=(1, 2, 4))
+    # B_L is the mean over contexts of the held-out stack (paired with R_L context by context); best_stack's
+    # R weights the 10 batches of 512 contexts (51 or 52 each) equally: the two differ by that alone
+    assert [cert["per_depth"][L]["B"] for L in (1, 2, 4)] == pytest.approx(
+        [fl["sq_err_stack"][L].mean() for L in (1, 2, 4)], rel=1e-12)
+    assert [cert["per_depth"][L]["B"] for L in (1, 2, 4)] == pytest.approx(fl["best_stack"]["R"], rel=3e-3)
+    for L in (1, 2, 4):
+        assert cert["per_depth"][L]["R"] == pytest.approx(store.load_metrics(rid[L])["R"], rel=1e-5)
+    # without a store: a named error, never a silent pass
+    with pytest.raises(InputError, match="store"):
+        cm.series_certificates(Results(res.df, "smoke"), "nonlinear", "difficult", 2, 0.0, 0.0)

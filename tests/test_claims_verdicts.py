@@ -1,0 +1,110 @@
+"""Three-valued verdicts (SPEC §9), counting, and claims that cannot be judged on the wrong runs
+(issue 33 item 8): a cell without runs of the current recipe is missing, never read from another
+recipe; table1's ratio is blank beside a degenerate L0. Inputs are made up (tests/claims_world.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from claims_world import DEPTHS, FakeTheory, World
+from depthscale import claims
+from depthscale.claims import FAIL, INCONCLUSIVE, PASS
+from depthscale.records import Claim, variant_fields
+from depthscale.registry import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA, check
+from depthscale.experiments.nonlinear_floor import table1
+
+
+def test_as_verdict_and_combine():
+    assert [claims.as_verdict(x) for x in (True, False, None, "INCONCLUSIVE")] == [PASS, FAIL, INCONCLUSIVE, INCONCLUSIVE]
+    with pytest.raises(ValueError, match="maybe"):
+        claims.as_verdict("maybe")
+    assert claims.combine([PASS, INCONCLUSIVE, FAIL]) == FAIL
+    assert claims.combine([PASS, INCONCLUSIVE]) == INCONCLUSIVE
+    assert claims.combine([True, True]) == PASS
+    assert claims.combine([]) == FAIL  # no items: never a vacuous PASS
+
+
+@pytest.mark.parametrize("ok,want", [(True, PASS), (False, FAIL), (None, INCONCLUSIVE), ("bogus", FAIL)])
+def test_check_writes_verdict_and_pass(ok, want):
+    c = Claim("X1", "made up", "criterion", lambda res, th: ({"x": 1}, ok, "criterion: made up | item"), ("fig6",))
+    out = claims.check(c, World().results(), FakeTheory())
+    assert out["verdict"] == want and out["pass"] is (want == PASS)
+    if ok == "bogus":
+        assert "error while checking" in out["detail"]
+
+
+def test_counts_keep_the_three_apart():
+    cl = [{"verdict": PASS, "pass": True}, {"verdict": INCONCLUSIVE, "pass": False},
+          {"verdict": FAIL, "pass": False}, {"pass": True}]  # the last: an old claims.json row
+    assert claims.count(cl) == {PASS: 2, FAIL: 1, INCONCLUSIVE: 1}
+    assert claims.count_text(cl) == "2 PASS, 1 FAIL, 1 INCONCLUSIVE of 4"
+
+
+def _spread_only_world():
+    w = World()
+    for k, spectra in ((2, TOP2_SPECTRA), (16, FIG14_K16)):
+        for a, b in spectra:
+            Ls = np.asarray(DEPTHS, float)
+            w.series("nonlinear", "difficult", k, a, b, 1.0 + 1.0 / Ls, fields=dict(variant_fields("spread", k)))
+    return w
+
+
+def test_a_claim_never_reads_another_recipes_runs():
+    """Issue 33: with only spread runs in the store, 5a passed on them."""
+    w = _spread_only_world()
+    res = w.results()
+    out = check("5a", res, FakeTheory())
+    assert out["verdict"] == FAIL and out["measured"] is None, out["detail"]
+    assert "missing runs" in out["detail"] and "another recipe" in out["detail"], out["detail"]
+    assert res.other_recipe
+    # the same runs, read as the spread variant they are, are found
+    assert res.view(**dict(variant_fields("spread", 2))).series("nonlinear", "difficult", 2, 0.0, 0.0)
+
+
+def test_table1_ratio_is_blank_beside_a_degenerate_L0():
+    w, th = World(), FakeTheory()
+    geo = {"d": 16, "P": 64, "N": 16}
+    Ls = np.asarray(DEPTHS, float)
+    for i, (a, b) in enumerate(FIG56_SPECTRA):
+        th.floors[(float(a), float(b), 2, "nonlinear")] = {"R_irr": 2.4, "se": 0.01}
+        nl = 2.0 * Ls ** -0.05 if i == 0 else 1.0 + 1.0 / Ls  # (0,0): no floor, L0 on its bound
+        w.series("nonlinear", "difficult", 2, a, b, nl)
+        w.series("linear", "difficult", 2, a, b, 113.0 if i == 1 else 2.5, fields=geo)
+    df = table1(w.results(), th)
+    r0, r1, r2 = df.iloc[0], df.iloc[1], df.iloc[2]
+    assert math.isnan(r0["ratio_same_geometry_trained"]) and "degenerate" in r0["ratio_note"]
+    assert "unstable" in r1["ratio_note"] and "113" in r1["ratio_note"]
+    assert r2["ratio_same_geometry_trained"] == pytest.approx(2.5 / r2["L0_nonlinear"]) and r2["ratio_note"] == ""
+
+
+def test_shape_verdict_rules():
+    """SPEC §9: uncertified -> INCONCLUSIVE naming why (even if the criterion holds); a PASS; a FAIL with
+    power < 0.8 -> INCONCLUSIVE underpowered; a FAIL with power >= 0.8 or unknown stays FAIL."""
+    low, high = {"power": 0.79, "target": 0.8}, {"power": 0.8, "target": 0.8}
+    assert claims.shape_verdict(True, "uncertified: doubling fails at L=8", high) == (
+        INCONCLUSIVE, "uncertified: doubling fails at L=8")
+    assert claims.shape_verdict(False, "uncertified: x", low)[0] == INCONCLUSIVE
+    assert claims.shape_verdict(True, "", low) == (PASS, "")
+    assert claims.shape_verdict(False, "", low) == (INCONCLUSIVE, "underpowered: power 0.79 < 0.8")
+    assert claims.shape_verdict(False, "", high) == (FAIL, "")
+    assert claims.shape_verdict(False, "", {"power": math.nan}) == (FAIL, "")
+    assert claims.shape_verdict(False, "", None) == (FAIL, "")
+
+
+def test_outcome_and_power_texts():
+    assert claims.outcome(PASS, "", True) == "ok"
+    assert claims.outcome(FAIL, "", False) == "NO"
+    assert claims.outcome(INCONCLUSIVE, "underpowered: power 0.1 < 0.8", False) == \
+        "INCONCLUSIVE (underpowered: power 0.1 < 0.8)"
+    pw = {"power": 0.35, "sims": 400, "target": 0.8, "seeds_for_target": 9}
+    assert claims.power_text(pw) == "power 0.35 (400 simulations of the paper's law with these SEs; 9 seeds would reach 0.8)"
+    assert "no seed count up to 1024" in claims.power_text(dict(pw, seeds_for_target=None))
+    assert claims.power_text(dict(pw, power=0.9)) == "power 0.90 (400 simulations of the paper's law with these SEs)"
+    assert claims.power_text({"power": math.nan, "why": "no law fit"}) == "power unknown (no law fit)"
+    assert claims.power_text(None) == "power unknown (no finite seed SE)"
+    cert = {"computed": ["doubling", "construction"]}
+    assert claims.cert_text(cert, "") == "certified (doubling, construction); "
+    assert claims.cert_text(cert, "uncertified: x") == "" and claims.cert_text(None, "") == ""

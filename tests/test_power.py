@@ -1,0 +1,113 @@
+"""depthscale.power: the simulation against a closed form (a one-sided z-test), the vectorised fit
+against fits.fit_power_law / fit_gap, and the power quoted in issue 33 for claim 5a."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from depthscale import power
+from depthscale.fits import fit_gap, fit_power_law
+
+L = np.array([1, 2, 4, 8, 16, 32, 64], dtype=float)
+
+
+def z_test(threshold):
+    """Pass when the first coordinate is below `threshold`: P = Phi((threshold - mu) / se)."""
+    return lambda Y: Y[:, 0] < threshold
+
+
+@pytest.mark.parametrize("mu,se,thr", [(0.0, 1.0, 1.0), (2.0, 0.5, 2.2), (1.0, 0.1, 0.9)])
+def test_simulate_matches_a_one_sided_z_test(mu, se, thr):
+    n = 20_000
+    p = power.simulate(z_test(thr), [mu, 5.0], [se, 1.0], n_sims=n)
+    exact = norm.cdf((thr - mu) / se)
+    assert abs(p - exact) < 4 * math.sqrt(exact * (1 - exact) / n) + 1e-12
+
+
+def test_seeds_for_matches_the_closed_form():
+    # power(n') = Phi((thr - mu) sqrt(n'/n0) / se): reaches 0.8 at n' = n0 (z_0.8 se / (thr - mu))^2
+    mu, se, thr, n0 = 0.0, 1.0, 0.25, 3
+    exact = n0 * (norm.ppf(0.8) * se / (thr - mu)) ** 2  # 33.99
+    got = power.seeds_for(z_test(thr), [mu], [se], n0, n_sims=20_000)
+    assert abs(got - exact) <= 3, (got, exact)
+    assert power.seeds_for(z_test(10.0), [mu], [se], n0) == n0  # already powered
+    assert power.seeds_for(z_test(-1.0), [mu], [se], n0) is None  # the wrong side: never
+
+
+def test_unknown_noise_gives_unknown_power():
+    assert math.isnan(power.simulate(z_test(1.0), [0.0], [math.nan]))
+    r = power.power_report(z_test(1.0), [0.0], [math.nan], 1)
+    assert math.isnan(r["power"]) and r["seeds_for_target"] is None
+
+
+def test_batch_fit_equals_fit_power_law():
+    """Where both call a fit well posed they agree to optimiser precision; 5a's criterion (well posed,
+    α in [0.8, 1.2], R² >= 0.99) agrees on every row. (A row sliding along the flat valley towards
+    α = 0 for more than `iters` steps is 'did not converge' here, where fit_power_law may end a hair
+    off the bound: such a fit has α far outside any window.)"""
+    rng = np.random.default_rng(3)
+    R = np.concatenate([2.075 + 0.09 / L + sd * rng.standard_normal((30, L.size)) for sd in (0.002, 0.008, 0.02)])
+    R[:5] = 1.0 + 1.0 / L ** 0.7 * np.exp(0.01 * rng.standard_normal((5, L.size)))
+    R[5:10] = 2.0 * L ** -0.3 * np.exp(0.002 * rng.standard_normal((5, L.size)))  # no floor: L0 on its bound
+    R[10:12] = 2.0 + 0.01 * L / 64  # rising: alpha on its bound
+    f = power.batch_fit(L, R, 2.075, 0.09)
+    both = crit_rows = 0
+    for i in range(len(R)):
+        g = fit_power_law(L, R[i])
+        ours = bool(f["ok"][i] and 0.8 <= f["alpha"][i] <= 1.2 and f["r2"][i] >= 0.99)
+        assert ours == (g.ok and 0.8 <= g.alpha <= 1.2 and g.r2 >= 0.99), (i, g, f["alpha"][i])
+        crit_rows += ours
+        if g.ok and f["ok"][i]:
+            both += 1
+            assert f["alpha"][i] == pytest.approx(g.alpha, abs=1e-5)
+            assert f["r2"][i] == pytest.approx(g.r2, abs=1e-8)
+            assert f["L0"][i] == pytest.approx(g.L0, abs=1e-6)
+        if 5 <= i < 12:  # no floor (L0 on its bound, or a hair above it), rising: the same verdict on the fit
+            assert bool(f["ok"][i]) == g.ok, (i, g)
+    assert not f["ok"][10:12].any()
+    assert both > 50 and 10 < crit_rows < len(R) - 10  # both outcomes met
+
+
+def test_criterion_11_equals_fit_gap():
+    rng = np.random.default_rng(4)
+    Ls = L[1:]
+    C = 1.0 - 0.5 / Ls * np.exp(0.3 * rng.standard_normal((30, Ls.size)))
+    C[0, -1] = 1.01  # one point above L0: dropped, as fit_gap does
+    for lo, hi, r2 in ((0.8, 1.2, 0.99), (0.0, 100.0, 0.0)):
+        got = power.criterion_11(Ls, 1.0, lo, hi, r2)(C)
+        for i in range(len(C)):
+            g = fit_gap(Ls, C[i], 1.0)
+            assert got[i] == bool(g.ok and lo <= g.alpha <= hi and g.r2 >= r2), (i, g)
+
+
+def test_law_fit_recovers_the_law():
+    L0, c = power.law_fit(L, 2.075 + 0.09 / L)
+    assert L0 == pytest.approx(2.075, rel=1e-8) and c == pytest.approx(0.09, rel=1e-6)
+
+
+def test_power_of_5a_at_the_issues_noise():
+    """Issue 33: true law 2.075 + 0.09/L, 3 seeds, per-run SD 0.008 -> about 35%, 0.015 -> 2%."""
+    crit = power.criterion_5a(L, 2.075, 0.09)
+    p08 = power.simulate(crit, 2.075 + 0.09 / L, np.full(L.size, 0.008 / math.sqrt(3)), n_sims=2000)
+    p15 = power.simulate(crit, 2.075 + 0.09 / L, np.full(L.size, 0.015 / math.sqrt(3)), n_sims=2000)
+    assert 0.25 < p08 < 0.45 and p15 < 0.06, (p08, p15)
+    assert power.simulate(crit, 2.075 + 0.09 / L, np.full(L.size, 1e-4)) == 1.0
+
+
+def test_criterion_6_closed_form():
+    # last two depths' C: (1, 1 + e) with e ~ N(0, s^2) and no gap noise: pass iff |e| < 0.1
+    s = 0.08
+    p = power.simulate(power.criterion_6(), [1.0, 1.0, 2.0, 2.0], [0.0, s, 0.0, 0.0], n_sims=20_000)
+    exact = 2 * norm.cdf(0.1 / s) - 1
+    assert abs(p - exact) < 4 * math.sqrt(exact * (1 - exact) / 20_000)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(Exception, match="n_sims"):
+        power.simulate(z_test(0.0), [0.0], [1.0], n_sims=0)
+    with pytest.raises(Exception, match="same length|one length"):
+        power.simulate(z_test(0.0), [0.0, 1.0], [1.0])
