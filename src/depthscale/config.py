@@ -224,9 +224,8 @@ def validate(cfg: RunConfig) -> None:
     if cfg.qk_init == "gd":
         _require(cfg.model == "linear", "qk_init", cfg.qk_init, "used with model = linear only (gd)")
     if cfg.qk_init == "constructive":  # a stack of cosine heads: the test row's softmax over the context (SPEC §3.1)
-        _require(cfg.model in ENSEMBLE_MODELS and cfg.task == "difficult" and not cfg.loop and not cfg.clusters,
-                 "qk_init", cfg.qk_init, "used with model = nonlinear or layer_values on the difficult task, "
-                 "loop = 0 and clusters = 0 only (constructive)")
+        _require(cfg.model == "nonlinear" and cfg.task == "difficult" and not cfg.loop,
+                 "qk_init", cfg.qk_init, "used with model = nonlinear on the difficult task and loop = 0 only (constructive)")
 
 
 def scaled_lr(lr: float, depth: int, exponent: float) -> float:
