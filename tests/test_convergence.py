@@ -75,6 +75,9 @@ def _flat(L, steps):
 
 def test_study_rows_recover_the_law_and_the_decision_rule_in_each_outcome():
     res = _with_budgets(_grid_frame(), _inverse)
+    # phase 2's extra seeds at the grid budget (monitor 2.0, no better) leave the choice as it was
+    assert {c["L"]: c["recipe"] for c in cv.selection_at(res)["chosen"]} == WINNER
+    assert all(r["n_seeds"] == len(cv.GRID_SEEDS) for r in cv.selection_at(res)["table"])
     rows = cv.study_rows(res)
     assert {(r["series"], r["steps"]) for r in rows} == {(s, n) for s in ("envelope", "faithful") for n in cv.BUDGETS[PRESET]}
     top = [r for r in rows if r["series"] == "envelope" and r["steps"] == 20000][0]
@@ -104,9 +107,10 @@ def test_export_writes_the_grid_budgets_and_decision(tmp_path):
 def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
     from depthscale.report import reproduce
 
-    tiny = {"eval_contexts": 128, "monitor_contexts": 128}
-    out = reproduce("convergence", "smoke", tmp_path / "s", tmp_path / "o", progress=False, overrides=tiny)
-    res = Results.from_store(__import__("depthscale.store", fromlist=["Store"]).Store(tmp_path / "s"), "smoke", tiny)
+    from depthscale.store import Store
+
+    out = reproduce("convergence", "smoke", tmp_path / "s", tmp_path / "o", progress=False)
+    res = Results.from_store(Store(tmp_path / "s"), "smoke")
     later = cv.followup(res)
     assert out["sweep"]["failed"] == 0 and later
     done = set(pd.DataFrame(res.df)["run_id"])

@@ -99,16 +99,20 @@ def envelope(cells: Mapping[Cell, Mapping[str, list]], selection: dict) -> dict[
 
 
 def cells_from_results(res, spectra, depths, k: int = 2, recipes: Iterable[str] | None = None,
-                       model: str = "nonlinear", task: str = "difficult", **fields) -> dict:
+                       model: str = "nonlinear", task: str = "difficult", seeds: Iterable[int] | None = None,
+                       **fields) -> dict:
     """{(a, b, k, L): {point: run rows}} from a Results (strict views: a point's runs only), each
-    point's fields at the preset's width plus `fields` (e.g. a study's batch and budget)."""
+    point's fields at the preset's width plus `fields` (e.g. a study's batch and budget). `seeds`:
+    only these seeds' runs (a study's grid seeds: runs a later phase adds to the same config must
+    not change the choice that called for them)."""
+    keep = None if seeds is None else {int(s) for s in seeds}
     N = make_config(res.preset, model=model, task=task).N
     out: dict = {}
     for name in (recipes or grid_names()):
         view = res.view(**grid_variant(name, N), **fields)
         for a, b in spectra:
             for L in depths:
-                rows = view.runs(model, task, k, a, b, L)
+                rows = [r for r in view.runs(model, task, k, a, b, L) if keep is None or int(r["seed"]) in keep]
                 if rows:
                     out.setdefault((float(a), float(b), int(k), int(L)), {})[name] = rows
     return out

@@ -65,9 +65,11 @@ def grid_groups() -> tuple[RunGroup, ...]:
 
 
 def selection_at(res: Results) -> dict:
-    """selection.select on phase 1's runs (>= 3 seeds per point)."""
+    """selection.select on phase 1's runs: GRID_SEEDS only (phase 2 adds seeds to the chosen points'
+    runs at the grid budget, which must not change the choice), every one of them required."""
     p = res.preset
-    cells = cells_from_results(res, STUDY_SPECTRA, PRESET_DEPTHS[p], 2, batch=STUDY_BATCH[p], max_steps=GRID_STEPS[p])
+    cells = cells_from_results(res, STUDY_SPECTRA, PRESET_DEPTHS[p], 2, seeds=GRID_SEEDS, batch=STUDY_BATCH[p],
+                               max_steps=GRID_STEPS[p])
     return select(cells, min_seeds=len(GRID_SEEDS))
 
 

@@ -38,10 +38,16 @@ def monitor_moments(cfg) -> dict:
     return _MOMENTS[key]
 
 
+_STACKS: dict[tuple, dict] = {}  # the stack per (monitor set, depth): every seed of a depth starts from it
+
+
 def constructive_stack(cfg) -> dict:
     """The depth-cfg.L stack a constructive run starts from: per-layer temperatures, gain and its
     in-sample loss on the monitor contexts (softmax_floor.best_stack_on)."""
-    return best_stack_on(monitor_moments(cfg), cfg.L)
+    key = monitor_key(cfg) + (cfg.L,)
+    if key not in _STACKS:
+        _STACKS[key] = best_stack_on(monitor_moments(cfg), cfg.L)
+    return dict(_STACKS[key])
 
 
 def constructive_factors(stack: dict, N: int) -> tuple[torch.Tensor, torch.Tensor]:
