@@ -77,6 +77,7 @@ class RunConfig:
     patience: int = 10  # monitor evaluations without relative improvement > rel_tol => converged
     rel_tol: float = 1e-3  # relative improvement that counts as progress
     min_steps: int = 0  # the convergence rule cannot stop a run before this step (an early plateau is not convergence)
+    early_stop: bool = False  # let the convergence rule stop a run before max_steps (off: SPEC §4 reports the final model, after the schedule has annealed the rate)
     checkpoint_every: int = 500  # steps between checkpoints
     qk_lr: str = "absolute"  # absolute | relative (qk_init=gd: W_q, W_k learn at lr times their start scale sqrt(gd_step L N), so the step size of the gradient-descent start can move by a fixed fraction per step at any depth)
     keep_best: bool = False  # True: measure the parameters of the lowest monitor loss seen instead of the final ones (SPEC §4: the reported model is the final one; the best step is always recorded as a diagnostic, best_step / best_monitor)
@@ -446,11 +447,9 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     base.update(recipe_fields(preset, model, task))
     L = overrides.get("L", RunConfig.L)
     steps = depth_steps(preset, model, task, L) if _is_int(L) and 1 <= L <= MAX_SIZE else None  # (a bad L: validate says so)
-    if steps is not None:
-        base["max_steps"] = steps
+    if steps is not None:  # the convergence rule (with early_stop) judges only the second half of the budget
+        base["max_steps"], base["min_steps"] = steps, steps // 2
     base.update(overrides)
-    if "min_steps" not in overrides:  # SPEC §4: the reported model is the final one, after the schedule's
-        base["min_steps"] = base["max_steps"]  # anneal: a preset run trains to its cap (no early stop)
     if task == "easy":  # k has no meaning on the easy task: one value, so run ids do not split on it
         base["k"] = 1
     return RunConfig(**base)

@@ -11,7 +11,7 @@ exactly as it would be alone, and a stopped model's rows are frozen.
   that finished in an earlier attempt are carried along, stopped (`CARRIED`);
 - `step`: one optimiser step of the running models (`train_step`); a NaN loss stops that run only;
 - `evaluate`: the monitor loss, A, C and top-1 mass on fixed contexts (`monitor`), a curve row
-  per run, `keep_best`, and the convergence rule;
+  per run, `keep_best`, and the convergence rule (RunConfig.early_stop; off by default);
 - `keep_best`: the step of the lowest monitor loss seen, a diagnostic (best_step, best_monitor),
   and its parameters only where RunConfig.keep_best asks (SPEC §4: the final model is the model);
 - `checkpoint`: each unfinished run's checkpoint into the store;
@@ -309,7 +309,7 @@ class Trainer:
                 st.curves[key].append(row[key])
             if i not in self.shadows:
                 self.live.row(i, row)
-            if done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
+            if c0.early_stop and done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
                 self.stop(i, "converged", done_step)
         self.live.postfix([mon[i]["R"] for i in idx if math.isfinite(mon[i]["R"])])
 
