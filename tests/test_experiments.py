@@ -127,11 +127,11 @@ def test_group_words_and_the_beyond_part():
     assert all(REGISTRY[i].part == "paper" for i in IDS)
     assert all(REGISTRY[i].part == "beyond" for i in BEYOND_IDS)
     studies = {i for i, e in REGISTRY.items() if e.part == "study"}
-    assert studies == {"budget"}  # run only when named: neither `all` nor `beyond`
+    assert studies == {"budget", "convergence"}  # run only when named: neither `all` nor `beyond`
     assert not set(IDS) & set(BEYOND_IDS) and set(IDS) | set(BEYOND_IDS) | studies == set(REGISTRY)
     assert resolve_ids("beyond") == BEYOND_IDS
     assert resolve_ids("all,beyond") == tuple(i for i in REGISTRY if i not in studies)
-    assert resolve_ids("budget") == ("budget",)
+    assert resolve_ids("budget") == ("budget",) and resolve_ids("convergence") == ("convergence",)
     assert parse_ids("fig6,all")[0] == "fig6" and len(parse_ids("fig6,all")) == len(IDS)
     assert parse_ids("beyond") == list(BEYOND_IDS)
     with pytest.raises(ValueError, match="or all, beyond"):

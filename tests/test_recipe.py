@@ -1,4 +1,5 @@
-"""The training recipe's two safeguards: early stopping's model selection (keep_best) and the
+"""The training recipe's two options: early stopping's model selection (keep_best, off by default:
+SPEC §4 reports the final model) and the
 relative rate of a gradient-descent start's W_q, W_k (qk_lr = relative)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def test_keep_best_measures_the_parameters_of_the_best_monitor_step():
     # wandering trajectory has its minimum earlier (which seed depends on float rounding: the fused
     # CPU kernels and the torch path part ways within these 40 steps at this rate)
     for seed in range(6):
-        cfg = _spiky(seed=seed)
+        cfg = _spiky(seed=seed, keep_best=True)
         met = train_pack([cfg])[0]
         if 0 < met["best_step"] < cfg.max_steps:
             break
@@ -33,7 +34,8 @@ def test_keep_best_measures_the_parameters_of_the_best_monitor_step():
     again = train_pack([cfg.replace(max_steps=met["best_step"], keep_best=False)])[0]
     assert met["R"] == pytest.approx(again["R"], rel=1e-6, abs=1e-9)
     last = train_pack([cfg.replace(keep_best=False)])[0]
-    assert "best_step" not in last and last["R"] != met["R"]
+    # without the rollback the final parameters are measured; the best step is still recorded (a diagnostic)
+    assert last["best_step"] == met["best_step"] and last["R"] != met["R"]
 
 
 def test_qk_lr_relative_scales_the_first_step_of_wq_wk_only():

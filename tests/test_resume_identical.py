@@ -23,7 +23,7 @@ from depthscale.training import run_pack
 
 # runs that stop at different steps (converged at 20, 45 and 60, max_steps) and one whose loss is
 # NaN from the first step: every kind of stop happens while its pack-mates train on
-FIELDS = dict(max_steps=60, eval_every=5, checkpoint_every=10, patience=2, min_steps=10, rel_tol=0.003,
+FIELDS = dict(max_steps=60, eval_every=5, checkpoint_every=10, patience=2, min_steps=10, rel_tol=0.003, early_stop=True,
               keep_best=True, eval_contexts=256, monitor_contexts=128, batch=32)
 CFGS = [make_config("smoke", L=L, seed=s, **FIELDS) for s in (0, 1) for L in (1, 2, 4)] + [
     make_config("smoke", L=2, seed=2, **FIELDS)]

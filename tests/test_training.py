@@ -122,10 +122,14 @@ def test_convergence_rule_and_schedule():
     c = small(warmup=10, max_steps=110)
     assert lr_factor(c, 0) == pytest.approx(0.1) and lr_factor(c, 10) == pytest.approx(1.0)
     assert lr_factor(c, 110) == pytest.approx(0.0, abs=1e-12)
+    # a run trains to its cap unless early_stop lets the rule stop it (SPEC §4: the final model is the model)
     r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200)], progress=False)[0]
+    assert r["stopped_because"] == "max_steps" and r["steps"] == 200
+    r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200, early_stop=True)], progress=False)[0]
     assert r["stopped_because"] == "converged" and r["steps"] < 200
     # min_steps: the same run may not stop before step 150 (an early plateau is not convergence)
-    r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200, min_steps=150)], progress=False)[0]
+    r = train_pack([small(L=1, patience=2, rel_tol=0.5, max_steps=200, min_steps=150, early_stop=True)],
+                   progress=False)[0]
     assert r["stopped_because"] == "converged" and 150 <= r["steps"] < 200
 
 

@@ -19,7 +19,7 @@ MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updat
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
 QK_LRS = ("absolute", "relative")
-QK_INITS = ("independent", "tied", "spread", "gd")
+QK_INITS = ("independent", "tied", "spread", "gd", "constructive")
 WX_INITS = ("gaussian", "orthogonal")
 GAIN_INITS = ("random", "positive")
 PRESETS = ("smoke", "cpu", "paper")
@@ -58,7 +58,7 @@ class RunConfig:
     heads: int = 4  # model=transformer: attention heads per block (N divisible by heads)
     mlp: int = 4  # model=transformer: MLP hidden width mlp * N per block (0: attention-only blocks)
     qk_std: float = 0.02  # init std of the W_q, W_k entries (small: attention starts near uniform); qk_init picks the init mode
-    qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max])
+    qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max]) | constructive (layer l starts as one head of the best equal-weight stack of L cosine heads on the monitor contexts, plus qk_std noise)
     tau_min: float = 7.0  # qk_init=spread: cosine temperature of the first layer at init
     tau_max: float = 30.0  # qk_init=spread: cosine temperature of the last layer at init
     metric_sigma: float = 0.5  # qk_init=spread: log-normal spread of the metric's eigenvalues D (0 = isotropic)
@@ -72,14 +72,15 @@ class RunConfig:
     max_steps: int = 3000  # step cap
     warmup: int = 100  # linear warmup steps
     schedule: str = "cosine"  # lr schedule after warmup, over max_steps
-    eval_every: int = 100  # steps between monitor evaluations
-    monitor_contexts: int = 1024  # fixed contexts for the convergence monitor
+    eval_every: int = 250  # steps between monitor evaluations (one at 10,240 contexts costs ~14-20 training steps on a CPU: ~6-8%)
+    monitor_contexts: int = 10240  # fixed monitor contexts (SPEC §4: >= 10,240, disjoint from the evaluation set; seeds.monitor_seed)
     patience: int = 10  # monitor evaluations without relative improvement > rel_tol => converged
     rel_tol: float = 1e-3  # relative improvement that counts as progress
     min_steps: int = 0  # the convergence rule cannot stop a run before this step (an early plateau is not convergence)
+    early_stop: bool = False  # let the convergence rule stop a run before max_steps (off: SPEC §4 reports the final model, after the schedule has annealed the rate)
     checkpoint_every: int = 500  # steps between checkpoints
     qk_lr: str = "absolute"  # absolute | relative (qk_init=gd: W_q, W_k learn at lr times their start scale sqrt(gd_step L N), so the step size of the gradient-descent start can move by a fixed fraction per step at any depth)
-    keep_best: bool = True  # measure the parameters with the lowest monitor loss seen (early stopping's model selection; a late loss spike is not the run's result)
+    keep_best: bool = False  # True: measure the parameters of the lowest monitor loss seen instead of the final ones (SPEC §4: the reported model is the final one; the best step is always recorded as a diagnostic, best_step / best_monitor)
     grad_clip: float = 0.0  # per-model grad-norm clip (0 = off; Adam is scale-free, and a clip
     # dominated by one large gradient starves the small W_q, W_k gradients below Adam's eps)
     # --- evaluation (SPEC §5) ---
@@ -219,10 +220,13 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.tau_min > 0, "tau_min", cfg.tau_min, "> 0")
     _require(cfg.tau_max >= cfg.tau_min, "tau_max", cfg.tau_max, f">= tau_min = {cfg.tau_min}")
     _require(cfg.gd_step > 0, "gd_step", cfg.gd_step, "> 0")
-    if cfg.qk_init in ("spread", "gd"):
+    if cfg.qk_init in ("spread", "gd", "constructive"):
         _require(cfg.wx_init == "orthogonal", "wx_init", cfg.wx_init, f"orthogonal when qk_init = {cfg.qk_init}")
     if cfg.qk_init == "gd":
         _require(cfg.model == "linear", "qk_init", cfg.qk_init, "used with model = linear only (gd)")
+    if cfg.qk_init == "constructive":  # a stack of cosine heads: the test row's softmax over the context (SPEC §3.1)
+        _require(cfg.model == "nonlinear" and cfg.task == "difficult" and not cfg.loop,
+                 "qk_init", cfg.qk_init, "used with model = nonlinear on the difficult task and loop = 0 only (constructive)")
 
 
 def scaled_lr(lr: float, depth: int, exponent: float) -> float:
@@ -273,8 +277,7 @@ _PRESET_FIELDS: dict[str, dict] = {
                   monitor_contexts=256, patience=3, checkpoint_every=20, eval_contexts=512,
                   lr=1e-2),
     "cpu": dict(),
-    "paper": dict(batch=512, max_steps=20000, eval_every=250,
-                  monitor_contexts=2048, patience=12, checkpoint_every=1000),
+    "paper": dict(batch=512, max_steps=20000, eval_every=250, patience=12, checkpoint_every=1000),
 }
 # The paper's experiments do not share one geometry (SPEC §1; docs/geometry.md has the evidence):
 # its linear numbers (Table 3) are d = 128, P = 1024; its nonlinear top-2 floors (Tables 1, 4) equal
@@ -321,6 +324,11 @@ def preset_fields(preset: str) -> dict:
 # Training recipe per (preset, model, task): the part of the configuration that is tuned, not
 # given by the paper (SPEC §3.4). Keys are matched most-specific first; see docs/recipe.md.
 _SOFTMAX_RECIPE = dict(wx_init="orthogonal", qk_std=0.02, lr=3e-3, gain_init="positive")  # recipe.md §3, §5
+# SPEC §5: the experiments that compare nonlinear losses across depths or with the paper's L0 (fig6,
+# fig14, tables 1, 4, 5, the convergence study: every nonlinear difficult-task run) evaluate on this
+# many contexts at the cpu and paper presets (smoke keeps its small set). Measured on one core:
+# measuring a depth-64 model on 102,400 contexts takes ~5 s (L = 1: ~1 s), drawing them ~1.7 s.
+SHAPE_EVAL_CONTEXTS = 102_400
 # Two named starts of the controlled softmax models (SPEC §3.4, docs/recipe.md §12):
 # - faithful (the paper's: the default everywhere): W_q, W_k small and independent, so attention
 #   starts near uniform, and one learning rate for every depth;
@@ -331,6 +339,41 @@ RECIPE_VARIANTS: dict[str, dict] = {
     "faithful": dict(qk_init="independent", lr_depth_exp=0.0),
     "spread": dict(qk_init="spread", tau_min=7.0, tau_max=30.0, metric_sigma=0.5, lr_depth_exp=-0.5),
 }
+# The recipe grid of the nonlinear shape experiments (SPEC §3.4, §4), fixed in advance and reported
+# whole: start x peak rate x taper (lr(L) = lr L^taper), each point a named variant (`grid_variant`).
+# The starts: faithful (W_q, W_k entries N(0, 0.02^2): attention near uniform), default scale (the
+# frameworks' default 1/sqrt(3N), 0.144 at N = 16) and constructive (layer l of a depth-L model starts
+# as one head of the best equal-weight stack of L cosine heads, computed on the monitor contexts,
+# plus 0.02 noise: kinds.constructive). depthscale.selection picks one per depth by the final monitor loss.
+GRID_STARTS = ("faithful", "default", "constructive")
+GRID_RATES = (1e-3, 3e-3, 1e-2)
+GRID_TAPERS = (0.0, -0.5)
+_RATE_NAMES = {1e-3: "1e-3", 3e-3: "3e-3", 1e-2: "1e-2"}
+_TAPER_NAMES = {0.0: "flat", -0.5: "taper"}
+
+
+def grid_name(start: str, lr: float, taper: float) -> str:
+    """The name of one grid point, e.g. 'faithful-3e-3-flat' (taper L^0) or 'constructive-1e-2-taper' (L^-1/2)."""
+    return f"{start}-{_RATE_NAMES[lr]}-{_TAPER_NAMES[taper]}"
+
+
+def grid_names() -> tuple[str, ...]:
+    """Every point of the recipe grid, in a fixed order (start, then rate, then taper)."""
+    return tuple(grid_name(s, r, t) for s in GRID_STARTS for r in GRID_RATES for t in GRID_TAPERS)
+
+
+def grid_variant(name: str, N: int) -> dict:
+    """The RunConfig fields of grid point `name` at width N (the default scale's qk_std is 1/sqrt(3N))."""
+    for s in GRID_STARTS:
+        for r in GRID_RATES:
+            for t in GRID_TAPERS:
+                if grid_name(s, r, t) == name:
+                    qk_std = 1.0 / math.sqrt(3 * N) if s == "default" else 0.02
+                    return dict(qk_init="constructive" if s == "constructive" else "independent",
+                                qk_std=qk_std, lr=r, lr_depth_exp=t)
+    raise ConfigError(f"recipe must be one of the grid's {len(grid_names())} points, e.g. {grid_names()[0]!r}; got {shown(name)}")
+
+
 # the spread start's temperatures at k = 16 (records.variant_fields sets them on the spread groups): the
 # spread start is centred on the best single cosine head's temperature tau* of the top-k task
 # (theory.softmax_floor at d = 16, P = 64: tau* = 14.8 for k = 2, 3.8 for k = 16), over [tau*/2, 2 tau*]
@@ -352,13 +395,14 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     # the deep ensembles were still improving at 1,500 and 3,000 steps, and the convergence rule
     # stopped depths 2 and 4 inside plateaus that later break: 4,000 steps, run to the cap (recipe.md §6).
     # The faithful start (RECIPE_VARIANTS; recipe.md §12): attention near uniform, one rate for every depth
-    ("cpu", "nonlinear", "difficult"): dict(max_steps=4000, patience=40),
+    ("cpu", "nonlinear", "difficult"): dict(max_steps=4000, patience=40, eval_contexts=SHAPE_EVAL_CONTEXTS),
     ("cpu", "layer_values", "difficult"): dict(max_steps=4000, patience=40),
     # context_updates costs O(L P^2 N) per context (the context-to-context attention): batch 64
     ("cpu", "context_updates", "*"): dict(batch=64),
     # paper: the cpu recipe carried over (the softmax models share the cpu geometry; the linear
     # recipe was not tuned at d = 128: no GPU was available to tune it)
     ("paper", "*", "*"): dict(_SOFTMAX_RECIPE),
+    ("paper", "nonlinear", "difficult"): dict(eval_contexts=SHAPE_EVAL_CONTEXTS),
     ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, qk_std=0.01, lr=1e-3,
                                    lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
@@ -419,7 +463,7 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     base.update(recipe_fields(preset, model, task))
     L = overrides.get("L", RunConfig.L)
     steps = depth_steps(preset, model, task, L) if _is_int(L) and 1 <= L <= MAX_SIZE else None  # (a bad L: validate says so)
-    if steps is not None:  # the convergence rule judges only the second half of the budget
+    if steps is not None:  # the convergence rule (with early_stop) judges only the second half of the budget
         base["max_steps"], base["min_steps"] = steps, steps // 2
     base.update(overrides)
     if task == "easy":  # k has no meaning on the easy task: one value, so run ids do not split on it
@@ -427,7 +471,8 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     return RunConfig(**base)
 
 
-__all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
+__all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "GRID_STARTS", "GRID_RATES", "GRID_TAPERS", "grid_name",
+           "grid_names", "grid_variant", "SHAPE_EVAL_CONTEXTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
            "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "geometry",
            "geometry_kind", "GEOMETRIES", "MAX_STEPS", "MAX_SIZE", "STEP_FIELDS", "SIZE_FIELDS", "scaled_lr", "shown"]

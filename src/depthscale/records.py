@@ -215,6 +215,9 @@ class Experiment:
     table: Callable | None = None
     claims: tuple[Claim, ...] = ()
     notes: Callable | None = None
+    # followup(res) -> RunConfigs that depend on the runs of `groups` (a study's second phase, e.g.
+    # the convergence study's chosen recipes): `reproduce` trains them after the groups' runs
+    followup: Callable | None = None
 
     @property
     def kind(self) -> str:

@@ -99,12 +99,31 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
                            device=device, max_pack=max_pack, progress=progress,
                            name=sweep_name(ids, preset), slurm=slurm, allow_memory=allow_memory,
                            extra_jobs=jobs)
+        # a study's second phase (Experiment.followup: runs chosen from the first phase's results)
+        later = _followup_configs(ids, preset, store, overrides) if build else []
+        if later:
+            more = run_sweep(later, store, executor=executor, shard=shard, workers=workers, device=device,
+                             max_pack=max_pack, progress=progress, name=sweep_name(ids, preset) + "-followup",
+                             slurm=slurm, allow_memory=allow_memory)
+            counts = {k: counts.get(k, 0) + more.get(k, 0) if isinstance(counts.get(k, 0), int) else counts[k]
+                      for k in {**counts, **more}}
     out = {"ids": list(ids), "preset": preset, "seeds": list(resolve_seeds(preset, seeds)),
            "configs": len(configs), "sweep": counts, "out_dir": str(Path(out_dir)),
            "theory_in_sweep": len(jobs)}
     if build:
         out.update(report(store_dir, out_dir, preset=preset, ids=ids, overrides=overrides,
                           device=device, progress=progress))
+    return out
+
+
+def _followup_configs(ids, preset: str, store, overrides: dict) -> list:
+    """The runs the experiments `ids` add after their own (Experiment.followup), read off the store
+    with the reproduce's `overrides`."""
+    out = []
+    for i in ids:
+        e = REGISTRY[i]
+        if e.followup is not None:
+            out += e.followup(Results.from_store(store, preset, overrides))
     return out
 
 

@@ -335,4 +335,33 @@ def floor_from_contexts(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None, batc
                 sq_err_stack=stack)
 
 
-__all__ = ["softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]
+def stack_moments(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None) -> dict:
+    """The cosine heads' mean moments on given contexts, all of them in-sample (float64): G (J, J) =
+    E[H H^T], h (J,) = E[H y*], T = E[y*^2], and the temperatures tau (J,) (`best_stack_on` reads them)."""
+    x, q, y, ys = (torch.as_tensor(t).to(torch.float64) for t in (x_BxPxd, xq_Bxd, y_BxP, ystar_B))
+    tau = _check_temperatures(temperatures)
+    n = x.shape[0]
+    G, h, T, _ = _moments(_given_parts(x, q, y, ys, [n], tau.size),
+                          torch.as_tensor(tau, dtype=torch.float64, device=x.device), [n])
+    return dict(G=G[0] / n, h=h[0] / n, T=float(T[0] / n), tau=tau, n=n)
+
+
+def best_stack_on(moments: dict, L: int) -> dict:
+    """The best equal-weight stack of L cosine heads with one gain (`best_equal_weight`), fitted and
+    measured in-sample on the contexts of `moments` (`stack_moments`): each layer's temperature
+    (sorted), the gain g >= 0 and the stack's loss E[(g (1/L) sum_l softmax(tau_l cos) . y - y*)^2].
+    Searched from the optimal mixture and from the best single head repeated L times (the lower
+    wins). This is a setting of the controlled model (orthogonal W_x, W_q^T W_k = (tau_l / N) I,
+    W_o W_v W_y = g): kinds.constructive starts a depth-L model there."""
+    G, h, T, tau = moments["G"], moments["h"], moments["T"], moments["tau"]
+    L = int(check_int("L", L, 1))
+    one, _ = best_equal_weight(G, h, T, 1)
+    cnt, loss = min((best_equal_weight(G, h, T, L, start=s0) for s0 in (None, one.astype(np.float64))),
+                    key=lambda r: r[1])
+    w = cnt / L
+    gain = max(float(h @ w), 0.0) / max(float(w @ G @ w), 1e-300)
+    taus = np.repeat(tau, cnt)
+    return dict(temperatures=taus.tolist(), gain=gain, R=float(T - 2 * gain * (h @ w) + gain**2 * (w @ G @ w)), L=L)
+
+
+__all__ = ["stack_moments", "best_stack_on", "softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]

@@ -11,11 +11,13 @@ exactly as it would be alone, and a stopped model's rows are frozen.
   that finished in an earlier attempt are carried along, stopped (`CARRIED`);
 - `step`: one optimiser step of the running models (`train_step`); a NaN loss stops that run only;
 - `evaluate`: the monitor loss, A, C and top-1 mass on fixed contexts (`monitor`), a curve row
-  per run, `keep_best`, and the convergence rule;
-- `keep_best`: the parameters of the lowest monitor loss seen (RunConfig.keep_best);
+  per run, `keep_best`, and the convergence rule (RunConfig.early_stop; off by default);
+- `keep_best`: the step of the lowest monitor loss seen, a diagnostic (best_step, best_monitor),
+  and its parameters only where RunConfig.keep_best asks (SPEC §4: the final model is the model);
 - `checkpoint`: each unfinished run's checkpoint into the store;
-- `finish`: a stopped run's final measurement (measurements.measure, on the best parameters when
-  kept), its metrics, and its result in the store;
+- `finish`: a stopped run's final measurement (measurements.measure, on the final parameters, or
+  the best ones when kept), its metrics (the final monitor loss `final_monitor_loss` among them),
+  and its result in the store;
 - `run`: the loop that calls them.
 The pack is reached only through the model protocol (kinds.base.ModelKind).
 
@@ -172,7 +174,7 @@ class RunState:
     stopped_because: str | None = None
     steps: int = 0
     seconds: float = 0.0
-    best_loss: float = math.inf  # keep_best: the lowest monitor loss seen, its step and parameters
+    best_loss: float = math.inf  # the lowest monitor loss seen and its step (a diagnostic); its parameters with keep_best
     best_step: int = 0
     best_params: dict | None = None
 
@@ -300,24 +302,25 @@ class Trainer:
                 self.stop(i, "nan", done_step)
                 continue
             st.history.append(r["R"])
-            if self.cfgs[i].keep_best:
-                self.keep_best(i, r["R"], done_step)
+            self.keep_best(i, r["R"], done_step)
             row = {"step": done_step, "R": r["R"], "A": r["A"], "C": r["C"], "top1_mass": r["top1_mass"],
                    "lr": float(self.lr0_M[i] * lr_factor(c0, done_step - 1))}
             for key in CURVE_KEYS:
                 st.curves[key].append(row[key])
             if i not in self.shadows:
                 self.live.row(i, row)
-            if done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
+            if c0.early_stop and done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
                 self.stop(i, "converged", done_step)
         self.live.postfix([mon[i]["R"] for i in idx if math.isfinite(mon[i]["R"])])
 
     def keep_best(self, i: int, loss: float, step: int) -> None:
-        """Keep run i's parameters if `loss` is the lowest monitor loss it has seen."""
+        """Record the step if `loss` is the lowest monitor loss run i has seen, and keep its
+        parameters there when the run's config asks for them (RunConfig.keep_best)."""
         st = self.states[i]
         if loss < st.best_loss:
             st.best_loss, st.best_step = loss, step
-            st.best_params = _cpu(self.pack.state_of(i))
+            if self.cfgs[i].keep_best:
+                st.best_params = _cpu(self.pack.state_of(i))
 
     # ---- checkpoint ----
     def checkpoint(self, done_step: int) -> None:
@@ -343,8 +346,8 @@ class Trainer:
             self.results[i] = {}
             return
         met = self.final_measurement(i) if reason != "nan" else {}
-        if self.cfgs[i].keep_best:
-            met.update(best_step=st.best_step if st.best_params is not None else step)
+        if math.isfinite(st.best_loss):  # the monitor's best step: a diagnostic, not the reported model
+            met.update(best_step=st.best_step, best_monitor=st.best_loss)
         met.update(run_id=self.cfgs[i].run_id, steps=step, stopped_because=reason, train_seconds=st.seconds,
                    final_monitor_loss=st.history[-1] if st.history else float("nan"),
                    lr_used=float(self.lr0_M[i]), **versions(("torch",)), device=str(self.device))

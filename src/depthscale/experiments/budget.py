@@ -1,6 +1,11 @@
 """The budget ladder (SPEC §9, a study, not a claim): does the faithful start reach the paper's
 inverse-depth shape as the training budget grows, or is the shape a property of the spread start?
 
+Superseded by the convergence study (experiments/convergence.py, `reproduce convergence`; issue 33):
+the ladder judged the faithful start alone on its best monitor step, while SPEC §4 now reports the
+final model and chooses each depth's recipe from a fixed grid by the monitor. It stays registered
+(`budget`) so that its committed results under studies/results/budget/ can be read and redrawn.
+
 A study (part "study": run only when named; the report adds it when the store has its runs), with
 its decision rule and outcome as notes under its figure and table.
 

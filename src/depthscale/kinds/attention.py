@@ -35,7 +35,8 @@ class AttentionStack(ModelKind):
 
     def __init__(self, d: int, N: int, depths: list[int], seeds: list[int], qk_std: float = 0.02,
                  qk_init: str = "independent", wx_init: str = "gaussian", gain_init: str = "random",
-                 spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5, loop: int = 0):
+                 spread: tuple = (7.0, 30.0, 0.5), gd_step: float = 0.5, loop: int = 0,
+                 starts: list[dict] | None = None):
         super().__init__()
         if loop and not self.loopable:
             raise InputError(f"loop is not implemented for model {self.kind!r} (tied layers: RunConfig.loop)")
@@ -55,8 +56,10 @@ class AttentionStack(ModelKind):
             offs.append(offs[-1] + n)
         self.offsets = offs  # rows of model m are offsets[m]:offsets[m+1] of per-layer params
         # a looped model is initialised as its B distinct layers: exactly the untied B-layer model
-        per = [self.init_params(d, N, n, qk_std, s, qk_init, wx_init, gain_init, spread, gd_step)
-               for n, s in zip(self.rows, seeds)]
+        # starts: each model's constructive stack (qk_init = constructive, kinds.constructive)
+        starts = starts if starts is not None else [None] * self.M
+        per = [self.init_params(d, N, n, qk_std, s, qk_init, wx_init, gain_init, spread, gd_step, construct=st)
+               for n, s, st in zip(self.rows, seeds, starts)]
         self.layer_params = {"Wq", "Wk"} | ({"Wv"} if self.per_layer_values else set())
         for name in per[0]:
             if name in self.layer_params:
@@ -70,16 +73,21 @@ class AttentionStack(ModelKind):
     @classmethod
     def from_configs(cls, cfgs: list) -> "AttentionStack":
         c0 = cfgs[0]
+        starts = None
+        if c0.qk_init == "constructive":  # the best cosine stack of each depth on the run's monitor contexts
+            from depthscale.kinds.constructive import constructive_stack
+
+            starts = [constructive_stack(c) for c in cfgs]
         return cls(c0.d, c0.N, [c.L for c in cfgs], [c.seed for c in cfgs], c0.qk_std, c0.qk_init, c0.wx_init,
-                   c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step, c0.loop)
+                   c0.gain_init, (c0.tau_min, c0.tau_max, c0.metric_sigma), c0.gd_step, c0.loop, starts=starts)
 
     @classmethod
     def init_params(cls, d: int, N: int, L: int, qk_std: float, seed: int, qk_init: str = "independent",
                     wx_init: str = "gaussian", gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5),
-                    gd_step: float = 0.5) -> dict:
+                    gd_step: float = 0.5, construct: dict | None = None) -> dict:
         """One model's parameters, drawn on the CPU from its own seed (kinds.init.draw_params)."""
         return draw_params(d, N, L, qk_std, seed, qk_init, wx_init, gain_init, spread, gd_step,
-                           layer_values=cls.per_layer_values)
+                           layer_values=cls.per_layer_values, construct=construct)
 
     @classmethod
     def count_params(cls, d: int, N: int, L: int, loop: int = 0) -> int:

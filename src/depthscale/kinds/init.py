@@ -15,11 +15,12 @@ from depthscale import seeds
 
 def draw_params(d: int, N: int, L: int, qk_std: float, seed: int, qk_init: str = "independent",
                 wx_init: str = "gaussian", gain_init: str = "random", spread: tuple = (7.0, 30.0, 0.5),
-                gd_step: float = 0.5, layer_values: bool = False) -> dict:
+                gd_step: float = 0.5, layer_values: bool = False, construct: dict | None = None) -> dict:
     """One model's parameters W_x, W_y, W_o, W_v, W_q, W_k (SPEC §3), drawn on the CPU from its own
     seed: identical whether the model is trained alone or inside a pack, on any device.
     `layer_values`: one W_v per layer (L x N x N, the LayerValues kind), else one shared W_v. A
-    kind with further parameters adds them after these draws (kinds.context_updates: m)."""
+    kind with further parameters adds them after these draws (kinds.context_updates: m).
+    `construct`: qk_init = constructive's stack (kinds.constructive.constructive_stack), required there."""
     g = seeds.generator(seeds.init_seed(seed))
     r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
     p = {
@@ -45,6 +46,12 @@ def draw_params(d: int, N: int, L: int, qk_std: float, seed: int, qk_init: str =
     if qk_init == "spread":
         base = spread_metric_factors(p["Wx"], L, *spread, g)
         p["Wq"], p["Wk"] = base + p["Wq"], base + p["Wk"]
+    if qk_init == "constructive":  # layer l starts as head l of the best cosine stack, plus the noise drawn above
+        if construct is None or layer_values:
+            raise ValueError("qk_init = constructive needs its stack (kinds.constructive) and one shared W_v")
+        from depthscale.kinds.constructive import apply_stack
+
+        p = apply_stack(p, construct)
     if qk_init == "gd":  # linear model: layer l starts as one in-context gradient-descent step
         p.update(gd_start(p["Wy"], L, N, gd_step, qk_std, g))
     return p
