@@ -204,3 +204,55 @@ def test_R_the_trainer_could_not_write_is_broken_not_diverged(base, store, R):
     s = Store(store, readonly=True)
     assert s.run_state(rid) == "broken", s.broken_reason(rid)
     assert "metrics.json" in s.broken_reason(rid) and "R" in s.broken_reason(rid)
+
+
+def _edited(blob: bytes, how: str, at: float, bit: int, n: int, foreign: bytes) -> bytes:
+    """One edit of a file's bytes; `at` in [0, 1) places it."""
+    b = bytearray(blob)
+    i = int(at * len(b))
+    if how == "flip":
+        b[i] ^= 1 << bit
+    elif how == "cut":
+        del b[i:i + n]
+    elif how == "append":
+        b += b" \n0}"[bit % 4:bit % 4 + 1] * n
+    elif how == "insert":
+        b[i:i] = b" " * n
+    else:
+        b = bytearray(foreign)
+    return bytes(b)
+
+
+def test_any_single_file_edit_is_caught_property(base, store):
+    """Property (hypothesis, issue 37): for every vouched file of a finished run and every edit —
+    a bit flipped, bytes cut, appended or inserted anywhere, the file replaced by another run's —
+    with its mtime kept or not, a Store that had verified the run calls it broken; the original
+    bytes put back, it is done again."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    rid, other = base["ids"][0], base["ids"][1]
+    d = store / "runs" / rid
+    originals = {name: (d / name).read_bytes() for name in VOUCHED}
+    s = Store(store, readonly=True)
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(name=st.sampled_from(VOUCHED), how=st.sampled_from(["flip", "cut", "append", "insert", "foreign"]),
+           at=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7), n=st.integers(1, 16),
+           keep_mtime=st.booleans())
+    def edit_is_caught(name, how, at, bit, n, keep_mtime):
+        blob = _edited(originals[name], how, at, bit, n, (store / "runs" / other / name).read_bytes())
+        if blob == originals[name]:
+            return
+        assert s.run_state(rid) == "done"
+        st_ = os.stat(d / name)
+        try:
+            (d / name).write_bytes(blob)
+            if keep_mtime:
+                os.utime(d / name, ns=(st_.st_atime_ns, st_.st_mtime_ns))
+            assert s.run_state(rid) == "broken", (name, how)
+        finally:
+            (d / name).write_bytes(originals[name])
+
+    edit_is_caught()

@@ -137,3 +137,27 @@ def test_id_normalisation_changes_only_negative_zero():
         dump = lambda x: json.dumps(x, sort_keys=True, separators=(",", ":"))  # noqa: E731
         assert dump(_id_value(v)) == dump(_without_negative_zero(v))
         assert dump(_id_value(v)) == dump(_id_value(_flip_zeros(v)))
+
+
+def test_id_normal_form_property():
+    """Property (hypothesis, issue 37): for any JSON-like value — numbers of every size and sign,
+    unicode strings, booleans, None, nested lists and dicts — the id's normal form writes as the
+    value does with each -0.0 made 0.0, and flipping the sign of every zero leaves it unchanged."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from depthscale.config import _id_value
+
+    scalars = (st.none() | st.booleans() | st.integers() | st.text()
+               | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0, -0.0]))
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                          | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+    dump = lambda x: json.dumps(x, sort_keys=True, separators=(",", ":"))  # noqa: E731
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(values)
+    def normal_form(v):
+        assert dump(_id_value(v)) == dump(_without_negative_zero(v))
+        assert dump(_id_value(v)) == dump(_id_value(_flip_zeros(v)))
+
+    normal_form()
