@@ -49,7 +49,7 @@ def test_phase_one_is_the_whole_grid_and_the_choice_follows_the_monitor():
     cfgs = REGISTRY["convergence"].configs(PRESET)
     assert len(cfgs) == len(grid_names()) * len(DEPTHS) * len(cv.GRID_SEEDS)
     assert {c.batch for c in cfgs} == {512} and {c.max_steps for c in cfgs} == {5000}
-    assert all(c.min_steps == c.max_steps and c.eval_contexts >= 102_400 and c.monitor_contexts >= 10_240 for c in cfgs)
+    assert all(not c.early_stop and c.eval_contexts >= 102_400 and c.monitor_contexts >= 10_240 for c in cfgs)
     sel = cv.selection_at(Results(pd.DataFrame(_grid_frame()), PRESET))
     assert {c["L"]: c["recipe"] for c in sel["chosen"]} == WINNER
     assert len(sel["table"]) == len(grid_names()) * len(DEPTHS)

@@ -38,8 +38,10 @@ from depthscale.selection import cells_from_results, select
 
 FAITHFUL = "faithful-3e-3-flat"  # the faithful start as trained (SPEC §3.4: qk_std 0.02, lr 3e-3, one rate)
 STUDY_BATCH = {"smoke": 64, "cpu": 512, "paper": 512}
-GRID_STEPS = {"smoke": 60, "cpu": 5000, "paper": 5000}  # phase 1's budget
-BUDGETS = {"smoke": (60, 120, 240), "cpu": (5000, 10000, 20000), "paper": (5000, 10000, 20000)}
+# phase 1's budget; smoke's is not the smoke preset's 60 steps, so that the smoke preset's default
+# runs (= grid point faithful-1e-2-flat at 60 steps) are not mistaken for the study's
+GRID_STEPS = {"smoke": 40, "cpu": 5000, "paper": 5000}
+BUDGETS = {"smoke": (40, 80, 160), "cpu": (5000, 10000, 20000), "paper": (5000, 10000, 20000)}
 GRID_SEEDS = (0, 1, 2)
 BUDGET_SEEDS = (0, 1, 2, 3, 4)
 STUDY_SPECTRA = ORIGIN
