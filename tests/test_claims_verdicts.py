@@ -108,3 +108,11 @@ def test_outcome_and_power_texts():
     cert = {"computed": ["doubling", "construction"]}
     assert claims.cert_text(cert, "") == "certified (doubling, construction); "
     assert claims.cert_text(cert, "uncertified: x") == "" and claims.cert_text(None, "") == ""
+
+
+def test_small_texts_of_the_detail():
+    """Texts a claim's detail is made of (killing mutmut's survivors in claims.py)."""
+    assert [claims.mark(x) for x in (True, False, None)] == ["ok", "NO", "INCONCLUSIVE"]
+    assert claims.cells_text(["a", "b"]) == "missing runs: 2 cell(s): a; b"
+    assert claims.cells_text(list("abcdef")) == "missing runs: 6 cell(s): a; b; c; d (+2 more)"
+    assert claims.cells_text(list("abcd")) == "missing runs: 4 cell(s): a; b; c; d"
