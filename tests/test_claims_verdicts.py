@@ -116,3 +116,30 @@ def test_small_texts_of_the_detail():
     assert claims.cells_text(["a", "b"]) == "missing runs: 2 cell(s): a; b"
     assert claims.cells_text(list("abcdef")) == "missing runs: 6 cell(s): a; b; c; d (+2 more)"
     assert claims.cells_text(list("abcd")) == "missing runs: 4 cell(s): a; b; c; d"
+
+
+def test_engine_texts_and_order():
+    """The engine's helpers, each against its exact text (mutmut's survivors in claims.py were
+    texts no claim test looked at)."""
+    from types import SimpleNamespace as NS
+
+    good, bad = NS(ok=True, reason=""), NS(ok=False, reason="L0 = 0 at its bound 0")
+    assert claims.verdict(True, good) == "ok" and claims.verdict(False, good) == "NO"
+    assert claims.verdict(False, bad) == "NO (degenerate fit: L0 = 0 at its bound 0)"
+    assert claims.verdict(False, None) == "NO (no fit)" and claims.fit_problem(good) == ""
+    assert claims.yes(True) == "ok" and claims.yes(False) == "NO"
+    res = World().results()  # cpu preset
+    assert claims.seeds_text(res, []) == "seeds per cell: none"
+    assert claims.seeds_text(res, [1, 1]) == "seeds per cell: 1 (one seed: the cpu preset's budget)"
+    assert claims.seeds_text(res, [2, 3]) == "seeds per cell: 2-3 (fewer than 3: the cpu preset's budget)"
+    assert claims.seeds_text(res, [3, 3]) == "seeds per cell: 3"
+    assert claims.item_label(0.0, 0.25, 2) == "(0,0.25)" and claims.item_label(0.0, 0.25, 16) == "k=16 (0,0.25)"
+    ids = ["B2a", "11", "4b", "1", "B1b", "4a", "10", "5c", "B10a", "2"]
+    assert sorted(ids, key=claims.claim_order) == ["1", "2", "4a", "4b", "5c", "10", "11", "B1b", "B2a", "B10a"]
+    assert claims.claim_order("x") == ("~", 0, "x")
+    smoke = World("smoke").results()
+    with pytest.raises(claims.MissingRuns, match=r"^missing runs \(k=16,32 is not part of the smoke preset\)$"):
+        claims.present_ks(smoke, [(16, ()), (32, ())])
+    assert claims.present_ks(smoke, [(2, "x"), (16, "y")]) == [(2, "x")]
+    assert claims.left_out(smoke, (16,)) == "; k=16 is not part of the smoke preset: its items are left out"
+    assert claims.left_out(res, (16,)) == ""
