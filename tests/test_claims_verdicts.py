@@ -143,3 +143,26 @@ def test_engine_texts_and_order():
     assert claims.present_ks(smoke, [(2, "x"), (16, "y")]) == [(2, "x")]
     assert claims.left_out(smoke, (16,)) == "; k=16 is not part of the smoke preset: its items are left out"
     assert claims.left_out(res, (16,)) == ""
+
+
+def test_finite_runs_skips_each_unreadable_R():
+    w = World()
+    for seed, R in ((0, 1.0), (1, float("nan")), (2, 1.5), (3, 2.5)):
+        w.add("nonlinear", "difficult", 2, 0.0, 0.0, 4, seed=seed, R=R, R_se=0.01)
+    w.rows[0]["R"] = "bad"  # unreadable: skipped, and the runs after it still read
+    got = claims.finite_runs(w.results(), "nonlinear", "difficult", 2, 0.0, 0.0, 4)
+    assert sorted(got) == [2, 3] and got[3]["R"] == 2.5
+
+
+def test_certificates_not_computed_names_the_error(monkeypatch):
+    from claims_world import use_certificates
+
+    class Broken:
+        def series_certificates(self, *a, **k):
+            raise ValueError("no params.pt")
+    use_certificates(monkeypatch, Broken())
+    cert, why = claims.certified(World().results(), "nonlinear", "difficult", 2, 0.0, 0.0)
+    assert cert is None and why == "certificates not computed (ValueError: no params.pt)"
+    use_certificates(monkeypatch, None)
+    assert claims.certified(World().results(), "nonlinear", "difficult", 2, 0.0, 0.0) == (
+        None, "certificates not computed (depthscale.certificates is not available)")
