@@ -166,3 +166,35 @@ def test_certificates_not_computed_names_the_error(monkeypatch):
     use_certificates(monkeypatch, None)
     assert claims.certified(World().results(), "nonlinear", "difficult", 2, 0.0, 0.0) == (
         None, "certificates not computed (depthscale.certificates is not available)")
+
+
+def test_check_output_and_check_all_order():
+    c = Claim("X2", "made up", "criterion", lambda res, th: ({"x": 1}, True, "criterion: made up | item"), ("fig6",))
+    d = Claim("X1", "other", "criterion", lambda res, th: (None, False, "criterion: other | item"), ("fig3",))
+    out = claims.check(c, World().results(), FakeTheory())
+    assert out == {"id": "X2", "claim": "made up", "preset": "cpu", "expected": "criterion", "uses": ["fig6"],
+                   "measured": {"x": 1}, "detail": "criterion: made up | item", "verdict": PASS, "pass": True}
+    got = claims.check_all(World().results(), FakeTheory(), [c, d])
+    assert [g["id"] for g in got] == ["X1", "X2"]
+    assert [g["id"] for g in claims.check_all(World().results(), FakeTheory(), [c, d], uses=["fig6"])] == ["X2"]
+
+
+def test_require_names_every_missing_cell():
+    w = World()
+    w.series("nonlinear", "difficult", 2, 0.5, 0.0, 1.0)  # complete; (0,0) has no runs at all
+    res = w.results()
+    with pytest.raises(claims.MissingRuns) as e:
+        claims.require(res, "nonlinear", "difficult", 2, [(0.0, 0.0), (0.5, 0.0)], depths=(1, 2))
+    assert str(e.value) == "missing runs: 2 cell(s): nonlinear/difficult k=2 (0,0) L=1; nonlinear/difficult k=2 (0,0) L=2"
+    with pytest.raises(claims.MissingRuns, match=r"^missing runs: 1 cell\(s\): linear \(d=16\)/easy \(2,1\) L=1$"):
+        claims.require(res, "linear", "easy", 1, [(2.0, 1.0)], depths=(1,), what=" (d=16)")
+    claims.require(res, "nonlinear", "difficult", 2, [(0.5, 0.0)])  # nothing missing: no exception
+
+
+def test_an_inconclusive_outcome_keeps_the_fits_reason():
+    from types import SimpleNamespace as NS
+
+    bad = NS(ok=False, reason="L0 = 0 at its bound 0")
+    assert claims.outcome(INCONCLUSIVE, "underpowered: power 0.1 < 0.8", False, bad) == \
+        "INCONCLUSIVE (underpowered: power 0.1 < 0.8; degenerate fit: L0 = 0 at its bound 0)"
+    assert claims.outcome(FAIL, "", False, bad) == "NO (degenerate fit: L0 = 0 at its bound 0)"
