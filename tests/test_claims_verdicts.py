@@ -103,6 +103,7 @@ def test_outcome_and_power_texts():
     assert claims.power_text(pw) == "power 0.35 (400 simulations of the paper's law with these SEs; 9 seeds would reach 0.8)"
     assert "no seed count up to 1024" in claims.power_text(dict(pw, seeds_for_target=None))
     assert claims.power_text(dict(pw, power=0.9)) == "power 0.90 (400 simulations of the paper's law with these SEs)"
+    assert claims.power_text(dict(pw, power=0.8)) == "power 0.80 (400 simulations of the paper's law with these SEs)"
     assert claims.power_text({"power": math.nan, "why": "no law fit"}) == "power unknown (no law fit)"
     assert claims.power_text(None) == "power unknown (no finite seed SE)"
     cert = {"computed": ["doubling", "construction"]}
