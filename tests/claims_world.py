@@ -144,7 +144,8 @@ class FakeCertificates:
         self.fail: dict = {}
         self.calls: list = []
 
-    def series_certificates(self, res, model, task, k, a, b, depths=None, half=None, device="cpu"):
+    def series_certificates(self, res, model, task, k, a, b, depths=None, half=None, device="cpu",
+                            construction=True):
         self.calls.append((model, task, k, float(a), float(b)))
         s = res.series(model, task, k, a, b)
         bad = self.fail.get((int(k), float(a), float(b)), {})

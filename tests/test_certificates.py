@@ -103,6 +103,9 @@ def test_series_certificates_on_stored_runs(store):
     assert [cert["per_depth"][L]["B"] for L in (1, 2, 4)] == pytest.approx(fl["best_stack"]["R"], rel=3e-3)
     for L in (1, 2, 4):
         assert cert["per_depth"][L]["R"] == pytest.approx(store.load_metrics(rid[L])["R"], rel=1e-5)
+    # a model whose settings do not include the cosine stack: doubling only
+    assert cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0, construction=False)["computed"] == [
+        "doubling"]
     # without a store: a named error, never a silent pass
     with pytest.raises(InputError, match="store"):
         cm.series_certificates(Results(res.df, "smoke"), "nonlinear", "difficult", 2, 0.0, 0.0)

@@ -393,6 +393,8 @@ def test_shape_claims_store_certificates_and_power(monkeypatch, cid):
     assert items and all("certificates" in m and "power" in m for m in items)
     bad = [m for m in items if m["verdict"] == "INCONCLUSIVE"]
     assert bad and any(not all(p["ok"] for p in m["certificates"]["per_depth"]) for m in bad)
+    assert any(any(m["certificates"]["failing"].values()) for m in bad)  # which certificate, which depths
+    assert all(m["certificates"]["computed"] == ["doubling", "construction"] for m in items)
     assert all({"L", "R", "B", "doubling", "construction"} <= set(p) for m in items for p in m["certificates"]["per_depth"])
     assert pm.certs.calls  # read through depthscale.certificates
 

@@ -103,8 +103,99 @@ def test_outcome_and_power_texts():
     assert claims.power_text(pw) == "power 0.35 (400 simulations of the paper's law with these SEs; 9 seeds would reach 0.8)"
     assert "no seed count up to 1024" in claims.power_text(dict(pw, seeds_for_target=None))
     assert claims.power_text(dict(pw, power=0.9)) == "power 0.90 (400 simulations of the paper's law with these SEs)"
+    assert claims.power_text(dict(pw, power=0.8)) == "power 0.80 (400 simulations of the paper's law with these SEs)"
     assert claims.power_text({"power": math.nan, "why": "no law fit"}) == "power unknown (no law fit)"
     assert claims.power_text(None) == "power unknown (no finite seed SE)"
     cert = {"computed": ["doubling", "construction"]}
     assert claims.cert_text(cert, "") == "certified (doubling, construction); "
     assert claims.cert_text(cert, "uncertified: x") == "" and claims.cert_text(None, "") == ""
+
+
+def test_small_texts_of_the_detail():
+    """Texts a claim's detail is made of (killing mutmut's survivors in claims.py)."""
+    assert [claims.mark(x) for x in (True, False, None)] == ["ok", "NO", "INCONCLUSIVE"]
+    assert claims.cells_text(["a", "b"]) == "missing runs: 2 cell(s): a; b"
+    assert claims.cells_text(list("abcdef")) == "missing runs: 6 cell(s): a; b; c; d (+2 more)"
+    assert claims.cells_text(list("abcd")) == "missing runs: 4 cell(s): a; b; c; d"
+
+
+def test_engine_texts_and_order():
+    """The engine's helpers, each against its exact text (mutmut's survivors in claims.py were
+    texts no claim test looked at)."""
+    from types import SimpleNamespace as NS
+
+    good, bad = NS(ok=True, reason=""), NS(ok=False, reason="L0 = 0 at its bound 0")
+    assert claims.verdict(True, good) == "ok" and claims.verdict(False, good) == "NO"
+    assert claims.verdict(False, bad) == "NO (degenerate fit: L0 = 0 at its bound 0)"
+    assert claims.verdict(False, None) == "NO (no fit)" and claims.fit_problem(good) == ""
+    assert claims.yes(True) == "ok" and claims.yes(False) == "NO"
+    res = World().results()  # cpu preset
+    assert claims.seeds_text(res, []) == "seeds per cell: none"
+    assert claims.seeds_text(res, [1, 1]) == "seeds per cell: 1 (one seed: the cpu preset's budget)"
+    assert claims.seeds_text(res, [2, 3]) == "seeds per cell: 2-3 (fewer than 3: the cpu preset's budget)"
+    assert claims.seeds_text(res, [3, 3]) == "seeds per cell: 3"
+    assert claims.item_label(0.0, 0.25, 2) == "(0,0.25)" and claims.item_label(0.0, 0.25, 16) == "k=16 (0,0.25)"
+    ids = ["B2a", "11", "4b", "1", "B1b", "4a", "10", "5c", "B10a", "2"]
+    assert sorted(ids, key=claims.claim_order) == ["1", "2", "4a", "4b", "5c", "10", "11", "B1b", "B2a", "B10a"]
+    assert claims.claim_order("x") == ("~", 0, "x")
+    smoke = World("smoke").results()
+    with pytest.raises(claims.MissingRuns, match=r"^missing runs \(k=16,32 is not part of the smoke preset\)$"):
+        claims.present_ks(smoke, [(16, ()), (32, ())])
+    assert claims.present_ks(smoke, [(2, "x"), (16, "y")]) == [(2, "x")]
+    assert claims.left_out(smoke, (16,)) == "; k=16 is not part of the smoke preset: its items are left out"
+    assert claims.left_out(res, (16,)) == ""
+
+
+def test_finite_runs_skips_each_unreadable_R():
+    w = World()
+    for seed, R in ((0, 1.0), (1, float("nan")), (2, 1.5), (3, 2.5)):
+        w.add("nonlinear", "difficult", 2, 0.0, 0.0, 4, seed=seed, R=R, R_se=0.01)
+    w.rows[0]["R"] = "bad"  # unreadable: skipped, and the runs after it still read
+    got = claims.finite_runs(w.results(), "nonlinear", "difficult", 2, 0.0, 0.0, 4)
+    assert sorted(got) == [2, 3] and got[3]["R"] == 2.5
+
+
+def test_certificates_not_computed_names_the_error(monkeypatch):
+    from claims_world import use_certificates
+
+    class Broken:
+        def series_certificates(self, *a, **k):
+            raise ValueError("no params.pt")
+    use_certificates(monkeypatch, Broken())
+    cert, why = claims.certified(World().results(), "nonlinear", "difficult", 2, 0.0, 0.0)
+    assert cert is None and why == "certificates not computed (ValueError: no params.pt)"
+    use_certificates(monkeypatch, None)
+    assert claims.certified(World().results(), "nonlinear", "difficult", 2, 0.0, 0.0) == (
+        None, "certificates not computed (depthscale.certificates is not available)")
+
+
+def test_check_output_and_check_all_order():
+    c = Claim("X2", "made up", "criterion", lambda res, th: ({"x": 1}, True, "criterion: made up | item"), ("fig6",))
+    d = Claim("X1", "other", "criterion", lambda res, th: (None, False, "criterion: other | item"), ("fig3",))
+    out = claims.check(c, World().results(), FakeTheory())
+    assert out == {"id": "X2", "claim": "made up", "preset": "cpu", "expected": "criterion", "uses": ["fig6"],
+                   "measured": {"x": 1}, "detail": "criterion: made up | item", "verdict": PASS, "pass": True}
+    got = claims.check_all(World().results(), FakeTheory(), [c, d])
+    assert [g["id"] for g in got] == ["X1", "X2"]
+    assert [g["id"] for g in claims.check_all(World().results(), FakeTheory(), [c, d], uses=["fig6"])] == ["X2"]
+
+
+def test_require_names_every_missing_cell():
+    w = World()
+    w.series("nonlinear", "difficult", 2, 0.5, 0.0, 1.0)  # complete; (0,0) has no runs at all
+    res = w.results()
+    with pytest.raises(claims.MissingRuns) as e:
+        claims.require(res, "nonlinear", "difficult", 2, [(0.0, 0.0), (0.5, 0.0)], depths=(1, 2))
+    assert str(e.value) == "missing runs: 2 cell(s): nonlinear/difficult k=2 (0,0) L=1; nonlinear/difficult k=2 (0,0) L=2"
+    with pytest.raises(claims.MissingRuns, match=r"^missing runs: 1 cell\(s\): linear \(d=16\)/easy \(2,1\) L=1$"):
+        claims.require(res, "linear", "easy", 1, [(2.0, 1.0)], depths=(1,), what=" (d=16)")
+    claims.require(res, "nonlinear", "difficult", 2, [(0.5, 0.0)])  # nothing missing: no exception
+
+
+def test_an_inconclusive_outcome_keeps_the_fits_reason():
+    from types import SimpleNamespace as NS
+
+    bad = NS(ok=False, reason="L0 = 0 at its bound 0")
+    assert claims.outcome(INCONCLUSIVE, "underpowered: power 0.1 < 0.8", False, bad) == \
+        "INCONCLUSIVE (underpowered: power 0.1 < 0.8; degenerate fit: L0 = 0 at its bound 0)"
+    assert claims.outcome(FAIL, "", False, bad) == "NO (degenerate fit: L0 = 0 at its bound 0)"

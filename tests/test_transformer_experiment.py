@@ -107,7 +107,7 @@ def test_figure_table_and_claims_build(store, tmp_path):
     from depthscale.figures import write_figure
     from depthscale.tables import write_table
 
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(store, "smoke", overrides=FAST)  # read as the recipe they were trained with
     th = Theory("smoke")
     paths = write_figure("transformer", res, th, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)

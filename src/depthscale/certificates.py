@@ -128,11 +128,12 @@ def series_contexts(res: Results, model: str, task: str, k: int, a: float, b: fl
 
 
 def series_certificates(res: Results, model: str, task: str, k: int, a: float, b: float, depths=None,
-                        half: Results | None = None, device="cpu") -> dict:
+                        half: Results | None = None, device="cpu", construction: bool = True) -> dict:
     """`certify` on a series of stored runs: doubling; construction against the best stacks on
-    their evaluation contexts (nonlinear model, difficult task); budget against the same series
-    in `half` (a Results view of the runs at half the budget) when given. Also "stack": B_L per
-    depth, for figures (`curve`)."""
+    their evaluation contexts when `construction` (the caller says whether a stack of cosine heads
+    is a setting of the runs' model: the controlled nonlinear model on the difficult task, SPEC
+    §4); budget against the same series in `half` (a Results view of the runs at half the budget)
+    when given."""
     if res.store is None:
         raise InputError("certificates need the store's models (these results have no store)")
     depths = [int(L) for L in (depths if depths is not None else res.series(model, task, k, a, b).depths)]
@@ -140,7 +141,7 @@ def series_certificates(res: Results, model: str, task: str, k: int, a: float, b
     if not sq:
         raise InputError(f"no runs of {model}/{task} k={k} ({a}, {b}) to certify")
     stack = None
-    if model == "nonlinear" and task == "difficult":
+    if construction:
         fl = paired.floor_on_eval(cfg, device, depths=tuple(sorted(sq)))
         stack = fl["sq_err_stack"]
     halved = series_contexts(half, model, task, k, a, b, sorted(sq), device)[0] if half is not None else None

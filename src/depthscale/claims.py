@@ -259,15 +259,18 @@ def _certificates():
     return certificates
 
 
-def certified(res: Results, model: str, task: str, k: int, a: float, b: float, read=None) -> tuple[dict | None, str]:
+def certified(res: Results, model: str, task: str, k: int, a: float, b: float, read=None,
+              construction: bool = True) -> tuple[dict | None, str]:
     """(the series' certificates (certificates.series_certificates) as stored with a claim, why its
     items are INCONCLUSIVE or ''): 'uncertified: construction fails at L=2, 4' for failures at the
-    depths the claim reads (`read`, default all), or 'certificates not computed (why)'."""
+    depths the claim reads (`read`, default all), or 'certificates not computed (why)'.
+    `construction`: whether the best cosine stack is a setting of the series' model (the shape
+    claims' controlled nonlinear model: yes)."""
     cm = _certificates()
     if cm is None:
         return None, "certificates not computed (depthscale.certificates is not available)"
     try:
-        cert = cm.series_certificates(res, model, task, k, a, b)
+        cert = cm.series_certificates(res, model, task, k, a, b, construction=construction)
     except Exception as e:  # noqa: BLE001 - no models, no store: the item cannot be certified, so not judged
         return None, f"certificates not computed ({type(e).__name__}: {e})"
     if read is not None:

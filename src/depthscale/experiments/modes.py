@@ -88,7 +88,7 @@ def c7(res, th):
             "modes_without_curve": dropped}, ok, \
         judged("spread (mean over L >= 2 of max - min across modes of the normalised reducible loss) of the "
                "nonlinear model at fig7's spectrum < that of the linear model on the easy task at Fig. 3c's, "
-               "every mode shown with a curve (a degenerate R_k,inf fit fails the claim)", parts)
+               "every mode shown with a curve (a mode without a well-posed R_k,inf fit fails the claim)", parts)
 
 
 CLAIMS = (
