@@ -21,8 +21,13 @@ TYPICAL = {"d": 8, "P": 16, "a": 0.0, "b": 0.0, "task": "difficult", "k": 2, "no
            "max_steps": 60, "warmup": 5, "schedule": "cosine", "eval_every": 20, "monitor_contexts": 256,
            "patience": 3, "rel_tol": 0.001, "min_steps": 0, "checkpoint_every": 20, "qk_lr": "absolute",
            "keep_best": True, "grad_clip": 0.0, "eval_contexts": 512, "eval_seed": 1000003, "seed": 1,
-           "preset": "smoke"}
-TYPICAL_ID = "db494cc8c5130893"  # its id before numbers were normalised (and so, ever since)
+           "early_stop": False, "stream": "philox-4x32-10", "preset": "smoke"}
+# Its id since the counter-based context stream (issue 35) and early_stop (issue 33) became fields:
+# a run drawn from another stream is another run. Before them the same fields hashed to
+# db494cc8c5130893 (LEGACY, the config as an earlier version stored it), which still verifies.
+TYPICAL_ID = "3436417812f57c52"
+LEGACY = {k: v for k, v in TYPICAL.items() if k not in ("early_stop", "stream")}
+LEGACY_ID = "db494cc8c5130893"
 
 
 def _independent_id(dct: dict) -> str:
@@ -36,6 +41,24 @@ def _independent_id(dct: dict) -> str:
 def test_typical_id_is_pinned():
     cfg = RunConfig.from_dict(TYPICAL)
     assert run_id(cfg) == TYPICAL_ID == _independent_id(TYPICAL) == stored_id(TYPICAL)
+
+
+def test_a_run_stored_before_the_stream_field_verifies_and_is_refused_new_contexts():
+    """A config.json of an earlier version (no stream, no early_stop) still verifies under the id
+    it was stored with, reads back as the "legacy" stream, and drawing its contexts is one line of
+    refusal (this version cannot draw that stream: never contexts of another stream in its place)."""
+    import pytest
+
+    from depthscale.contexts import make_generator, sample_for
+    from depthscale.errors import InputError
+    from depthscale.store_verify import config_problem
+
+    assert config_problem(LEGACY_ID, {"run_id": LEGACY_ID, "config": LEGACY}) is None
+    old = RunConfig.from_dict(LEGACY)
+    assert old.stream == "legacy" and run_id(old) != LEGACY_ID != TYPICAL_ID
+    with pytest.raises(InputError, match="'legacy' context stream"):
+        sample_for(old, 4, make_generator(1))
+    assert sample_for(RunConfig.from_dict(TYPICAL), 4, make_generator(1)).X_BxPxd.shape[0] == 4
 
 
 def test_ids_of_configs_without_negative_zero_are_unchanged():
@@ -67,6 +90,9 @@ def test_negative_zero_run_still_verifies(tmp_path):
     old = _independent_id(raw)
     assert old != TYPICAL_ID and config_problem(old, {"run_id": old, "config": raw}) is None
     assert config_problem(TYPICAL_ID, {"run_id": TYPICAL_ID, "config": raw}) is None
+    raw = dict(LEGACY, a=-0.0)  # stored by a version before the stream field, under its -0.0 id
+    old = _independent_id(raw)
+    assert old != LEGACY_ID and config_problem(old, {"run_id": old, "config": raw}) is None
 
 
 def test_grid_of_zero_and_negative_zero_trains_one_run(tmp_path, capsys):

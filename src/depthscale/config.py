@@ -23,10 +23,16 @@ QK_INITS = ("independent", "tied", "spread", "gd", "constructive")
 WX_INITS = ("gaussian", "orthogonal")
 GAIN_INITS = ("random", "positive")
 PRESETS = ("smoke", "cpu", "paper")
+# the context stream a run's data come from (RunConfig.stream; seeds.py, philox.py): the
+# counter-based Philox stream of issue 35, or "legacy" — the torch-generator stream of earlier
+# versions, which a config stored without the field came from and which this version cannot draw
+CONTEXT_STREAM = "philox-4x32-10"
+LEGACY_STREAM = "legacy"
+STREAMS = (CONTEXT_STREAM, LEGACY_STREAM)
 # the fields that take one of a fixed set of words (the CLI shows them as choices)
 FIELD_CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "task": TASKS, "schedule": SCHEDULES,
                                              "qk_init": QK_INITS, "wx_init": WX_INITS, "gain_init": GAIN_INITS,
-                                             "qk_lr": QK_LRS}
+                                             "qk_lr": QK_LRS, "stream": STREAMS}
 # field names of earlier versions -> today's (stored configs are read with them renamed)
 RENAMED_FIELDS: dict[str, str] = {"init_qk": "qk_std"}
 # models whose layers form a parallel ensemble, f_l = g_l p_l . y (SPEC §3.1): packable across depths
@@ -86,6 +92,7 @@ class RunConfig:
     # --- evaluation (SPEC §5) ---
     eval_contexts: int = 10240  # fresh evaluation contexts
     eval_seed: int = 1_000_003  # seed of the evaluation set (shared by all runs of one data config)
+    stream: str = CONTEXT_STREAM  # the context stream every context of the run is drawn from (in the run id: runs on another stream are other runs; a config stored without it is "legacy")
     # --- identity ---
     seed: int = 0  # model init and training-data stream
     preset: str = "cpu"  # informational: which preset the fields came from
@@ -112,6 +119,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, dct: dict) -> "RunConfig":
         dct = {RENAMED_FIELDS.get(k, k): v for k, v in dct.items()}
+        dct.setdefault("stream", LEGACY_STREAM)  # stored before the field existed: the earlier stream
         unknown = sorted(set(dct) - set(FIELD_NAMES))
         if unknown:
             raise ConfigError(f"unknown config field {unknown[0]!r}")

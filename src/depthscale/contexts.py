@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from depthscale import kernels, philox, seeds
-from depthscale.config import MAX_SIZE, shown
+from depthscale.config import CONTEXT_STREAM, MAX_SIZE, shown
 from depthscale.errors import InputError
 
 
@@ -296,7 +296,12 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
 
 
 def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32) -> Contexts:
-    """Contexts for a RunConfig's data fields."""
+    """Contexts for a RunConfig's data fields; a run of another context stream (config.STREAMS:
+    a "legacy" run stored by an earlier version) is refused in one line, never given this one's."""
+    stream = getattr(cfg, "stream", CONTEXT_STREAM)
+    if stream != CONTEXT_STREAM:
+        raise InputError(f"this run's contexts come from the {stream!r} context stream, which this version "
+                         f"cannot draw (it draws {CONTEXT_STREAM!r}): rerun it with this version")
     return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device,
                            getattr(cfg, "clusters", 0))
 
