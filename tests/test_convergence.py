@@ -4,6 +4,7 @@ per-budget reading and the decision rule in each outcome — on synthetic result
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -84,7 +85,10 @@ def test_study_rows_recover_the_law_and_the_decision_rule_in_each_outcome():
     assert top["complete"] and top["alpha"] == pytest.approx(1.0, abs=0.05) and top["passes_5a"]
     assert top["recipe"] == [WINNER[L] for L in DEPTHS]
     ok = {L: {"doubling": True, "construction": True, "budget": True} for L in DEPTHS}
-    assert cv.decision(rows)["outcome"] == "undetermined"  # no certificates or power computed
+    assert cv.decision(rows)["outcome"] == "undetermined"  # no store, so no models to certify
+    assert top["certificates"] is None and "no store" in top["certificates_why"]
+    assert 0.0 <= top["power_5a"] <= 1.0  # the law holds exactly here, with tiny seed noise: high power
+    assert top["power_5a"] > 0.8
     certified = cv.study_rows(res, certify=lambda r: ok, power=lambda r: 0.9)
     assert cv.decision(certified)["outcome"] == "reproduced"
     bad = {**ok, 8: {"doubling": False, "construction": True, "budget": True}}
@@ -116,4 +120,14 @@ def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
     done = set(pd.DataFrame(res.df)["run_id"])
     assert all(c.run_id in done for c in later)  # phase 2 ran inside the one reproduce
     notes = (tmp_path / "o" / "report.md").read_text()
-    assert "Chosen by the final monitor loss — L=1: " in notes and "Outcome — (0,0): undetermined" in notes
+    assert "Chosen by the final monitor loss — L=1: " in notes
+    # the certificates and 5a's power were computed on the study's own runs (they have models)
+    outcome = re.search(r"Outcome — \(0,0\): (reproduced|not reproduced|undetermined) — (.*)", notes)
+    assert outcome and "certificates (doubling, construction, budget)" in outcome.group(2), notes
+    assert "not computed" not in outcome.group(2) or "power" in outcome.group(2)
+    rows = cv.study_rows(res)
+    top = [r for r in rows if r["series"] == "envelope" and r["steps"] == cv.BUDGETS["smoke"][-1]][0]
+    assert top["certificates"] is not None and set(top["certificates"]) == set(top["depths"])
+    assert all({"doubling", "construction"} <= set(v) or L == min(top["depths"])
+               for L, v in top["certificates"].items())
+    assert all("budget" in v for v in top["certificates"].values())  # half of 160 steps is 80, a budget

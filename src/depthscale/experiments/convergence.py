@@ -11,9 +11,10 @@ Two phases at (0, 0), top-2, d = N = 16, P = 64 at cpu (the smoke preset: its ow
 Read per budget (`study_rows`): the envelope's seed-mean R_L with its per-seed values, C_L and
 A_L - C_L, the fit R_L = L0 + c L^-alpha of the seed-mean curve (alpha ± SE, R², L0) and claim 5a's
 criterion on it; the faithful start's R_L and fit beside it. Certificates (SPEC §4) and the power
-of 5a (SPEC §9) are computed by the claims side; `study_rows` takes them as callables
-(`certify(rows) -> {L: {"doubling": bool, "construction": bool, "budget": bool}}`,
-`power(rows) -> float`) and records "not computed" without them.
+of 5a (SPEC §9) per row: `certify_row` (depthscale.certificates on the row's runs: doubling,
+construction against B_L on their evaluation contexts, budget against half the budget) and
+`power_row` (depthscale.power: 5a's criterion simulated under R_L = L0 + c/L with each depth's SE
+over seeds); a row where they cannot be computed says why and is undetermined.
 
 The decision rule (SPEC §9): *reproduced* if the certified envelope passes 5a at the largest
 budget; *not reproduced* if it fails 5a there with power >= 0.8; otherwise *undetermined*.
@@ -26,9 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from depthscale import certificates, power
 from depthscale import plotting as pl
 from depthscale.analysis import fit_xy
 from depthscale.config import geometry, grid_names, grid_variant, make_config
+from depthscale.errors import InputError
 from depthscale.formatting import label
 from depthscale.paper import ORIGIN
 from depthscale.records import PRESET_DEPTHS, Experiment, RunGroup, register
@@ -120,9 +123,62 @@ def _fit(curve: dict) -> dict:
             "status": f.status if f.ok else f"degenerate: {f.reason}", "passes_5a": bool(ok)}
 
 
+def _picked_view(res: Results, picks: dict, steps: int, a: float, b: float) -> Results:
+    """`res` read with each depth's picked grid point at `steps` (Results.with_recipes)."""
+    p = res.preset
+    return res.with_recipes({("nonlinear", "difficult", 2, a, b, L): study_fields(p, name, steps)
+                             for L, name in picks.items() if name is not None})
+
+
+def certify_row(res: Results, row: dict, picks: dict) -> dict | None:
+    """{L: {certificate: passes}} of a study row (certificates.series_certificates on the row's
+    runs: doubling, construction against B_L on their evaluation contexts, and budget against the
+    same picks at half the budget where the study has it); None where they cannot be computed
+    (no store, no models: the row's `certificates_why` says why)."""
+    half = row["steps"] // 2
+    try:
+        cert = certificates.series_certificates(
+            _picked_view(res, picks, row["steps"], row["a"], row["b"]), "nonlinear", "difficult", 2, row["a"],
+            row["b"], depths=row["depths"],
+            half=_picked_view(res, picks, half, row["a"], row["b"]) if half in BUDGETS[res.preset] else None)
+    except Exception as e:  # noqa: BLE001 - uncertifiable rows are undetermined, with the reason
+        row["certificates_why"] = f"{type(e).__name__}: {e}"
+        return None
+    row["certificates_text"] = certificates.summary_text(cert)
+    return {int(c["L"]): {n: c[n] for n in certificates.NAMES if c[n] is not None} for c in certificates.curve(cert)}
+
+
+def power_row(row: dict) -> float | None:
+    """Claim 5a's power on a study row (SPEC §9): its criterion simulated under R_L = L0 + c/L (L0, c
+    from the row's seed means at alpha = 1) with each depth's SE over seeds; None without a law fit or
+    with a depth of one seed."""
+    L, R = np.array(row["depths"], float), np.array(row["R"], float)
+    se = np.array([np.std(v, ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan for v in row["R_seeds"]])
+    if not np.all(np.isfinite(se)):
+        return None
+    try:
+        L0, c = power.law_fit(L, R)
+    except InputError:
+        return None
+    rep = power.power_report(power.criterion_5a(L, L0, c, *ALPHA_WINDOW, R2_MIN), L0 + c / L, se, min(row["n"]))
+    row["seeds_for_power"] = rep["seeds_for_target"]
+    return float(rep["power"])
+
+
 def study_rows(res: Results, certify=None, power=None) -> list[dict]:
-    """One row per (budget, spectrum, series: envelope | faithful): the curve, its fit and 5a, and
-    the certificates and power where `certify` / `power` are given (the claims side's hooks)."""
+    """One row per (budget, spectrum, series: envelope | faithful): the curve, its fit and 5a, the
+    certificates (`certify(row)`, default certify_row on the row's runs) and the power of 5a
+    (`power(row)`, default power_row). With the defaults, computed once per Results (the figure,
+    table, notes and export all read them)."""
+    if certify is not None or power is not None:
+        return _study_rows(res, certify, power)
+    cached = getattr(res, "_convergence_rows", None)
+    if cached is None:
+        cached = res._convergence_rows = _study_rows(res, None, None)
+    return cached
+
+
+def _study_rows(res: Results, certify, power) -> list[dict]:
     sel = selection_at(res)
     rows = []
     for a, b in STUDY_SPECTRA:
@@ -135,8 +191,8 @@ def study_rows(res: Results, certify=None, power=None) -> list[dict]:
                 row = {"series": series, "steps": steps, "a": a, "b": b, **curve, **_fit(curve),
                        "complete": len(curve["depths"]) == len(PRESET_DEPTHS[res.preset])
                        and min(curve["n"]) >= len(BUDGET_SEEDS)}
-                row["certificates"] = certify(row) if certify is not None else None
-                row["power_5a"] = power(row) if power is not None else None
+                row["certificates"] = certify(row) if certify is not None else certify_row(res, row, picks)
+                row["power_5a"] = power(row) if power is not None else power_row(row)
                 rows.append(row)
     return rows
 
@@ -159,10 +215,14 @@ def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
     else:
         outcome = "undetermined"
     missing = [w for w, v in (("certificates", cert), ("power", pw)) if v is None]
+    why = top.get("certificates_why")
     text = (f"{label(a, b)}: {outcome} — envelope {fit}; 5a {'passes' if top['passes_5a'] else 'fails'}"
-            + (f"; not computed: {', '.join(missing)}" if missing else "")
-            + ("" if cert is None or certified else "; a depth fails a certificate")
-            + (f"; power {pw:.2f}" if pw is not None else ""))
+            + (f"; not computed: {', '.join(missing)}" + (f" ({why})" if why and cert is None else "") if missing else "")
+            + (f"; {top['certificates_text']}" if top.get("certificates_text") else
+               "" if cert is None or certified else "; a depth fails a certificate")
+            + (f"; power {pw:.2f}" if pw is not None else "")
+            + (f" ({top['seeds_for_power']} seeds would reach {POWER_MIN:g})"
+               if pw is not None and pw < POWER_MIN and top.get("seeds_for_power") else ""))
     return {"outcome": outcome, "text": text, "budget": top["steps"], "passes_5a": top["passes_5a"],
             "certified": certified if cert is not None else None, "power_5a": pw}
 
