@@ -109,3 +109,30 @@ def test_series_certificates_on_stored_runs(store):
     # without a store: a named error, never a silent pass
     with pytest.raises(InputError, match="store"):
         cm.series_certificates(Results(res.df, "smoke"), "nonlinear", "difficult", 2, 0.0, 0.0)
+
+
+def test_fig6_panel_draws_B_L_and_marks_failing_depths(store):
+    """SPEC §7 / issue 33: beside a loss curve a claim reads, B_L (dash-dot, at the values the
+    certificate computed) and a red x on each depth failing a certificate, named in the caption;
+    without models, the caption says none could be drawn."""
+    from matplotlib.figure import Figure
+
+    from depthscale import plotting
+    from depthscale.experiments.inverse_depth import certificate_marks
+
+    res = Results.from_store(store, "smoke")
+    cert = cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0)
+    ax = Figure().subplots()
+    ax.set_title("(a) x", loc="left")
+    certificate_marks(ax, res, [(2, (0.0, 0.0))])
+    dashdot = [line for line in ax.get_lines() if line.get_linestyle() == "-."]
+    assert len(dashdot) == 1
+    np.testing.assert_allclose(dashdot[0].get_ydata(), [cert["per_depth"][L]["B"] for L in (1, 2, 4)])
+    crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    bad = sorted(L for L, p in cert["per_depth"].items() if p["ok"] is False)
+    assert sorted(x for line in crosses for x in line.get_xdata()) == bad
+    notes = " ".join(plotting.remarks(ax.figure))
+    assert "B_L" in notes and (not bad or "failing a convergence certificate" in notes)
+    bare = Figure().subplots()
+    certificate_marks(bare, Results(res.df, "smoke"), [(2, (0.0, 0.0))])
+    assert not bare.get_lines() and "no B_L or certificates drawn" in " ".join(plotting.remarks(bare.figure))

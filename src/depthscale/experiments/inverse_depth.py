@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from depthscale import certificates
 from depthscale import plotting as pl
 from depthscale.analysis import loss_fit, rel_change_last_two
 from depthscale.claims import (cert_text, certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
@@ -80,6 +81,38 @@ C_LABEL = "$C_L$ (linear axis)"
 GAP_LABEL = "$A_L - C_L$ (linear axis)"  # the same scale as C_L's panel beside it
 
 
+def certificate_marks(ax, res: Results, groups) -> None:
+    """Beside a loss panel's curves (SPEC §4, §7): B_L, the best stack of L cosine heads on the same
+    evaluation contexts, dash-dotted in each series' colour, and a red x on every depth that fails
+    a certificate; the caption names the failures, or why no certificate could be computed (no
+    store, no models)."""
+    failing, why = [], set()
+    for (k, (a, b)), col in zip(groups, pl.colors(len(groups))):
+        try:
+            cert = certificates.series_certificates(res, "nonlinear", "difficult", k, a, b)
+        except Exception as e:  # noqa: BLE001 - a panel is drawn without them, and says why
+            why.add(f"{type(e).__name__}: {e}" if res.store is not None else "these results have no store")
+            continue
+        cv = certificates.curve(cert)
+        L = np.array([c["L"] for c in cv], float)
+        B = np.array([c["B"] for c in cv], float)
+        ok = np.isfinite(B) & (B > 0)
+        if ok.any():
+            ax.plot(L[ok], B[ok], ls="-.", lw=0.9, color=col, alpha=0.8)
+        bad = [c for c in cv if c["ok"] is False]
+        if bad:
+            ax.plot([c["L"] for c in bad], [c["R"] for c in bad], ls="none", marker="x", ms=8, mew=1.6,
+                    color="tab:red", zorder=5)
+            failing.append(f"{label(a, b, k if len({g[0] for g in groups}) > 1 else None)}: "
+                           + certificates.failing_text(cert))
+    if failing:
+        pl.note(ax, "x: a depth failing a convergence certificate (SPEC §4) — " + "; ".join(failing))
+    if why:
+        pl.note(ax, "no B_L or certificates drawn: " + "; ".join(sorted(why))[:200])
+    elif groups:
+        pl.note(ax, "dash-dot: B_L, the best stack of L cosine heads on the same evaluation contexts")
+
+
 def panels(compare: bool):
     """fig6's and fig14's axes in reading order: (a, b) loss, (c, d) C_L and A_L - C_L, (e, f) the
     faithful start beside the spread variant (absent without `compare`); rows of two, so the
@@ -93,9 +126,11 @@ def fig6(res: Results, th: Theory, compare: bool = True):
     fl = softmax_floor_line(th)
     a0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[0] == 0))
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl, r2_min=R2_5A)
+    certificate_marks(ax[0], res, a0)
     pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: ens. floor")
     b0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[1] == 0))
     fits = pl.loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl, r2_min=R2_5A)
+    certificate_marks(ax[1], res, b0)
     pl.panel_title(ax[1], "b", "$b=0$; dashed: ensemble floor")
     if compare:
         start_panel(ax[4], res, a0)
@@ -125,9 +160,12 @@ def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool 
     k2 = pl.pairs(2, sorted(FIG14_K2))
     fl = softmax_floor_line(th)
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl, r2_min=R2_5A)
+    certificate_marks(ax[0], res, k2)
     pl.panel_title(ax[0], "a", "$k=2$; dashed: ensemble floor")
     pl.loss_panel(ax[1], res16, "nonlinear", "difficult", pl.pairs(16, sorted(FIG14_K16)), fit=True, r2_min=R2_5A,
                   hlines=fl if pl.has_k(res, 16) else None)
+    if pl.has_k(res, 16):
+        certificate_marks(ax[1], res16, pl.pairs(16, sorted(FIG14_K16)))
     pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("" if pl.has_k(res, 16) else " (not in this preset)"))
     if compare:
         start_panel(ax[4], res, k2)
