@@ -381,3 +381,21 @@ def test_fig5_draws_the_finite_P_floor_beside_R_irr(deep):
         want = sorted(th.floor(a, b, 2)["finite_P"] for a, b in ex.FIG56_SPECTRA if keep((a, b)))
         np.testing.assert_allclose(dotted, want)
         assert "dotted: finite" in ax.get_title(loc="left")
+
+
+def test_variant_figures_say_how_their_loss_compares_with_the_controlled_model(deep):
+    """Issue 36: fig9's loss (~6) was three times the controlled model's and the figure did not say
+    so; fig11 (a)'s k=2 loss rising with depth is named as a sign of unconverged runs."""
+    _, th, res = deep
+    for fid, model in (("fig9", "single_stream"), ("fig10", "layer_values")):
+        notes = " ".join(plotting.remarks(figures.build(fid, res, th)))
+        v, c = res.series(model, "difficult", 2, 0.0, 0.0), res.series("nonlinear", "difficult", 2, 0.0, 0.0)
+        L = sorted(set(v.depths.tolist()) & set(c.depths.tolist()))[-1]
+        ratio = v.get("R")[list(v.depths).index(L)] / c.get("R")[list(c.depths).index(L)]
+        assert f"at L={L} the loss is {ratio:.2f}x the controlled nonlinear model's" in notes, notes
+    df = res.df.copy()
+    cu = (df["model"] == "context_updates") & (df["k"] == 2)
+    df.loc[cu, "R"] = df.loc[cu, "L"].astype(float) * 0.1 + 1.0  # rises with depth
+    notes = " ".join(plotting.remarks(figures.build("fig11", Results(df, "smoke", res.store), th)))
+    assert "rises with depth" in notes and "not converged" in notes
+    assert "rises with depth" not in " ".join(plotting.remarks(figures.build("fig11", res, th)))

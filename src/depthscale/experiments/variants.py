@@ -31,9 +31,25 @@ G_CU = (RunGroup("context_updates", "difficult", 2, ORIGIN),
         RunGroup("context_updates", "difficult", 16, ORIGIN))
 
 
+def controlled_ratio_note(ax, res: Results, model: str, k: int = 2) -> None:
+    """A caption line comparing a variant's loss with the controlled nonlinear model's at the same
+    spectrum (0,0) and depth (the deepest both have): fig9's single stream sat at 3x."""
+    v = res.series(model, "difficult", k, 0.0, 0.0)
+    c = res.series("nonlinear", "difficult", k, 0.0, 0.0)
+    both = sorted(set(v.depths.tolist()) & set(c.depths.tolist())) if v and c else []
+    if not both:
+        return
+    L = both[-1]
+    rv, rc = float(v.get("R")[list(v.depths).index(L)]), float(c.get("R")[list(c.depths).index(L)])
+    if math.isfinite(rv) and math.isfinite(rc) and rc > 0:
+        pl.note(ax, f"at L={L} the loss is {rv / rc:.2f}x the controlled nonlinear model's ({rv:.3g} vs {rc:.3g}, "
+                    f"(0,0), k={k})")
+
+
 def _variant_figure(res: Results, model: str, name: str):
     fig, ax = pl.new_figure(2)
     pl.loss_panel(ax[0], res, model, "difficult", pl.pairs(2, ORIGIN), fit=True, r2_min=R2_8A)
+    controlled_ratio_note(ax[0], res, model)
     pl.panel_title(ax[0], "a", f"{name}: loss, (0,0), $k=2$")
     s = res.series(model, "difficult", 2, 0.0, 0.0)
     series = []
@@ -93,6 +109,13 @@ def _context_updates_panel(ax, res: Results, metric: str, name: str, refs, ylabe
 def fig11(res: Results, th: Theory):
     fig, ax = pl.new_figure(2)
     pl.loss_panel(ax[0], res, "context_updates", "difficult", [(k, ORIGIN[0]) for k in (2, 16)], fit=True, r2_min=R2_8A)
+    controlled_ratio_note(ax[0], res, "context_updates")
+    s2 = res.series("context_updates", "difficult", 2, 0.0, 0.0)
+    R2 = s2.get("R") if s2 else np.zeros(0)
+    if len(R2) > 1 and np.all(np.isfinite(R2)) and R2[-1] > R2[0]:
+        # depth never hurts a converged stack (SPEC §4, doubling): a rise is the optimiser's
+        pl.note(ax[0], f"k=2: the loss rises with depth ({R2[0]:.3g} at L={s2.depths[0]} to {R2[-1]:.3g} at "
+                       f"L={s2.depths[-1]}): a sign that the deep runs have not converged, not a law")
     pl.panel_title(ax[0], "a", "context updates: loss, (0,0)")
     m16 = PAPER["context_updates"]["m_top16"]
     paper = [(m16, dict(color="0.5", ls="--", lw=0.8, label=f"paper, $k=16$: $m = {m16:g}$"))]
