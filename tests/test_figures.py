@@ -399,3 +399,15 @@ def test_variant_figures_say_how_their_loss_compares_with_the_controlled_model(d
     notes = " ".join(plotting.remarks(figures.build("fig11", Results(df, "smoke", res.store), th)))
     assert "rises with depth" in notes and "not converged" in notes
     assert "rises with depth" not in " ".join(plotting.remarks(figures.build("fig11", res, th)))
+
+
+def test_fig7_marks_a_mode_whose_normalisation_divides_by_nearly_zero(deep):
+    """Issue 36: fig7 (b) divided by R_k(1) - R_k,inf ~ 0 and reached -5; such a curve is dashed
+    and named in the caption, a well-normalised one is not."""
+    from depthscale.experiments.modes import ill_normalised
+
+    assert ill_normalised([1.0, 0.4, -5.0, -2.0]) and ill_normalised([1.0, 2.0, 1.6])
+    assert not ill_normalised([1.0, 0.5, 0.2, 0.05]) and not ill_normalised([1.0, np.nan, 1.2, -0.3])
+    _, th, res = deep
+    fig = figures.build("fig7", res, th)
+    assert "barely improves" not in " ".join(plotting.remarks(fig))
