@@ -127,11 +127,11 @@ def fig6(res: Results, th: Theory, compare: bool = True):
     a0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[0] == 0))
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[0], res, a0)
-    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: ens. floor")
+    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: cosine-head floor")
     b0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[1] == 0))
     fits = pl.loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[1], res, b0)
-    pl.panel_title(ax[1], "b", "$b=0$; dashed: ensemble floor")
+    pl.panel_title(ax[1], "b", "$b=0$; dashed: cosine-head ensemble floor")
     if compare:
         start_panel(ax[4], res, a0)
         pl.panel_title(ax[4], "e", "faithful vs spread start, $a=0$")
@@ -161,12 +161,13 @@ def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool 
     fl = softmax_floor_line(th)
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[0], res, k2)
-    pl.panel_title(ax[0], "a", "$k=2$; dashed: ensemble floor")
+    pl.panel_title(ax[0], "a", "$k=2$; dashed: cosine-head ensemble floor")
     pl.loss_panel(ax[1], res16, "nonlinear", "difficult", pl.pairs(16, sorted(FIG14_K16)), fit=True, r2_min=R2_5A,
                   hlines=fl if pl.has_k(res, 16) else None)
     if pl.has_k(res, 16):
         certificate_marks(ax[1], res16, pl.pairs(16, sorted(FIG14_K16)))
-    pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("" if pl.has_k(res, 16) else " (not in this preset)"))
+    pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("; dashed: cosine-head ensemble floor" if pl.has_k(res, 16)
+                                                       else " (not in this preset)"))
     if compare:
         start_panel(ax[4], res, k2)
         pl.panel_title(ax[4], "e", "faithful vs spread start, $k=2$")
