@@ -136,7 +136,9 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     Never trains and never writes to the store. Theory (linear floors, reference curves) is
     computed on `device` the first time and cached in <out_dir>/<preset>/theory.json.
     Returns {"report_md", "report_html", "claims_json", "presets", "passed", "failed",
-    "inconclusive", "errors"} (claims counted PASS, FAIL and INCONCLUSIVE separately).
+    "inconclusive", "errors", "figure_checks"} (claims counted PASS, FAIL and INCONCLUSIVE
+    separately; figure_checks: {"<preset>/<id>": [problem, ...]} of the figures that fail
+    figcheck.check, each also printed as one "figure check:" line, never failing the build).
     """
     ids = resolve_ids(ids)
     store = Store(store_dir, readonly=True)
