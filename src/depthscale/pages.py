@@ -1,6 +1,11 @@
 """The report's pages: report.md and a self-contained report.html (images inlined as data URIs)
 from the sections `report.build_preset` built, one per preset: provenance, run states, timing,
 the claims (the paper's, and beyond it), then every experiment's figure, table and notes.
+
+Under each figure, a caption line generated from the claims that use the experiment (issue 36):
+"Measured at this preset:" each claim's verdict and a short summary of its `measured` numbers, the
+paper's statement beside it as the paper's, never a fixed sentence of the paper's conclusion; and
+the figure check's problems (depthscale.figcheck) where the figure has any.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
             png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
             pdf = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".pdf")), None)
             if png:
-                out += [f"![{i}]({png})", "", f"[PDF]({pdf})" if pdf else "", ""]
+                out += [f"![{i}]({png})", "", f"[PDF]({pdf})" if pdf else "", ""] + _caption_md(sec, i)
             if i in sec["tables"]:
                 out += (["Columns `paper_*` are the paper's values (SPEC §8); the others are ours.", ""]
                         if e.part == "paper" else []) + [markdown_table(sec["tables"][i]), ""]
@@ -238,6 +243,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
             png = next((a for a in sec["artifacts"].get(i, []) if a.endswith(".png")), None)
             if png:
                 parts.append(f"<img alt=\"{esc(i)}\" src=\"{_img_data_uri(out_dir / png)}\">")
+                parts += _caption_html(sec, i)
             if i in sec["tables"]:
                 if e.part == "paper":
                     parts.append("<p class=\"small\">Shaded <code>paper_*</code> columns are the paper's "
@@ -261,4 +267,72 @@ def _html_claims(title: str, cl: list[dict]) -> list[str]:
     return parts + ["</tbody></table>"]
 
 
-__all__ = ["render_markdown", "render_html", "banner", "split_claims", "BEYOND_INTRO"]
+def _num(x) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+def _fit_summary(m: dict) -> str:
+    """'α = 0.57 ± 1.33 (R² 0.62)', with the fit's status where it is not ok."""
+    se = m.get("alpha_se")
+    text = f"α = {m['alpha']:.2f}" + (f" ± {se:.2f}" if isinstance(se, (int, float)) else " ± ?")
+    extra = [f"R² {m['r2']:.2f}"] if isinstance(m.get("r2"), (int, float)) else []
+    extra += [m["fit_status"]] if m.get("fit_status") not in (None, "ok") else []
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _value_summary(v) -> str | None:
+    if isinstance(v, dict):
+        if isinstance(v.get("alpha"), (int, float)):
+            return _fit_summary(v)
+        nums = [f"{k} {_num(x)}" for k, x in v.items() if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        return ", ".join(nums[:2]) or None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return _num(v)
+    return None
+
+
+def measured_summary(measured, most: int = 4) -> str:
+    """A short text of a claim's `measured`: its first `most` entries with numbers, fits as α ± SE
+    (R²); 'no data' where nothing was measured."""
+    if measured is None:
+        return "no data"
+    if not isinstance(measured, dict):
+        return _value_summary(measured) or str(measured)
+    parts = [(k, _value_summary(v)) for k, v in measured.items()]
+    parts = [f"{k}: {t}" for k, t in parts if t is not None] or [f"{k}: none" for k in list(measured)[:most]]
+    more = len(parts) - most
+    return "; ".join(parts[:most]) + (f"; … ({more} more)" if more > 0 else "")
+
+
+def caption_lines(exp_id: str, cl: list[dict]) -> list[str]:
+    """One line per claim that uses `exp_id`: its verdict and what was measured, then the paper's
+    statement as the paper's (a beyond claim's, as the question asked)."""
+    beyond = set(BEYOND_IDS)
+    out = []
+    for c in cl:
+        if exp_id not in (c.get("uses") or []):
+            continue
+        whose = "the question" if set(c["uses"]) <= beyond else "the paper's"
+        out.append(f"claim {c['id']} {claim_verdict(c)}: {measured_summary(c.get('measured'))} "
+                   f"({whose}: {c['claim']})")
+    return out
+
+
+def _caption_md(sec: dict, exp_id: str) -> list[str]:
+    lines = caption_lines(exp_id, sec["claims"])
+    out = (["**Measured at this preset:**", ""] + [f"- {_md_cell(x)}" for x in lines] + [""]) if lines else []
+    problems = (sec.get("figure_checks") or {}).get(exp_id)
+    return out + ([f"Figure check: {_md_cell('; '.join(problems))}", ""] if problems else [])
+
+
+def _caption_html(sec: dict, exp_id: str) -> list[str]:
+    esc = html.escape
+    lines = caption_lines(exp_id, sec["claims"])
+    out = ([f"<p class=\"small\"><strong>Measured at this preset:</strong></p><ul class=\"small\">"
+            + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>"] if lines else [])
+    problems = (sec.get("figure_checks") or {}).get(exp_id)
+    return out + ([f"<p class=\"small\">Figure check: {esc('; '.join(problems))}</p>"] if problems else [])
+
+
+__all__ = ["render_markdown", "render_html", "banner", "split_claims", "BEYOND_INTRO", "caption_lines",
+           "measured_summary"]

@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from depthscale import claims, plotting, timing
+from depthscale import claims, figcheck, plotting, timing
 from depthscale.provenance import versions
 from depthscale.atomic import as_float, write_json_atomic
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
@@ -136,7 +136,9 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     Never trains and never writes to the store. Theory (linear floors, reference curves) is
     computed on `device` the first time and cached in <out_dir>/<preset>/theory.json.
     Returns {"report_md", "report_html", "claims_json", "presets", "passed", "failed",
-    "inconclusive", "errors"} (claims counted PASS, FAIL and INCONCLUSIVE separately).
+    "inconclusive", "errors", "figure_checks"} (claims counted PASS, FAIL and INCONCLUSIVE
+    separately; figure_checks: {"<preset>/<id>": [problem, ...]} of the figures that fail
+    figcheck.check, each also printed as one "figure check:" line, never failing the build).
     """
     ids = resolve_ids(ids)
     store = Store(store_dir, readonly=True)
@@ -167,6 +169,8 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         sections.append(sec)
         all_claims += sec["claims"]
         errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
+        for k, problems in sec["figure_checks"].items():
+            print(f"figure check: {p}/{k} " + "; ".join(problems), flush=True)
     claims_path = out_dir / "claims.json"
     write_json_atomic(claims_path, all_claims)
     counted = count(all_claims)
@@ -179,6 +183,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
             "claims_json": str(claims_path), "presets": presets,
             "passed": counted[PASS], "failed": counted[FAIL], "inconclusive": counted[INCONCLUSIVE],
             "errors": errors,
+            "figure_checks": {f"{sec['preset']}/{k}": v for sec in sections for k, v in sec["figure_checks"].items()},
             "diverged": sorted(diverged["run_id"]) if len(diverged) else [],
             "broken": [b["run_id"] for b in broken]}
 
@@ -206,14 +211,14 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
     res = Results(df, preset, store, overrides)
     th = Theory(preset, cache=pdir / "theory.json", device=device, progress=bool(progress))
     th.get = timing.timed(th.get, "theory")  # the build's phases, for the provenance's timing table
-    artifacts, tables, errs, build = {}, {}, {}, {}
+    artifacts, tables, errs, build, checks = {}, {}, {}, {}, {}
     t0 = time.perf_counter()
     for i in ids:
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", RuntimeWarning)  # partial data: nan, not noise
                 with timing.record() as rec, timing.phase("figures"):
-                    paths = _write_one(i, res, th, pdir, tables)
+                    paths = _write_one(i, res, th, pdir, tables, checks)
                 build[i] = rec.phases
             artifacts[i] = [str(pp.relative_to(out_dir)) for pp in paths]
         except Exception as e:  # noqa: BLE001 - one broken artifact must not sink the report
@@ -238,7 +243,8 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
     prov["phase_timing"] = phase_timing(store, preset, ids, build, pdir, overrides)
     runs = {row["id"]: row[preset] for row in summary((preset,))}
     return {"preset": preset, "ids": list(ids), "artifacts": artifacts, "tables": tables,
-            "claims": cl, "errors": errs, "provenance": prov, "runs": runs, "notes": notes}
+            "claims": cl, "errors": errs, "provenance": prov, "runs": runs, "notes": notes,
+            "figure_checks": {i: v for i, v in checks.items() if v}}
 
 
 def claim_ids(ids: Sequence[str]) -> tuple[str, ...]:
@@ -271,12 +277,14 @@ def with_studies(ids: Sequence[str], df, preset: str) -> tuple[str, ...]:
     return tuple(ids) + tuple(extra)
 
 
-def _write_one(exp_id: str, res: Results, th: Theory, pdir: Path, tables: dict) -> list[Path]:
+def _write_one(exp_id: str, res: Results, th: Theory, pdir: Path, tables: dict, checks: dict) -> list[Path]:
     """The experiment's figure, its table, or both (its record's `figure` and `table`)."""
     e = REGISTRY[exp_id]
     paths: list[Path] = []
     if e.figure is not None:
-        paths += plotting.write_figure(e.figure, exp_id, res, th, pdir)
+        drawn = []  # the built figure, kept for the figure check (issue 36): it never fails the build
+        paths += plotting.write_figure(lambda r, t: drawn.append(e.figure(r, t)) or drawn[-1], exp_id, res, th, pdir)
+        checks[exp_id] = figcheck.check(drawn[0])
     if e.table is not None:
         frame, tpaths = write_table(exp_id, res, th, pdir)
         tables[exp_id] = frame
