@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shutil
 import time
 import traceback
 import warnings
@@ -36,7 +38,7 @@ import numpy as np
 
 from depthscale import claims, plotting, timing
 from depthscale.provenance import versions
-from depthscale.atomic import as_float, write_json_atomic
+from depthscale.atomic import as_float, write_json_atomic, write_text_atomic
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
@@ -154,10 +156,32 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         check_preset(preset)
         presets = [preset]
     out_dir = Path(out_dir)
+    made = _first_missing(out_dir)  # the directory this report creates (None: it exists)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # the user's path (e.g. not writable)
         raise InputError(str(e)) from None
+    try:
+        return _write_report(store, df, diverged, broken, presets, ids, out_dir, overrides, device, progress)
+    except BaseException:  # nothing partial left behind: a directory this report made goes with it
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of `path` and its parents that does not exist yet (what mkdir(parents=True)
+    would create first), or None if `path` exists."""
+    missing = None
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        missing = p
+    return missing
+
+
+def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, overrides, device, progress) -> dict:
+    """report's body once out_dir exists: every preset's section, claims.json, report.md and .html."""
     sections, all_claims, errors = [], [], []
     for p in presets:
         drawn, not_run = covered(with_studies(ids, df, p), df, p)
@@ -173,8 +197,8 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     header = _header()
     header["broken"] = broken
     md = render_markdown(header, sections)
-    (out_dir / "report.md").write_text(md)
-    (out_dir / "report.html").write_text(render_html(header, sections, out_dir))
+    write_text_atomic(out_dir / "report.md", md)
+    write_text_atomic(out_dir / "report.html", render_html(header, sections, out_dir))
     return {"report_md": str(out_dir / "report.md"), "report_html": str(out_dir / "report.html"),
             "claims_json": str(claims_path), "presets": presets,
             "passed": counted[PASS], "failed": counted[FAIL], "inconclusive": counted[INCONCLUSIVE],
