@@ -10,7 +10,8 @@ Layout of out_dir::
     <preset>/fig3.png, fig3.pdf, ...     figures
     <preset>/table1.csv, table1.md, ...  tables, ours beside the paper's
     <preset>/claims.json                 SPEC §9 checks of that preset
-    <preset>/theory.json                 cached theory (linear floors, reference curves, fig8)
+    <preset>/theory.json                 cached theory (linear floors, reference curves, fig8; sealed
+                                         with its sha256: junk is ignored with a warning, rebuilt)
     <preset>/theory.d/                   theory reproduce computed during its sweep, a file per need
     claims.json                          the checks of every preset in this report
     report.md, report.html
@@ -38,14 +39,14 @@ import numpy as np
 
 from depthscale import claims, plotting, timing
 from depthscale.provenance import versions
-from depthscale.atomic import as_float, write_json_atomic, write_text_atomic
+from depthscale.atomic import as_float, read_regular, write_json_atomic, write_text_atomic
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
 from depthscale.pages import _timing_lines, render_html, render_markdown
 from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, REGISTRY, all_configs, check_preset, claims_of,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
-from depthscale.results import Results, Theory, split_diverged, theory_jobs
+from depthscale.results import Results, StaleCacheWarning, Theory, split_diverged, theory_jobs
 from depthscale.store import Store
 from depthscale.tables import write_table
 
@@ -345,15 +346,34 @@ def phase_timing(store, preset: str, ids: Sequence[str], build: dict, pdir: Path
     in theory.json, so a later build reads it in no time: the theory seconds shown are those of
     the build that computed them (kept in <out>/<preset>/build_timing.json)."""
     path = pdir / "build_timing.json"
-    try:
-        old = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        old = {}
+    old = read_build_timing(path)
     for e, ph in build.items():
-        ph["theory"] = max(ph.get("theory", 0.0), (old.get(e) or {}).get("theory", 0.0))
+        ph["theory"] = max(ph.get("theory", 0.0), old.get(e, 0.0))
     write_json_atomic(path, build)
     experiments = {i: {c.run_id for c in REGISTRY[i].configs(preset, None, **(overrides or {}))} for i in ids}
     return timing.experiment_table(timing.read_records(store.root), experiments, build)
+
+
+def read_build_timing(path: Path) -> dict[str, float]:
+    """The theory seconds per experiment an earlier build kept in `path` (build_timing.json:
+    {experiment: {phase: seconds}}), {} if there is none. A cache is validated, never trusted: a
+    file that is not that shape (junk, a FIFO, a negative or non-finite number) is ignored with one
+    StaleCacheWarning naming it, and rewritten by this build."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        doc = json.loads(read_regular(path, follow=True))
+        ok = isinstance(doc, dict) and all(
+            isinstance(ph, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                         and math.isfinite(v) and v >= 0 for v in ph.values())
+            for ph in doc.values())
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        warnings.warn(f"ignoring the build timing cache {path}: not a {{experiment: {{phase: seconds}}}} file "
+                      "(junk or edited); rewritten by this build", StaleCacheWarning, stacklevel=2)
+        return {}
+    return {e: float(ph.get("theory", 0.0)) for e, ph in doc.items()}
 
 
 def _isnum(x) -> bool:
