@@ -44,7 +44,7 @@ from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
 from depthscale.pages import _timing_lines, render_html, render_markdown
-from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, REGISTRY, all_configs, check_preset, claims_of,
+from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, PLUGIN_SOURCES, REGISTRY, all_configs, check_preset, claims_of,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
 from depthscale.results import Results, StaleCacheWarning, Theory, split_diverged, theory_jobs
 from depthscale.store import Store
@@ -183,7 +183,7 @@ def _first_missing(path: Path) -> Path | None:
 
 def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, overrides, device, progress) -> dict:
     """report's body once out_dir exists: every preset's section, claims.json, report.md and .html."""
-    sections, all_claims, errors = [], [], []
+    sections, all_claims, errors, plugin_errors = [], [], [], []
     for p in presets:
         drawn, not_run = covered(with_studies(ids, df, p), df, p)
         sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress)
@@ -192,6 +192,8 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
         sections.append(sec)
         all_claims += sec["claims"]
         errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
+        plugin_errors += [f"experiment {k} of plug-in {PLUGIN_SOURCES[k]} failed at preset {p}: "
+                          f"{str(v).splitlines()[0] if str(v) else v}" for k, v in sec["errors"].items() if k in PLUGIN_SOURCES]
     claims_path = out_dir / "claims.json"
     write_json_atomic(claims_path, all_claims)
     counted = count(all_claims)
@@ -203,7 +205,7 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
     return {"report_md": str(out_dir / "report.md"), "report_html": str(out_dir / "report.html"),
             "claims_json": str(claims_path), "presets": presets,
             "passed": counted[PASS], "failed": counted[FAIL], "inconclusive": counted[INCONCLUSIVE],
-            "errors": errors,
+            "errors": errors, "plugin_errors": plugin_errors,
             "diverged": sorted(diverged["run_id"]) if len(diverged) else [],
             "broken": [b["run_id"] for b in broken]}
 
@@ -245,7 +247,8 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
             if is_storage_error(e):  # a full (read-only) disk would fail every artifact: one line
                 raise
             errs[i] = f"{type(e).__name__}: {e}"
-            log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
+            if i not in PLUGIN_SOURCES or os.environ.get("DEPTHSCALE_DEBUG"):  # a plug-in's: one line (its command's)
+                log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
     notes = {}
     for i in ids:
         if REGISTRY[i].notes is not None and i not in errs:
