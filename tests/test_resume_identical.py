@@ -175,3 +175,34 @@ def test_a_sweep_sigkilled_at_a_checkpoint_resumes_bit_identical(tmp_path):
     cfgs = [ref.load_config(r) for r in rids]
     assert outcome(res, cfgs) == outcome(ref, cfgs)
     assert all(math.isfinite(ref.load_metrics(r)["R"]) for r in rids)
+
+
+@pytest.mark.parametrize("where", ["before a converged run's result", "mid-checkpoint after a result"])
+def test_a_pack_resumed_at_another_thread_count_is_bit_identical(reference, poisoned, tmp_path, where):
+    """Issue 37, item 4: the process executor splits the cores between as many workers as packs
+    remain, so a resumed pack's worker may get another intra-op thread count than the killed one
+    had, and float sums depend on it. A checkpoint records its thread count and the resume trains
+    at it (training.recorded_threads), then gives the worker its own count back."""
+    ref, log = reference
+    k = _kill_points(log)[where] + 1
+    with pytest.raises(Killed):
+        run_pack(CFGS, killed_at(Store(tmp_path), k), progress=False)
+    before = torch.get_num_threads()
+    other = 1 if before > 1 else 4
+    torch.set_num_threads(other)
+    try:
+        run_pack(CFGS, Store(tmp_path), progress=False)
+        assert torch.get_num_threads() == other  # the worker's own count back after the pack
+    finally:
+        torch.set_num_threads(before)
+    assert outcome(Store(tmp_path)) == ref
+
+
+def test_recorded_threads_is_ignored_unless_one_sane_count():
+    n = torch.get_num_threads()
+    for cks in ([], [{}], [{"threads": 3}, {"threads": 5}], [{"threads": "2"}], [{"threads": 0}], [{"threads": True}]):
+        with training.recorded_threads(cks):
+            assert torch.get_num_threads() == n
+    with training.recorded_threads([{"threads": n + 1}, {"threads": n + 1}]):
+        assert torch.get_num_threads() == n + 1
+    assert torch.get_num_threads() == n
