@@ -116,3 +116,43 @@ def test_a_broken_plugin_is_named(tmp_path):
     r = depthscale("sweep", "--experiment", "fig6", "--preset", "smoke", "--store", str(tmp_path / "s"), "--dry-run",
                    env=env)
     assert r.returncode != 0 and "bad.py" in r.stderr + r.stdout and "boom" in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("body", ["raise SystemExit(5)", "import sys; sys.exit('bye')", "raise SystemExit",
+                                  "raise GeneratorExit", "raise RuntimeError('two\\nlines')"])
+def test_a_plugin_raising_anything_at_load_is_one_line_naming_it(tmp_path, body):
+    """Issue 37, item 9: not only Exception's subclasses: SystemExit and GeneratorExit from a
+    plug-in are one line naming the file and exit 2, never the plug-in's own exit code or a traceback."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(body + "\n")
+    r = depthscale("sweep", "--experiment", "fig6", "--preset", "smoke", "--store", str(tmp_path / "s"), "--dry-run",
+                   env={**os.environ, PLUGIN_ENV: str(bad)})
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and str(bad) in lines[0], r.stderr
+    assert lines[0].startswith("depthscale: error: ") and "Traceback" not in r.stderr
+
+
+def test_ctrl_c_while_a_plugin_loads_stops_the_program_as_ctrl_c(tmp_path):
+    bad = tmp_path / "slow.py"
+    bad.write_text("raise KeyboardInterrupt\n")
+    r = depthscale("sweep", "--experiment", "fig6", "--preset", "smoke", "--store", str(tmp_path / "s"), "--dry-run",
+                   env={**os.environ, PLUGIN_ENV: str(bad)})
+    assert r.returncode == 130 and "Traceback" not in r.stderr and r.stderr.startswith("depthscale: interrupted")
+
+
+def test_a_plugin_whose_figure_raises_fails_reproduce_and_report_naming_it(tmp_path):
+    """Issue 37, item 9: the rest of the report is written, and one line names the plug-in's file;
+    exit 2 (not 0)."""
+    plugin = tmp_path / "toy.py"
+    plugin.write_text(TOY.replace("    fig, ax = pl.new_figure(1)\n", "    raise RuntimeError('boom')\n"))
+    env = {**os.environ, PLUGIN_ENV: str(plugin), "OMP_NUM_THREADS": "1"}
+    store, out = tmp_path / "store", tmp_path / "out"
+    r = depthscale("reproduce", "toy", "--preset", "smoke", "--store", str(store), "--out", str(out),
+                   "--executor", "inline", env=env)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("depthscale: error:")]
+    assert r.returncode == 2 and len(errors) == 1, r.stdout + r.stderr
+    assert str(plugin) in errors[0] and "RuntimeError: boom" in errors[0] and "Traceback" not in r.stderr
+    assert (out / "report.md").is_file() and (out / "claims.json").is_file()  # the rest is written
+    r = depthscale("report", "--store", str(store), "--out", str(tmp_path / "again"), "--experiment", "toy", env=env)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("depthscale: error:")]
+    assert r.returncode == 2 and len(errors) == 1 and str(plugin) in errors[0], r.stdout + r.stderr

@@ -350,6 +350,37 @@ def test_report_to_a_full_disk_is_one_line(finished_store, tmp_path, capsys, mon
     assert list(out_dir.rglob("*.tmp")) == []
 
 
+@pytest.mark.parametrize("ok", [0, 2])
+def test_report_to_a_full_disk_leaves_no_directory_it_made(finished_store, tmp_path, capsys, monkeypatch, ok):
+    """Nothing partial is left (issue 37, item 10): the directories the report created go, with
+    whatever it wrote there before the disk filled up."""
+    FullDisk(monkeypatch, ok=ok)
+    rc, _, err = run_cli(capsys, "report", "--store", finished_store, "--out", tmp_path / "new" / "report")
+    assert rc == 2
+    _one_line(err, errno.ENOSPC, tmp_path / "new" / "report")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", [".png", ".pdf"])
+def test_plot_to_a_full_disk_leaves_no_file(finished_store, tmp_path, capsys, monkeypatch, suffix):
+    """A figure is written whole or not at all (issue 37, item 10): no 0-byte PNG or PDF."""
+    FullDisk(monkeypatch)
+    out = tmp_path / f"curves{suffix}"
+    rc, _, err = run_cli(capsys, "plot", "curves", "--store", finished_store, "--out", out)
+    assert rc == 2
+    _one_line(err, errno.ENOSPC, out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_figures_and_tables_are_written_through_write_atomic(finished_store, tmp_path, capsys, monkeypatch):
+    """Every file of a report goes through atomic.write_atomic (so a full disk cannot leave a part)."""
+    full = FullDisk(monkeypatch, ok=10**6)
+    out_dir = tmp_path / "report"
+    assert run_cli(capsys, "report", "--store", finished_store, "--out", out_dir)[0] == 0
+    files = {p for p in out_dir.rglob("*") if p.is_file()}
+    assert files and files <= set(full.written), sorted(str(p) for p in files - set(full.written))
+
+
 def test_storage_error_is_the_oserror_it_was():
     err = StorageError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/x/y")
     assert isinstance(err, OSError) and err.errno == errno.ENOSPC and err.filename == "/x/y"

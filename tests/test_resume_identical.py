@@ -175,3 +175,80 @@ def test_a_sweep_sigkilled_at_a_checkpoint_resumes_bit_identical(tmp_path):
     cfgs = [ref.load_config(r) for r in rids]
     assert outcome(res, cfgs) == outcome(ref, cfgs)
     assert all(math.isfinite(ref.load_metrics(r)["R"]) for r in rids)
+
+
+@pytest.mark.parametrize("where", ["before a converged run's result", "mid-checkpoint after a result"])
+def test_a_pack_resumed_at_another_thread_count_is_bit_identical(reference, poisoned, tmp_path, where):
+    """Issue 37, item 4: the process executor splits the cores between as many workers as packs
+    remain, so a resumed pack's worker may get another intra-op thread count than the killed one
+    had, and float sums depend on it. A checkpoint records its thread count and the resume trains
+    at it (training.recorded_threads), then gives the worker its own count back."""
+    ref, log = reference
+    k = _kill_points(log)[where] + 1
+    with pytest.raises(Killed):
+        run_pack(CFGS, killed_at(Store(tmp_path), k), progress=False)
+    before = torch.get_num_threads()
+    other = 1 if before > 1 else 4
+    torch.set_num_threads(other)
+    try:
+        run_pack(CFGS, Store(tmp_path), progress=False)
+        assert torch.get_num_threads() == other  # the worker's own count back after the pack
+    finally:
+        torch.set_num_threads(before)
+    assert outcome(Store(tmp_path)) == ref
+
+
+def test_recorded_threads_is_ignored_unless_one_sane_count():
+    n = torch.get_num_threads()
+    for cks in ([], [{}], [{"threads": 3}, {"threads": 5}], [{"threads": "2"}], [{"threads": 0}], [{"threads": True}]):
+        with training.recorded_threads(cks):
+            assert torch.get_num_threads() == n
+    with training.recorded_threads([{"threads": n + 1}, {"threads": n + 1}]):
+        assert torch.get_num_threads() == n + 1
+    assert torch.get_num_threads() == n
+
+
+def test_a_process_sweep_sigkilled_after_a_pack_finished_resumes_bit_identical(tmp_path):
+    """Issue 37, item 4, as it was found: two packs (max_steps 40 and 600) in two process workers
+    (a core each where there are two), the sweep SIGKILLed once the short pack is done and the long
+    one has a checkpoint; the resumed sweep has one pack left, so its worker gets all the cores,
+    and still every run's numbers are the uninterrupted sweep's, bit for bit."""
+    import signal
+    import time
+
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"grid": {"L": [1, 2], "seed": [0, 1], "max_steps": [40, 600], "eval_every": [10],
+                                         "checkpoint_every": [10], "eval_contexts": [256],
+                                         "monitor_contexts": [128], "early_stop": [False]}}))
+    env = dict(os.environ, PYTHONPATH=str(Path(training.__file__).parents[1]))
+    argv = [sys.executable, "-m", "depthscale", "sweep", "--grid", str(grid), "--preset", "smoke", "--executor",
+            "process", "--workers", "2"]
+
+    def sweep(store):
+        return subprocess.run(argv + ["--store", str(store)], env=env, capture_output=True, text=True, timeout=600)
+
+    assert sweep(tmp_path / "ref").returncode == 0
+    ref = Store(tmp_path / "ref")
+    rids = sorted(ref.run_ids())
+    short = {r for r in rids if ref.load_config(r).max_steps == 40}
+    assert len(rids) == 8 and len(short) == 4
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(argv + ["--store", str(killed)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            runs = killed / "runs"
+            if all((runs / r / "DONE").exists() for r in short) and any(
+                    (runs / r / "checkpoint.pt").exists() for r in set(rids) - short):
+                break
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if proc.returncode != -signal.SIGKILL or all((killed / "runs" / r / "DONE").exists() for r in rids):
+        pytest.skip("the sweep finished before it could be killed (a machine much faster than this test's)")
+    again = sweep(killed)
+    assert again.returncode == 0, again.stderr
+    cfgs = [ref.load_config(r) for r in rids]
+    assert outcome(Store(killed), cfgs) == outcome(ref, cfgs)

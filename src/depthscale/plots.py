@@ -148,14 +148,17 @@ def _colors(n: int):
 
 
 def save(fig, out: str | Path) -> Path:
-    """Write `fig` to `out` (.png or .pdf by suffix) at DPI, under figures.STYLE."""
+    """Write `fig` to `out` (.png or .pdf by suffix) at DPI, under figures.STYLE, whole or not at
+    all (atomic.write_atomic: a full disk leaves no 0-byte file)."""
     from matplotlib import rc_context
 
+    from depthscale.atomic import write_atomic
     from depthscale.figures import STYLE
 
     out = Path(out)
+    fmt = "pdf" if out.suffix.lower() == ".pdf" else "png"
     with rc_context(STYLE):
-        fig.savefig(out, dpi=DPI)
+        write_atomic(out, lambda fh: fig.savefig(fh, format=fmt, dpi=DPI))
     return out
 
 

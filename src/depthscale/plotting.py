@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from depthscale.atomic import write_atomic
 from depthscale.analysis import fit_series
 from depthscale.formatting import label
 from depthscale.records import PRESET_KS, depth_set
@@ -400,9 +401,10 @@ def write_figure(draw: Callable, name: str, res: Results, th: Theory, out_dir: s
     with rc_context(STYLE):  # no title or preset inside the figure: the report carries both
         fig = render(draw, res, th)
         paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
-        fig.savefig(paths[0], dpi=DPI, bbox_inches="tight", pad_inches=0.08)
+        # written whole or not at all (a full disk leaves no 0-byte figure): atomic.write_atomic
+        write_atomic(paths[0], lambda fh: fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", pad_inches=0.08))
         fig.set_layout_engine("none")  # keep the constrained layout computed for the PNG
-        fig.savefig(paths[1], bbox_inches="tight", pad_inches=0.08)
+        write_atomic(paths[1], lambda fh: fig.savefig(fh, format="pdf", bbox_inches="tight", pad_inches=0.08))
     return paths
 
 

@@ -11,8 +11,9 @@ run only when named), which runs (`all_configs`), which theory (`theory_needs`),
 
 Plug-ins: DEPTHSCALE_EXPERIMENTS names extra experiment files or directories (of *.py files),
 separated by the OS path separator (':' on Linux); each is imported at load like a module of the
-package, and registers its records the same way. A plug-in file that fails to import is an
-InputError naming it.
+package, and registers its records the same way. A plug-in file that fails to import (any
+exception but KeyboardInterrupt: SystemExit and GeneratorExit too) is an InputError naming it, one
+line; PLUGIN_SOURCES keeps the file of each experiment a plug-in registered.
 
 Order: the paper's figures by number, then their variants (fig6-spread, ...), then its tables;
 then the beyond experiments and the studies by id. Claims in SPEC §9 order (claims.claim_order).
@@ -78,11 +79,23 @@ def _load_plugin(path: Path) -> None:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    before = set(registered())
     try:
         spec.loader.exec_module(module)
-    except Exception as e:
+    except KeyboardInterrupt:  # Ctrl-C while it loads: the program stops as on any other Ctrl-C
         del sys.modules[name]
-        raise InputError(f"{PLUGIN_ENV}: experiment file {path} failed to load: {type(e).__name__}: {e}") from e
+        raise
+    except BaseException as e:  # noqa: BLE001 - SystemExit, GeneratorExit too: the plug-in failed, one line
+        del sys.modules[name]
+        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise InputError(f"{PLUGIN_ENV}: experiment file {path} failed to load: {what}") from None
+    for i in set(registered()) - before:
+        PLUGIN_SOURCES[i] = path
+
+
+# the experiments the plug-ins registered: id -> the file that registered it (a failure of its
+# figure, table or notes names the file, and the report's command exits 2)
+PLUGIN_SOURCES: dict[str, Path] = {}
 
 
 def _order(e: Experiment) -> tuple:
@@ -206,7 +219,7 @@ def check_all(res, th, ids: str | Iterable[str] | None = "all") -> list[dict]:
     return _claims.check_all(res, th, claims_of(ids))
 
 
-__all__ = ["Experiment", "RunGroup", "TheoryNeed", "Claim", "REGISTRY", "IDS", "BEYOND_IDS", "CLAIMS", "PRESET_SEEDS",
+__all__ = ["PLUGIN_ENV", "PLUGIN_SOURCES", "plugin_files", "Experiment", "RunGroup", "TheoryNeed", "Claim", "REGISTRY", "IDS", "BEYOND_IDS", "CLAIMS", "PRESET_SEEDS",
            "PRESET_KS", "FLOOR_SAMPLES", "SOFTMAX_FLOOR_SAMPLES", "FINITE_P_SAMPLES", "THEORY_SEED", "PAPER",
            "resolve_ids", "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "depth_set",
            "resolve_seeds", "preset_shape", "check_preset", "GEOMETRY_EVIDENCE", "TOP2_SPECTRA", "paper_L0_top2",

@@ -10,7 +10,8 @@ Layout of out_dir::
     <preset>/fig3.png, fig3.pdf, ...     figures
     <preset>/table1.csv, table1.md, ...  tables, ours beside the paper's
     <preset>/claims.json                 SPEC §9 checks of that preset
-    <preset>/theory.json                 cached theory (linear floors, reference curves, fig8)
+    <preset>/theory.json                 cached theory (linear floors, reference curves, fig8; sealed
+                                         with its sha256: junk is ignored with a warning, rebuilt)
     <preset>/theory.d/                   theory reproduce computed during its sweep, a file per need
     claims.json                          the checks of every preset in this report
     report.md, report.html
@@ -24,6 +25,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shutil
 import time
 import traceback
 import warnings
@@ -36,14 +39,14 @@ import numpy as np
 
 from depthscale import claims, figcheck, plotting, timing
 from depthscale.provenance import versions
-from depthscale.atomic import as_float, write_json_atomic
+from depthscale.atomic import as_float, read_regular, write_json_atomic, write_text_atomic
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
 from depthscale.pages import _timing_lines, render_html, render_markdown
-from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, REGISTRY, all_configs, check_preset, claims_of,
+from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, PLUGIN_SOURCES, REGISTRY, all_configs, check_preset, claims_of,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
-from depthscale.results import Results, Theory, split_diverged, theory_jobs
+from depthscale.results import Results, StaleCacheWarning, Theory, split_diverged, theory_jobs
 from depthscale.store import Store
 from depthscale.tables import write_table
 
@@ -156,11 +159,33 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         check_preset(preset)
         presets = [preset]
     out_dir = Path(out_dir)
+    made = _first_missing(out_dir)  # the directory this report creates (None: it exists)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # the user's path (e.g. not writable)
         raise InputError(str(e)) from None
-    sections, all_claims, errors = [], [], []
+    try:
+        return _write_report(store, df, diverged, broken, presets, ids, out_dir, overrides, device, progress)
+    except BaseException:  # nothing partial left behind: a directory this report made goes with it
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of `path` and its parents that does not exist yet (what mkdir(parents=True)
+    would create first), or None if `path` exists."""
+    missing = None
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        missing = p
+    return missing
+
+
+def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, overrides, device, progress) -> dict:
+    """report's body once out_dir exists: every preset's section, claims.json, report.md and .html."""
+    sections, all_claims, errors, plugin_errors = [], [], [], []
     for p in presets:
         drawn, not_run = covered(with_studies(ids, df, p), df, p)
         sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress)
@@ -171,18 +196,20 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         errors += [f"{p}/{k}: {v}" for k, v in sec["errors"].items()]
         for k, problems in sec["figure_checks"].items():
             print(f"figure check: {p}/{k} " + "; ".join(problems), flush=True)
+        plugin_errors += [f"experiment {k} of plug-in {PLUGIN_SOURCES[k]} failed at preset {p}: "
+                          f"{str(v).splitlines()[0] if str(v) else v}" for k, v in sec["errors"].items() if k in PLUGIN_SOURCES]
     claims_path = out_dir / "claims.json"
     write_json_atomic(claims_path, all_claims)
     counted = count(all_claims)
     header = _header()
     header["broken"] = broken
     md = render_markdown(header, sections)
-    (out_dir / "report.md").write_text(md)
-    (out_dir / "report.html").write_text(render_html(header, sections, out_dir))
+    write_text_atomic(out_dir / "report.md", md)
+    write_text_atomic(out_dir / "report.html", render_html(header, sections, out_dir))
     return {"report_md": str(out_dir / "report.md"), "report_html": str(out_dir / "report.html"),
             "claims_json": str(claims_path), "presets": presets,
             "passed": counted[PASS], "failed": counted[FAIL], "inconclusive": counted[INCONCLUSIVE],
-            "errors": errors,
+            "errors": errors, "plugin_errors": plugin_errors,
             "figure_checks": {f"{sec['preset']}/{k}": v for sec in sections for k, v in sec["figure_checks"].items()},
             "diverged": sorted(diverged["run_id"]) if len(diverged) else [],
             "broken": [b["run_id"] for b in broken]}
@@ -225,7 +252,8 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
             if is_storage_error(e):  # a full (read-only) disk would fail every artifact: one line
                 raise
             errs[i] = f"{type(e).__name__}: {e}"
-            log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
+            if i not in PLUGIN_SOURCES or os.environ.get("DEPTHSCALE_DEBUG"):  # a plug-in's: one line (its command's)
+                log.error("building %s/%s failed:\n%s", preset, i, traceback.format_exc())
     notes = {}
     for i in ids:
         if REGISTRY[i].notes is not None and i not in errs:
@@ -329,15 +357,34 @@ def phase_timing(store, preset: str, ids: Sequence[str], build: dict, pdir: Path
     in theory.json, so a later build reads it in no time: the theory seconds shown are those of
     the build that computed them (kept in <out>/<preset>/build_timing.json)."""
     path = pdir / "build_timing.json"
-    try:
-        old = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        old = {}
+    old = read_build_timing(path)
     for e, ph in build.items():
-        ph["theory"] = max(ph.get("theory", 0.0), (old.get(e) or {}).get("theory", 0.0))
+        ph["theory"] = max(ph.get("theory", 0.0), old.get(e, 0.0))
     write_json_atomic(path, build)
     experiments = {i: {c.run_id for c in REGISTRY[i].configs(preset, None, **(overrides or {}))} for i in ids}
     return timing.experiment_table(timing.read_records(store.root), experiments, build)
+
+
+def read_build_timing(path: Path) -> dict[str, float]:
+    """The theory seconds per experiment an earlier build kept in `path` (build_timing.json:
+    {experiment: {phase: seconds}}), {} if there is none. A cache is validated, never trusted: a
+    file that is not that shape (junk, a FIFO, a negative or non-finite number) is ignored with one
+    StaleCacheWarning naming it, and rewritten by this build."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        doc = json.loads(read_regular(path, follow=True))
+        ok = isinstance(doc, dict) and all(
+            isinstance(ph, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                         and math.isfinite(v) and v >= 0 for v in ph.values())
+            for ph in doc.values())
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        warnings.warn(f"ignoring the build timing cache {path}: not a {{experiment: {{phase: seconds}}}} file "
+                      "(junk or edited); rewritten by this build", StaleCacheWarning, stacklevel=2)
+        return {}
+    return {e: float(ph.get("theory", 0.0)) for e, ph in doc.items()}
 
 
 def _isnum(x) -> bool:

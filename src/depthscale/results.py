@@ -19,6 +19,7 @@ import math
 import os
 import socket
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -26,7 +27,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from depthscale import timing
-from depthscale.atomic import as_float, plain, write_json_atomic
+from depthscale.atomic import as_float, plain, read_regular, write_json_atomic
 from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS,
                                PRESET_DEPTHS, ConfigError, config_dict, make_config)
 from depthscale.errors import InputError
@@ -77,12 +78,7 @@ class Theory:
         check_preset(preset)
         self.preset, self.device, self.progress = preset, device, progress
         self.cache = Path(cache) if cache is not None else None
-        self._data: dict = {}
-        if self.cache is not None and self.cache.is_file():  # (not a FIFO: it would block)
-            try:
-                self._data = json.loads(self.cache.read_text())
-            except (OSError, ValueError):
-                self._data = {}
+        self._data: dict = read_theory_cache(self.cache) if self.cache is not None else {}
         # entries other processes computed (compute_theory_entry: reproduce's process pool) and
         # their seconds, counted to the "theory" phase when first served (get)
         self._elsewhere: dict[str, float] = {}
@@ -121,7 +117,50 @@ class Theory:
         if self.cache is None:
             return
         self.cache.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.cache, self._data)
+        entries = _canonical(self._data)
+        write_json_atomic(self.cache, {"format": THEORY_CACHE_FORMAT, "sha256": _digest(entries), "entries": entries})
+
+
+# The cache file: {"format": THEORY_CACHE_FORMAT, "sha256": <of the entries' canonical JSON>,
+# "entries": {key: value}}. A cache is validated, never trusted: a file that is not this (junk,
+# an edit, another version's layout) is ignored with a one-line warning and rebuilt.
+THEORY_CACHE_FORMAT = "depthscale-theory-cache/1"
+
+
+class StaleCacheWarning(UserWarning):
+    """A cache in the report's output directory was junk (unreadable, edited, another layout):
+    ignored and rebuilt."""
+
+
+def _canonical(entries: dict) -> dict:
+    """`entries` as JSON reads them back (plain numbers, lists, string keys): what the digest covers."""
+    from depthscale.atomic import dumps
+
+    return json.loads(dumps(entries, indent=None, strict=False))
+
+
+def _digest(entries: dict) -> str:
+    return hashlib.sha256(json.dumps(entries, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
+def read_theory_cache(cache: str | Path) -> dict:
+    """The entries of the theory cache file `cache` ({} if there is none): a file that is no valid
+    cache (not JSON, not THEORY_CACHE_FORMAT, its sha256 not its entries', a FIFO or a directory)
+    is ignored with one StaleCacheWarning naming it, and the theory is computed again."""
+    cache = Path(cache)
+    if not os.path.lexists(cache):
+        return {}
+    try:
+        doc = json.loads(read_regular(cache, follow=True))
+        ok = (isinstance(doc, dict) and doc.get("format") == THEORY_CACHE_FORMAT
+              and isinstance(doc.get("entries"), dict) and doc.get("sha256") == _digest(doc["entries"]))
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        warnings.warn(f"ignoring the theory cache {cache}: not a valid {THEORY_CACHE_FORMAT} file (junk, edited "
+                      "or from another version); its theory is computed again", StaleCacheWarning, stacklevel=2)
+        return {}
+    return doc["entries"]
 
 
 # Theory computed outside the report (reproduce computes the needs in its process pool while the
@@ -438,4 +477,4 @@ def as_array(x) -> np.ndarray | None:
 
 __all__ = ["Theory", "Results", "Series", "compute_need", "compute_theory_entry", "theory_jobs",
            "read_theory_entries", "theory_entries_dir", "theory_entry_path", "split_diverged", "as_array",
-           "SCALARS", "ARRAYS"]
+           "SCALARS", "ARRAYS", "read_theory_cache", "StaleCacheWarning", "THEORY_CACHE_FORMAT"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from depthscale.atomic import write_atomic, write_text_atomic
 from depthscale.formatting import fit_status, markdown_table
 from depthscale.registry import REGISTRY
 from depthscale.results import Results, Theory
@@ -25,9 +26,10 @@ def write_table(table_id: str, res: Results, th: Theory, out_dir: str | Path):
     out_dir.mkdir(parents=True, exist_ok=True)
     df = TABLES[table_id](res, th)
     paths = [out_dir / f"{table_id}.csv", out_dir / f"{table_id}.md"]
-    df.to_csv(paths[0], index=False)
+    csv = df.to_csv(index=False).encode()  # each file whole or not at all (a full disk)
+    write_atomic(paths[0], lambda fh: fh.write(csv))
     e = REGISTRY[table_id]
-    paths[1].write_text(f"### {table_id}: {e.title} [preset {res.preset}]\n\n" + markdown_table(df))
+    write_text_atomic(paths[1], f"### {table_id}: {e.title} [preset {res.preset}]\n\n" + markdown_table(df))
     return df, paths
 
 

@@ -325,7 +325,8 @@ class Trainer:
     # ---- checkpoint ----
     def checkpoint(self, done_step: int) -> None:
         """Each unfinished run's checkpoint: parameters, its Adam moments, bookkeeping, config,
-        and the pack it trains in (the configs of all members, in order: a resume rebuilds it)."""
+        the pack it trains in (the configs of all members, in order: a resume rebuilds it) and the
+        intra-op thread count it trained at (float sums depend on it: a resume uses it again)."""
         pack = [c.to_dict() for c in self.cfgs]
         for i in self.unfinished():
             if self.states[i].stopped_because is None:
@@ -334,7 +335,8 @@ class Trainer:
             self.store.save_checkpoint(self.cfgs[i].run_id, {
                 "step": done_step, "params": _cpu(self.pack.state_of(i)),
                 "adam": {"m": _cpu(adam["m"]), "v": _cpu(adam["v"]), "t": adam["t"]},
-                "state": self.states[i].__dict__, "config": self.cfgs[i].to_dict(), "pack": pack})
+                "state": self.states[i].__dict__, "config": self.cfgs[i].to_dict(), "pack": pack,
+                "threads": torch.get_num_threads()})  # a resume trains at it (training.run_pack)
 
     # ---- finish ----
     def finish(self, i: int, reason: str, step: int) -> None:

@@ -12,6 +12,8 @@ kinds). The names of earlier versions are kept importable from here.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from depthscale import kernels
@@ -134,12 +136,33 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
                           for step in sorted(by_step)]
     for cfgs, resume, carried, shadows in attempts:
         try:
-            train_pack(cfgs, device, store, progress, resume, loggers=loggers, carried=carried, shadows=shadows)
+            with recorded_threads([checkpoints[c.run_id] for c in cfgs if c.run_id in checkpoints]):
+                train_pack(cfgs, device, store, progress, resume, loggers=loggers, carried=carried, shadows=shadows)
         except Exception as exc:  # recorded per run; the sweep goes on
             for c in cfgs:
                 if not store.is_done(c.run_id):
                     store.fail(c.run_id, f"{type(exc).__name__}: {exc}")
             raise
+
+
+@contextlib.contextmanager
+def recorded_threads(checkpoints: list[dict]):
+    """Train at the intra-op thread count the checkpoints' pack trained at (their "threads"), so
+    that a resume is bit-identical whatever share of the cores this worker got (the process
+    executor splits the cores between as many workers as packs remain); unchanged without one
+    (a fresh pack, or a checkpoint of an earlier version). Restored afterwards."""
+    counts = {ck.get("threads") for ck in checkpoints}
+    threads = next(iter(counts)) if len(counts) == 1 else None
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 4096 \
+            or threads == torch.get_num_threads():
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | None = None,

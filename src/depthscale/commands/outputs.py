@@ -41,7 +41,16 @@ def cmd_reproduce(args) -> int:
         print(f"figures, tables and claims.json written to {args.out}")
         if "report_md" in res:
             print(_report_text(res))
-    return failed_runs_exit(res.get("sweep"), args.store)  # 3 (and a line saying where) if runs failed
+    code = failed_runs_exit(res.get("sweep"), args.store)  # 3 (and a line saying where) if runs failed
+    return plugin_failures_exit(res) or code
+
+
+def plugin_failures_exit(res: dict) -> int:
+    """A line on stderr for each plug-in experiment whose figure, table or notes raised (naming its
+    file), and exit code 2 if there was one (0 if none): the rest of the report is written."""
+    for line in res.get("plugin_errors", []):
+        print(f"depthscale: error: {line}", file=sys.stderr)
+    return 2 if res.get("plugin_errors") else 0  # (cli.EXIT_USAGE: bad input, here the plug-in)
 
 
 def _report_text(res: dict) -> str:
@@ -71,7 +80,7 @@ def cmd_report(args) -> int:
         print_json(res)
     else:
         print(_report_text(res))
-    return 0
+    return plugin_failures_exit(res)
 
 
 def cmd_bench(args) -> int:
