@@ -383,4 +383,13 @@ def test_fifos_among_timing_records_and_theory_entries_are_skipped(tmp_path):
     os.mkfifo(edir / "y.json")
     assert _returns(lambda: results.read_theory_entries(cache)) == [("k", 1, 2.0)]
     os.mkfifo(cache)
-    _returns(lambda: results.Theory("smoke", cache=cache))
+    import warnings
+
+    def theory_warned():
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            results.Theory("smoke", cache=cache)
+        return [str(w.message) for w in got if issubclass(w.category, results.StaleCacheWarning)]
+
+    said = _returns(theory_warned)  # a FIFO at the cache's name: skipped unread, with one warning line
+    assert len(said) == 1 and "ignoring the theory cache" in said[0], said
