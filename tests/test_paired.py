@@ -145,6 +145,7 @@ def test_bootstrap_dQ_matches_the_stored_percentiles_and_a_naive_bootstrap(runs)
     stored = np.subtract(store.load_metrics(r1)["selection_percentiles"], store.load_metrics(r4)["selection_percentiles"])
     assert res["q"] == list(map(float, PERCENTILES)) and res["n"] == 512
     np.testing.assert_allclose(res["dQ"], stored, rtol=1e-6, atol=1e-9)
+    paired.clear_cache()  # computed again, not read from the in-process cache
     again = paired.bootstrap_dQ(store, r1, r4, n_boot=1000, seed=3)
     np.testing.assert_array_equal(again["se"], res["se"])  # deterministic for a seed
     assert not np.array_equal(paired.bootstrap_dQ(store, r1, r4, n_boot=1000, seed=4)["se"], res["se"])
@@ -307,3 +308,30 @@ def test_cli_softmax_floor_defaults_to_the_cpu_nonlinear_geometry(capsys):
     assert code == 0, err
     rec = json.loads(out)
     assert (rec["d"], rec["P"], rec["k"], rec["samples"], rec["seed"]) == (16, 64, 2, 200, 0)
+
+
+def test_bootstrap_dQ_is_computed_once_per_runs_and_arguments(runs, monkeypatch):
+    """fig13 and claim 10 read the same bootstrap: the second call is the cached result (read-only),
+    other arguments or a changed params.pt compute again."""
+    store, c = runs
+    r1, r4 = c["nl1"].run_id, c["nl4"].run_id
+    paired.clear_cache()
+    calls = []
+    real = paired._bootstrap
+    monkeypatch.setattr(paired, "_bootstrap", lambda *a: calls.append(a[1:3]) or real(*a))
+    first = paired.bootstrap_dQ(store, r1, r4, n_boot=50, seed=1)
+    second = paired.bootstrap_dQ(store, r1, r4, n_boot=50, seed=1)
+    assert len(calls) == 1 and second["q"] == first["q"] and second["q"] is not first["q"]
+    np.testing.assert_array_equal(second["se"], first["se"])
+    assert not second["se"].flags.writeable
+    paired.bootstrap_dQ(store, r1, r4, n_boot=50, seed=2)
+    assert len(calls) == 2
+    params = store.run_path(r4) / "params.pt"
+    st = params.stat()
+    os.utime(params, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # the model file changed
+    try:
+        paired.bootstrap_dQ(store, r1, r4, n_boot=50, seed=1)
+        assert len(calls) == 3
+    finally:
+        os.utime(params, ns=(st.st_atime_ns, st.st_mtime_ns))
+        paired.clear_cache()

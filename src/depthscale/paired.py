@@ -28,6 +28,7 @@ CACHE_FILE = "per_context.npz"  # beside params.pt in the run directory; keyed b
 CACHE_VERSION = 1  # bump when what per_context computes changes: older files are then recomputed
 _cache: dict[tuple[str, str], tuple[tuple, dict]] = {}  # (store root, run id) -> (params signature, result)
 _floors: dict[tuple, dict] = {}  # floor_on_eval's results, by evaluation set and arguments
+_boots: dict[tuple, dict] = {}  # bootstrap_dQ's results, by runs (and their params signatures) and arguments
 
 
 def eval_key(cfg: RunConfig) -> tuple:
@@ -121,9 +122,10 @@ def per_context(store, run_id: str, device="cpu", cache: bool = True) -> dict:
 
 
 def clear_cache() -> None:
-    """Forget the in-process results (per_context and floor_on_eval; files on disk stay)."""
+    """Forget the in-process results (per_context, bootstrap_dQ and floor_on_eval; files on disk stay)."""
     _cache.clear()
     _floors.clear()
+    _boots.clear()
 
 
 def _shared(store, rid_a: str, rid_b: str, device) -> tuple[dict, dict]:
@@ -160,11 +162,30 @@ def bootstrap_dQ(store, rid_1: str, rid_L: str, percentiles=None, n_boot: int = 
     and uses the same indices for both runs; `se` is the std (ddof 1) of the resampled Delta Q.
 
     Returns q (list), dQ, se, Q_1, Q_L (arrays over q; np.percentile, linear interpolation, as the
-    stored selection_percentiles), n and n_boot."""
+    stored selection_percentiles), n and n_boot. Cached in this process by the two runs (while
+    their params.pt stay as they were) and the arguments: fig13 and claim 10 read the same one."""
     q = np.asarray(PERCENTILES if percentiles is None else percentiles, dtype=np.float64)
     if q.ndim != 1 or q.size == 0 or not np.all((q >= 0) & (q <= 100)):
         raise InputError(f"percentiles must be a non-empty list of numbers in [0, 100], got {percentiles!r}")
     n_boot, seed = _check_int("n_boot", n_boot, 2), _check_int("seed", seed, 0)
+    sigs = (_signature(store, rid_1), _signature(store, rid_L))
+    ck = (str(store.root), rid_1, rid_L, tuple(q.tolist()), n_boot, seed, sigs)
+    if all(sigs) and ck in _boots:
+        return _copy_boot(_boots[ck])
+    res = _bootstrap(store, rid_1, rid_L, q, n_boot, seed, device)
+    for k in ("dQ", "se", "Q_1", "Q_L"):
+        res[k].flags.writeable = False
+    if all(sigs):
+        _boots[ck] = res
+    return _copy_boot(res)
+
+
+def _copy_boot(res: dict) -> dict:
+    return dict(res, q=list(res["q"]))
+
+
+def _bootstrap(store, rid_1: str, rid_L: str, q: np.ndarray, n_boot: int, seed: int, device) -> dict:
+    """bootstrap_dQ's computation (its arguments checked)."""
     a, b = _shared(store, rid_1, rid_L, device)
     for rid, r in ((rid_1, a), (rid_L, b)):
         if r["sel_E"] is None:
