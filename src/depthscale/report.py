@@ -39,14 +39,14 @@ import numpy as np
 
 from depthscale import claims, figcheck, plotting, timing
 from depthscale.provenance import versions
-from depthscale.atomic import as_float, read_regular, write_json_atomic, write_text_atomic
+from depthscale.atomic import as_float, write_json_atomic, write_text_atomic
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
 from depthscale.pages import _timing_lines, render_html, render_markdown
 from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, PLUGIN_SOURCES, REGISTRY, all_configs, check_preset, claims_of,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
-from depthscale.results import Results, StaleCacheWarning, Theory, split_diverged, theory_jobs
+from depthscale.results import Results, Theory, read_checked_cache, split_diverged, theory_jobs
 from depthscale.store import Store
 from depthscale.tables import write_table
 
@@ -370,19 +370,13 @@ def read_build_timing(path: Path) -> dict[str, float]:
     {experiment: {phase: seconds}}), {} if there is none. A cache is validated, never trusted: a
     file that is not that shape (junk, a FIFO, a negative or non-finite number) is ignored with one
     StaleCacheWarning naming it, and rewritten by this build."""
-    if not os.path.lexists(path):
-        return {}
-    try:
-        doc = json.loads(read_regular(path, follow=True))
-        ok = isinstance(doc, dict) and all(
+    doc = read_checked_cache(
+        path, lambda d: isinstance(d, dict) and all(
             isinstance(ph, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                          and math.isfinite(v) and v >= 0 for v in ph.values())
-            for ph in doc.values())
-    except (OSError, ValueError):
-        ok = False
-    if not ok:
-        warnings.warn(f"ignoring the build timing cache {path}: not a {{experiment: {{phase: seconds}}}} file "
-                      "(junk or edited); rewritten by this build", StaleCacheWarning, stacklevel=2)
+            for ph in d.values()),
+        "build timing cache", "not a {experiment: {phase: seconds}} file (junk or edited); rewritten by this build")
+    if doc is None:
         return {}
     return {e: float(ph.get("theory", 0.0)) for e, ph in doc.items()}
 

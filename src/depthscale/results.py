@@ -143,24 +143,33 @@ def _digest(entries: dict) -> str:
     return hashlib.sha256(json.dumps(entries, sort_keys=True, allow_nan=True).encode()).hexdigest()
 
 
+def read_checked_cache(path: str | Path, valid, what: str, then: str):
+    """The JSON document of the cache file at `path` if `valid(doc)`; None if there is none, and
+    None with one StaleCacheWarning ("ignoring the <what> <path>: <then>") if it is junk, fails
+    `valid`, or is not a regular file (read without blocking). A cache is validated, never trusted."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        doc = json.loads(read_regular(path, follow=True))
+        ok = bool(valid(doc))
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        warnings.warn(f"ignoring the {what} {path}: {then}", StaleCacheWarning, stacklevel=3)
+        return None
+    return doc
+
+
 def read_theory_cache(cache: str | Path) -> dict:
     """The entries of the theory cache file `cache` ({} if there is none): a file that is no valid
     cache (not JSON, not THEORY_CACHE_FORMAT, its sha256 not its entries', a FIFO or a directory)
     is ignored with one StaleCacheWarning naming it, and the theory is computed again."""
-    cache = Path(cache)
-    if not os.path.lexists(cache):
-        return {}
-    try:
-        doc = json.loads(read_regular(cache, follow=True))
-        ok = (isinstance(doc, dict) and doc.get("format") == THEORY_CACHE_FORMAT
-              and isinstance(doc.get("entries"), dict) and doc.get("sha256") == _digest(doc["entries"]))
-    except (OSError, ValueError):
-        ok = False
-    if not ok:
-        warnings.warn(f"ignoring the theory cache {cache}: not a valid {THEORY_CACHE_FORMAT} file (junk, edited "
-                      "or from another version); its theory is computed again", StaleCacheWarning, stacklevel=2)
-        return {}
-    return doc["entries"]
+    doc = read_checked_cache(
+        Path(cache), lambda d: (isinstance(d, dict) and d.get("format") == THEORY_CACHE_FORMAT
+                                and isinstance(d.get("entries"), dict) and d.get("sha256") == _digest(d["entries"])),
+        "theory cache", f"not a valid {THEORY_CACHE_FORMAT} file (junk, edited or from another version); its "
+        "theory is computed again")
+    return {} if doc is None else doc["entries"]
 
 
 # Theory computed outside the report (reproduce computes the needs in its process pool while the
@@ -477,4 +486,4 @@ def as_array(x) -> np.ndarray | None:
 
 __all__ = ["Theory", "Results", "Series", "compute_need", "compute_theory_entry", "theory_jobs",
            "read_theory_entries", "theory_entries_dir", "theory_entry_path", "split_diverged", "as_array",
-           "SCALARS", "ARRAYS", "read_theory_cache", "StaleCacheWarning", "THEORY_CACHE_FORMAT"]
+           "SCALARS", "ARRAYS", "read_theory_cache", "read_checked_cache", "StaleCacheWarning", "THEORY_CACHE_FORMAT"]
