@@ -11,37 +11,17 @@ reads only finished runs, and each file is written atomically. The runs themselv
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+from study_export import read_args, write_study
 
 from depthscale.experiments import budget
-from depthscale.results import Results, Theory
-from depthscale.store import Store
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True)
-    ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--out", default="studies/results/budget")
-    args = ap.parse_args()
-    res = Results.from_store(Store(args.store, readonly=True), args.preset)
-    paths = budget.export(res, args.out)
-    from matplotlib import rc_context
-
-    from depthscale.figures import STYLE
-
-    with rc_context(STYLE):
-        fig = budget.figure(res, Theory(args.preset))
-        png = Path(args.out) / "budget.png"
-        fig.savefig(png, dpi=100)
-    from depthscale.formatting import markdown_table
-
-    md = Path(args.out) / "ladder.md"
-    md.write_text(markdown_table(budget.table_frame(res, None)) + "\n\n" + "\n\n".join(budget.notes(res)) + "\n")
+    res, out = read_args(__doc__.splitlines()[0], "studies/results/budget")
+    paths = write_study(budget, res, out, "budget.png", "ladder.md")
     for d in budget.decisions(res):
         print(d["text"])
-    print("wrote", ", ".join(str(p) for p in paths + [png]))
+    print("wrote", ", ".join(str(p) for p in paths))
 
 
 if __name__ == "__main__":

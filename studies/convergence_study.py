@@ -12,35 +12,16 @@ rule and its outcome) and convergence.png. Reads only finished runs. The runs co
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+from study_export import read_args, write_study
 
 from depthscale.experiments import convergence
-from depthscale.results import Results, Theory
-from depthscale.store import Store
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True)
-    ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--out", default="studies/results/convergence")
-    args = ap.parse_args()
-    res = Results.from_store(Store(args.store, readonly=True), args.preset)
-    paths = convergence.export(res, args.out)
-    from matplotlib import rc_context
-
-    from depthscale.figures import STYLE
-    from depthscale.formatting import markdown_table
-
-    with rc_context(STYLE):
-        fig = convergence.figure(res, Theory(args.preset))
-        png = Path(args.out) / "convergence.png"
-        fig.savefig(png, dpi=100)
-    md = Path(args.out) / "budgets.md"
-    md.write_text(markdown_table(convergence.table_frame(res, None)) + "\n\n" + "\n\n".join(convergence.notes(res)) + "\n")
+    res, out = read_args(__doc__.splitlines()[0], "studies/results/convergence")
+    paths = write_study(convergence, res, out, "convergence.png", "budgets.md")
     print("\n".join(convergence.notes(res)))
-    print("wrote", ", ".join(str(p) for p in paths + [png, md]))
+    print("wrote", ", ".join(str(p) for p in paths))
 
 
 if __name__ == "__main__":
