@@ -9,10 +9,10 @@ from collections.abc import Mapping
 import pandas as pd
 import pytest
 
-from depthscale.config import ConfigError, grid_names, grid_variant, make_config
+from depthscale.config import ConfigError, grid_names, grid_variant, main_grid, make_config
 from depthscale.errors import InputError
 from depthscale.results import Results
-from depthscale.selection import MONITOR_KEY, cells_from_results, envelope, select
+from depthscale.selection import MONITOR_KEY, cells_from_results, envelope, main_envelope, select
 
 
 class MonitorOnlyRow(Mapping):
@@ -96,3 +96,56 @@ def test_cells_from_results_reads_each_point_strictly():
     cells = cells_from_results(res, [(0.0, 0.0)], [2])
     assert set(cells[(0.0, 0.0, 2, 2)]) == {"faithful-3e-3-flat", "constructive-3e-3-flat"}
     assert select(cells)["chosen"][0]["recipe"] == "constructive-3e-3-flat"
+
+
+def _two_point_store(preset: str, mon: dict, R: dict, depths=(1, 2), seeds=(0, 1)):
+    """Run rows of config.main_grid's two points at (0, 0), k = 2: final monitor loss mon[(point, L)],
+    evaluation loss R[(point, L)] (+ 0.001 per seed)."""
+    N = make_config(preset, model="nonlinear", task="difficult").N
+    rows = []
+    for n in main_grid(preset):
+        for L in depths:
+            for s in seeds:
+                c = make_config(preset, model="nonlinear", task="difficult", L=L, seed=s, **grid_variant(n, N))
+                rows.append({**c.to_dict(), "run_id": c.run_id, "R": R[(n, L)] + 0.001 * s,
+                             MONITOR_KEY: mon[(n, L)] + 0.001 * s})
+    return Results(pd.DataFrame(rows), preset)
+
+
+def test_main_envelope_reads_the_monitor_chosen_point_per_depth():
+    f, c = main_grid("cpu")
+    assert (f, c) == ("faithful-3e-3-flat", "constructive-3e-3-flat")
+    # L = 1: the faithful point has the lower monitor loss; L = 2: the constructive one. The
+    # evaluation loss disagrees at both depths, so reading it would pick the other point.
+    mon = {(f, 1): 2.10, (c, 1): 2.20, (f, 2): 2.15, (c, 2): 2.05}
+    R = {(f, 1): 3.00, (c, 1): 1.00, (f, 2): 1.50, (c, 2): 4.00}
+    res = main_envelope(_two_point_store("cpu", mon, R))
+    chosen = {row["L"]: row["recipe"] for row in res.selection["chosen"]}
+    assert chosen == {1: f, 2: c}
+    assert len(res.selection["table"]) == 4 and res.selection["grid"] == [f, c]
+    s = res.series("nonlinear", "difficult", 2, 0.0, 0.0)
+    assert list(s.depths) == [1, 2]
+    assert s.get("R") == pytest.approx([3.0005, 4.0005])  # each depth's chosen runs, mean over the two seeds
+    # a view names its recipe everywhere: the constructive point at both depths, no per-cell choice
+    v = res.view(**grid_variant(c, 16)).series("nonlinear", "difficult", 2, 0.0, 0.0)
+    assert v.get("R") == pytest.approx([1.0005, 4.0005])
+
+
+def test_main_envelope_leaves_a_one_recipe_store_as_it_is():
+    f, c = main_grid("cpu")
+    res = _two_point_store("cpu", {(f, 1): 2.1, (c, 1): 2.0, (f, 2): 2.1, (c, 2): 2.0},
+                           {(f, 1): 3.0, (c, 1): 1.0, (f, 2): 3.0, (c, 2): 1.0})
+    only_faithful = Results(res.df[res.df["qk_init"] == "independent"], "cpu")
+    out = main_envelope(only_faithful)
+    assert out.selection is None and out.cell_recipes == {}
+    assert out.series("nonlinear", "difficult", 2, 0.0, 0.0).get("R") == pytest.approx([3.0005, 3.0005])
+
+
+def test_the_main_job_trains_both_points_with_three_seeds_for_the_shape_experiments():
+    from depthscale.registry import REGISTRY
+
+    for i in ("fig6", "fig14"):
+        got = {(c.qk_init, c.seed) for c in REGISTRY[i].configs("cpu")}
+        assert got == {(q, s) for q in ("independent", "constructive") for s in (0, 1, 2)}, i
+        assert {c.seed for c in REGISTRY[i].configs("smoke")} == {0}
+    assert {c.seed for c in REGISTRY["fig5"].configs("cpu")} == {0}  # the others keep PRESET_SEEDS

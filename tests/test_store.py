@@ -387,3 +387,51 @@ def test_unreadable_failed_file_is_reported_not_raised(store):
     rid = run_id(cfg)
     (store.run_dir(rid) / "FAILED").write_bytes(b"\xff\xfe boom \x00")
     assert store.run_state(rid) == "failed" and "boom" in store.failure(rid)
+
+
+@pytest.mark.parametrize("t", ["1e300", "NaN", "-Infinity"])
+def test_collect_reads_a_done_time_out_of_range_as_unknown(tmp_path, t):
+    store, cfgs = _filled_store(tmp_path)
+    rid = run_id(cfgs[0])
+    done = store.run_dir(rid) / "DONE"
+    doc = json.loads(done.read_text())
+    done.write_text(json.dumps(doc).replace(json.dumps(doc["time"]), t, 1))  # a hand edit of the time only
+    df = store.collect()
+    assert len(df) == 4
+    row = df[df["run_id"] == rid].iloc[0]
+    assert isinstance(row["finished_at"], float) and math.isnan(row["finished_at"])
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_collect_names_and_skips_a_run_whose_metric_no_table_holds(tmp_path, suffix):
+    store, cfgs = _filled_store(tmp_path)
+    huge = _finish(store, cfgs[4], steps=10 ** 30)  # a foreign tool's run: beyond a 64-bit integer
+    with pytest.warns(BrokenRunWarning) as caught:
+        df = store.collect_to(tmp_path / f"t{suffix}")
+    assert [str(w.message) for w in caught] == [
+        f"skipping run {store.run_dir(huge)}: metric 'steps' = {10 ** 30} does not fit a 64-bit integer"]
+    assert len(df) == 4 and huge not in set(df["run_id"])
+
+
+def test_collect_names_and_skips_a_run_whose_metric_kind_differs_from_the_others(tmp_path):
+    store, cfgs = _filled_store(tmp_path)
+    odd = _finish(store, cfgs[4], per_layer="not a list")  # the other four runs hold a list
+    with pytest.warns(BrokenRunWarning) as caught:
+        df = store.collect_to(tmp_path / "t.parquet")
+    assert [str(w.message) for w in caught] == [f"skipping run {odd}: metric 'per_layer' is text where the other runs' is list"]
+    assert len(df) == 4 and odd not in set(df["run_id"])
+
+
+def test_a_manifest_holding_an_object_for_a_run_id_is_corrupted_not_a_traceback(tmp_path):
+    store, cfgs = _filled_store(tmp_path)
+    store.write_manifest("grid", [run_id(c) for c in cfgs[:2]])
+    path = store.sweeps_root / "grid.json"
+    doc = json.loads(path.read_text())
+    doc["run_ids"].append({"an": "object"})
+    path.write_text(json.dumps(doc))
+    with pytest.raises(StoreError, match="corrupted sweep manifest"):
+        store.load_manifest("grid")
+    with pytest.warns(BrokenRunWarning, match="skipping sweep 'grid'"):
+        st = store.status()
+    assert "grid" not in st.index
+    assert len(store.collect()) == 4  # the runs are still collected; the manifest is named, not fatal

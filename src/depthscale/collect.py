@@ -96,7 +96,57 @@ def _utc(t) -> str | float:
 
     if not isinstance(t, (int, float)) or isinstance(t, bool):
         return float("nan")
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="seconds")
+    try:  # a hand-edited DONE: NaN, inf or 1e300 is no time
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        return float("nan")
+
+
+INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def _kind(value) -> str:
+    """A metric value's column kind: number, text, list or dict (null counts as a number: NaN)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return "number"
+    return {str: "text", list: "list", dict: "dict"}.get(type(value), type(value).__name__)
+
+
+def bad_metric(metrics: dict) -> str | None:
+    """Why a run's metrics cannot be a row of the table (an integer beyond 64 bits, which no Parquet
+    column holds), or None."""
+    for key, value in metrics.items():
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+            return f"metric {key!r} = {value} does not fit a 64-bit integer"
+    return None
+
+
+def _mixed_kinds(rows: list[dict], metric_keys: dict) -> dict[str, str]:
+    """{run id: why} for the runs whose value of a metric is of another kind than most runs' (a
+    number in one run, text in another: no table column holds both), so that collect skips and
+    names them instead of failing the whole table."""
+    from collections import Counter
+
+    out = {}
+    for key in metric_keys:
+        kinds = Counter(_kind(r[key]) for r in rows if key in r)
+        if len(kinds) < 2:
+            continue
+        major = kinds.most_common(1)[0][0]
+        for r in rows:
+            if key in r and _kind(r[key]) != major and r["run_id"] not in out:
+                out[r["run_id"]] = f"metric {key!r} is {_kind(r[key])} where the other runs' is {major}"
+    return out
+
+
+def _without_mixed(rows: list[tuple[dict, dict]], stacklevel: int) -> list[dict]:
+    """The table rows of (row, raw metrics) pairs, less the runs `_mixed_kinds` names (each warned)."""
+    raw = [{"run_id": row["run_id"], **metrics} for row, metrics in rows]
+    keys = dict.fromkeys(k for m in raw for k in m if k != "run_id")
+    bad = _mixed_kinds(raw, keys)
+    for rid, why in sorted(bad.items()):
+        warnings.warn(f"skipping run {rid}: {why}", BrokenRunWarning, stacklevel=stacklevel + 1)
+    return [row for row, _ in rows if row["run_id"] not in bad]
 
 
 def collect(store, sweep: str | None = None, arrays: str = "list"):
@@ -131,6 +181,10 @@ def collect(store, sweep: str | None = None, arrays: str = "list"):
             warnings.warn(f"skipping broken run {d}: {why}", BrokenRunWarning, stacklevel=3)
             continue
         doc, metrics = docs
+        why = bad_metric(metrics)
+        if why is not None:
+            warnings.warn(f"skipping run {d}: {why}", BrokenRunWarning, stacklevel=3)
+            continue
         div = diverged(metrics)
         if div is not None:
             div = store.divergence(rid) or div
@@ -159,7 +213,8 @@ def collect(store, sweep: str | None = None, arrays: str = "list"):
                 value = float("nan")
             metric_cols[col] = None
             row[col] = value
-        rows.append(row)
+        rows.append((row, metrics))
+    rows = _without_mixed(rows, stacklevel=3)
     cols = ["run_id", *config_cols, *state_cols, *(c for c in metric_cols if c not in config_cols)]
     df = pd.DataFrame(rows, columns=cols)
     for col in list_cols:  # a run without the metric: null, not NaN (a list column holds lists)

@@ -370,6 +370,18 @@ def grid_names() -> tuple[str, ...]:
     return tuple(grid_name(s, r, t) for s in GRID_STARTS for r in GRID_RATES for t in GRID_TAPERS)
 
 
+def main_grid(preset: str) -> tuple[str, ...]:
+    """The recipe grid the main job's nonlinear shape experiments (fig6, fig14, the tables reading
+    them) train at `preset`: the preset's own recipe of the nonlinear difficult task (a grid point:
+    faithful start, its rate, no taper) and the constructive start at the same rate and taper — a
+    two-point slice of the 18-point grid, fixed in advance (the convergence study searches all 18).
+    depthscale.selection.main_envelope picks one per depth and spectrum by the final monitor loss."""
+    c = make_config(preset, model="nonlinear", task="difficult")
+    if c.qk_init != "independent" or c.qk_std != 0.02 or c.lr not in GRID_RATES or c.lr_depth_exp not in GRID_TAPERS:
+        raise ConfigError(f"the {preset} preset's nonlinear recipe is not a point of the recipe grid")
+    return (grid_name("faithful", c.lr, c.lr_depth_exp), grid_name("constructive", c.lr, c.lr_depth_exp))
+
+
 def grid_variant(name: str, N: int) -> dict:
     """The RunConfig fields of grid point `name` at width N (the default scale's qk_std is 1/sqrt(3N))."""
     for s in GRID_STARTS:
@@ -479,7 +491,7 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     return RunConfig(**base)
 
 
-__all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "GRID_STARTS", "GRID_RATES", "GRID_TAPERS", "grid_name",
+__all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "GRID_STARTS", "GRID_RATES", "GRID_TAPERS", "grid_name", "main_grid",
            "grid_names", "grid_variant", "SHAPE_EVAL_CONTEXTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
            "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "geometry",

@@ -13,7 +13,9 @@ the tables are the figures' runs, and `registry.all_configs` trains each shared 
 
 Choices where SPEC is silent:
 - seeds: 3 (0, 1, 2) at the paper preset, 1 (0) at cpu and smoke (`PRESET_SEEDS`): the cpu preset
-  must finish on 2 cores, so its error bars are the evaluation SE, not the spread over seeds.
+  must finish on 2 cores, so its error bars are the evaluation SE, not the spread over seeds —
+  except the nonlinear shape experiments fig6 and fig14 (`SHAPE_SEEDS`: 3 at cpu, issue 33), whose
+  depth effect one seed's noise can exceed.
 - the unpackable variants (single_stream, context_updates) train depths up to
   `VARIANT_MAX_DEPTH[preset]` (16 at cpu), and context_updates uses batch 64 at cpu (config
   recipe): at depths 1-64 and batch 256 those two alone would cost ~6 single-core hours.
@@ -29,7 +31,7 @@ Choices where SPEC is silent:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from depthscale.config import (GEOMETRIES, PRESET_DEPTHS, PRESETS, RECIPE_VARIANTS, SPREAD_K16, RunConfig,
                                geometry, geometry_kind, make_config)
@@ -38,6 +40,9 @@ from depthscale.errors import InputError
 Spectrum = tuple[float, float]  # (a, b)
 
 PRESET_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "cpu": (0,), "paper": (0, 1, 2)}
+# the nonlinear shape experiments (fig6, fig14: claims 5a, 6 and the tables reading their runs) judge
+# a depth effect of a few % of R, which one seed's noise can exceed (SPEC §9): >= 3 seeds at cpu
+SHAPE_SEEDS: dict[str, tuple[int, ...]] = {"smoke": (0,), "cpu": (0, 1, 2), "paper": (0, 1, 2)}
 PRESET_KS: dict[str, tuple[int, ...]] = {"smoke": (2,), "cpu": (2, 16), "paper": (2, 16)}
 FLOOR_SAMPLES: dict[str, int] = {"smoke": 4_000, "cpu": 100_000, "paper": 200_000}
 # contexts of the softmax-ensemble floor (theory.softmax_floor; SE ~0.7% of the floor at 20,000)
@@ -89,9 +94,13 @@ def depth_set(preset: str, which: str) -> tuple[int, ...]:
     raise InputError(f"depths must be one of {', '.join(DEPTH_SETS)}, got {which!r}")
 
 
-def resolve_seeds(preset: str, seeds: int | Sequence[int] | None) -> tuple[int, ...]:
+def resolve_seeds(preset: str, seeds: int | Sequence[int] | Mapping[str, Sequence[int]] | None) -> tuple[int, ...]:
+    """The seeds of a run group at `preset`: None -> PRESET_SEEDS; a count; a list; or a mapping
+    preset -> seeds (an experiment whose seeds depend on the preset, e.g. SHAPE_SEEDS)."""
     if seeds is None:
         return PRESET_SEEDS[preset]
+    if isinstance(seeds, Mapping):
+        return resolve_seeds(preset, seeds.get(preset))
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise InputError(f"seeds must be >= 1, got {seeds}")
@@ -210,7 +219,7 @@ class Experiment:
     theory: tuple[TheoryNeed, ...] = ()
     reuses: tuple[str, ...] = ()  # experiments whose runs these are (documentation)
     part: str = "paper"  # paper (a figure or table of the paper: `all`) | beyond (the report's "Beyond the paper": `beyond`) | study (run only when named)
-    seeds: tuple[int, ...] | None = None  # the experiment's own seeds at every preset (None: PRESET_SEEDS)
+    seeds: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None  # the experiment's own seeds (at every preset, or per preset; None: PRESET_SEEDS)
     figure: Callable | None = None
     table: Callable | None = None
     claims: tuple[Claim, ...] = ()
@@ -289,7 +298,7 @@ def registered() -> dict[str, Experiment]:
     return dict(_REGISTERED)
 
 
-__all__ = ["Experiment", "RunGroup", "TheoryNeed", "Claim", "register", "registered", "Spectrum", "PRESET_SEEDS",
+__all__ = ["Experiment", "RunGroup", "TheoryNeed", "Claim", "register", "registered", "Spectrum", "PRESET_SEEDS", "SHAPE_SEEDS",
            "PRESET_KS", "FLOOR_SAMPLES", "SOFTMAX_FLOOR_SAMPLES", "FINITE_P_SAMPLES", "THEORY_SEED", "DEPTH_SETS",
            "VARIANT_MAX_DEPTH", "VARIANT_CAPPED", "PARTS", "model_depths", "variant_fields", "check_preset",
            "depth_set", "resolve_seeds", "preset_shape", "geometry_line", "floor_needs", "softmax_floor_needs"]

@@ -10,6 +10,8 @@ Layout of out_dir::
     <preset>/fig3.png, fig3.pdf, ...     figures
     <preset>/table1.csv, table1.md, ...  tables, ours beside the paper's
     <preset>/claims.json                 SPEC §9 checks of that preset
+    <preset>/selection.json              the recipe chosen per depth and spectrum by the monitor, and
+                                         the whole grid's table (where the store holds two points)
     <preset>/theory.json                 cached theory (linear floors, reference curves, fig8; sealed
                                          with its sha256: junk is ignored with a warning, rebuilt)
     <preset>/theory.d/                   theory reproduce computed during its sweep, a file per need
@@ -47,6 +49,7 @@ from depthscale.pages import _timing_lines, render_html, render_markdown
 from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, PLUGIN_SOURCES, REGISTRY, all_configs, check_preset, claims_of,
                                  geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
 from depthscale.results import Results, Theory, read_checked_cache, split_diverged, theory_jobs
+from depthscale.selection import main_envelope
 from depthscale.store import Store
 from depthscale.tables import write_table
 
@@ -235,7 +238,10 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
     """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/."""
     pdir = out_dir / preset
     pdir.mkdir(parents=True, exist_ok=True)
-    res = Results(df, preset, store, overrides)
+    # the claims, figures and tables read the monitor-chosen recipe per depth and spectrum (SPEC §4)
+    res = main_envelope(Results(df, preset, store, overrides))
+    if res.selection is not None:
+        write_json_atomic(pdir / "selection.json", res.selection)
     th = Theory(preset, cache=pdir / "theory.json", device=device, progress=bool(progress))
     th.get = timing.timed(th.get, "theory")  # the build's phases, for the provenance's timing table
     artifacts, tables, errs, build, checks = {}, {}, {}, {}, {}

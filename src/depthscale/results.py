@@ -314,6 +314,7 @@ class Results:
         self.df = df.reset_index(drop=True)
         self.other_recipe: set = set()  # cells read as empty: their runs are all of other recipes
         self.cell_recipes: dict = {}  # cell key -> RunConfig fields of that cell's recipe (with_recipes)
+        self.selection: dict | None = None  # the recipe selection behind cell_recipes (selection.main_envelope)
         self._index: dict[tuple, list[dict]] = {}
         records = self.df.to_dict("records") if len(self.df) else []
         for row in records:
@@ -334,6 +335,7 @@ class Results:
 
         v = copy.copy(self)
         v.overrides = {**self.overrides, **fields}
+        v.cell_recipes = {}  # a view names its recipe: a selection's per-cell recipes do not carry into it
         v.other_recipe = set()
         # an unknown field or a bad value: ConfigError now (at a depth a loop = B recipe allows)
         make_config(self.preset, **{"L": max(1, int(v.overrides.get("loop") or 1)), **v.overrides})
@@ -343,7 +345,8 @@ class Results:
         """The same results read with a recipe per cell: `recipes` maps (model, task, k, a, b, L)
         to RunConfig fields (e.g. {"lr": 1e-3, "qk_init": ...}), on top of this view's overrides.
         What a recipe selection (SPEC §4: the grid chosen by the monitor, per depth and spectrum)
-        hands the claims: the envelope. A cell without runs of its recipe is empty."""
+        hands the claims: the envelope. A cell without runs of its recipe is empty. A later
+        `view(**fields)` reads `fields` everywhere, without these per-cell recipes."""
         import copy
 
         v = copy.copy(self)

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from depthscale.config import grid_names, grid_variant, make_config
+from depthscale.config import grid_names, grid_variant, main_grid, make_config
 from depthscale.errors import InputError
 
 MONITOR_KEY = "final_monitor_loss"  # the trainer's metric: the monitor loss at the run's last step
@@ -118,4 +118,35 @@ def cells_from_results(res, spectra, depths, k: int = 2, recipes: Iterable[str] 
     return out
 
 
-__all__ = ["select", "envelope", "cells_from_results", "monitor_only", "MONITOR_KEY", "RULE"]
+def main_envelope(res, model: str = "nonlinear", task: str = "difficult"):
+    """`res` read with the monitor-chosen recipe of config.main_grid at every cell of `model` and
+    `task` that holds runs of the grid's points (the main job's fig6 and fig14 runs: the faithful
+    and the constructive start), and the selection (`select`, with its whole table) — what the
+    report's claims, figures and tables read (SPEC §4). The returned view carries the selection as
+    `.selection` (None where no cell has runs of two points: the store holds one recipe, nothing
+    was chosen). A cell without an eligible point keeps the preset's own recipe and is named in the
+    selection's `chosen` rows with its reason."""
+    names = main_grid(res.preset)
+    df = res.df
+    if not len(df) or "model" not in df.columns:
+        return res
+    rows = df[(df["model"] == model) & (df["task"] == task)]
+    cells: dict = {}
+    for k in sorted({int(v) for v in rows["k"]}):
+        sub = rows[rows["k"] == k]
+        spectra = sorted({(float(a), float(b)) for a, b in zip(sub["a"], sub["b"])})
+        depths = sorted({int(L) for L in sub["L"]})
+        cells.update(cells_from_results(res, spectra, depths, k, recipes=names, model=model, task=task))
+    cells = {c: pts for c, pts in cells.items() if len(pts) > 1}
+    if not cells:
+        return res
+    sel = select(cells, order=names)
+    N = make_config(res.preset, model=model, task=task).N
+    out = res.with_recipes({(model, task, c["k"], c["a"], c["b"], c["L"]): grid_variant(c["recipe"], N)
+                            for c in sel["chosen"] if c["recipe"] is not None})
+    sel["grid"] = list(names)
+    out.selection = sel
+    return out
+
+
+__all__ = ["select", "envelope", "cells_from_results", "main_envelope", "monitor_only", "MONITOR_KEY", "RULE"]

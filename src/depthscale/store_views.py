@@ -126,7 +126,10 @@ class StoreViews:
     def load_manifest(self, name: str) -> list[str]:
         path = self._manifest_path(name)
         try:
-            return list(json.loads(read_regular(path))["run_ids"])  # never blocks on a FIFO
+            ids = list(json.loads(read_regular(path))["run_ids"])  # never blocks on a FIFO
+            if not all(isinstance(rid, str) for rid in ids):  # a hand edit: an object where an id belongs
+                raise TypeError("a run id that is not a string")
+            return ids
         except FileNotFoundError:
             raise StoreError(f"no sweep {name!r} in store {self.root}") from None
         except (OSError, ValueError, KeyError, TypeError):

@@ -33,7 +33,7 @@ from depthscale.errors import InputError
 from depthscale.power import criterion_5a, criterion_6, law_fit, power_report
 from depthscale.formatting import fit_status, label
 from depthscale.paper import FIG14_K2, FIG14_K16, FIG56_SPECTRA, PAPER, TOP2_SPECTRA
-from depthscale.records import (PRESET_KS, Claim, Experiment, RunGroup, register, softmax_floor_needs,
+from depthscale.records import (PRESET_KS, SHAPE_SEEDS, Claim, Experiment, RunGroup, register, softmax_floor_needs,
                                 variant_fields)
 from depthscale.results import Results, Theory
 
@@ -41,6 +41,12 @@ R2_5A = 0.99  # claim 5a's R² threshold (SPEC §9): a fit below it is drawn das
 
 G6 = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA)
 G14 = (RunGroup("nonlinear", "difficult", 2, FIG14_K2), RunGroup("nonlinear", "difficult", 16, FIG14_K16))
+# the constructive start at the preset's rate (config.main_grid's second point): trained beside the
+# faithful runs; selection.main_envelope picks, per depth and spectrum, the one the claims read
+CONSTRUCTIVE = (("qk_init", "constructive"),)
+G6_CONSTRUCTIVE = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA, None, CONSTRUCTIVE)
+G14_CONSTRUCTIVE = (RunGroup("nonlinear", "difficult", 2, FIG14_K2, None, CONSTRUCTIVE),
+                    RunGroup("nonlinear", "difficult", 16, FIG14_K16, None, CONSTRUCTIVE))
 # the spread start (a named variant, SPEC §3.4): beside fig6 and fig14, never in the claims
 G6_SPREAD = RunGroup("nonlinear", "difficult", 2, FIG56_SPECTRA, None, variant_fields("spread", 2))
 G14_SPREAD = (RunGroup("nonlinear", "difficult", 2, FIG14_K2, None, variant_fields("spread", 2)),
@@ -75,6 +81,27 @@ def start_panel(ax, res: Results, groups) -> None:
     if not drawn:
         pl.missing(ax)
     pl.finish_legend(ax, drawn, "start: filled faithful, open spread")
+
+
+def envelope_notes(res: Results) -> list[str]:
+    """The report's lines under fig6: which recipe each depth and spectrum reads (Results.selection,
+    set by selection.main_envelope); the whole grid's table is <preset>/selection.json."""
+    sel = getattr(res, "selection", None)
+    if not sel:
+        return ["Recipes: one per cell in the store (the preset's own); no selection was made."]
+    short = {name: name.split("-")[0][0].upper() for name in sel["grid"]}
+    rows: dict = {}
+    for c in sel["chosen"]:
+        rows.setdefault((c["k"], c["a"], c["b"]), []).append((c["L"], short.get(c["recipe"], "–")))
+    n_con = sum(c["recipe"] is not None and c["recipe"] != sel["grid"][0] for c in sel["chosen"])
+    out = [f"Recipe per depth and spectrum, chosen by the lowest seed-mean final monitor loss (SPEC §4; monitor "
+           f"contexts disjoint from the evaluation set) from {', '.join(sel['grid'])} "
+           f"({', '.join(f'{v}: {k}' for k, v in short.items())}; –: no eligible point): "
+           f"{n_con} of {len(sel['chosen'])} cells chose a point other than {sel['grid'][0]}. "
+           "The whole grid's table: selection.json."]
+    for (k, a, b), picks in sorted(rows.items()):
+        out.append(f"- {label(a, b, k)}: " + " ".join(f"L{L} {p}" for L, p in sorted(picks)))
+    return out
 
 
 C_LABEL = "$C_L$ (linear axis)"
@@ -309,13 +336,15 @@ FIG6 = register(Experiment(
     "fig6", "Nonlinear attention, difficult task: loss against depth (the paper: inverse-depth scaling)",
     ("nonlinear",), "difficult", (2,), "as fig5",
     "loss vs L with power-law fits (the paper: alpha ~ 1) and the softmax-ensemble floor; (c, d) C_L "
-    "and A_L - C_L at b = 0; (e, f) the faithful start beside the spread variant", (G6,), softmax_floor_needs(2, FIG56_SPECTRA), figure=fig6, claims=CLAIMS))
+    "and A_L - C_L at b = 0; (e, f) the faithful start beside the spread variant; the runs are the "
+    "monitor-chosen recipe per depth (config.main_grid: faithful or constructive start)", (G6, G6_CONSTRUCTIVE),
+    softmax_floor_needs(2, FIG56_SPECTRA), seeds=SHAPE_SEEDS, figure=fig6, claims=CLAIMS, notes=envelope_notes))
 FIG14 = register(Experiment(
     "fig14", "Nonlinear attention on more spectra and k = 16", ("nonlinear",),
     "difficult", (2, 16),
     "k=2: (0.25,0.25),(0.25,0.5),(0.5,0.5); k=16: (0,0.25),(0,0.5),(0.25,0.25),(0.25,0.5)",
-    "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", G14,
-    softmax_floor_needs(2, FIG14_K2) + softmax_floor_needs(16, FIG14_K16), figure=fig14))
+    "loss vs L with fits; C_L, A_L - C_L for the k=2 ones", G14 + G14_CONSTRUCTIVE,
+    softmax_floor_needs(2, FIG14_K2) + softmax_floor_needs(16, FIG14_K16), seeds=SHAPE_SEEDS, figure=fig14))
 FIG6_SPREAD = register(Experiment(
     "fig6-spread", "Variant start: fig6 with the spread start (never used for the claims)",
     ("nonlinear",), "difficult", (2,), "as fig6",
@@ -329,4 +358,4 @@ FIG14_SPREAD = register(Experiment(
     "the faithful runs in fig14", G14_SPREAD, reuses=("fig14",), figure=fig14_spread))
 TABLE4 = register(Experiment(
     "table4", "Nonlinear fits on the fig14 spectra", ("nonlinear",), "difficult", (2, 16),
-    "fig14", "L0, alpha +- SE, R^2", G14, reuses=("fig14",), table=table4))
+    "fig14", "L0, alpha +- SE, R^2", FIG14.groups, reuses=("fig14",), seeds=FIG14.seeds, table=table4))

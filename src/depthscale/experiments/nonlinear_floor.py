@@ -35,7 +35,7 @@ from depthscale.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STOR
                                outcome, power_text, series_se, shape_verdict, finite_runs, fit_problem, fitted, item_label,
                                judged, left_out, num, paired_or_fail, require, verdict, yes)
 from depthscale.config import geometry
-from depthscale.experiments.inverse_depth import G6, G14
+from depthscale.experiments.inverse_depth import FIG6, G14, G14_CONSTRUCTIVE
 from depthscale.experiments.linear_difficult import G5
 from depthscale.formatting import fit_status, label
 from depthscale.power import criterion_11, power_report
@@ -300,14 +300,15 @@ TABLE1 = register(Experiment(
     "L0 nonlinear vs linear, each at its own geometry, and the linear floor R_irr at the "
     "nonlinear geometry (the ratio at equal d and P). The paper's Table 1 sets its d = 16 "
     "nonlinear L0 beside its d = 128 linear one: its ratios 5.9-29.8 compare two "
-    "geometries; ratio_equal_geometry is the comparison at equal d and P", (G6, G5, G5_SOFTMAX_GEOMETRY),
+    "geometries; ratio_equal_geometry is the comparison at equal d and P", FIG6.groups + (G5, G5_SOFTMAX_GEOMETRY),
     floor_needs(2, FIG56_SPECTRA, "nonlinear"), reuses=("fig5", "fig6"), table=table1, claims=(CLAIM["5b"],)))
 TABLE5 = register(Experiment(
     "table5", "Fit of L0 - C_L", ("nonlinear",), "difficult", (2,), "fig6 spectra",
-    "alpha +- SE, R^2 of L0 - C_L = c L^-alpha", (G6,), reuses=("fig6",), table=table5, claims=(CLAIM["11"],)))
+    "alpha +- SE, R^2 of L0 - C_L = c L^-alpha", FIG6.groups, reuses=("fig6",), seeds=FIG6.seeds, table=table5,
+    claims=(CLAIM["11"],)))
 TABLE6 = register(Experiment(
     "table6", "Beyond the paper: the nonlinear floor against the softmax-ensemble theory",
     ("nonlinear",), "difficult", (2,), "the top-2 spectra of tables 1 and 4",
     "paper L0, the best cosine head and the best infinitely deep ensemble of them (SPEC "
-    "§3.4), our fitted L0 and deepest loss", (G6, G14[0]),
+    "§3.4), our fitted L0 and deepest loss", FIG6.groups + (G14[0], G14_CONSTRUCTIVE[0]),
     softmax_floor_needs(2, TOP2_SPECTRA), reuses=("fig6", "fig14"), table=table6, claims=(CLAIM["5c"],)))
