@@ -18,6 +18,8 @@ import os
 import sys
 from collections import defaultdict
 
+from depthscale.roofline import SAMPLER_DRAWS, SAMPLER_TRANSFORM
+
 
 def _shape_key(shapes) -> tuple:
     return tuple(tuple(s) for s in shapes)
@@ -28,19 +30,9 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
     B, P, d, N, G, T = (dims[k] for k in ("B", "P", "d", "N", "G", "T"))
     K = dims.get("K", 1)  # seed groups (ensemble_forward runs equal ones in one call)
     first = shapes[0] if shapes else ()
-    if phase == "sampling":
-        if name in ("aten::normal_", "aten::randint", "aten::random_"):
-            return "Gaussians (O, z_X, z_beta)"
-        if name in ("aten::linalg_qr", "depthscale_fused::haar_q", "aten::triu", "aten::sign", "aten::diagonal", "aten::where"):
-            return "Haar rotations (batched QR)"
-        if name in ("aten::topk", "aten::linalg_vector_norm", "aten::div", "aten::clamp_min",
-                    "aten::sum") or (name in ("aten::mul", "aten::pow") and len(first) == 3):
-            return "cosine top-k"
-        if name == "aten::bmm" and first == (B, P + 1, d) or first == (B, d, d) and name == "aten::bmm":
-            return "rotate inputs x = O Λ^½ z"
-        if name == "aten::bmm":
-            return "labels y = X β"
-        return "other"
+    if phase == "sampling":  # the fused sampler's two kernel calls (csrc/sampler.cpp)
+        return {"depthscale_fused::sampler_draws": SAMPLER_DRAWS,
+                "depthscale_fused::sampler_transform": SAMPLER_TRANSFORM}.get(name, "other")
     if phase == "optimiser":
         return "Adam (read p, g, m, v; write p, m, v)"
     if name == "depthscale_fused::test_row_forward":

@@ -250,16 +250,21 @@ def test_roofline_counts_each_transcendental_call_at_its_rate(fused):
     """Issue 29: the softmax's exponentials (forward, and again in the fused backward that recomputes
     the row) and Box-Muller's log/sqrt/sin/cos per pair of Gaussians are counted, and each op's time is
     max(FLOPs / peak + Σ calls / rate, bytes / bandwidth) — checked against a hand count."""
-    from depthscale.roofline import roofline, step_ops
+    from depthscale.roofline import PHILOX_OPS_PER_WORD, SAMPLER_DRAWS, roofline, step_ops
 
     d, N, P, B, groups = 16, 16, 64, 32, [[1, 2, 4], [1, 8]]
     ops = step_ops(d, N, P, B, groups, "difficult", n_params=10, fused=fused)
     exps = sum(o["calls"].get("exp", 0) for o in ops)
     scores = sum(B * sum(g) * P for g in groups)  # one score per (context, layer, token)
     assert exps == (2 if fused else 1) * scores
-    gauss = len(groups) * (B * d * d + B * (P + 1) * d + B * d)
-    g_op = next(o for o in ops if o["op"].startswith("Gaussians"))
-    assert g_op["calls"] == {"log": gauss / 2, "sqrt": gauss / 2, "sin": gauss / 2, "cos": gauss / 2}
+    # the fused sampler's Gaussians: the Householder vectors (lengths d .. 1), the inputs and x_test, the teacher
+    gauss = len(groups) * (B * sum(range(1, d + 1)) + B * (P + 1) * d + B * d)
+    g_op = next(o for o in ops if o["op"] == SAMPLER_DRAWS)
+    assert g_op["calls"] == {"log": gauss / 2, "sqrt": gauss / 2 + len(groups) * B * d, "sin": gauss / 2, "cos": gauss / 2}
+    # the draws' FLOPs: O = H_1 ... H_d (reflection k, a vector of length d - k + 1, applied to d rows
+    # costs 4 d (d - k + 1)) and Philox's integer work per word
+    haar = len(groups) * B * sum(4 * d * (d - k + 1) for k in range(1, d + 1))
+    assert g_op["flops"] == pytest.approx(haar + PHILOX_OPS_PER_WORD * gauss)
     rates = {"exp": 2e9, "log": 1e9, "sqrt": 4e9, "sin": 5e8, "cos": 5e8}
     r = roofline(ops, peak_flops=1e11, bandwidth=1e10, rates=rates)
     plain = roofline(ops, peak_flops=1e11, bandwidth=1e10)

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from depthscale.kinds.ensemble import fused_scale_flops
 
-F32 = 4  # bytes per element
+F32 = 4  # bytes per element (float64 ops count their elements twice)
+# Philox-4x32-10 per 32-bit word: 10 rounds of two 32x32->64 multiplies, four xors and the key's
+# two additions per block of four words (integer work on the same vector units, counted as FLOPs)
+PHILOX_OPS_PER_WORD = 10 * 8 / 4
+SAMPLER_DRAWS = "sampler draws: Philox words, Box-Muller Gaussians, Householder Haar O (float64)"
+SAMPLER_TRANSFORM = "sampler transform: x = O Λ^½ z, β, labels y = X β, cosine top-k (float32 out)"
 
 
 def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
              n_params: int = 0, fused: bool = False) -> list[dict]:
     """The major ops of one packed training step of the nonlinear model, as the engine executes
-    them (`contexts.sample_contexts`, `Nonlinear.ensemble_forward`, its two hand-written
+    them (`contexts.sample_contexts` with the fused sampler, `Nonlinear.ensemble_forward`, its two hand-written
     backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
     and every output written once (float32). `groups`: the depths of the models sharing a batch.
     `fused`: the fused kernels run (`kernels`): the test row's B x T x P scores never reach memory,
@@ -22,7 +27,7 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
     more FLOPs); the scales come from M_g = W_xᵀW_x without the B x P x G x N projections, written
     with the test token's scale folded in. Ops on small tensors (parameters, E_l, the B x T
     predictions) are left out; they are a few percent of the bytes. `calls`: the transcendental
-    functions each op evaluates (exp, log, sqrt, sin, cos; torch's Gaussians are Box-Muller pairs).
+    functions each op evaluates (exp, log, sqrt, sin, cos; the sampler's Gaussians are Box-Muller pairs).
     Returns dicts {op, phase, flops, bytes, calls}, summed over groups."""
     ops: dict[tuple, list] = {}
 
@@ -38,15 +43,21 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         S = B * T * P  # the score tensor: one entry per context, layer and context token
         H = B * P * G * N  # the projections W_x x of every model and context token
         X, u = B * P * d, B * T * d
-        # sampling: Gaussians and Haar rotations, rotation into the spectrum, labels, targets
-        gauss = B * d * d + B * (P + 1) * d + B * d  # Box-Muller: a log, sqrt, sin and cos per pair
-        add("sampling", "Gaussians (O, z_X, z_beta)", 0, gauss, log=gauss / 2, sqrt=gauss / 2, sin=gauss / 2,
-            cos=gauss / 2)
-        add("sampling", "Haar rotations (batched QR)", B * 8 / 3 * d**3, 3 * B * d * d, sqrt=B * d)
-        add("sampling", "rotate inputs x = O Λ^½ z", 2 * B * (P + 1) * d * d, 3 * B * (P + 1) * d + B * d * d)
-        add("sampling", "labels y = X β", 2 * B * P * d, X + B * P)
+        # sampling: the fused counter-based sampler (csrc/sampler.cpp, issue 35), in float64: Philox
+        # words, Box-Muller Gaussians, the Householder Haar rotation, then the float32 contexts
+        n_in = P + (task == "difficult")  # the context's inputs, and x_test on the difficult task
+        n_gauss = B * (d * (d + 1) // 2 + n_in * d + d)  # Haar vectors, inputs, teacher
+        # (one row per kernel call, as the profiler sees them; each row sums its parts)
+        add("sampling", SAMPLER_DRAWS, PHILOX_OPS_PER_WORD * n_gauss, 0)  # Philox words
+        add("sampling", SAMPLER_DRAWS, 0, 2 * n_gauss, log=n_gauss / 2, sqrt=n_gauss / 2,  # Box-Muller
+            sin=n_gauss / 2, cos=n_gauss / 2)
+        add("sampling", SAMPLER_DRAWS, 2 * B * d * d * (d + 1),  # O = H_1 ... H_d
+            2 * (B * d * (d + 1) // 2 + B * d * d), sqrt=B * d)
+        add("sampling", SAMPLER_TRANSFORM, 2 * B * n_in * d * d + 2 * B * d * d,  # x = O Λ^½ z, β
+            2 * B * n_in * d + 2 * B * d * d + B * n_in * d)
+        add("sampling", SAMPLER_TRANSFORM, 2 * B * P * d, X + B * P)  # labels y = X β
         if task == "difficult":
-            add("sampling", "cosine top-k", 4 * B * P * d, X + B * P, sqrt=B * (P + 1))
+            add("sampling", SAMPLER_TRANSFORM, 4 * B * P * d, X + B * P, sqrt=B * (P + 1))  # cosine top-k
         # forward
         if fused:
             # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
