@@ -1,6 +1,6 @@
 """Copy a built report into the repository so a reader can look without running: report.md,
 report.html with its figures linked as files (not inlined: the page stays small), the PNG figures
-scaled to at most --width pixels, and the tables' CSVs; PDFs and the theory cache stay out.
+scaled to at most --width pixels, the tables' CSVs, claims.json and the recipe selection (selection.json); PDFs and the theory cache stay out.
 
     python scripts/snapshot_report.py --src report/cpu --dst docs/report/cpu
 
@@ -30,7 +30,7 @@ def snapshot(src: Path, dst: Path, width: int = 1400) -> list[Path]:
                 if im.width > width:
                     im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
                 im.save(dst / sub.name / f.name, optimize=True)
-            elif f.suffix in (".csv", ".md") or f.name == "claims.json":
+            elif f.suffix in (".csv", ".md") or f.name in ("claims.json", "selection.json"):
                 shutil.copy(f, dst / sub.name / f.name)
             else:
                 continue

@@ -12,7 +12,7 @@ A leak of the evaluation contexts into the model shows as R far lower on its own
 fresh one; a label leak as R below the Bayes-reachable level on both. Writes
 studies/results/k16_floor_check.json.
 
-    python studies/k16_floor_check.py --store runs/cpu [--fresh-seed-offset 7919] [--depths 1,64]
+    python studies/k16_floor_check.py --store runs/cpu [--fresh-seed-offset 7919] [--depths 1,64] [--seeds 0]
 """
 
 from __future__ import annotations
@@ -70,12 +70,14 @@ def main() -> None:
     ap.add_argument("--fresh-seed-offset", type=int, default=7919)
     ap.add_argument("--depths", default="1,64")
     ap.add_argument("--k", type=int, default=16)
+    ap.add_argument("--seeds", default="0")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     depths = {int(x) for x in args.depths.split(",")}
+    seeds = {int(x) for x in args.seeds.split(",")}
     store = Store(args.store)
     df = store.collect()
-    rows = df[(df["model"] == "nonlinear") & (df["k"] == args.k) & (df["L"].isin(depths)) & (df["state"] == "done")]
+    rows = df[(df["model"] == "nonlinear") & (df["k"] == args.k) & (df["L"].isin(depths)) & (df["seed"].isin(seeds)) & (df["state"] == "done")]
     out = []
     for rid in sorted(rows["run_id"]):
         out.append(check_run(store, rid, args.fresh_seed_offset))

@@ -63,12 +63,19 @@ def spread_view(res: Results, k: int = 2) -> Results:
     return res.view(**dict(variant_fields("spread", k)))
 
 
+def main_name(res: Results) -> str:
+    """What the claims' curves are: the monitor-chosen start per depth where the report made a
+    selection (selection.main_envelope), else the faithful start."""
+    return "chosen" if getattr(res, "selection", None) else "faithful"
+
+
 def start_panel(ax, res: Results, groups) -> None:
-    """Faithful start (filled markers, solid) beside the spread variant (open markers, dashed):
+    """The claims' start (filled markers, solid: the monitor-chosen one, or the faithful start where
+    nothing was chosen) beside the spread variant (open markers, dashed):
     R_L for each (k, (a, b)), the two starts' curves of one spectrum in one colour."""
     drawn = 0
     for i, ((k, (a, b)), col) in enumerate(zip(groups, pl.colors(len(groups)))):
-        for view, ls, face, name in ((res, "-", col, "faithful"), (spread_view(res, k), "--", "none", "spread")):
+        for view, ls, face, name in ((res, "-", col, main_name(res)), (spread_view(res, k), "--", "none", "spread")):
             s = view.series("nonlinear", "difficult", k, a, b)
             y = s.get("R") if s else np.zeros(0)
             ok = np.isfinite(y) & (y > 0)
@@ -80,7 +87,7 @@ def start_panel(ax, res: Results, groups) -> None:
     pl.loglog(ax)
     if not drawn:
         pl.missing(ax)
-    pl.finish_legend(ax, drawn, "start: filled faithful, open spread")
+    pl.finish_legend(ax, drawn, f"start: filled {main_name(res)}, open spread")
 
 
 def envelope_notes(res: Results) -> list[str]:
@@ -154,14 +161,14 @@ def fig6(res: Results, th: Theory, compare: bool = True):
     a0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[0] == 0))
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[0], res, a0)
-    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: cosine-head floor")
+    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: best cosine mixture")
     b0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[1] == 0))
     fits = pl.loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[1], res, b0)
-    pl.panel_title(ax[1], "b", "$b=0$; dashed: cosine-head ensemble floor")
+    pl.panel_title(ax[1], "b", "$b=0$; dashed: best cosine-head mixture (a reference)")
     if compare:
         start_panel(ax[4], res, a0)
-        pl.panel_title(ax[4], "e", "faithful vs spread start, $a=0$")
+        pl.panel_title(ax[4], "e", f"{main_name(res)} vs spread start, $a=0$")
     # a well-posed fit's L0, dotted; a degenerate fit has no L0 to draw (it sat at 0 on its bound)
     pl.decomp_panel(ax[2], res, "nonlinear", b0, "C", C_LABEL, {key: f.L0 for key, f in fits.items() if f.ok})
     pl.panel_title(ax[2], "c", "$C_L$ at $b=0$ (dotted: fitted $L_0$)")
@@ -172,7 +179,7 @@ def fig6(res: Results, th: Theory, compare: bool = True):
     pl.panel_title(ax[3], "d", "$A_L - C_L$ at $b=0$")
     if compare:
         start_panel(ax[5], res, b0)
-        pl.panel_title(ax[5], "f", "faithful vs spread start, $b=0$")
+        pl.panel_title(ax[5], "f", f"{main_name(res)} vs spread start, $b=0$")
     return fig
 
 
@@ -188,23 +195,25 @@ def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool 
     fl = softmax_floor_line(th)
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[0], res, k2)
-    pl.panel_title(ax[0], "a", "$k=2$; dashed: cosine-head ensemble floor")
+    pl.panel_title(ax[0], "a", "$k=2$; dashed: best cosine-head mixture (a reference)")
     pl.loss_panel(ax[1], res16, "nonlinear", "difficult", pl.pairs(16, sorted(FIG14_K16)), fit=True, r2_min=R2_5A,
                   hlines=fl if pl.has_k(res, 16) else None)
     if pl.has_k(res, 16):
         certificate_marks(ax[1], res16, pl.pairs(16, sorted(FIG14_K16)))
-    pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("; dashed: cosine-head ensemble floor" if pl.has_k(res, 16)
-                                                       else " (not in this preset)"))
+    # k = 16: trained deep models go below the cosine-head mixture, alike on a fresh evaluation set
+    # (docs/recipe.md §14, studies/k16_floor_check.py): the line is that family's reference, not a floor
+    pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("; dashed: best cosine-head mixture (a reference)"
+                                                       if pl.has_k(res, 16) else " (not in this preset)"))
     if compare:
         start_panel(ax[4], res, k2)
-        pl.panel_title(ax[4], "e", "faithful vs spread start, $k=2$")
+        pl.panel_title(ax[4], "e", f"{main_name(res)} vs spread start, $k=2$")
     pl.decomp_panel(ax[2], res, "nonlinear", k2, "C", C_LABEL)
     pl.panel_title(ax[2], "c", "$C_L$, $k=2$")
     pl.decomp_panel(ax[3], res, "nonlinear", k2, "gap", GAP_LABEL)
     pl.panel_title(ax[3], "d", "$A_L - C_L$, $k=2$")
     if compare:
         start_panel(ax[5], res, pl.pairs(16, sorted(FIG14_K16)))
-        pl.panel_title(ax[5], "f", "faithful vs spread start, $k=16$")
+        pl.panel_title(ax[5], "f", f"{main_name(res)} vs spread start, $k=16$")
     return fig
 
 
