@@ -41,9 +41,12 @@ def test_ctrl_c_mid_sweep(tmp_path, executor):
     argv = ["sweep", "--grid", str(grid), "--preset", "smoke", "--store", str(root), "--executor", executor,
             "--workers", "2"] if executor == "process" else ["sweep", "--grid", str(grid), "--preset", "smoke",
                                                               "--store", str(root)]
-    # its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it
+    # its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it. A
+    # shell's background job (`... &`, as a CI runner may start the suite) ignores SIGINT and its
+    # children inherit that; a terminal's job does not, so the child gets SIGINT's default back
     proc = subprocess.Popen([sys.executable, "-m", "depthscale", *argv], env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for_checkpoint(root, proc)
         os.killpg(proc.pid, signal.SIGINT)
