@@ -22,26 +22,12 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from depthscale.atomic import write_json_atomic
-from depthscale.measurements import eval_batch, eval_contexts, split_contexts
-from depthscale.paired import floor_on_eval, per_context
+from depthscale.paired import evaluate_on, floor_on_eval, per_context
 from depthscale.store import Store
 
 OUT = Path(__file__).parent / "results" / "k16_floor_check.json"
-
-
-def sq_err_on(store: Store, rid: str, cfg) -> np.ndarray:
-    """Per-context squared error of the stored model on the evaluation contexts of `cfg`."""
-    pack = store.load_model(rid, "cpu")
-    out = []
-    for chunk in eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, "cpu"):
-        for ctx in split_contexts(chunk, eval_batch("cpu")):
-            with torch.no_grad():
-                o = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[0])[0]
-            out.append((o.f_BxL - ctx.ystar_B.unsqueeze(1)).double().mean(1).pow(2).numpy())
-    return np.concatenate(out)
 
 
 def compare(sq: np.ndarray, floor: dict) -> dict:
@@ -59,7 +45,7 @@ def check_run(store: Store, rid: str, offset: int) -> dict:
     cfg = store.load_config(rid)
     own = compare(per_context(store, rid)["sq_err"], floor_on_eval(cfg))
     fresh_cfg = cfg.replace(eval_seed=cfg.eval_seed + offset)
-    fresh = compare(sq_err_on(store, rid, fresh_cfg), floor_on_eval(fresh_cfg))
+    fresh = compare(evaluate_on(store, rid, fresh_cfg)["sq_err"], floor_on_eval(fresh_cfg))
     return {"run_id": rid, "a": cfg.a, "b": cfg.b, "k": cfg.k, "L": cfg.L, "seed": cfg.seed, "qk_init": cfg.qk_init,
             "eval_seed": cfg.eval_seed, "fresh_eval_seed": fresh_cfg.eval_seed, "own": own, "fresh": fresh}
 

@@ -97,6 +97,20 @@ def test_per_context_caches_in_process_and_on_disk_and_follows_params(runs, monk
 
 # --------------------------------------------------------------------------- paired difference
 
+def test_evaluate_on_reads_the_model_on_another_configs_evaluation_contexts(runs):
+    store, c = runs
+    rid = c["nl2"].run_id
+    own = paired.evaluate_on(store, rid, store.load_config(rid))
+    np.testing.assert_array_equal(own["sq_err"], paired.per_context(store, rid)["sq_err"])
+    fresh_cfg = c["nl2"].replace(eval_seed=c["nl2"].eval_seed + 1)
+    fresh = paired.evaluate_on(store, rid, fresh_cfg)
+    chunks = eval_contexts(fresh_cfg, fresh_cfg.eval_contexts, fresh_cfg.eval_seed)
+    np.testing.assert_array_equal(fresh["ystar"], torch.cat([ch.ystar_B for ch in chunks]).double().numpy())
+    assert not np.array_equal(fresh["sq_err"], own["sq_err"])  # the same model on other contexts
+    with pytest.raises(InputError, match="cfg must be a RunConfig"):
+        paired.evaluate_on(store, rid, {"eval_seed": 1})
+
+
 def test_paired_difference_is_the_stored_difference_with_a_smaller_paired_se(runs):
     store, c = runs
     a, b = c["nl1"].run_id, c["nl4"].run_id

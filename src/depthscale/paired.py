@@ -46,9 +46,10 @@ def _signature(store, run_id: str) -> tuple:
     return (st.st_mtime_ns, st.st_size)
 
 
-def _evaluate(store, run_id: str, device) -> dict:
-    """Every evaluation context through the stored model, in measure()'s order and slicing."""
-    cfg = store.load_config(run_id)
+def _evaluate(store, run_id: str, device, cfg: RunConfig | None = None) -> dict:
+    """Every evaluation context through the stored model, in measure()'s order and slicing; `cfg`:
+    the evaluation contexts of that config instead of the run's own (evaluate_on)."""
+    cfg = store.load_config(run_id) if cfg is None else cfg
     pack = store.load_model(run_id, device)
     chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device)
     sq, ystar, sel = [], [], []
@@ -119,6 +120,14 @@ def per_context(store, run_id: str, device="cpu", cache: bool = True) -> dict:
     if cache and sig:
         _cache[ck] = (sig, res)
     return dict(res)
+
+
+def evaluate_on(store, run_id: str, cfg: RunConfig, device="cpu") -> dict:
+    """per_context's arrays for the stored model of `run_id` on the evaluation contexts of `cfg`
+    (e.g. the run's config with another eval_seed: a fresh evaluation set), not cached."""
+    if not isinstance(cfg, RunConfig):
+        raise InputError(f"cfg must be a RunConfig, got {type(cfg).__name__}")
+    return _evaluate(store, run_id, device, cfg)
 
 
 def clear_cache() -> None:
@@ -231,5 +240,5 @@ def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), ba
     return dict(_floors[ck])
 
 
-__all__ = ["per_context", "paired_difference", "bootstrap_dQ", "floor_on_eval", "eval_key", "clear_cache",
+__all__ = ["per_context", "evaluate_on", "paired_difference", "bootstrap_dQ", "floor_on_eval", "eval_key", "clear_cache",
            "CACHE_FILE"]
