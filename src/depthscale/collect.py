@@ -121,14 +121,14 @@ def bad_metric(metrics: dict) -> str | None:
     return None
 
 
-def _mixed_kinds(rows: list[dict], metric_keys: dict) -> dict[str, str]:
+def _mixed_kinds(rows: list[dict]) -> dict[str, str]:
     """{run id: why} for the runs whose value of a metric is of another kind than most runs' (a
     number in one run, text in another: no table column holds both), so that collect skips and
     names them instead of failing the whole table."""
     from collections import Counter
 
     out = {}
-    for key in metric_keys:
+    for key in dict.fromkeys(k for r in rows for k in r if k != "run_id"):
         kinds = Counter(_kind(r[key]) for r in rows if key in r)
         if len(kinds) < 2:
             continue
@@ -141,9 +141,7 @@ def _mixed_kinds(rows: list[dict], metric_keys: dict) -> dict[str, str]:
 
 def _without_mixed(rows: list[tuple[dict, dict]], stacklevel: int) -> list[dict]:
     """The table rows of (row, raw metrics) pairs, less the runs `_mixed_kinds` names (each warned)."""
-    raw = [{"run_id": row["run_id"], **metrics} for row, metrics in rows]
-    keys = dict.fromkeys(k for m in raw for k in m if k != "run_id")
-    bad = _mixed_kinds(raw, keys)
+    bad = _mixed_kinds([{"run_id": row["run_id"], **metrics} for row, metrics in rows])
     for rid, why in sorted(bad.items()):
         warnings.warn(f"skipping run {rid}: {why}", BrokenRunWarning, stacklevel=stacklevel + 1)
     return [row for row, _ in rows if row["run_id"] not in bad]

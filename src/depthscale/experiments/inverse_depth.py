@@ -66,7 +66,7 @@ def spread_view(res: Results, k: int = 2) -> Results:
 def main_name(res: Results) -> str:
     """What the claims' curves are: the monitor-chosen start per depth where the report made a
     selection (selection.main_envelope), else the faithful start."""
-    return "chosen" if getattr(res, "selection", None) else "faithful"
+    return "chosen" if res.selection else "faithful"
 
 
 def start_panel(ax, res: Results, groups) -> None:
@@ -93,7 +93,7 @@ def start_panel(ax, res: Results, groups) -> None:
 def envelope_notes(res: Results) -> list[str]:
     """The report's lines under fig6: which recipe each depth and spectrum reads (Results.selection,
     set by selection.main_envelope); the whole grid's table is <preset>/selection.json."""
-    sel = getattr(res, "selection", None)
+    sel = res.selection
     if not sel:
         return ["Recipes: one per cell in the store (the preset's own); no selection was made."]
     short = {name: name.split("-")[0][0].upper() for name in sel["grid"]}
@@ -344,8 +344,8 @@ CLAIMS = (
 FIG6 = register(Experiment(
     "fig6", "Nonlinear attention, difficult task: loss against depth (the paper: inverse-depth scaling)",
     ("nonlinear",), "difficult", (2,), "as fig5",
-    "loss vs L with power-law fits (the paper: alpha ~ 1) and the softmax-ensemble floor; (c, d) C_L "
-    "and A_L - C_L at b = 0; (e, f) the faithful start beside the spread variant; the runs are the "
+    "loss vs L with power-law fits (the paper: alpha ~ 1) and the best cosine-head mixture (a reference); "
+    "(c, d) C_L and A_L - C_L at b = 0; (e, f) the claims' start beside the spread variant; the runs are the "
     "monitor-chosen recipe per depth (config.main_grid: faithful or constructive start)", (G6, G6_CONSTRUCTIVE),
     softmax_floor_needs(2, FIG56_SPECTRA), seeds=SHAPE_SEEDS, figure=fig6, claims=CLAIMS, notes=envelope_notes))
 FIG14 = register(Experiment(
