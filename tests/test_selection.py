@@ -131,6 +131,18 @@ def test_main_envelope_reads_the_monitor_chosen_point_per_depth():
     assert v.get("R") == pytest.approx([1.0005, 4.0005])
 
 
+def test_a_cell_where_no_point_is_eligible_reads_no_runs_and_is_reported_missing():
+    f, c = main_grid("cpu")
+    mon = {(f, 1): 2.10, (c, 1): 2.20, (f, 2): math.nan, (c, 2): math.nan}  # L = 2: no finite monitor anywhere
+    R = {(f, 1): 3.00, (c, 1): 1.00, (f, 2): 1.50, (c, 2): 4.00}
+    res = main_envelope(_two_point_store("cpu", mon, R))
+    chosen = {row["L"]: row["recipe"] for row in res.selection["chosen"]}
+    assert chosen == {1: f, 2: None}
+    s = res.series("nonlinear", "difficult", 2, 0.0, 0.0)
+    assert list(s.depths) == [1] and 2 in list(s.missing)  # not the preset's (faithful) runs at L = 2
+    assert res.has_other_recipe("nonlinear", "difficult", 2, 0.0, 0.0, 2)
+
+
 def test_main_envelope_leaves_a_one_recipe_store_as_it_is():
     f, c = main_grid("cpu")
     res = _two_point_store("cpu", {(f, 1): 2.1, (c, 1): 2.0, (f, 2): 2.1, (c, 2): 2.0},

@@ -346,14 +346,18 @@ class Results:
         to RunConfig fields (e.g. {"lr": 1e-3, "qk_init": ...}), on top of this view's overrides.
         What a recipe selection (SPEC §4: the grid chosen by the monitor, per depth and spectrum)
         hands the claims: the envelope. A cell without runs of its recipe is empty. A later
-        `view(**fields)` reads `fields` everywhere, without these per-cell recipes."""
+        `view(**fields)` reads `fields` everywhere, without these per-cell recipes. A cell mapped to
+        None has no recipe (a selection found no eligible point there): it reads no runs, and the
+        claims report it missing, never another recipe's runs in its place."""
         import copy
 
         v = copy.copy(self)
-        v.cell_recipes = {**self.cell_recipes, **{self._cell_key(*key): dict(f) for key, f in recipes.items()}}
+        v.cell_recipes = {**self.cell_recipes, **{self._cell_key(*key): None if f is None else dict(f)
+                                                   for key, f in recipes.items()}}
         v.other_recipe = set()
         for key, f in v.cell_recipes.items():  # a bad field or value: ConfigError now
-            make_config(self.preset, **{**self.overrides, **f, "L": key[-1]})
+            if f is not None:
+                make_config(self.preset, **{**self.overrides, **f, "L": key[-1]})
         return v
 
     @classmethod
@@ -381,6 +385,9 @@ class Results:
         if not rows:
             return []
         per_cell = self.cell_recipes.get(self._cell_key(model, task, k, a, b, L), {})
+        if per_cell is None:  # a selection chose nothing here: the cell's runs are of no chosen recipe
+            self.other_recipe.add(self._cell_key(model, task, k, a, b, L))
+            return []
         try:
             want = make_config(self.preset, **{**self.overrides, **per_cell, "model": model, "task": task, "k": k,
                                                "a": float(a), "b": float(b), "L": int(L), "seed": 0})

@@ -124,8 +124,8 @@ def main_envelope(res, model: str = "nonlinear", task: str = "difficult"):
     and the constructive start), and the selection (`select`, with its whole table) — what the
     report's claims, figures and tables read (SPEC §4). The returned view carries the selection as
     `.selection` (None where no cell has runs of two points: the store holds one recipe, nothing
-    was chosen). A cell without an eligible point keeps the preset's own recipe and is named in the
-    selection's `chosen` rows with its reason."""
+    was chosen). A cell without an eligible point reads no runs (the claims report it missing, never
+    another point's runs in its place) and is named in the selection's `chosen` rows with its reason."""
     names = main_grid(res.preset)
     df = res.df
     if not len(df) or "model" not in df.columns:
@@ -142,8 +142,8 @@ def main_envelope(res, model: str = "nonlinear", task: str = "difficult"):
         return res
     sel = select(cells, order=names)
     N = make_config(res.preset, model=model, task=task).N
-    out = res.with_recipes({(model, task, c["k"], c["a"], c["b"], c["L"]): grid_variant(c["recipe"], N)
-                            for c in sel["chosen"] if c["recipe"] is not None})
+    out = res.with_recipes({(model, task, c["k"], c["a"], c["b"], c["L"]):
+                            None if c["recipe"] is None else grid_variant(c["recipe"], N) for c in sel["chosen"]})
     sel["grid"] = list(names)
     out.selection = sel
     return out

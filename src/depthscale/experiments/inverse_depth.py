@@ -103,7 +103,7 @@ def envelope_notes(res: Results) -> list[str]:
     n_con = sum(c["recipe"] is not None and c["recipe"] != sel["grid"][0] for c in sel["chosen"])
     out = [f"Recipe per depth and spectrum, chosen by the lowest seed-mean final monitor loss (SPEC §4; monitor "
            f"contexts disjoint from the evaluation set) from {', '.join(sel['grid'])} "
-           f"({', '.join(f'{v}: {k}' for k, v in short.items())}; –: no eligible point): "
+           f"({', '.join(f'{v}: {k}' for k, v in short.items())}; –: no eligible point, no runs read): "
            f"{n_con} of {len(sel['chosen'])} cells chose a point other than {sel['grid'][0]}. "
            "The whole grid's table: selection.json."]
     for (k, a, b), picks in sorted(rows.items()):
