@@ -241,6 +241,43 @@ def test_fused_contexts_equal_the_torch_contexts(task, k, noise, clusters, monke
             assert _close(getattr(ref, f), getattr(fused, f)), f
 
 
+@needs_kernel
+@pytest.mark.parametrize("d,P,task,k,noise,dtype", [(16, 64, "difficult", 2, 0.0, torch.float32),
+                                                    (12, 20, "difficult", 3, 0.1, torch.float64),
+                                                    (16, 30, "easy", 1, 0.0, torch.float32),
+                                                    (32, 40, "difficult", 16, 0.0, torch.float64),
+                                                    (8, 9, "easy", 1, 0.2, torch.float64)])
+def test_the_one_pass_kernel_gives_the_two_calls_bits(d, P, task, k, noise, dtype):
+    # sampler_contexts (draws and transform per context, nothing cached) against sampler_draws then
+    # sampler_transform: the same bits in every field and dtype, at one and at two threads
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            out = []
+            for cache in (True, False):
+                clear_draw_cache()
+                out.append(sample_contexts(37, d, P, 0.5, 1.0, task, k, make_generator(seeds.step_seed(3, 17)), noise,
+                                           dtype, cache_draws=cache))
+            _equal(*out)
+            assert all(getattr(out[1], f).dtype == getattr(out[0], f).dtype for f in FIELDS)
+    finally:
+        torch.set_num_threads(before)
+        clear_draw_cache()
+
+
+def test_a_training_batch_of_one_spectrum_per_seed_is_not_cached(monkeypatch):
+    # step_batches: a seed whose draws serve two spectra caches them; a seed with one spectrum does not
+    from depthscale import trainer
+    from depthscale.config import make_config
+
+    calls = []
+    monkeypatch.setattr(trainer, "sample_for", lambda c, B, g, dev, cache_draws: calls.append((c.seed, cache_draws)))
+    cfgs = [make_config("smoke", model="nonlinear", seed=s, a=a) for s, a in ((0, 0.0), (0, 1.0), (1, 0.0))]
+    trainer.step_batches(cfgs, [0, 1, 2], 5, "cpu")
+    assert sorted(calls) == [(0, True), (0, True), (1, False)]
+
+
 # Statistics of the difficult task at d = 16, P = 64, k = 4, a = 1, b = 0.5 on the OLD stream
 # (torch.Generator + LAPACK QR, the sampler before issue 35; 40,000 evaluation contexts of seed
 # 123457, measured once with that code): mean and its SE. The floors (linear_floor, softmax_floor,

@@ -267,18 +267,25 @@ def transform_torch(O, zX, zq, zb, zn, j, sl, so, noise: float, k: int) -> list:
 
 def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: int,
                     gen, noise: float = 0.0, dtype=torch.float32,
-                    device="cpu", clusters: int = 0) -> Contexts:
+                    device="cpu", clusters: int = 0, cache_draws: bool = True) -> Contexts:
     """The next B contexts of the stream `gen` (a ContextStream of `make_generator`; see `as_stream`
     for the other forms), on `device` (SPEC §2). Each context is a pure function of the stream's key,
     its index in the stream and the arguments (philox.py): made in float64 on the CPU, cast to
     `dtype` and moved, so a run's contexts are the same bits whichever device trains it and however
     the stream is cut into batches. The top-k selection is made on the float64 cosines.
     `clusters` = K >= 1: each context draws its class uniformly in 0..K-1 and takes that class's
-    fixed rotation (`cluster_rotations`); the Gaussians are those of clusters = 0."""
+    fixed rotation (`cluster_rotations`); the Gaussians are those of clusters = 0.
+    `cache_draws`=False: no other spectrum will ask for these draws (a training batch of one data
+    stream), so the fused kernel makes the contexts in one pass without storing the draws (the same
+    numbers; `_one_pass`)."""
     if task not in ("easy", "difficult"):
         raise InputError(f"task must be easy or difficult, got {task!r}")
     stream = as_stream(gen)
     start = stream.take(B)
+    if not cache_draws and not clusters:
+        ctx = _one_pass(stream.key, start, B, d, P, a, b, task, k, noise, dtype)
+        if ctx is not None:
+            return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
     O, zX, zq, zb, zn, j, cls = _raw_draws(stream.key, start, B, d, P, task, noise > 0, int(clusters))
     if clusters:
         O = cluster_rotations(int(clusters), d, torch.float64)[cls]
@@ -295,7 +302,29 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
     return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
 
 
-def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32) -> Contexts:
+def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, a: float, b: float, task: str, k: int,
+              noise: float, dtype) -> Contexts | None:
+    """`sample_contexts` by the fused kernel's one-pass `sampler_contexts` (draws and transform per
+    context, no float64 batch of draws written and read back); None where that kernel is not built
+    or the draws are already cached (the cached path is then cheaper)."""
+    ops = _sampler_ops()
+    ck = (key, int(start), B, d, P, task, noise > 0, 0)
+    with _draws_lock:
+        cached = ck in _draws
+    if ops is None or cached or not hasattr(ops, "sampler_contexts"):
+        return None
+    f32 = dtype == torch.float32
+    sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
+    easy = task == "easy"
+    X, y, xq, ystar, sel, t, beta, O = ops.sampler_contexts(
+        key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step, int(start), B, d, P, not easy, noise > 0,
+        P if easy else 0, sl, so, float(noise), 1 if easy else int(k), f32)
+    cast = lambda v: v.to(dtype)  # noqa: E731
+    return Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O),
+                    spectrum(d, a, dtype), spectrum(d, b, dtype), None, 0)
+
+
+def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32, cache_draws: bool = True) -> Contexts:
     """Contexts for a RunConfig's data fields; a run of another context stream (config.STREAMS:
     a "legacy" run stored by an earlier version) is refused in one line, never given this one's."""
     stream = getattr(cfg, "stream", CONTEXT_STREAM)
@@ -303,7 +332,7 @@ def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32) -> Contexts:
         raise InputError(f"this run's contexts come from the {stream!r} context stream, which this version "
                          f"cannot draw (it draws {CONTEXT_STREAM!r}): rerun it with this version")
     return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device,
-                           getattr(cfg, "clusters", 0))
+                           getattr(cfg, "clusters", 0), cache_draws)
 
 
 def make_generator(seed, device="cpu") -> ContextStream:

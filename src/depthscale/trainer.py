@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -94,7 +95,9 @@ def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> di
     firsts: dict[tuple, RunConfig] = {}
     for i in idx:
         firsts.setdefault(data_key(cfgs[i]), cfgs[i])
-    return {key: sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device)
+    per_seed = Counter(c.seed for c in firsts.values())  # a seed's draws serve each of its spectra: cache them
+    return {key: sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device,
+                            cache_draws=per_seed[c.seed] > 1)
             for key, c in sorted(firsts.items())}
 
 

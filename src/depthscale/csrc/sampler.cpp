@@ -239,6 +239,32 @@ void haar(const double* v, int64_t dd, double* O, double* u) {
   }
 }
 
+struct Shape {
+  int64_t d, P;
+  bool query, noisy;
+  int64_t match, classes;
+};
+
+// the draws of one context (its index ctx in the stream) into O (d x d, unless classes), zX (P x d),
+// zq (d, if query), zb (d), zn (P, if noisy), j[0] (if match), cls[0] (if classes); v: d(d+1)/2 and
+// u: 2d doubles of scratch. Every number is a function of (s, ctx) alone.
+void draw_one(const Stream& s, uint32_t ctx, const Shape& sh, double* O, double* zX, double* zq, double* zb,
+              double* zn, int64_t* j, int64_t* cls, double* v, double* u, Scratch& t) {
+  const int64_t d = sh.d, P = sh.P;
+  if (sh.classes == 0) {
+    gaussians(s, ctx, kHaar, d * (d + 1) / 2, v, t);
+    if (d == 16) haar<16>(v, d, O, u);
+    else if (d == 32) haar<32>(v, d, O, u);
+    else haar<0>(v, d, O, u);
+  }
+  gaussians(s, ctx, kInputs, P * d, zX, t);
+  if (sh.query) gaussians(s, ctx, kQuery, d, zq, t);
+  gaussians(s, ctx, kTeacher, d, zb, t);
+  if (sh.noisy) gaussians(s, ctx, kNoise, P, zn, t);
+  if (sh.match > 0) j[0] = integer(s, ctx, kMatch, uint64_t(sh.match));
+  if (sh.classes > 0) cls[0] = integer(s, ctx, kClass, uint64_t(sh.classes));
+}
+
 at::Tensor f64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorOptions().dtype(at::kDouble)); }
 at::Tensor i64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorOptions().dtype(at::kLong)); }
 
@@ -259,24 +285,13 @@ std::vector<at::Tensor> sampler_draws(int64_t k0, int64_t k1, int64_t kind, int6
   double *Op = O.data_ptr<double>(), *zXp = zX.data_ptr<double>(), *zqp = zq.data_ptr<double>(),
          *zbp = zb.data_ptr<double>(), *znp = zn.data_ptr<double>();
   int64_t *jp = j.data_ptr<int64_t>(), *cp = cls.data_ptr<int64_t>();
+  const Shape sh{d, P, query, noisy, match, classes};
   at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
     std::vector<double> v(nh), u(2 * d);
     Scratch t;
-    for (int64_t b = b0; b < b1; ++b) {
-      const uint32_t ctx = uint32_t(start + b);
-      if (classes == 0) {
-        gaussians(s, ctx, kHaar, nh, v.data(), t);
-        if (d == 16) haar<16>(v.data(), d, Op + b * d * d, u.data());
-        else if (d == 32) haar<32>(v.data(), d, Op + b * d * d, u.data());
-        else haar<0>(v.data(), d, Op + b * d * d, u.data());
-      }
-      gaussians(s, ctx, kInputs, P * d, zXp + b * P * d, t);
-      if (query) gaussians(s, ctx, kQuery, d, zqp + b * d, t);
-      gaussians(s, ctx, kTeacher, d, zbp + b * d, t);
-      if (noisy) gaussians(s, ctx, kNoise, P, znp + b * P, t);
-      if (match > 0) jp[b] = integer(s, ctx, kMatch, uint64_t(match));
-      if (classes > 0) cp[b] = integer(s, ctx, kClass, uint64_t(classes));
-    }
+    for (int64_t b = b0; b < b1; ++b)
+      draw_one(s, uint32_t(start + b), sh, Op + b * d * d, zXp + b * P * d, zqp + b * d, zbp + b * d, znp + b * P,
+               jp + b, cp + b, v.data(), u.data(), t);
   });
   return {O, zX, zq, zb, zn, j, cls};
 }
@@ -404,6 +419,66 @@ at::Tensor c64(const at::Tensor& t) {
   return t.contiguous();
 }
 
+// the outputs of the contexts in the run's dtype T (O: the rotations, where the call returns them)
+template <typename T>
+struct Dest {
+  T *X, *y, *xq, *ys, *t, *beta, *O;
+  int64_t* sel;
+};
+
+// one context's outputs (o: a per-thread float64 buffer) stored as context b of dst, each number cast
+template <typename T>
+void store_one(const Out& o, const Dest<T>& dst, int64_t b, int64_t d, int64_t P, int64_t k) {
+  for (int64_t i = 0; i < P * d; ++i) dst.X[b * P * d + i] = T(o.X[i]);
+  for (int64_t i = 0; i < P; ++i) dst.y[b * P + i] = T(o.y[i]);
+  for (int64_t i = 0; i < d; ++i) {
+    dst.xq[b * d + i] = T(o.xq[i]);
+    dst.t[b * d + i] = T(o.t[i]);
+    dst.beta[b * d + i] = T(o.beta[i]);
+  }
+  dst.ys[b] = T(o.ys[0]);
+  for (int64_t r = 0; r < k; ++r) dst.sel[b * k + r] = o.sel[r];
+}
+
+// per-thread buffers of one context's outputs (transform_one's scratch and result)
+struct OneContext {
+  std::vector<double> sc, buf;
+  std::vector<int64_t> idx, sel;
+  Out o;
+  OneContext(int64_t d, int64_t P, int64_t k) : sc(d * d + P + 2 * d), buf(P * d + P + 3 * d + 1), sel(k) {
+    double* q = buf.data();
+    double *qy = q + P * d, *qxq = qy + P, *qys = qxq + d, *qt = qys + 1, *qb = qt + d;  // X, y, xq, y*, t, beta
+    o = Out{q, qy, qxq, qys, qt, qb, sel.data()};
+  }
+};
+
+// the output tensors of B contexts (X, y, x_test, y*, sel, t, beta, and O where with_O) in float32
+// where f32, else float64
+std::vector<at::Tensor> outputs(int64_t B, int64_t d, int64_t P, int64_t k, bool f32, bool with_O) {
+  const auto opt = at::TensorOptions().dtype(f32 ? at::kFloat : at::kDouble);
+  return {at::empty({B, P, d}, opt), at::empty({B, P}, opt), at::empty({B, d}, opt), at::empty({B}, opt),
+          i64({B, k}),          at::empty({B, d}, opt), at::empty({B, d}, opt), at::empty({with_O ? B : 0, d, d}, opt)};
+}
+
+template <typename T>
+Dest<T> dest(std::vector<at::Tensor>& out) {
+  return Dest<T>{out[0].data_ptr<T>(), out[1].data_ptr<T>(), out[2].data_ptr<T>(), out[3].data_ptr<T>(),
+                 out[5].data_ptr<T>(), out[6].data_ptr<T>(), out[7].data_ptr<T>(), out[4].data_ptr<int64_t>()};
+}
+
+// fn.template operator()<DT, T>() with DT = d where d is 8, 16 or 32 (else 0) and T the output type
+template <typename F>
+void dispatch(int64_t d, bool f32, F&& fn) {
+  auto typed = [&]<int DT>() {
+    if (f32) fn.template operator()<DT, float>();
+    else fn.template operator()<DT, double>();
+  };
+  if (d == 16) typed.template operator()<16>();
+  else if (d == 32) typed.template operator()<32>();
+  else if (d == 8) typed.template operator()<8>();
+  else typed.template operator()<0>();
+}
+
 // X, y, x_test, y*, sel, t, beta of the contexts with rotations O and draws zX, zq (empty: the easy
 // task, with j), zb, zn (empty: no noise); sl, so: the square roots of the spectra. Computed in
 // float64; stored as float32 where f32 (each number the float64 one rounded, as a cast would give).
@@ -420,45 +495,59 @@ std::vector<at::Tensor> sampler_transform(const at::Tensor& O_, const at::Tensor
                         : (zq.sizes() == at::IntArrayRef({B, d}) && k >= 1 && k <= P)) &&
                   (zn.numel() == 0 || zn.sizes() == at::IntArrayRef({B, P})) && sl.numel() == d && so.numel() == d,
               "depthscale sampler_transform: inconsistent shapes");
-  const auto opt = at::TensorOptions().dtype(f32 ? at::kFloat : at::kDouble);
-  at::Tensor X = at::empty({B, P, d}, opt), y = at::empty({B, P}, opt), xq = at::empty({B, d}, opt),
-             ys = at::empty({B}, opt), t = at::empty({B, d}, opt), beta = at::empty({B, d}, opt), sel = i64({B, k});
+  std::vector<at::Tensor> out = outputs(B, d, P, k, f32, false);
   const Draws in{O.data_ptr<double>(), zX.data_ptr<double>(), easy ? nullptr : zq.data_ptr<double>(),
                  zb.data_ptr<double>(), zn.numel() ? zn.data_ptr<double>() : nullptr, sl.data_ptr<double>(),
                  so.data_ptr<double>(), easy ? j.data_ptr<int64_t>() : nullptr, d, P, k, noise};
-  auto run = [&]<int DT, typename T>() {
-    T *Xp = X.data_ptr<T>(), *yp = y.data_ptr<T>(), *xqp = xq.data_ptr<T>(), *ysp = ys.data_ptr<T>(),
-      *tp = t.data_ptr<T>(), *bp = beta.data_ptr<T>();
-    int64_t* selp = sel.data_ptr<int64_t>();
+  dispatch(d, f32, [&]<int DT, typename T>() {
+    const Dest<T> dst = dest<T>(out);
     at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
-      std::vector<double> sc(d * d + P + 2 * d), buf(P * d + P + 3 * d + 1);
-      std::vector<int64_t> idx, sl1(k);
-      double* q = buf.data();
-      double *qy = q + P * d, *qxq = qy + P, *qys = qxq + d, *qt = qys + 1, *qb = qt + d;  // X, y, xq, y*, t, beta
-      const Out o{q, qy, qxq, qys, qt, qb, sl1.data()};
+      OneContext one(d, P, k);
       for (int64_t b = b0; b < b1; ++b) {
-        transform_one<DT>(in, o, b, sc, idx);
-        for (int64_t i = 0; i < P * d; ++i) Xp[b * P * d + i] = T(o.X[i]);
-        for (int64_t i = 0; i < P; ++i) yp[b * P + i] = T(o.y[i]);
-        for (int64_t i = 0; i < d; ++i) {
-          xqp[b * d + i] = T(o.xq[i]);
-          tp[b * d + i] = T(o.t[i]);
-          bp[b * d + i] = T(o.beta[i]);
-        }
-        ysp[b] = T(o.ys[0]);
-        for (int64_t r = 0; r < k; ++r) selp[b * k + r] = o.sel[r];
+        transform_one<DT>(in, one.o, b, one.sc, one.idx);
+        store_one(one.o, dst, b, d, P, k);
       }
     });
-  };
-  auto typed = [&]<int DT>() {
-    if (f32) run.template operator()<DT, float>();
-    else run.template operator()<DT, double>();
-  };
-  if (d == 16) typed.template operator()<16>();
-  else if (d == 32) typed.template operator()<32>();
-  else if (d == 8) typed.template operator()<8>();
-  else typed.template operator()<0>();
-  return {X, y, xq, ys, sel, t, beta};
+  });
+  out.pop_back();
+  return out;
+}
+
+// sampler_draws and sampler_transform in one pass, context by context (no classes): each context's
+// draws stay in a per-thread buffer, so no float64 batch is written or read back; the same numbers
+// as the two calls. Returns X, y, x_test, y*, sel, t, beta and O, all but sel in float32 where f32.
+std::vector<at::Tensor> sampler_contexts(int64_t k0, int64_t k1, int64_t kind, int64_t step, int64_t start,
+                                         int64_t B, int64_t d, int64_t P, bool query, bool noisy, int64_t match,
+                                         const at::Tensor& sl_, const at::Tensor& so_, double noise, int64_t k,
+                                         bool f32) {
+  TORCH_CHECK(k0 >= 0 && k0 < (int64_t(1) << 32) && k1 >= 0 && k1 < (int64_t(1) << 32) && kind >= 0 && kind < 256 &&
+                  step >= 0 && step < (int64_t(1) << 32) && start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32),
+              "depthscale sampler_contexts: a key word, kind, step or context index out of range");
+  at::Tensor sl = c64(sl_), so = c64(so_);
+  TORCH_CHECK(sl.numel() == d && so.numel() == d && (query ? (k >= 1 && k <= P && match == 0) : (k == 1 && match > 0)),
+              "depthscale sampler_contexts: inconsistent shapes");
+  const Stream s{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)};
+  const Shape sh{d, P, query, noisy, match, 0};
+  std::vector<at::Tensor> out = outputs(B, d, P, k, f32, true);
+  dispatch(d, f32, [&]<int DT, typename T>() {
+    const Dest<T> dst = dest<T>(out);
+    at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
+      std::vector<double> v(d * (d + 1) / 2), u(2 * d), O(d * d), zX(P * d), zq(d), zb(d), zn(P);
+      int64_t j = 0, cls = 0;
+      Scratch t;
+      OneContext one(d, P, k);
+      const Draws in{O.data(), zX.data(), query ? zq.data() : nullptr, zb.data(), noisy ? zn.data() : nullptr,
+                     sl.data_ptr<double>(), so.data_ptr<double>(), query ? nullptr : &j, d, P, k, noise};
+      for (int64_t b = b0; b < b1; ++b) {
+        draw_one(s, uint32_t(start + b), sh, O.data(), zX.data(), zq.data(), zb.data(), zn.data(), &j, &cls, v.data(),
+                 u.data(), t);
+        transform_one<DT>(in, one.o, 0, one.sc, one.idx);
+        store_one(one.o, dst, b, d, P, k);
+        for (int64_t i = 0; i < d * d; ++i) dst.O[b * d * d + i] = T(O[i]);
+      }
+    });
+  });
+  return out;
 }
 
 // Philox-4x32-10 of counters ctr (n x 4, int64 holding 32-bit words) under key (k0, k1), for tests
@@ -486,5 +575,8 @@ TORCH_LIBRARY_FRAGMENT(depthscale_fused, m) {
   m.def("sampler_transform(Tensor O, Tensor zX, Tensor zq, Tensor zb, Tensor zn, Tensor j, Tensor sl, Tensor so, "
         "float noise, int k, bool f32) -> Tensor[]",
         &sampler_transform);
+  m.def("sampler_contexts(int k0, int k1, int kind, int step, int start, int B, int d, int P, bool query, "
+        "bool noisy, int match, Tensor sl, Tensor so, float noise, int k, bool f32) -> Tensor[]",
+        &sampler_contexts);
   m.def("philox4x32_10(Tensor ctr, int k0, int k1) -> Tensor", &philox4x32_10);
 }
