@@ -18,7 +18,7 @@ import os
 import sys
 from collections import defaultdict
 
-from depthscale.roofline import SAMPLER_DRAWS, SAMPLER_TRANSFORM
+from depthscale.roofline import SAMPLER_DRAWS, SAMPLER_ONE_PASS, SAMPLER_TRANSFORM
 
 
 def _shape_key(shapes) -> tuple:
@@ -30,9 +30,10 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
     B, P, d, N, G, T = (dims[k] for k in ("B", "P", "d", "N", "G", "T"))
     K = dims.get("K", 1)  # seed groups (ensemble_forward runs equal ones in one call)
     first = shapes[0] if shapes else ()
-    if phase == "sampling":  # the fused sampler's two kernel calls (csrc/sampler.cpp)
+    if phase == "sampling":  # the fused sampler's kernel calls (csrc/sampler.cpp)
         return {"depthscale_fused::sampler_draws": SAMPLER_DRAWS,
-                "depthscale_fused::sampler_transform": SAMPLER_TRANSFORM}.get(name, "other")
+                "depthscale_fused::sampler_transform": SAMPLER_TRANSFORM,
+                "depthscale_fused::sampler_contexts": SAMPLER_ONE_PASS}.get(name, "other")
     if phase == "optimiser":
         return "Adam (read p, g, m, v; write p, m, v)"
     if name == "depthscale_fused::test_row_forward":
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from depthscale import bench, kernels, timing
+    from depthscale import bench, contexts, kernels, timing
     from depthscale.models import build_pack
     from depthscale.training import RowAdam, base_lrs, batch_order, train_step
 
@@ -140,7 +141,8 @@ def main(argv=None) -> int:
             others[(ph, ev.name, str(ev.input_shapes)[:60])] += ev.self_cpu_time_total / 1e6 / args.steps
     n_params = sum(p.numel() for p in pack.parameters())
     fused = kernels.use_fused(torch.zeros(1))
-    roof = bench.roofline(bench.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params, fused=fused),
+    roof = bench.roofline(bench.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params, fused=fused,
+                                          one_pass=contexts.one_pass_available()),
                           peak, bw, rates)
     rows = []
     for o in roof["ops"]:

@@ -245,6 +245,26 @@ def test_roofline_ops_count_the_flops_of_the_flop_formula_and_every_big_pass():
     assert bw["bytes_per_s"] > 1e8 and bw["n"] == 1 << 16
 
 
+def test_the_one_pass_sampler_row_is_the_two_calls_work_moving_only_its_outputs():
+    """step_ops(one_pass=True): one sampling row with the FLOPs and transcendental calls of the draws'
+    and the transform's rows together, and bytes of the float32 contexts it writes (X, y, x_test, t,
+    β, y*, O), no float64 draws."""
+    from depthscale.roofline import SAMPLER_DRAWS, SAMPLER_ONE_PASS, SAMPLER_TRANSFORM, step_ops
+
+    d, N, P, B, groups = 16, 16, 64, 32, [[1, 2], [4]]
+    two = {o["op"]: o for o in step_ops(d, N, P, B, groups, "difficult", n_params=10)}
+    one = {o["op"]: o for o in step_ops(d, N, P, B, groups, "difficult", n_params=10, one_pass=True)}
+    assert SAMPLER_DRAWS not in one and SAMPLER_TRANSFORM not in one
+    row, dr, tr = one[SAMPLER_ONE_PASS], two[SAMPLER_DRAWS], two[SAMPLER_TRANSFORM]
+    assert row["flops"] == pytest.approx(dr["flops"] + tr["flops"])
+    assert row["calls"] == pytest.approx({f: dr["calls"].get(f, 0) + tr["calls"].get(f, 0)
+                                          for f in set(dr["calls"]) | set(tr["calls"])})
+    out = len(groups) * (B * P * d + B * P + 3 * B * d + B + B * d * d)  # float32 elements written
+    assert row["bytes"] == pytest.approx(4 * out)
+    assert {k: v for k, v in one.items() if k != SAMPLER_ONE_PASS} == \
+        {k: v for k, v in two.items() if k not in (SAMPLER_DRAWS, SAMPLER_TRANSFORM)}
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_roofline_counts_each_transcendental_call_at_its_rate(fused):
     """Issue 29: the softmax's exponentials (forward, and again in the fused backward that recomputes

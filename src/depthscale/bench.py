@@ -31,6 +31,7 @@ import torch
 from depthscale import seeds
 from depthscale import kernels
 from depthscale.config import PRESET_DEPTHS, RunConfig, make_config
+from depthscale.contexts import one_pass_available
 from depthscale.errors import InputError
 from depthscale.memory import PeakMemory, rss_bytes, tune_allocator
 from depthscale.models import build_pack, model_class
@@ -308,7 +309,7 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     packed_s = _median(packed["seconds"])
     n_params = sum(p.numel() for p in build_pack(cfgs).parameters())
     ops = step_ops(c0.d, c0.N, c0.P, c0.batch, [[cfgs[i].L for i in g] for g in seed_groups(cfgs)], c0.task,
-                   n_params, fused=fused)
+                   n_params, fused=fused, one_pass=one_pass_available())  # (one spectrum per seed)
     roof = roofline(ops, peak["flops_per_s"], bw["bytes_per_s"], rates)
     roof_no_calls = roofline(ops, peak["flops_per_s"], bw["bytes_per_s"])
     if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32

@@ -302,6 +302,12 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
     return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
 
 
+def one_pass_available() -> bool:
+    """Whether `sample_contexts(..., cache_draws=False)` runs the fused one-pass kernel here."""
+    ops = _sampler_ops()
+    return ops is not None and hasattr(ops, "sampler_contexts")
+
+
 def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, a: float, b: float, task: str, k: int,
               noise: float, dtype) -> Contexts | None:
     """`sample_contexts` by the fused kernel's one-pass `sampler_contexts` (draws and transform per
@@ -311,7 +317,7 @@ def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, a: float
     ck = (key, int(start), B, d, P, task, noise > 0, 0)
     with _draws_lock:
         cached = ck in _draws
-    if ops is None or cached or not hasattr(ops, "sampler_contexts"):
+    if cached or not one_pass_available():
         return None
     f32 = dtype == torch.float32
     sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
@@ -348,5 +354,5 @@ CLUSTER_SEED = seeds.CLUSTER_SEED
 
 
 __all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations", "CLUSTER_SEED",
-           "clear_draw_cache", "sample_for", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
+           "clear_draw_cache", "one_pass_available", "sample_for", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
            "top_k_by_cosine", "make_generator", "step_seed", "transform_torch"]

@@ -14,10 +14,11 @@ F32 = 4  # bytes per element (float64 ops count their elements twice)
 PHILOX_OPS_PER_WORD = 10 * 8 / 4
 SAMPLER_DRAWS = "sampler draws: Philox words, Box-Muller Gaussians, Householder Haar O (float64)"
 SAMPLER_TRANSFORM = "sampler transform: x = O Λ^½ z, β, labels y = X β, cosine top-k (float32 out)"
+SAMPLER_ONE_PASS = "sampler, one pass per context: Philox, Box-Muller, Haar O, x = O Λ^½ z, labels, top-k"
 
 
 def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
-             n_params: int = 0, fused: bool = False) -> list[dict]:
+             n_params: int = 0, fused: bool = False, one_pass: bool = False) -> list[dict]:
     """The major ops of one packed training step of the nonlinear model, as the engine executes
     them (`contexts.sample_contexts` with the fused sampler, `Nonlinear.ensemble_forward`, its two hand-written
     backwards, `RowAdam`), each with its FLOPs and the bytes it must move: every input read once
@@ -28,7 +29,9 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
     with the test token's scale folded in. Ops on small tensors (parameters, E_l, the B x T
     predictions) are left out; they are a few percent of the bytes. `calls`: the transcendental
     functions each op evaluates (exp, log, sqrt, sin, cos; the sampler's Gaussians are Box-Muller pairs).
-    Returns dicts {op, phase, flops, bytes, calls}, summed over groups."""
+    `one_pass`: the sampler runs as one kernel call that keeps each context's float64 draws in a
+    per-thread buffer (`sampler_contexts`: one spectrum per seed): one row, the same work, moving
+    only the float32 contexts it writes. Returns dicts {op, phase, flops, bytes, calls}, summed over groups."""
     ops: dict[tuple, list] = {}
 
     def add(phase: str, op: str, flops: float, elems: float, **calls: float) -> None:
@@ -48,16 +51,20 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         n_in = P + (task == "difficult")  # the context's inputs, and x_test on the difficult task
         n_gauss = B * (d * (d + 1) // 2 + n_in * d + d)  # Haar vectors, inputs, teacher
         # (one row per kernel call, as the profiler sees them; each row sums its parts)
-        add("sampling", SAMPLER_DRAWS, PHILOX_OPS_PER_WORD * n_gauss, 0)  # Philox words
-        add("sampling", SAMPLER_DRAWS, 0, 2 * n_gauss, log=n_gauss / 2, sqrt=n_gauss / 2,  # Box-Muller
+        draws, transform = (SAMPLER_ONE_PASS, SAMPLER_ONE_PASS) if one_pass else (SAMPLER_DRAWS, SAMPLER_TRANSFORM)
+        mem = 0 if one_pass else 1  # one pass: the draws and the contexts' float64 forms stay in cache
+        add("sampling", draws, PHILOX_OPS_PER_WORD * n_gauss, 0)  # Philox words
+        add("sampling", draws, 0, mem * 2 * n_gauss, log=n_gauss / 2, sqrt=n_gauss / 2,  # Box-Muller
             sin=n_gauss / 2, cos=n_gauss / 2)
-        add("sampling", SAMPLER_DRAWS, 2 * B * d * d * (d + 1),  # O = H_1 ... H_d
-            2 * (B * d * (d + 1) // 2 + B * d * d), sqrt=B * d)
-        add("sampling", SAMPLER_TRANSFORM, 2 * B * n_in * d * d + 2 * B * d * d,  # x = O Λ^½ z, β
-            2 * B * n_in * d + 2 * B * d * d + B * n_in * d)
-        add("sampling", SAMPLER_TRANSFORM, 2 * B * P * d, X + B * P)  # labels y = X β
+        add("sampling", draws, 2 * B * d * d * (d + 1),  # O = H_1 ... H_d
+            mem * 2 * (B * d * (d + 1) // 2 + B * d * d), sqrt=B * d)
+        add("sampling", transform, 2 * B * n_in * d * d + 2 * B * d * d,  # x = O Λ^½ z, β
+            mem * (2 * B * n_in * d + 2 * B * d * d) + B * n_in * d)
+        add("sampling", transform, 2 * B * P * d, mem * X + B * P)  # labels y = X β
         if task == "difficult":
-            add("sampling", SAMPLER_TRANSFORM, 4 * B * P * d, X + B * P, sqrt=B * (P + 1))  # cosine top-k
+            add("sampling", transform, 4 * B * P * d, mem * (X + B * P), sqrt=B * (P + 1))  # cosine top-k
+        if one_pass:  # what it writes besides X, x_test and y: t, β, y*, O (float32)
+            add("sampling", SAMPLER_ONE_PASS, 0, 2 * B * d + B + B * d * d)
         # forward
         if fused:
             # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
