@@ -24,7 +24,7 @@ import os
 import platform
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from typing import Callable
 
 import torch
