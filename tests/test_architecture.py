@@ -1,6 +1,7 @@
 """The house is kept by checks, not by memory: the layer contracts (import-linter, pyproject.toml's
-[tool.importlinter]) hold, no module imports in a cycle (imports inside functions included), no
-module is over 500 lines, and the README's map of the layers is the contract's."""
+[tool.importlinter]) hold, no module imports in a cycle (imports inside functions included), and
+the README's map of the layers is the contract's. Size is by function (tests/test_function_size.py),
+not by module."""
 
 import re
 import shutil
@@ -12,7 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "depthscale"
-MAX_LINES = 500
 
 
 def _layers() -> list[str]:
@@ -67,12 +67,6 @@ def test_no_import_cycles_lazy_imports_included():
         if not state.get(m):
             visit(m, [m])
     assert not cycles, cycles[:5]
-
-
-def test_no_module_over_500_lines():
-    long = {str(p.relative_to(SRC)): n for p in sorted(SRC.rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert long == {}, long
 
 
 def test_the_readme_map_is_the_contract():

@@ -258,8 +258,6 @@ def test_results_from_store_leave_diverged_runs_out(tmp_path):
 # ---------------------------------------------------------------- the experiment layer's shape
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
-EXPERIMENT_LAYER = ["records.py", "paper.py", "plotting.py", "claims.py", "registry.py", "figures.py", "tables.py",
-                    "report.py", "pages.py", "analysis.py", "results.py", "formatting.py"]
 BELOW = ["records.py", "paper.py", "plotting.py", "claims.py", "analysis.py", "results.py", "formatting.py"]
 ABOVE = {"depthscale.experiments", "depthscale.registry", "depthscale.figures", "depthscale.tables",
          "depthscale.report", "depthscale.pages", "depthscale.cli"}
@@ -277,12 +275,6 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("depthscale")}
     return out
-
-
-def test_experiment_layer_modules_stay_readable():
-    paths = [SRC / n for n in EXPERIMENT_LAYER] + sorted((SRC / "experiments").glob("*.py"))
-    long = {p.name: n for p in paths if (n := len(p.read_text().splitlines())) > 500}
-    assert long == {}
 
 
 def test_nothing_below_the_experiments_imports_them_or_the_lookup():

@@ -327,7 +327,7 @@ def test_live_curves_verdict_is_cached_until_the_file_changes(tmp_path, monkeypa
     """status asks for each pending run's verdict twice: the rows are read once while the file is
     unchanged, and again after an append (a bad row appended later is caught) or a rewrite. Rows
     with whitespace around them, cut short, or followed by extra data read as json.loads would."""
-    from depthscale import store_training
+    from depthscale import store
     from depthscale.config import make_config
 
     st = Store(tmp_path / "s")
@@ -336,8 +336,8 @@ def test_live_curves_verdict_is_cached_until_the_file_changes(tmp_path, monkeypa
     path = st.run_path(cfg.run_id) / "curves.jsonl"
     path.write_text(' {"step": 0, "R": 2.5, "lr": null}\t\n{"step": 10, "R": 2.4} x\n{"step": 20, "R"\n')
     reads = []
-    real = store_training._live_rows
-    monkeypatch.setattr(store_training, "_live_rows", lambda p: reads.append(p) or real(p))
+    real = store._live_rows
+    monkeypatch.setattr(store, "_live_rows", lambda p: reads.append(p) or real(p))
     assert st.live_curves_problem(cfg.run_id) is None and st.live_curves_problem(cfg.run_id) is None
     assert len(reads) == 1
     assert [r["step"] for r in real(path)] == [0]  # the other two rows are not complete JSON rows

@@ -1,6 +1,6 @@
 """depthscale: inverse-depth scaling from nonlinearity in attention (arXiv 2610.11063).
 
-The module map (what each module owns and may import) is in README.md, section "Module map"."""
+The module map (what each module owns and may import) is in README.md, section "The house"."""
 
 from depthscale.config import ConfigError, RunConfig, make_config
 

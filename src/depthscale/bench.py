@@ -24,7 +24,8 @@ import os
 import platform
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
+from typing import Callable
 
 import torch
 
@@ -273,16 +274,10 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     _check_dtype(dtype, dev)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     cfgs = sweep_configs(preset, seeds)
-    c0 = cfgs[0]
     fused = dtype == "float32" and kernels.use_fused(torch.zeros(1, device=dev))  # the packed engine's test row
     fl = sweep_flops(cfgs, fused)
     say(f"bench: {len(cfgs)} models, depths {PRESET_DEPTHS[preset]} x {seeds} seeds on {dev} ({dtype})")
-    peak = matmul_peak(dev, dtype, n=peak_size)
-    say(f"  matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
-    bw = mem_bandwidth(dev, n=bandwidth_size)
-    say(f"  memory bandwidth (triad) {bw['bytes_per_s'] / 1e9:.1f} GB/s")
-    rates = transcendental_rates(dev)
-    say(f"  exponentials {rates['exp'] / 1e9:.2f} G/s")
+    peak, bw, rates = _machine_rates(dev, dtype, peak_size, bandwidth_size, say)
     mem = {}
     if dev.type == "cpu" and memory:  # before tune_allocator, in fresh processes
         mem = {e: cpu_peak_memory(e, preset, seeds) for e in (("packed", "naive") if naive else ("packed",))}
@@ -290,56 +285,99 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     malloc_tuned = tune_allocator() if tune_malloc and dev.type == "cpu" else False
     load_before = _loadavg()
     half = (steps + 1) // 2 if naive else steps
-    packed = run_packed(cfgs, half, warmup, dev, dtype)
-    say(f"  packed {_median(packed['seconds']) * 1e3:.1f} ms per sweep step")
+    packed, nv = _time_engines(cfgs, steps, half, naive_steps, warmup, dev, dtype, naive, say)
     out: dict = {}
     if naive:
-        nv = run_naive(cfgs, naive_steps, 1 if warmup else 0, dev, dtype)
-        naive_s = nv["sweep_step_seconds"]
-        say(f"  naive  {naive_s:.2f} s per sweep step")
-        if steps - half > 0:  # the packed engine timed again after the naive loop: both halves
-            again = run_packed(cfgs, steps - half, warmup, dev, dtype)  # see the same machine
-            packed["seconds"] += again["seconds"]
-            packed["cpu_seconds"] += again["cpu_seconds"]
-            packed["data_seconds"] += again["data_seconds"]
-            say(f"  packed {_median(again['seconds']) * 1e3:.1f} ms per sweep step (after naive)")
-        n = min(nv["losses"].shape[0], packed["losses"].shape[0])
-        a, b = nv["losses"][:n].double(), packed["losses"][:n].double()
-        out.update(naive_steps_per_s=1.0 / naive_s)
+        out.update(naive_steps_per_s=1.0 / nv["sweep_step_seconds"])
     packed_s = _median(packed["seconds"])
+    roof = _roofline_entries(cfgs, fused, packed_s, peak, bw, rates)
+    if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32
+        out.update(dtype_loss_max_rel_diff_vs_float32=_float32_deviation(cfgs, half, warmup, dev, packed["losses"]))
+    if single:
+        sg = run_single(cfgs, min(steps, 5), 1, dev, dtype)
+        say(f"  single {sg['sweep_step_seconds'] * 1e3:.1f} ms per sweep step")
+    out.update(packed_steps_per_s=1.0 / packed_s)
+    if naive:
+        out.update(speedup=out["packed_steps_per_s"] / out["naive_steps_per_s"])
+    out.update(
+        **_packed_entries(cfgs, fl, packed, peak, mem),
+        **roof,
+        work=_work(preset, cfgs, seeds),
+        timing={"steps": steps, "warmup": warmup, "naive_steps": naive_steps, "statistic": "median",
+                "packed": "half the steps before the naive loop, half after",
+                "loadavg_before": load_before, "loadavg_after": _loadavg()},
+        machine=_machine(dev, dtype, peak, malloc_tuned),
+    )
+    if naive:
+        out.update(_naive_entries(cfgs, nv, packed, mem))
+    if torch.get_num_threads() == 1:  # one thread: process time is the time on a core of one's own
+        out["fraction_of_peak_cpu_seconds"] = fl["total"] / _median(packed["cpu_seconds"]) / peak["flops_per_s"]
+        out["roofline_ratio_cpu_seconds"] = _median(packed["cpu_seconds"]) / roof["roofline_s"]
+    out["notes"] = _busy_notes(dev, load_before)
+    if single:
+        out.update(single_steps_per_s=1.0 / sg["sweep_step_seconds"],
+                   single_seconds_per_sweep_step=sg["sweep_step_seconds"])
+    if linear:
+        out["linear"] = _linear_depths(preset, dev, dtype, min(steps, 5), say)
+    return out
+
+
+def _machine_rates(dev: torch.device, dtype: str, peak_size: int | None, bandwidth_size: int | None,
+                   say: Callable[[str], None]) -> tuple[dict, dict, dict]:
+    """(peak, bw, rates): the machine's ceilings the timings are held against, measured now — its
+    matmul peak in `dtype` (`matmul_peak`), its memory bandwidth (the triad, `mem_bandwidth`) and
+    its transcendental rates (`transcendental_rates`)."""
+    peak = matmul_peak(dev, dtype, n=peak_size)
+    say(f"  matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s")
+    bw = mem_bandwidth(dev, n=bandwidth_size)
+    say(f"  memory bandwidth (triad) {bw['bytes_per_s'] / 1e9:.1f} GB/s")
+    rates = transcendental_rates(dev)
+    say(f"  exponentials {rates['exp'] / 1e9:.2f} G/s")
+    return peak, bw, rates
+
+
+def _time_engines(cfgs: list[RunConfig], steps: int, half: int, naive_steps: int, warmup: int, dev: torch.device,
+                  dtype: str, naive: bool, say: Callable[[str], None]) -> tuple[dict, dict | None]:
+    """(packed, naive): the packed engine timed for `half` of the `steps` sweep steps, then (with
+    `naive`) the naive loop, then the packed engine for the other steps, so that both engines' times
+    see the same machine (`run_packed`, `run_naive`; naive is None without `naive`). The packed
+    seconds of both halves are joined; its losses are the first half's."""
+    packed = run_packed(cfgs, half, warmup, dev, dtype)
+    say(f"  packed {_median(packed['seconds']) * 1e3:.1f} ms per sweep step")
+    if not naive:
+        return packed, None
+    nv = run_naive(cfgs, naive_steps, 1 if warmup else 0, dev, dtype)
+    say(f"  naive  {nv['sweep_step_seconds']:.2f} s per sweep step")
+    if steps - half > 0:  # the packed engine timed again after the naive loop: both halves
+        again = run_packed(cfgs, steps - half, warmup, dev, dtype)  # see the same machine
+        packed["seconds"] += again["seconds"]
+        packed["cpu_seconds"] += again["cpu_seconds"]
+        packed["data_seconds"] += again["data_seconds"]
+        say(f"  packed {_median(again['seconds']) * 1e3:.1f} ms per sweep step (after naive)")
+    return packed, nv
+
+
+def _float32_deviation(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device,
+                       losses: torch.Tensor) -> float:
+    """The largest relative deviation of `losses` (a lower precision's packed run: steps x models)
+    from the packed engine's losses in float32 on the same `warmup` + `steps` steps."""
+    ref = run_packed(cfgs, steps, warmup, dev, "float32")["losses"].double()
+    n = min(ref.shape[0], losses.shape[0])
+    return float(((losses[:n].double() - ref[:n]).abs() / ref[:n].abs()).max())
+
+
+def _roofline_entries(cfgs: list[RunConfig], fused: bool, packed_s: float, peak: dict, bw: dict,
+                      rates: dict) -> dict:
+    """bench's roofline entries (issues 15, 29): the per-op roofline of one packed sweep step
+    (`step_ops`, `roofline`; with and without the transcendental calls) against the measured
+    median step `packed_s`, the machine's bandwidth and rates, and each op's numbers."""
+    c0 = cfgs[0]
     n_params = sum(p.numel() for p in build_pack(cfgs).parameters())
     ops = step_ops(c0.d, c0.N, c0.P, c0.batch, [[cfgs[i].L for i in g] for g in seed_groups(cfgs)], c0.task,
                    n_params, fused=fused, one_pass=one_pass_available())  # (one spectrum per seed)
     roof = roofline(ops, peak["flops_per_s"], bw["bytes_per_s"], rates)
     roof_no_calls = roofline(ops, peak["flops_per_s"], bw["bytes_per_s"])
-    if dtype != "float32":  # is the lower precision within tolerance? the same steps in float32
-        ref = run_packed(cfgs, half, warmup, dev, "float32")["losses"].double()
-        n = min(ref.shape[0], packed["losses"].shape[0])
-        out.update(dtype_loss_max_rel_diff_vs_float32=float(
-            ((packed["losses"][:n].double() - ref[:n]).abs() / ref[:n].abs()).max()))
-    if single:
-        sg = run_single(cfgs, min(steps, 5), 1, dev, dtype)
-        say(f"  single {sg['sweep_step_seconds'] * 1e3:.1f} ms per sweep step")
-    flops_per_s = fl["total"] / packed_s
-    out.update(packed_steps_per_s=1.0 / packed_s)
-    if naive:
-        out.update(speedup=out["packed_steps_per_s"] / out["naive_steps_per_s"])
-    data_s = _median(packed["data_seconds"])  # contexts sampled inside the packed sweep steps
-    model_s = _median([a - b for a, b in zip(packed["seconds"], packed["data_seconds"])])
-    data = {"packed": data_s, "naive": data_s / len(seed_groups(cfgs)) * len(cfgs)}  # once per model
-    out.update(
-        flops_per_s=flops_per_s,
-        peak_matmul_flops_per_s=peak["flops_per_s"],
-        fraction_of_peak=flops_per_s / peak["flops_per_s"],
-        flops_per_step=fl["total"],
-        flops_forward_per_step=fl["forward"],
-        peak_memory_bytes=mem.get("packed", packed["peak_memory_bytes"]),
-        packed_seconds_per_sweep_step=packed_s,
-        packed_cpu_seconds_per_sweep_step=_median(packed["cpu_seconds"]),
-        packed_seconds_best=min(packed["seconds"]),
-        packed_step_seconds=packed["seconds"],
-        data_seconds_per_sweep_step={"packed": data["packed"], "naive": data["naive"]},
-        fraction_of_peak_excluding_data=fl["total"] / model_s / peak["flops_per_s"],
+    return dict(
         step_s=packed_s,
         roofline_s=roof["roofline_s"],
         roofline_ratio=packed_s / roof["roofline_s"],
@@ -357,35 +395,78 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
                                 "calls / their measured rates, bytes / triad bandwidth); bytes = inputs read "
                                 "once + outputs written once",
                   "fused_test_row": fused},
-        work={"preset": preset, "model": c0.model, "task": c0.task, "k": c0.k, "a": c0.a, "b": c0.b,
-              "d": c0.d, "N": c0.N, "P": c0.P, "batch": c0.batch, "depths": list(PRESET_DEPTHS[preset]),
-              "seeds": seeds, "models": len(cfgs), "layers": sum(c.L for c in cfgs),
-              "sweep_step": "every model advanced by one optimiser step on fresh contexts"},
-        timing={"steps": steps, "warmup": warmup, "naive_steps": naive_steps, "statistic": "median",
-                "packed": "half the steps before the naive loop, half after",
-                "loadavg_before": load_before, "loadavg_after": _loadavg()},
-        machine={"device": str(dev), "dtype": dtype, "threads": torch.get_num_threads(),
-                 "torch": torch.__version__, "processor": platform.processor() or platform.machine(),
-                 "cpu_count": os.cpu_count(), "peak_matmul_n": peak["n"], "malloc_tuned": malloc_tuned,
-                 "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(runtime default)"),
-                 "memory_method": ("peak RSS above the start, fresh process (CPU)" if dev.type == "cpu"
-                                   else "torch.cuda.max_memory_allocated above the start"),
-                 "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
-                 "fused_kernel": kernels.status() if dev.type == "cpu" else None},
     )
-    if naive:
-        out.update(
-            naive_seconds_per_sweep_step=naive_s,
-            naive_cpu_seconds_per_sweep_step=nv["sweep_step_cpu_seconds"],
-            speedup_cpu_seconds=nv["sweep_step_cpu_seconds"] / _median(packed["cpu_seconds"]),
-            naive_model_seconds={f"L={c.L},seed={c.seed}": s for c, s in zip(cfgs, nv["model_seconds"])},
-            naive_flops_per_step=nv["flops_per_step"],
-            naive_peak_memory_bytes=mem.get("naive", nv["peak_memory_bytes"]),
-            same_work_loss_max_rel_diff=float(((a - b).abs() / b.abs()).max()),
-        )
-    if torch.get_num_threads() == 1:  # one thread: process time is the time on a core of one's own
-        out["fraction_of_peak_cpu_seconds"] = fl["total"] / _median(packed["cpu_seconds"]) / peak["flops_per_s"]
-        out["roofline_ratio_cpu_seconds"] = _median(packed["cpu_seconds"]) / roof["roofline_s"]
+
+
+def _packed_entries(cfgs: list[RunConfig], fl: dict, packed: dict, peak: dict, mem: dict) -> dict:
+    """bench's entries of the packed engine (`run_packed`'s `packed`): FLOP rate against the matmul
+    `peak` (with and without the sampling's share), FLOPs per sweep step (`fl`, `sweep_flops`), peak
+    memory (`mem`'s fresh-process peak on the CPU), seconds per sweep step, and the seconds spent
+    sampling contexts (the naive loop samples once per model, the packed engine once per seed)."""
+    packed_s = _median(packed["seconds"])
+    flops_per_s = fl["total"] / packed_s
+    data_s = _median(packed["data_seconds"])  # contexts sampled inside the packed sweep steps
+    model_s = _median([a - b for a, b in zip(packed["seconds"], packed["data_seconds"])])
+    data = {"packed": data_s, "naive": data_s / len(seed_groups(cfgs)) * len(cfgs)}  # once per model
+    return dict(
+        flops_per_s=flops_per_s,
+        peak_matmul_flops_per_s=peak["flops_per_s"],
+        fraction_of_peak=flops_per_s / peak["flops_per_s"],
+        flops_per_step=fl["total"],
+        flops_forward_per_step=fl["forward"],
+        peak_memory_bytes=mem.get("packed", packed["peak_memory_bytes"]),
+        packed_seconds_per_sweep_step=packed_s,
+        packed_cpu_seconds_per_sweep_step=_median(packed["cpu_seconds"]),
+        packed_seconds_best=min(packed["seconds"]),
+        packed_step_seconds=packed["seconds"],
+        data_seconds_per_sweep_step={"packed": data["packed"], "naive": data["naive"]},
+        fraction_of_peak_excluding_data=fl["total"] / model_s / peak["flops_per_s"],
+    )
+
+
+def _work(preset: str, cfgs: list[RunConfig], seeds: int) -> dict:
+    """What bench timed: the preset's fig6 sweep (its model, task, spectrum, sizes, depths, seeds)."""
+    c0 = cfgs[0]
+    return {"preset": preset, "model": c0.model, "task": c0.task, "k": c0.k, "a": c0.a, "b": c0.b,
+            "d": c0.d, "N": c0.N, "P": c0.P, "batch": c0.batch, "depths": list(PRESET_DEPTHS[preset]),
+            "seeds": seeds, "models": len(cfgs), "layers": sum(c.L for c in cfgs),
+            "sweep_step": "every model advanced by one optimiser step on fresh contexts"}
+
+
+def _machine(dev: torch.device, dtype: str, peak: dict, malloc_tuned: bool) -> dict:
+    """Where bench ran: device, dtype, threads, versions, processor, the allocator and OpenMP
+    settings, how memory was measured, the GPU's name or the fused CPU kernels' status."""
+    return {"device": str(dev), "dtype": dtype, "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "peak_matmul_n": peak["n"], "malloc_tuned": malloc_tuned,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(runtime default)"),
+            "memory_method": ("peak RSS above the start, fresh process (CPU)" if dev.type == "cpu"
+                              else "torch.cuda.max_memory_allocated above the start"),
+            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+            "fused_kernel": kernels.status() if dev.type == "cpu" else None}
+
+
+def _naive_entries(cfgs: list[RunConfig], nv: dict, packed: dict, mem: dict) -> dict:
+    """bench's entries of the naive loop (`run_naive`'s `nv`): its times per sweep step and per
+    model, FLOPs, peak memory (`mem`'s fresh-process peak on the CPU), its speed against the
+    packed engine's process time, and the largest relative difference of its losses from the
+    packed engine's on the same steps (the same work)."""
+    n = min(nv["losses"].shape[0], packed["losses"].shape[0])
+    a, b = nv["losses"][:n].double(), packed["losses"][:n].double()
+    return dict(
+        naive_seconds_per_sweep_step=nv["sweep_step_seconds"],
+        naive_cpu_seconds_per_sweep_step=nv["sweep_step_cpu_seconds"],
+        speedup_cpu_seconds=nv["sweep_step_cpu_seconds"] / _median(packed["cpu_seconds"]),
+        naive_model_seconds={f"L={c.L},seed={c.seed}": s for c, s in zip(cfgs, nv["model_seconds"])},
+        naive_flops_per_step=nv["flops_per_step"],
+        naive_peak_memory_bytes=mem.get("naive", nv["peak_memory_bytes"]),
+        same_work_loss_max_rel_diff=float(((a - b).abs() / b.abs()).max()),
+    )
+
+
+def _busy_notes(dev: torch.device, load_before: list[float] | None) -> list[str]:
+    """Notes on timings taken on a busy CPU (1-minute load above 3/4 of the cores, before or now):
+    they are lower bounds, and spinning OpenMP threads stall small kernels."""
     notes = []
     loads = [x for x in (load_before or [])[:1] + (_loadavg() or [])[:1]]
     busy = dev.type == "cpu" and loads and max(loads) > 0.75 * (os.cpu_count() or 1)
@@ -395,16 +476,16 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
         if torch.get_num_threads() > 1 and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
             notes.append("with busy cores, spinning OpenMP threads stall small kernels: rerun with "
                          "OMP_WAIT_POLICY=PASSIVE set before Python starts, or with one thread")
-    out["notes"] = notes
-    if single:
-        out.update(single_steps_per_s=1.0 / sg["sweep_step_seconds"],
-                   single_seconds_per_sweep_step=sg["sweep_step_seconds"])
-    if linear:
-        out["linear"] = {}
-        for L in (PRESET_DEPTHS[preset][0], PRESET_DEPTHS[preset][-1]):
-            out["linear"][f"L={L}"] = bench_linear(preset, str(dev), dtype, steps=min(steps, 5), L=L)
-            say(f"  linear L={L}: batched {out['linear'][f'L={L}']['batched_seconds_per_step'] * 1e3:.1f} ms, "
-                f"one at a time {out['linear'][f'L={L}']['one_at_a_time_seconds_per_step'] * 1e3:.1f} ms")
+    return notes
+
+
+def _linear_depths(preset: str, dev: torch.device, dtype: str, steps: int, say: Callable[[str], None]) -> dict:
+    """`bench_linear` at the preset's shallowest and deepest depth: "L=<depth>" -> its result."""
+    out = {}
+    for L in (PRESET_DEPTHS[preset][0], PRESET_DEPTHS[preset][-1]):
+        out[f"L={L}"] = bench_linear(preset, str(dev), dtype, steps=steps, L=L)
+        say(f"  linear L={L}: batched {out[f'L={L}']['batched_seconds_per_step'] * 1e3:.1f} ms, "
+            f"one at a time {out[f'L={L}']['one_at_a_time_seconds_per_step'] * 1e3:.1f} ms")
     return out
 
 

@@ -186,7 +186,8 @@ ORPHAN_POLL = 0.5  # seconds between the watchdog's checks of the parent
 
 def _init_process_worker(threads: int, parent: int | None = None) -> None:
     """Pool initializer: give each worker process its share of the cores, so workers do not
-    oversubscribe, and tie its life to the sweep's process `parent` (`_die_with_parent`). It runs
+    oversubscribe, tie its life to the sweep's process `parent` (`_die_with_parent`), and leave
+    Ctrl-C to the sweep's process (SIGINT ignored here: run_process stops the workers). It runs
     before any task is unpickled, so the environment is set before torch (or numpy) is imported;
     `_apply_threads` calls torch.set_num_threads once torch is loaded."""
     from tqdm import tqdm
@@ -265,9 +266,10 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
     i.e. in the sweep's tail (reproduce computes the report's theory there). An extra job that
     fails is logged, never fatal; its result is not counted.
 
-    A worker that dies (SIGKILL, the OOM killer) breaks the pool: the unfinished runs of the packs
-    it stopped are failed with the reason (`_record_deaths`), not left pending. A full (read-only)
-    disk stops the sweep: the packs not started are cancelled and the StorageError raised."""
+    A worker process that dies (SIGKILL, the OOM killer) breaks the pool: every unfinished run of
+    the packs it stopped is recorded as failed, with the reason (`_record_deaths`: "worker process
+    died (signal 9)"), never left looking pending. A pack that meets a full (or read-only) disk
+    stops the sweep: the packs not started are cancelled and the StorageError is raised."""
     import concurrent.futures as cf
     import multiprocessing
 
@@ -328,14 +330,17 @@ def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> di
 
 
 def _exit_text(code: int | None) -> str:
-    return "exit status unknown" if code is None else f"signal {-code}" if code < 0 else f"exit code {code}"
+    if code is None:
+        return "exit status unknown"
+    return f"signal {-code}" if code < 0 else f"exit code {code}"
 
 
 def _record_deaths(store: Store, stopped: list, procs: dict, before: dict) -> None:
-    """Fail, with the reason, each unfinished run of the packs a broken pool stopped (`before`: the
-    FAILED stamps at the start: a failure the worker recorded stays). The run's lease names its
-    worker's pid, the worker's exit code how it ended ("worker process died (signal 9)"); a run
-    the pool stopped (SIGTERM) or never started is named with the death that stopped it."""
+    """Record as failed, with the reason, each unfinished run of the packs a broken pool stopped
+    (`before`: the runs' FAILED stamps at the start, so a failure the worker recorded stays). Which
+    worker ran a run its lease tells (the pid in it); its Process's exit code how it ended. A
+    worker that died on its own is named as it died; one the pool then stopped, and a run that
+    never started, are named with the death that stopped them."""
     codes = {pid: p.exitcode for pid, p in procs.items()}
     dead = [c for c in codes.values() if c not in (0, -signal.SIGTERM)]
     first = f"a worker process died ({_exit_text(dead[0] if dead else None)})"
@@ -356,9 +361,10 @@ def _record_deaths(store: Store, stopped: list, procs: dict, before: dict) -> No
 
 
 def _restart_dead_tracker() -> None:
-    """If multiprocessing's resource tracker died (killed), start a new one quietly, and warn in one
-    line: else the pool's semaphores are unregistered with a new tracker that never registered
-    them, a KeyError traceback each (nothing leaks: each is unlinked by its own finalizer)."""
+    """If multiprocessing's resource tracker died during the sweep (killed), start a new one now,
+    quietly, with one warning line. Left alone, the pool's semaphores would be unregistered with
+    a tracker started on demand that never registered them, and each would print a KeyError
+    traceback (nothing leaks: each semaphore is unlinked by its own finalizer)."""
     try:
         from multiprocessing import resource_tracker
 
@@ -458,9 +464,12 @@ SLURM_COMMANDS = ("sbatch", "srun")  # what submitting needs on PATH (submitit l
 
 
 def check_slurm_cluster(cluster: str | None = None) -> None:
-    """Refuse (SubmissionError) SLURM where there is none (no sbatch, srun on PATH): submitit would
-    run the jobs as local processes. Its stand-ins, cluster "local" and "debug", need nothing."""
-    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None] if cluster in (None, "slurm") else []
+    """Refuse (SubmissionError, one line) to submit to SLURM where there is none: without sbatch
+    and srun on PATH submitit would run the jobs as detached local processes instead. The
+    clusters "local" and "debug" (submitit's stand-ins, for trying a sweep) need nothing."""
+    if cluster not in (None, "slurm"):
+        return
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
     if missing:
         raise SubmissionError(f"--executor slurm: no SLURM cluster here ({' and '.join(missing)} not found on "
                               "PATH); submit from a login node of the cluster, or use --executor process")

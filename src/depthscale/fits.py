@@ -150,6 +150,22 @@ def degeneracy(n: int, floor: bool, alpha: float, alpha_se: float, L0: float, L0
     return "; ".join(why)
 
 
+def _standard_errors(J: np.ndarray, free: np.ndarray, rss: float, n: int) -> tuple[np.ndarray, int]:
+    """(SE of each parameter, residual dof) from the Gauss-Newton covariance rss/dof (J^T J)^-1 over
+    the parameters that are not on a bound (`free`; J: the weighted residuals' Jacobian, n x p).
+    A parameter on its bound, or every one when dof <= 0 or J^T J is singular, has SE NaN."""
+    p_free = int(free.sum())
+    dof = n - p_free
+    se = np.full(free.size, np.nan)
+    if dof > 0 and p_free > 0:
+        Jf = J[:, free]
+        JtJ = Jf.T @ Jf
+        if np.linalg.matrix_rank(JtJ) == p_free:
+            cov = (rss / dof) * np.linalg.inv(JtJ)
+            se[free] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return se, dof
+
+
 def fit_power_law(L, R, floor: bool = True, n_starts: int = 6, weights=None) -> FitResult:
     """Fit R = L0 + c L^-alpha (eq. 16) by bounded least squares on log R.
 
@@ -190,19 +206,7 @@ def fit_power_law(L, R, floor: bool = True, n_starts: int = 6, weights=None) -> 
     r = resid(theta)
     rss = float(r @ r)
     n = L.size
-
-    # Gauss-Newton covariance over the parameters that are not on a bound
-    J = jac(theta)
-    free = best.active_mask == 0
-    p_free = int(free.sum())
-    dof = n - p_free
-    se = np.full(p, np.nan)
-    if dof > 0 and p_free > 0:
-        Jf = J[:, free]
-        JtJ = Jf.T @ Jf
-        if np.linalg.matrix_rank(JtJ) == p_free:
-            cov = (rss / dof) * np.linalg.inv(JtJ)
-            se[free] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    se, dof = _standard_errors(jac(theta), best.active_mask == 0, rss, n)
 
     mean_logR = np.average(logR, weights=w)
     tss = float(np.sum(w * (logR - mean_logR) ** 2))

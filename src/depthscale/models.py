@@ -27,7 +27,7 @@ from depthscale.kinds.ops import _LinearTriangle, _RmsScale, _TestRowReadout
 from depthscale.kinds.single_stream import SingleStream
 from depthscale.kinds.transformer import TransformerPack
 
-# RunConfig.model -> the kind's class (in config.MODELS's order; tests/test_models.py checks both agree)
+# RunConfig.model -> the kind's class (in config.MODELS's order; tests/test_model_layer.py checks both agree)
 MODEL_KINDS: dict[str, type[ModelKind]] = {
     cls.kind: cls for cls in (Nonlinear, Linear, SingleStream, LayerValues, ContextUpdates, TransformerPack)}
 

@@ -63,21 +63,19 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from depthscale import lease
+from depthscale import collect, divergence, lease
 from depthscale.provenance import versions
-from depthscale.atomic import (RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
-                               remove_unless_file, save_torch_atomic, write_atomic, write_json_atomic, write_text_atomic)
+from depthscale.atomic import (FILE_MODE, RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
+                               remove_temp_files, remove_unless_file, save_torch_atomic, write_atomic,
+                               write_json_atomic, write_text_atomic)
 from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
-from depthscale.store_leases import StoreLeases
-from depthscale.store_training import CURVES_LIVE, RENAMED_CURVES, TrainingFiles, renamed_curves
-from depthscale.store_verify import (MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curves_problem,
-                                     file_signature, manifest_entry, manifest_problem, metrics_problem,
+from depthscale.store_verify import (LIVE_FILES, MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curve_row_problem,
+                                     curves_problem, file_signature, manifest_entry, manifest_problem, metrics_problem,
                                      params_problem, squatter, stat_key)
-from depthscale.store_views import NAME_RE, StoreViews
 from depthscale.userpaths import no_home, shown
 
 log = logging.getLogger(__name__)
@@ -87,6 +85,20 @@ REQUIRED_METRICS = ("stopped_because",)  # string keys every finished run's metr
 _RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")  # what config.run_id gives
 _JSON_FILES = ("config.json", "metrics.json", "curves.json")  # read whole (and hashed) on every check
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.pt")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a run id or a sweep name
+CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
+RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
+
+
+def _row_line(row: dict) -> str:
+    return dumps(row, indent=None).decode()
+
+
+def renamed_curves(curves):
+    """`curves` with the names of earlier versions renamed to today's (RENAMED_CURVES)."""
+    if isinstance(curves, dict) and any(k in curves for k in RENAMED_CURVES):
+        return {RENAMED_CURVES.get(k, k): v for k, v in curves.items()}
+    return curves
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -122,16 +134,16 @@ def _store_root(p: Path, readonly: bool) -> Path:
     return p
 
 
-class Store(TrainingFiles, StoreLeases, StoreViews):
+class Store:
     """A directory of runs, safe to share between processes and machines.
 
     `lease_timeout`: seconds a lease held on another host stays valid without a heartbeat.
     `readonly=True` opens an existing store for reading (collect, status) without creating or
     probing anything, e.g. a copy fetched from a cluster onto a read-only mount.
 
-    Here: opening, paths, config, finishing and reading a run's result. Mixed in: a training
-    run's checkpoint and live curves (store_training), leases (store_leases), run states, sweep
-    manifests and tables (store_views).
+    Its methods, in this order: opening and paths; a run's config; its result (finishing, failing,
+    checking and reading it, its parameters and model); its lease; the files it writes while it
+    trains (checkpoint, live curves); its state; the sweeps' manifests; the store as tables.
     """
 
     def __init__(self, root: str | os.PathLike, lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
@@ -327,7 +339,6 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
             return None, text[len(prefix):] if text.startswith(prefix) else text
         return (doc, metrics), None
 
-
     def finish(self, rid: str, metrics: dict, curves: dict, params: dict | None = None) -> bool:
         """Record a finished run: params.pt (the model's parameters, if given), metrics.json,
         curves.json, then DONE; then drop the checkpoint and the live curves and release this
@@ -469,6 +480,288 @@ class Store(TrainingFiles, StoreLeases, StoreViews):
         pack.load_model_state(0, params)
         return pack.eval()
 
+    # --- leases (the protocol is lease.py's) ---
+    def _lease_path(self, rid: str) -> Path:
+        return self.run_path(rid) / "lease"
+
+    def lease_info(self, rid: str) -> dict | None:
+        """The lease on a run if it is live, else None."""
+        return lease.holder(self._lease_path(rid), self.lease_timeout)
+
+    def claim(self, rid: str, owner: str = "") -> bool:
+        """Take the run for this process; False if it is done or someone else holds a live lease."""
+        self._check_writable()
+        d = self.run_dir(rid)
+        if self.is_done(rid):
+            return False
+        if rid in self._leases and self.heartbeat(rid):
+            return True  # already ours
+        token = lease.take(self._lease_path(rid), owner, self.lease_timeout)
+        if token is None:
+            return False
+        self._leases[rid] = token
+        if self.is_done(rid):  # finished by the previous holder just before it released
+            self.release(rid)
+            return False
+        # temp files a killed writer left (we hold the lease: no one else writes here), but not
+        # another contender's fresh lease temp file
+        remove_temp_files(d, spare_prefix=lease.TEMP_PREFIX, spare_seconds=60)
+        self._clear_broken(d)
+        for name in LIVE_FILES:  # a directory or a FIFO at a file's name would fail every attempt
+            what = remove_unless_file(d / name) if name != "lease" else None
+            if what is not None:
+                log.warning("run %s: %s was not a file (%s); removed before the run starts again", d, name, what)
+        return True
+
+    def _still_ours(self, rid: str) -> bool:
+        """False only if this object took a lease on `rid` and the lease file now has another token."""
+        token = self._leases.get(rid)
+        return token is None or lease.still_held(self._lease_path(rid), token)
+
+    def heartbeat(self, rid: str) -> bool:
+        """Refresh this process's lease on `rid`; False if it is not (or no longer) ours."""
+        token = self._leases.get(rid)
+        return token is not None and lease.refresh(self._lease_path(rid), token)
+
+    def release(self, rid: str) -> None:
+        """Drop this process's lease on `rid` (a lease someone else holds is left alone)."""
+        token = self._leases.pop(rid, None)
+        if token is not None:
+            lease.drop(self._lease_path(rid), token)
+
+    def held(self) -> list[str]:
+        """Run ids this object holds leases on."""
+        return sorted(self._leases)
+
+    # --- checkpoints ---
+    def save_checkpoint(self, rid: str, obj: Any) -> None:
+        """torch.save `obj` (a dict) as the run's checkpoint, atomically. Refused once the run is done."""
+        if self.is_done(rid):
+            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
+        path = self.run_dir(rid) / "checkpoint.pt"
+        remove_unless_file(path)
+        save_torch_atomic(path, obj)
+
+    def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
+        """The run's checkpoint, or None if there is none. It is read as data only
+        (atomic.load_torch_data: tensors, numbers, strings, lists and dicts): a pickle that would
+        import or call anything is refused unread, with one warning line naming the file, and the
+        run starts again from step 0 (nothing in the file runs). An unreadable checkpoint
+        (truncated, corrupt, of another layout) warns the same way and gives None."""
+        path = self.run_path(rid) / "checkpoint.pt"
+        if not os.path.lexists(path):
+            return None
+        try:  # read_regular: a FIFO or a directory at the name is unreadable, never a hang
+            ck = load_torch_data(path, map_location)
+            why = checkpoint_problem(ck)
+        except RefusedPickle as e:
+            warnings.warn(f"ignoring checkpoint {e}; the run starts again", stacklevel=2)
+            return None
+        except Exception as e:  # truncated, corrupt, or from an incompatible version
+            why = f"{type(e).__name__}: {_first_line(e)}"
+        if why is not None:
+            warnings.warn(f"ignoring unreadable checkpoint {path}: {why}", stacklevel=2)
+            return None
+        return ck
+
+    # --- live curves: appended while a run trains ---
+    def start_curves(self, rid: str, curves: dict) -> None:
+        """(Re)start the run's live curves with the rows of `curves` (a dict of equal-length
+        lists: empty for a fresh run, a checkpoint's for a resumed one), so that rows logged after
+        the checkpoint by a killed attempt are dropped, never doubled. Atomic."""
+        if self.is_done(rid):
+            raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
+        keys = list(curves)
+        rows = [dict(zip(keys, vals)) for vals in zip(*(curves[k] for k in keys))] if keys else []
+        path = self.run_dir(rid) / CURVES_LIVE
+        remove_unless_file(path)  # a directory (or a FIFO) squatting on the name
+        write_text_atomic(path, "".join(_row_line(r) for r in rows))
+
+    def append_curves(self, rid: str, rows: list[dict]) -> None:
+        """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
+        self._check_writable()
+        # O_NOFOLLOW: a link put at the name is never appended through (start_curves replaced it)
+        fd = os.open(self.run_dir(rid) / CURVES_LIVE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                     FILE_MODE)
+        with open(fd, "a", encoding="utf-8") as fh:
+            fh.write("".join(_row_line(r) for r in rows))
+            fh.flush()
+
+    def read_curves(self, rid: str) -> dict | None:
+        """The run's curves as far as they go, finished or not: a done (or diverged) run's
+        curves.json, else the rows its training has appended so far (a partly written last row is
+        left out); None when there are none or the run is broken. Keys as in curves.json.
+        A complete row of curves.jsonl that is malformed (a step that is no integer, a value that
+        is no number) raises StoreError naming it: the rows are not the run's."""
+        for _ in range(2):  # the run may finish (and drop its live file) while this reads
+            if (self.run_path(rid) / "DONE").exists():
+                return self.load_curves(rid) if self.is_done(rid) else None
+            try:
+                rows = _live_rows(self.run_path(rid) / CURVES_LIVE)
+            except FileNotFoundError:
+                continue
+            keys = list(dict.fromkeys(k for r in rows for k in r))
+            return renamed_curves({k: [r.get(k) for r in rows] for k in keys}) if rows else None
+        return None
+
+    def live_curves_problem(self, rid: str) -> str | None:
+        """What is wrong with an unfinished run's curves.jsonl (a malformed row), or None. Cached
+        while the file's inode, size and mtime stay the same (status asks twice for each run)."""
+        path = self.run_path(rid) / CURVES_LIVE
+        sig = file_signature(path)
+        if sig is None:  # no file (or none that can be looked up): no rows, nothing wrong
+            return None
+        cache = self._live_checked  # beside the cache of finished runs' verdicts (_checked)
+        if rid in cache and cache[rid][0] == sig:
+            return cache[rid][1]
+        try:
+            _live_rows(path)
+            why = None
+        except FileNotFoundError:
+            return None
+        except StoreError as e:
+            why = str(e)
+        cache[rid] = (sig, why)
+        return why
+
+    # --- a run's state ---
+    def done_info(self, rid: str) -> dict:
+        """What DONE records of a finished run (time: POSIX seconds, host, pid); {} if unreadable."""
+        try:
+            doc = self._read_json(rid, "DONE")
+        except StoreError:
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def divergence(self, rid: str) -> dict | None:
+        """For a done run whose training diverged: {"step", "reason"}; None otherwise."""
+        if not self.is_done(rid):
+            return None
+
+        def curves():
+            try:
+                return self._read_json(rid, "curves.json")
+            except StoreError:
+                return {}
+
+        return divergence.divergence(self._read_json(rid, "metrics.json"), curves)
+
+    def run_info(self, rid: str) -> dict:
+        """{"run_id", "state", "step", "reason"}: step and reason say where and why a run
+        diverged, why it is broken, or why it failed (None otherwise)."""
+        state = self.run_state(rid)
+        info = {"run_id": rid, "state": state, "step": None, "reason": None}
+        if state == "diverged":
+            info.update(self.divergence(rid) or {})
+        elif state == "broken":
+            info["reason"] = self.broken_reason(rid)
+        elif state == "failed":
+            why = self.failure(rid)
+            info["reason"] = why.splitlines()[0] if why else None
+        return info
+
+    def is_failed(self, rid: str) -> bool:
+        """True if the last attempt failed and no attempt has finished."""
+        d = self.run_path(rid)
+        return (d / "FAILED").exists() and not self.is_done(rid)
+
+    def failure(self, rid: str) -> str | None:
+        """The reason recorded by `fail`, or None."""
+        try:
+            return read_regular(self.run_path(rid) / "FAILED").decode(errors="replace").strip()
+        except OSError:
+            return None
+
+    def run_state(self, rid: str) -> str:
+        """One of RUN_STATES: 'done', 'diverged' (finished, training diverged), 'broken' (DONE but
+        no result that verifies, a run directory that is not a real directory of the store, or an
+        unfinished run with a directory or a FIFO at the name of a file it writes), 'running'
+        (live lease), 'failed', 'pending'."""
+        d = self.run_path(rid)
+        if self.run_dir_problem(rid) is not None:  # a link, a file or a FIFO at the run's name
+            return "broken"
+        if (d / "DONE").exists():
+            if self._check_finished(rid) is not None:
+                return "broken"
+            return "diverged" if self.divergence(rid) is not None else "done"
+        if self.lease_info(rid) is not None:
+            return "running"
+        if os.path.lexists(d / "DONE") or self.broken_reason(rid) is not None:
+            return "broken"
+        if (d / "FAILED").exists():
+            return "failed"
+        return "pending"
+
+    # --- sweeps ---
+    def _manifest_path(self, name: str) -> Path:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise StoreError(f"bad sweep name {name!r}: use letters, digits, '.', '_' and '-'")
+        return self.sweeps_root / f"{name}.json"
+
+    def add_to_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
+        """Add runs to the manifest `name` (created if missing), keeping the ones it lists."""
+        self._check_writable()
+        try:
+            have = self.load_manifest(name)
+        except StoreError:  # missing (or unreadable: started again)
+            have = []
+        return self.write_manifest(name, [*have, *run_ids])
+
+    def write_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
+        """Record which runs the sweep `name` wants (replacing an earlier manifest of that name)."""
+        self._check_writable()
+        path = self._manifest_path(name)
+        ids = sorted(set(run_ids))
+        for rid in ids:
+            self.run_path(rid)  # validates
+        try:
+            if json.loads(read_regular(path))["run_ids"] == ids:
+                return path
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        remove_unless_file(path)  # a directory or a FIFO at the manifest's name
+        write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
+        return path
+
+    def load_manifest(self, name: str) -> list[str]:
+        path = self._manifest_path(name)
+        try:
+            ids = list(json.loads(read_regular(path))["run_ids"])  # never blocks on a FIFO
+            if not all(isinstance(rid, str) for rid in ids):  # a hand edit: an object where an id belongs
+                raise TypeError("a run id that is not a string")
+            return ids
+        except FileNotFoundError:
+            raise StoreError(f"no sweep {name!r} in store {self.root}") from None
+        except (OSError, ValueError, KeyError, TypeError):
+            raise StoreError(f"corrupted sweep manifest {path}") from None
+
+    def manifests(self) -> list[str]:
+        return sorted(p.stem for p in self.sweeps_root.glob("*.json") if NAME_RE.match(p.stem))
+
+    # --- the store as tables (collect.py) ---
+    def status(self, sweep: str | None = None):
+        """Runs per state of each sweep (collect.status)."""
+        return collect.status(self, sweep)
+
+    def problems(self, sweep: str | None = None, states: Iterable[str] = ("diverged", "broken")) -> list[dict]:
+        """The diverged and broken runs of the sweeps, where and why (collect.problems)."""
+        return collect.problems(self, sweep, states)
+
+    def collect(self, sweep: str | None = None, arrays: str = "list"):
+        """One row per finished run (collect.collect)."""
+        return collect.collect(self, sweep, arrays)
+
+    def collect_to(self, path: str | os.PathLike, sweep: str | None = None, arrays: str = "auto"):
+        """collect() written to a .parquet or .csv file (collect.collect_to)."""
+        return collect.collect_to(self, path, sweep, arrays)
+
+    def collect_curves(self, sweep: str | None = None):
+        """Every run's curves as one long table: run_id, step, metric, value (collect.collect_curves)."""
+        return collect.collect_curves(self, sweep)
+
+    def collect_curves_to(self, path: str | os.PathLike, sweep: str | None = None):
+        """collect_curves() written to a .parquet or .csv file (collect.collect_curves_to)."""
+        return collect.collect_curves_to(self, path, sweep)
 
 
 def load_model(store: "Store | str | os.PathLike", run_id: str, device: str = "cpu"):
@@ -482,5 +775,74 @@ def load_model(store: "Store | str | os.PathLike", run_id: str, device: str = "c
         store = Store(store, readonly=True)
     return store.load_model(run_id, device)
 
+
+# --- a training run's files: its checkpoint and its live curves' rows ----------------------------
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+# a checkpoint (Trainer.checkpoint): its entries and what each must be
+_CHECKPOINT_FIELDS = {"step": int, "params": dict, "adam": dict, "state": dict, "config": dict, "pack": list}
+
+
+def checkpoint_problem(ck: Any) -> str | None:
+    """What keeps `ck` (a checkpoint as loaded) from being a checkpoint, or None. Any checkpoint
+    is a dict; one that names a config (the trainer resumes only those: training.run_pack) is
+    one the trainer wrote: step (an integer >= 0), params and Adam's moments m and v (names ->
+    tensors), Adam's step count t (a number), the run's bookkeeping (state: a dict with string
+    keys), its config and its pack (a list of configs)."""
+    import torch
+
+    if not isinstance(ck, dict):
+        return f"it holds {type(ck).__name__}, not a checkpoint"
+    if "config" not in ck:
+        return None
+    for key, kind in _CHECKPOINT_FIELDS.items():
+        if not isinstance(ck.get(key), kind) or isinstance(ck.get(key), bool):
+            return f"its {key!r} is missing or not {kind.__name__}"
+    if ck["step"] < 0:
+        return f"its step {ck['step']} is negative"
+    adam = ck["adam"]
+    for name, tensors in (("params", ck["params"]), ("adam m", adam.get("m")), ("adam v", adam.get("v"))):
+        if not isinstance(tensors, dict) or not all(isinstance(k, str) and isinstance(t, torch.Tensor)
+                                                    for k, t in tensors.items()):
+            return f"its {name} are not named tensors"
+    if isinstance(adam.get("t"), bool) or not isinstance(adam.get("t"), (int, float)):
+        return "its adam t is not a number"
+    if not all(isinstance(k, str) for k in ck["state"]):
+        return "its state has a key that is not a string"
+    return None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _live_rows(path) -> list[dict]:
+    """The complete rows of a curves.jsonl (a row cut short by a kill is left out; an unreadable
+    file has none); StoreError naming a complete row that is malformed. FileNotFoundError if
+    there is no file."""
+    try:
+        text = read_regular(path).decode(errors="replace")
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return []
+    rows = []
+    decode = _DECODER.raw_decode  # json.loads without its two wrapping calls (a pending run: ~10^3 rows)
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip(" \t\n\r")  # JSON's whitespace, which json.loads skips at both ends
+        try:
+            row, end = decode(line)
+        except ValueError:  # a row cut short by a kill
+            continue
+        if end != len(line):  # json.loads' "Extra data"
+            continue
+        why = curve_row_problem(row)
+        if why is not None:
+            raise StoreError(f"{CURVES_LIVE} row {n}: {why}")
+        rows.append(row)
+    return rows
 
 __all__ = ["Store", "StoreError", "store_root", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "RUN_STATES", "REQUIRED_METRICS"]

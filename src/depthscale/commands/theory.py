@@ -144,66 +144,73 @@ def add_parsers(sub) -> None:
     sp.set_defaults(fn=cmd_theory)
     what = sp.add_subparsers(dest="what", required=True, parser_class=Parser, metavar="{exponents,curve,floor,softmax-floor}")
 
+    _theory_parser(what, "exponents", "zeta and 2 zeta of a spectrum", "zeta and 2 zeta of the spectrum (a, b): "
+                   "the bounds of the linear model's depth exponent alpha on the easy task (SPEC §6.2).",
+                   "depthscale theory exponents --a 2 --b 1 --json", {})
+    _theory_parser(what, "curve", "constrained and free reference curves", "The linear model's reference curves "
+                   "of R_L over depth at dimension d (population Sigma; --finite-P: and the free curve of the "
+                   "empirical S at P).",
+                   "depthscale theory curve --a 2 --b 1 --d 32 --P 128 --finite-P --samples 10000 --json",
+                   {"d": 1, "P": 1, "depths": 1, "finite_P": 1,
+                    "samples": "--finite-P: contexts to fit the free curve (as many again to measure it)"})
+    _theory_parser(what, "floor", "the linear model's floor R_irr (difficult task)", "R_irr of the top-k task by "
+                   "Monte Carlo, and its finite-P counterpart (SPEC §6.3).",
+                   "depthscale theory floor --a 0 --b 0 --k 2 --d 128 --P 1024 --samples 20000 --seed 0 --json",
+                   {"d": 1, "P": 1, "k": 1, "samples": "Monte Carlo contexts"})
+    _theory_parser(what, "softmax-floor", "the softmax-ensemble floor", "The best single cosine-softmax head and "
+                   "the best infinitely deep ensemble of them (nonnegative mixture of temperatures, one gain; "
+                   "SPEC §3.4), with the loss of L layers drawn from that mixture and the best stack of L heads; "
+                   "on Monte Carlo contexts, or with --store and --run on that run's own evaluation contexts.",
+                   "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json",
+                   {"d": 1, "P": 1, "k": 1, "depths": 1, "temperatures": 1, "samples": "Monte Carlo contexts",
+                    "run": 1})
+
+
+def _theory_parser(what, name: str, hlp: str, desc: str, example: str, flags: dict) -> None:
+    """One subcommand of theory (`what`: theory's subparsers) with the flags it takes: --a and --b
+    always, and those `flags` names (d, P, k, depths, samples: its help, temperatures, finite_P, run).
+    A "run" subcommand may take its data from a stored run, so its data flags' defaults are
+    said in their help and filled in later."""
     from depthscale.config import geometry
 
-    def theory_sub(name, hlp, desc, example, flags):
-        tp = what.add_parser(name, help=hlp, **help_text(desc, example))
-        run = "run" in flags  # softmax-floor: the data may come from a stored run; defaults filled in later
-        geo = geometry("cpu", "nonlinear")
+    tp = what.add_parser(name, help=hlp, **help_text(desc, example))
+    run = "run" in flags  # softmax-floor: the data may come from a stored run; defaults filled in later
+    geo = geometry("cpu", "nonlinear")
 
-        def data_help(text, default=None):  # a flag a --run sets: its default said here, filled in later
-            return text + (f" (default: {default}; not with --run)" if default is not None else " (not with --run)") \
-                if run else text
+    def data_help(text, default=None):  # a flag a --run sets: its default said here, filled in later
+        return text + (f" (default: {default}; not with --run)" if default is not None else " (not with --run)") \
+            if run else text
 
-        needed = " (default: none; required without --run, which sets it)" if run else ""
-        tp.add_argument("--a", type=float, required=not run, help="input-spectrum exponent, lambda_k = k^-a" + needed)
-        tp.add_argument("--b", type=float, required=not run, help="teacher-spectrum exponent, omega_k = k^-b" + needed)
-        if "d" in flags:
-            tp.add_argument("--d", type=int, default=None if run else 32,
-                            help=data_help("input dimension", f"{geo['d']}, the cpu preset's nonlinear geometry"))
-        if "P" in flags:
-            tp.add_argument("--P", type=int, default=None if run else 128,
-                            help=data_help("context length", f"{geo['P']}, the cpu preset's nonlinear geometry"))
-        if "k" in flags:
-            tp.add_argument("--k", type=int, default=None if run else 2,
-                            help=data_help("tokens averaged by the top-k target", 2))
-        if "depths" in flags:
-            tp.add_argument("--depths", default="1,2,4,8,16,32,64", help="comma list of depths L")
-        if "samples" in flags:
-            tp.add_argument("--samples", type=int, default=None if run else 4096, help=data_help(flags["samples"], 4096))
-            tp.add_argument("--seed", type=int, default=None if run else 0,
-                            help=data_help("seed of the Monte Carlo samples", 0))
-        if run:
-            tp.add_argument("--store", default=None, help="with --run: the store holding the run (default: none)")
-            tp.add_argument("--run", default=None, help="a run id: compute the floor on that run's own evaluation "
-                                                        "contexts (its data fields, eval_contexts, eval_seed) "
-                                                        "(default: none: Monte Carlo contexts)")
-        if "temperatures" in flags:
-            tp.add_argument("--temperatures", default=None,
-                            help="comma list of head temperatures (default: -10 ... 500, 101 values)")
-        if "finite_P" in flags:
-            tp.add_argument("--finite-P", dest="finite_P", action="store_true",
-                            help="add the free curve of the empirical S at this P (easy task; "
-                                 "--samples contexts to fit, as many to measure)")
-        json_flag(tp)
-        if "samples" in flags:
-            allow_memory_flag(tp)
-
-    theory_sub("exponents", "zeta and 2 zeta of a spectrum", "zeta and 2 zeta of the spectrum (a, b): the "
-               "bounds of the linear model's depth exponent alpha on the easy task (SPEC §6.2).",
-               "depthscale theory exponents --a 2 --b 1 --json", {})
-    theory_sub("curve", "constrained and free reference curves", "The linear model's reference curves of R_L "
-               "over depth at dimension d (population Sigma; --finite-P: and the free curve of the empirical "
-               "S at P).", "depthscale theory curve --a 2 --b 1 --d 32 --P 128 --finite-P --samples 10000 --json",
-               {"d": 1, "P": 1, "depths": 1, "finite_P": 1,
-                "samples": "--finite-P: contexts to fit the free curve (as many again to measure it)"})
-    theory_sub("floor", "the linear model's floor R_irr (difficult task)", "R_irr of the top-k task by Monte "
-               "Carlo, and its finite-P counterpart (SPEC §6.3).",
-               "depthscale theory floor --a 0 --b 0 --k 2 --d 128 --P 1024 --samples 20000 --seed 0 --json",
-               {"d": 1, "P": 1, "k": 1, "samples": "Monte Carlo contexts"})
-    theory_sub("softmax-floor", "the softmax-ensemble floor", "The best single cosine-softmax head and the best "
-               "infinitely deep ensemble of them (nonnegative mixture of temperatures, one gain; SPEC §3.4), "
-               "with the loss of L layers drawn from that mixture and the best stack of L heads; on Monte Carlo "
-               "contexts, or with --store and --run on that run's own evaluation contexts.",
-               "depthscale theory softmax-floor --a 0 --b 0 --k 2 --d 16 --P 64 --samples 20000 --seed 0 --json",
-               {"d": 1, "P": 1, "k": 1, "depths": 1, "temperatures": 1, "samples": "Monte Carlo contexts", "run": 1})
+    needed = " (default: none; required without --run, which sets it)" if run else ""
+    tp.add_argument("--a", type=float, required=not run, help="input-spectrum exponent, lambda_k = k^-a" + needed)
+    tp.add_argument("--b", type=float, required=not run, help="teacher-spectrum exponent, omega_k = k^-b" + needed)
+    if "d" in flags:
+        tp.add_argument("--d", type=int, default=None if run else 32,
+                        help=data_help("input dimension", f"{geo['d']}, the cpu preset's nonlinear geometry"))
+    if "P" in flags:
+        tp.add_argument("--P", type=int, default=None if run else 128,
+                        help=data_help("context length", f"{geo['P']}, the cpu preset's nonlinear geometry"))
+    if "k" in flags:
+        tp.add_argument("--k", type=int, default=None if run else 2,
+                        help=data_help("tokens averaged by the top-k target", 2))
+    if "depths" in flags:
+        tp.add_argument("--depths", default="1,2,4,8,16,32,64", help="comma list of depths L")
+    if "samples" in flags:
+        tp.add_argument("--samples", type=int, default=None if run else 4096, help=data_help(flags["samples"], 4096))
+        tp.add_argument("--seed", type=int, default=None if run else 0,
+                        help=data_help("seed of the Monte Carlo samples", 0))
+    if run:
+        tp.add_argument("--store", default=None, help="with --run: the store holding the run (default: none)")
+        tp.add_argument("--run", default=None, help="a run id: compute the floor on that run's own evaluation "
+                                                    "contexts (its data fields, eval_contexts, eval_seed) "
+                                                    "(default: none: Monte Carlo contexts)")
+    if "temperatures" in flags:
+        tp.add_argument("--temperatures", default=None,
+                        help="comma list of head temperatures (default: -10 ... 500, 101 values)")
+    if "finite_P" in flags:
+        tp.add_argument("--finite-P", dest="finite_P", action="store_true",
+                        help="add the free curve of the empirical S at this P (easy task; "
+                             "--samples contexts to fit, as many to measure)")
+    json_flag(tp)
+    if "samples" in flags:
+        allow_memory_flag(tp)

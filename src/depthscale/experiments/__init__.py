@@ -12,5 +12,6 @@ environment variable DEPTHSCALE_EXPERIMENTS) that builds its record and register
 load; the experiment then appears in `depthscale sweep --experiment`, `reproduce`, the report and
 its claims. A module here may import the layers below it (records, paper, plotting, analysis,
 results, claims, formatting, fits, theory) and the other modules of this package; nothing below
-imports this package. docs/tutorial.md walks through one.
+imports this package. docs/experiments.md walks through one (where the file goes, what the record
+holds, the commands that run it).
 """

@@ -68,8 +68,16 @@ def figure(res: Results, th: Theory):
     Ks = (*CLUSTERED_KS, 0)
     colors = pl.colors(len(Ks))
     series = {K: clustered_series(res, K) for K in Ks}
-    Lmax = max(max(clustered_depths(res.preset)), 1)
-    # (a) loss
+    _loss_panel(ax[0], series, colors, max(max(clustered_depths(res.preset)), 1))
+    _specialisation_panel(ax[1], series, colors)
+    _class_loss_panel(fig, ax[2], series[max(CLUSTERED_KS)], max(CLUSTERED_KS))
+    return fig
+
+
+def _loss_panel(ax, series: dict, colors, Lmax: int) -> None:
+    """Panel (a): R_L vs L of each K in `series` (K -> Series; 0 is K = inf) with its fitted law
+    drawn to `Lmax` where the fit is sound; notes name the K with no runs or a degenerate fit."""
+    Ks = list(series)
     missing, degenerate = [], []
     for i, (K, col) in enumerate(zip(Ks, colors)):
         s = series[K]
@@ -82,24 +90,28 @@ def figure(res: Results, th: Theory):
         law = f is not None and f.ok
         if f is not None and not f.ok:
             degenerate.append(_clustered_label(K))
-        pl.errorbar(ax[0], s.depths[ok], y[ok], s.se["R"][ok], marker=pl.MARKERS[i % len(pl.MARKERS)], color=col,
+        pl.errorbar(ax, s.depths[ok], y[ok], s.se["R"][ok], marker=pl.MARKERS[i % len(pl.MARKERS)], color=col,
                     ls="none" if law else "-",
                     label=f"{_clustered_label(K)}: {pl.fit_text(f)}" if law else _clustered_label(K))
         if law:
             Lg = np.geomspace(1, Lmax, 100)
-            ax[0].plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
+            ax.plot(Lg, f.predict(Lg), color=col, lw=0.9, alpha=0.9)
     if len(missing) == len(Ks):
-        pl.missing(ax[0])
-    pl.loglog(ax[0])
+        pl.missing(ax)
+    pl.loglog(ax)
     if missing and len(missing) < len(Ks):
-        pl.note(ax[0], "missing: K = " + ", ".join(missing))
+        pl.note(ax, "missing: K = " + ", ".join(missing))
     if degenerate:
-        pl.note(ax[0], "no law drawn, degenerate fit: K = " + ", ".join(degenerate))
-    pl.finish_legend(ax[0], len(Ks), "classes $K$")
-    pl.panel_title(ax[0], "a", f"loss, $(a, b) = {label(*CLUSTERED_SPECTRUM)}$, $k=2$")
-    # (b) specialisation index
+        pl.note(ax, "no law drawn, degenerate fit: K = " + ", ".join(degenerate))
+    pl.finish_legend(ax, len(Ks), "classes $K$")
+    pl.panel_title(ax, "a", f"loss, $(a, b) = {label(*CLUSTERED_SPECTRUM)}$, $k=2$")
+
+
+def _specialisation_panel(ax, series: dict, colors) -> None:
+    """Panel (b): the specialisation index S_L vs L of each K >= 2 in `series`, and dashed the same
+    index with the class labels permuted (its noise level)."""
     drawn = 0
-    for i, (K, col) in enumerate(zip(Ks, colors)):
+    for i, (K, col) in enumerate(zip(series, colors)):
         if K < 2:
             continue
         s = series[K]
@@ -108,48 +120,50 @@ def figure(res: Results, th: Theory):
         if not s or not ok.any():
             continue
         drawn += 1
-        pl.errorbar(ax[1], s.depths[ok], y[ok], s.se["specialisation"][ok], marker=pl.MARKERS[i % len(pl.MARKERS)],
+        pl.errorbar(ax, s.depths[ok], y[ok], s.se["specialisation"][ok], marker=pl.MARKERS[i % len(pl.MARKERS)],
                     color=col, label=_clustered_label(K))
         null = s.get("specialisation_null")
         okn = np.isfinite(null)
-        ax[1].plot(s.depths[okn], null[okn], color=col, ls="--", lw=0.8, alpha=0.8)
-    pl.logx(ax[1])
-    ax[1].set_ylabel("specialisation index $S_L$")
-    ax[1].set_ylim(bottom=0)
+        ax.plot(s.depths[okn], null[okn], color=col, ls="--", lw=0.8, alpha=0.8)
+    pl.logx(ax)
+    ax.set_ylabel("specialisation index $S_L$")
+    ax.set_ylim(bottom=0)
     if not drawn:
-        pl.missing(ax[1])
-    pl.finish_legend(ax[1], 3, "classes $K$\n(dashed: labels permuted;\n$K=1$ and $L=1$: $S_L=0$)")
-    pl.panel_title(ax[1], "b", "specialisation index")
-    # (c) heat map of the deepest model at the largest K
-    Kc = max(CLUSTERED_KS)
-    s = series[Kc]
+        pl.missing(ax)
+    pl.finish_legend(ax, 3, "classes $K$\n(dashed: labels permuted;\n$K=1$ and $L=1$: $S_L=0$)")
+    pl.panel_title(ax, "b", "specialisation index")
+
+
+def _class_loss_panel(fig, ax, s: Series, Kc: int) -> None:
+    """Panel (c): a heat map of the deepest model of `s` (K = Kc classes): its selection loss per
+    layer and class, each class over its mean over layers and then each layer over its own mean
+    (the coefficients of variation S_L averages), layers grouped by their best class."""
     arr = None
     if s:
         got = s.arrays.get("selection_layer_class", [])
         if got and got[-1] is not None:
             arr = np.asarray(got[-1][0], float)
     if arr is None or arr.ndim != 2:
-        pl.missing(ax[2], "missing runs", blank=True)
-        pl.panel_title(ax[2], "c", f"per-layer, per-class selection loss, $K={Kc}$")
-    else:
-        rel = arr / arr.mean(0, keepdims=True)  # each class over its mean over layers (its difficulty out) ...
-        rel = rel / rel.mean(1, keepdims=True)  # ... then each layer over its own mean: the CVs S_L averages
-        best = rel.argmin(1)
-        order = np.lexsort((rel[np.arange(len(rel)), best], best))  # layers grouped by their best class
-        span = float(np.nanmax(np.abs(rel - 1))) or 1.0
-        im = ax[2].imshow(rel[order], aspect="auto", cmap="RdBu_r", vmin=1 - span, vmax=1 + span,
-                          interpolation="nearest", extent=(-0.5, rel.shape[1] - 0.5, rel.shape[0] + 0.5, 0.5))
-        ax[2].set_xticks(range(rel.shape[1]))
-        nL = rel.shape[0]
-        step = max(1, 2 ** math.ceil(math.log2(max(1, nL / 8))))  # at most ~8 labelled rows
-        ax[2].set_yticks([1] + list(range(step, nL + 1, step)) if step > 1 else list(range(1, nL + 1)))
-        ax[2].set_xlabel("context class $c$")
-        ax[2].set_ylabel("layers, sorted by their best class")
-        cb = fig.colorbar(im, ax=ax[2], shrink=0.9)
-        cb.set_label("$E_{\\ell c}/\\bar{E}_c$, each layer over its mean\n(1 = no specialisation)", fontsize=pl.LEGEND_PT)
-        L = int(s.depths[-1])
-        pl.panel_title(ax[2], "c", f"selection loss per layer and class, $L={L}$, $K={Kc}$")
-    return fig
+        pl.missing(ax, "missing runs", blank=True)
+        pl.panel_title(ax, "c", f"per-layer, per-class selection loss, $K={Kc}$")
+        return
+    rel = arr / arr.mean(0, keepdims=True)  # each class over its mean over layers (its difficulty out) ...
+    rel = rel / rel.mean(1, keepdims=True)  # ... then each layer over its own mean: the CVs S_L averages
+    best = rel.argmin(1)
+    order = np.lexsort((rel[np.arange(len(rel)), best], best))  # layers grouped by their best class
+    span = float(np.nanmax(np.abs(rel - 1))) or 1.0
+    im = ax.imshow(rel[order], aspect="auto", cmap="RdBu_r", vmin=1 - span, vmax=1 + span,
+                   interpolation="nearest", extent=(-0.5, rel.shape[1] - 0.5, rel.shape[0] + 0.5, 0.5))
+    ax.set_xticks(range(rel.shape[1]))
+    nL = rel.shape[0]
+    step = max(1, 2 ** math.ceil(math.log2(max(1, nL / 8))))  # at most ~8 labelled rows
+    ax.set_yticks([1] + list(range(step, nL + 1, step)) if step > 1 else list(range(1, nL + 1)))
+    ax.set_xlabel("context class $c$")
+    ax.set_ylabel("layers, sorted by their best class")
+    cb = fig.colorbar(im, ax=ax, shrink=0.9)
+    cb.set_label("$E_{\\ell c}/\\bar{E}_c$, each layer over its mean\n(1 = no specialisation)", fontsize=pl.LEGEND_PT)
+    L = int(s.depths[-1])
+    pl.panel_title(ax, "c", f"selection loss per layer and class, $L={L}$, $K={Kc}$")
 
 
 def table(res: Results, th: Theory):

@@ -169,44 +169,17 @@ class Nonlinear(AttentionStack):
         if K > 1 and (B % K or not fused or not self.groups_of(models, K, X_BxPxd, need_p)):
             raise ValueError(f"ensemble_forward: groups = {K} needs the fused path, {K} equal blocks of contexts "
                              f"and of consecutive models with equal depths and no loop; got B = {B}, models {models}")
-        N, G = self.N, len(models) // K
+        G = len(models) // K
         Bk = B // K
         dev = X_BxPxd.device
         depths = [self.rows[m] for m in models[:G]]  # computed rows (a looped model's B; tiled to L below)
         T = sum(depths)
-        contiguous = all(b == a + 1 for a, b in zip(models, models[1:]))
-        if contiguous:  # slices are views: no gather, and a cheaper backward
-            m0, m1 = models[0], models[-1] + 1
-            sel_M = lambda t: t[m0:m1]  # noqa: E731
-            sel_T = lambda t: t[self.offsets[m0]:self.offsets[m1]]  # noqa: E731
-        else:
-            idx_G = torch.tensor(models, device=dev)
-            idx_T = torch.cat([torch.arange(self.offsets[m], self.offsets[m + 1]) for m in models]).to(dev)
-            sel_M = lambda t: t.index_select(0, idx_G)  # noqa: E731
-            sel_T = lambda t: t.index_select(0, idx_T)  # noqa: E731
+        sel_M, sel_T = self._selectors(models, dev)
         local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
         # each layer's model among all K G selected (block k's layers belong to models k G ..)
         owner_T = local_T if K == 1 else (local_T + G * torch.arange(K, device=dev).unsqueeze(1)).view(-1)
-        Wx_GxNxd = sel_M(self.Wx)
-        # pre-norm scales r = 1/rms(W_x x) of every model, context and test tokens; the test token's
-        # scale joins the context scales, s_li = (r_test r_i) x_test^T E_l x_i: a B x G x P product
-        # instead of a pass over u (B x T x d) forward and two backward; and the layers' forms
-        # E_l = (W_q^l W_x)^T (W_k^l W_x)
-        if fused:  # scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections; E in one call
-            M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
-            rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd if K == 1 else M_Gxdxd.view(K, G, d, d),
-                                                      N, RMS_EPS)
-            E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, owner_T)
-        else:
-            WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
-            rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
-            rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
-            rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
-            # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
-            Wx_TxNxd = Wx_GxNxd.expand(T, N, d) if G == 1 else torch.cat(
-                [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
-            E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
-                                torch.bmm(sel_T(self.Wk), Wx_TxNxd))
+        rcq_BxGxP, E_Txdxd = self._scales_and_forms(X_BxPxd, xq_Bxd, sel_M(self.Wx), sel_T, owner_T, depths,
+                                                     fused, K)
         if K == 1:
             u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
         else:  # block k: its contexts' test tokens times its layers' forms
@@ -223,14 +196,58 @@ class Nonlinear(AttentionStack):
         g_T = self._layer_gains(sel_M, sel_T, owner_T, G * K)
         f_BxT = py_BxT * g_T if K == 1 else (py_BxT.view(K, Bk, T) * g_T.view(K, 1, T)).view(B, T)
         if self.loop and any(self.rows[m] != self.depths[m] for m in models):
-            # looped models: layer l is row l % B, so f and p of the L layers are the B rows tiled
-            fs, ps = [], []
-            for j, (m, (t0, t1)) in enumerate(zip(models, bounds)):
-                fs.append(self._tile(m, f_BxT[:, t0:t1]))
-                if p_BxTxP is not None:
-                    ps.append(self._tile(m, p_BxTxP[:, t0:t1]))
-            f_BxT, p_BxTxP = torch.cat(fs, 1), (torch.cat(ps, 1) if ps else None)
+            f_BxT, p_BxTxP = self._tile_looped(models, bounds, f_BxT, p_BxTxP)
         return f_BxT, p_BxTxP
+
+    def _selectors(self, models: list[int], dev: torch.device) -> tuple[Callable, Callable]:
+        """(sel_M, sel_T): functions taking the rows of `models`, in their order, from a per-model
+        parameter (M, ...) and from a per-layer one (all models' layer rows, ...). Consecutive models
+        are slices (views: no gather, and a cheaper backward), others an index_select."""
+        if all(b == a + 1 for a, b in zip(models, models[1:])):
+            m0, m1 = models[0], models[-1] + 1
+            return (lambda t: t[m0:m1]), (lambda t: t[self.offsets[m0]:self.offsets[m1]])
+        idx_G = torch.tensor(models, device=dev)
+        idx_T = torch.cat([torch.arange(self.offsets[m], self.offsets[m + 1]) for m in models]).to(dev)
+        return (lambda t: t.index_select(0, idx_G)), (lambda t: t.index_select(0, idx_T))
+
+    def _scales_and_forms(self, X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, Wx_GxNxd: torch.Tensor,
+                          sel_T: Callable, owner_T: torch.Tensor, depths: list[int], fused: bool,
+                          K: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rcq_BxGxP, E_Txdxd) of `ensemble_forward`: the pre-norm scales r = 1/rms(W_x x) of the G
+        models' W_x (Wx_GxNxd) on every context and test token, the test token's joined to the
+        context scales (s_li = (r_test r_i) x_test^T E_l x_i: a B x G x P product instead of a pass
+        over u (B x T x d) forward and two backward), and the layers' forms
+        E_l = (W_q^l W_x)^T (W_k^l W_x) of the T = sum(depths) selected layers (sel_T, owner_T:
+        each layer's model). `fused`: the CPU kernels, K blocks as in `ensemble_forward`."""
+        B, P, d = X_BxPxd.shape
+        G, N = len(depths), self.N
+        if fused:  # scales from M_g = W_x^gT W_x^g (d x d), no B x P x G x N projections; E in one call
+            M_Gxdxd = torch.bmm(Wx_GxNxd.transpose(1, 2), Wx_GxNxd)
+            rcq_BxGxP = kernels.FusedTestScales.apply(X_BxPxd, xq_Bxd, M_Gxdxd if K == 1 else M_Gxdxd.view(K, G, d, d),
+                                                      N, RMS_EPS)
+            E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, owner_T)
+            return rcq_BxGxP, E_Txdxd
+        WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
+        rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
+        rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
+        rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
+        # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
+        Wx_TxNxd = Wx_GxNxd.expand(sum(depths), N, d) if G == 1 else torch.cat(
+            [Wx_GxNxd[j].expand(L, N, d) for j, L in enumerate(depths)])
+        E_Txdxd = torch.bmm(torch.bmm(sel_T(self.Wq), Wx_TxNxd).transpose(1, 2),
+                            torch.bmm(sel_T(self.Wk), Wx_TxNxd))
+        return rcq_BxGxP, E_Txdxd
+
+    def _tile_looped(self, models: list[int], bounds: list[tuple[int, int]], f_BxT: torch.Tensor,
+                     p_BxTxP: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """f and p of looped models over all their L layers: layer l is computed row l % B, so each
+        model's B computed columns (`bounds`: its columns of f_BxT, p_BxTxP) are tiled to L."""
+        fs, ps = [], []
+        for m, (t0, t1) in zip(models, bounds):
+            fs.append(self._tile(m, f_BxT[:, t0:t1]))
+            if p_BxTxP is not None:
+                ps.append(self._tile(m, p_BxTxP[:, t0:t1]))
+        return torch.cat(fs, 1), (torch.cat(ps, 1) if ps else None)
 
 
 class LayerValues(Nonlinear):
