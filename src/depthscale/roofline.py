@@ -17,6 +17,30 @@ SAMPLER_TRANSFORM = "sampler transform: x = O Λ^½ z, β, labels y = X β, cosi
 SAMPLER_ONE_PASS = "sampler, one pass per context: Philox, Box-Muller, Haar O, x = O Λ^½ z, labels, top-k"
 
 
+def _sampling(add, B: int, d: int, P: int, task: str, one_pass: bool) -> None:
+    """step_ops' sampling rows for one batch of B contexts (`add` as step_ops' own)."""
+    X = B * P * d
+    # the fused counter-based sampler (csrc/sampler.cpp, issue 35), in float64: Philox
+    # words, Box-Muller Gaussians, the Householder Haar rotation, then the float32 contexts
+    n_in = P + (task == "difficult")  # the context's inputs, and x_test on the difficult task
+    n_gauss = B * (d * (d + 1) // 2 + n_in * d + d)  # Haar vectors, inputs, teacher
+    # (one row per kernel call, as the profiler sees them; each row sums its parts)
+    draws, transform = (SAMPLER_ONE_PASS, SAMPLER_ONE_PASS) if one_pass else (SAMPLER_DRAWS, SAMPLER_TRANSFORM)
+    mem = 0 if one_pass else 1  # one pass: the draws and the contexts' float64 forms stay in cache
+    add("sampling", draws, PHILOX_OPS_PER_WORD * n_gauss, 0)  # Philox words
+    add("sampling", draws, 0, mem * 2 * n_gauss, log=n_gauss / 2, sqrt=n_gauss / 2,  # Box-Muller
+        sin=n_gauss / 2, cos=n_gauss / 2)
+    add("sampling", draws, 2 * B * d * d * (d + 1),  # O = H_1 ... H_d
+        mem * 2 * (B * d * (d + 1) // 2 + B * d * d), sqrt=B * d)
+    add("sampling", transform, 2 * B * n_in * d * d + 2 * B * d * d,  # x = O Λ^½ z, β
+        mem * (2 * B * n_in * d + 2 * B * d * d) + B * n_in * d)
+    add("sampling", transform, 2 * B * P * d, mem * X + B * P)  # labels y = X β
+    if task == "difficult":
+        add("sampling", transform, 4 * B * P * d, mem * (X + B * P), sqrt=B * (P + 1))  # cosine top-k
+    if one_pass:  # what it writes besides X, x_test and y: t, β, y*, O (float32)
+        add("sampling", SAMPLER_ONE_PASS, 0, 2 * B * d + B + B * d * d)
+
+
 def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str = "difficult",
              n_params: int = 0, fused: bool = False, one_pass: bool = False) -> list[dict]:
     """The major ops of one packed training step of the nonlinear model, as the engine executes
@@ -46,25 +70,7 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
         S = B * T * P  # the score tensor: one entry per context, layer and context token
         H = B * P * G * N  # the projections W_x x of every model and context token
         X, u = B * P * d, B * T * d
-        # sampling: the fused counter-based sampler (csrc/sampler.cpp, issue 35), in float64: Philox
-        # words, Box-Muller Gaussians, the Householder Haar rotation, then the float32 contexts
-        n_in = P + (task == "difficult")  # the context's inputs, and x_test on the difficult task
-        n_gauss = B * (d * (d + 1) // 2 + n_in * d + d)  # Haar vectors, inputs, teacher
-        # (one row per kernel call, as the profiler sees them; each row sums its parts)
-        draws, transform = (SAMPLER_ONE_PASS, SAMPLER_ONE_PASS) if one_pass else (SAMPLER_DRAWS, SAMPLER_TRANSFORM)
-        mem = 0 if one_pass else 1  # one pass: the draws and the contexts' float64 forms stay in cache
-        add("sampling", draws, PHILOX_OPS_PER_WORD * n_gauss, 0)  # Philox words
-        add("sampling", draws, 0, mem * 2 * n_gauss, log=n_gauss / 2, sqrt=n_gauss / 2,  # Box-Muller
-            sin=n_gauss / 2, cos=n_gauss / 2)
-        add("sampling", draws, 2 * B * d * d * (d + 1),  # O = H_1 ... H_d
-            mem * 2 * (B * d * (d + 1) // 2 + B * d * d), sqrt=B * d)
-        add("sampling", transform, 2 * B * n_in * d * d + 2 * B * d * d,  # x = O Λ^½ z, β
-            mem * (2 * B * n_in * d + 2 * B * d * d) + B * n_in * d)
-        add("sampling", transform, 2 * B * P * d, mem * X + B * P)  # labels y = X β
-        if task == "difficult":
-            add("sampling", transform, 4 * B * P * d, mem * (X + B * P), sqrt=B * (P + 1))  # cosine top-k
-        if one_pass:  # what it writes besides X, x_test and y: t, β, y*, O (float32)
-            add("sampling", SAMPLER_ONE_PASS, 0, 2 * B * d + B + B * d * d)
+        _sampling(add, B, d, P, task, one_pass)
         # forward
         if fused:
             # out: rc and rcq = rc r_test (B x G x P, the test row's layout), r_test (B x G)
