@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from depthscale.config import (GEOMETRIES, PRESET_DEPTHS, PRESETS, RECIPE_VARIANTS, SPREAD_K16, RunConfig,
-                               geometry, geometry_kind, make_config)
+                               geometry, make_config)
 from depthscale.errors import InputError
+from depthscale.kind_registry import find_kind
 
 Spectrum = tuple[float, float]  # (a, b)
 
@@ -261,7 +262,7 @@ class Experiment:
     def geometry(self, preset: str) -> str:
         """The (d, P, N) of this experiment's runs and theory at `preset`, as one line."""
         models = [m for m in self.models if m != "transformer"]  # the Transformer's recipe sets its own width
-        kinds = {geometry_kind(m) for m in models} or {geometry_kind(t.model) for t in self.theory}
+        kinds = {find_kind(m).geometry for m in models} or {find_kind(t.model).geometry for t in self.theory}
         parts = [geometry_line(preset, sorted(kinds))] if kinds or "transformer" not in self.models else []
         if "transformer" in self.models:
             c = make_config(preset, model="transformer")
