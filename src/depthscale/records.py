@@ -191,13 +191,16 @@ class Claim(NamedTuple):
 
     check(res, th) -> (measured, pass, detail), raising claims.MissingRuns / claims.CannotJudge
     where it cannot judge; `uses`: the experiments whose runs it reads (the report checks a claim
-    when one of them is built; the paper's claims always)."""
+    when one of them is built; the paper's claims always); `part`: whose claim it is, one of PARTS
+    (no default; its experiment's part, `register` checks): "paper" for SPEC §9's claims about the
+    paper, "beyond" for ours beyond it (the ids say nothing: B1a is a habit, not a rule)."""
 
     id: str
     claim: str
     expected: str  # the criterion, as SPEC §9 states it
     check: Callable
     uses: tuple[str, ...]
+    part: str
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,10 @@ def register(e: Experiment) -> Experiment:
         raise InputError(f"register() takes an Experiment, got {type(e).__name__}")
     if e.part not in PARTS:
         raise InputError(f"experiment {e.id!r}: part must be one of {', '.join(PARTS)}, got {e.part!r}")
+    for c in e.claims:
+        if c.part != e.part:
+            raise InputError(f"experiment {e.id!r}: its claim {c.id!r} must state part={e.part!r} "
+                             f"(the experiment's), got {c.part!r}")
     old = _REGISTERED.get(e.id)
     if old is not None and old != e:
         raise InputError(f"experiment {e.id!r} is registered twice (two records with that id)")

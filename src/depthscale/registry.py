@@ -15,7 +15,7 @@ its records like a module of the package. A plug-in file that fails to import is
 naming it, one line; PLUGIN_SOURCES keeps the file of each experiment a plug-in registered.
 
 Order: the paper's figures by number, then their variants (fig6-spread, ...), then its tables;
-then the beyond experiments and the studies by id. Claims in SPEC §9 order (claims.claim_order).
+then the beyond experiments and the studies by id. Claims in SPEC §9 order (claims.claim_key).
 """
 
 from __future__ import annotations
@@ -89,8 +89,7 @@ IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "paper")  # `al
 BEYOND_IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "beyond")  # `beyond`
 GROUP_WORDS = {"all": IDS, "beyond": BEYOND_IDS}  # what --experiment accepts besides ids
 # every claim of every record, in SPEC §9 order
-CLAIMS: tuple[Claim, ...] = tuple(sorted((c for e in _ENTRIES for c in e.claims),
-                                          key=lambda c: _claims.claim_order(c.id)))
+CLAIMS: tuple[Claim, ...] = tuple(sorted((c for e in _ENTRIES for c in e.claims), key=_claims.claim_key))
 _twice = sorted({c.id for c in CLAIMS if [d.id for d in CLAIMS].count(c.id) > 1})
 if _twice:
     raise InputError(f"two claims share an id: {', '.join(_twice)}")
