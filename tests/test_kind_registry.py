@@ -46,11 +46,12 @@ def test_a_class_stating_everything_registers_and_config_reads_it(registry):
     assert make_config("smoke", model="toy_kind").d == make_config("smoke", model="nonlinear").d  # its geometry
 
 
-@pytest.mark.parametrize("fact", list(FACTS))
-def test_a_kind_that_does_not_state_a_fact_is_refused(registry, fact):
+@pytest.mark.parametrize("name", list(FACTS) + list(METHODS))
+def test_a_kind_that_lacks_a_fact_or_a_method_is_refused(registry, name):
     cls = toy()
-    delattr(cls, fact)
-    with pytest.raises(InputError, match=rf"model kind 'toy_kind' \(Toy\) does not state {fact} "):
+    delattr(cls, name)
+    what = f"does not state {name} " if name in FACTS else f"does not write the class method {name} "
+    with pytest.raises(InputError, match=rf"model kind 'toy_kind' \(Toy\) {what}"):
         register_kind(cls)
     assert find_kind("toy_kind") is None
 
@@ -60,14 +61,6 @@ def test_a_kind_that_does_not_state_a_fact_is_refused(registry, fact):
 def test_a_fact_outside_its_values_is_refused(registry, fact, value):
     with pytest.raises(InputError, match=f"model kind 'toy_kind': {fact} must be one of .*, got {value!r}"):
         register_kind(toy(**{fact: value}))
-
-
-@pytest.mark.parametrize("method", list(METHODS))
-def test_a_kind_without_a_method_is_refused(registry, method):
-    cls = toy()
-    delattr(cls, method)
-    with pytest.raises(InputError, match=f"does not write the class method {method} "):
-        register_kind(cls)
 
 
 def test_a_fact_of_a_shared_base_is_no_statement_but_a_registered_kinds_is(registry):
