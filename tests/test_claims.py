@@ -8,6 +8,7 @@ cannot come from anything else. A meta-test checks that every claim id has both.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from claims_world import DEPTHS, FakeCertificates, FakePaired, FakeTheory, World
 from depthscale import claims
 from depthscale.analysis import gap_fit, loss_fit
 from depthscale.claims import NEEDS_STORE
+from depthscale.errors import InputError
 from depthscale.registry import CLAIMS, check
 from depthscale.registry import (FIG3_SPECTRA, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES, FIG7_SPECTRUM, FIG14_K16,
                                  FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, paper_L0_top2)
@@ -371,8 +373,25 @@ def test_claim(monkeypatch, cid, variant):
     assert out["measured"] is not None
 
 
+def test_every_claim_states_its_part_which_is_its_experiments():
+    """Claim.part, not the id, says whose claim it is: every claim states one of records.PARTS, the
+    part of the experiment that owns it (register refuses another), and the paper's claims are
+    SPEC §9's eleven numbered ones."""
+    from depthscale.records import PARTS, Experiment, register
+    from depthscale.registry import REGISTRY
+
+    owner = {c.id: e.part for e in REGISTRY.values() for c in e.claims}
+    assert all(c.part in PARTS and c.part == owner[c.id] for c in CLAIMS)
+    paper = {c.id for c in CLAIMS if c.part == "paper"}
+    assert {re.match(r"\d+", i).group(0) for i in paper} == {str(n) for n in range(1, 12)}
+    wrong = CLAIMS[0]._replace(part="beyond" if CLAIMS[0].part == "paper" else "paper")
+    e = Experiment("wrongpart", "t", ("nonlinear",), "difficult", (2,), "(0,0)", "s", part="paper", claims=(wrong,))
+    with pytest.raises(InputError, match=f"claim {wrong.id!r} must state part='paper'"):
+        register(e)
+
+
 def test_every_paper_claim_has_a_pass_and_a_fail():
-    ids = [c[0] for c in CLAIMS if not c[0].startswith("B")]
+    ids = [c.id for c in CLAIMS if c.part == "paper"]
     for cid in ids:
         variants = [v for c, v in CASES if c == cid]
         assert any(v.startswith("pass") for v in variants) and any(v.startswith("fail") for v in variants), cid

@@ -29,7 +29,8 @@ def test_as_verdict_and_combine():
 
 @pytest.mark.parametrize("ok,want", [(True, PASS), (False, FAIL), (None, INCONCLUSIVE), ("bogus", FAIL)])
 def test_check_writes_verdict_and_pass(ok, want):
-    c = Claim("X1", "made up", "criterion", lambda res, th: ({"x": 1}, ok, "criterion: made up | item"), ("fig6",))
+    c = Claim("X1", "made up", "criterion", lambda res, th: ({"x": 1}, ok, "criterion: made up | item"), ("fig6",),
+              "paper")
     out = claims.check(c, World().results(), FakeTheory())
     assert out["verdict"] == want and out["pass"] is (want == PASS)
     if ok == "bogus":
@@ -170,13 +171,15 @@ def test_certificates_not_computed_names_the_error(monkeypatch):
 
 
 def test_check_output_and_check_all_order():
-    c = Claim("X2", "made up", "criterion", lambda res, th: ({"x": 1}, True, "criterion: made up | item"), ("fig6",))
-    d = Claim("X1", "other", "criterion", lambda res, th: (None, False, "criterion: other | item"), ("fig3",))
+    c = Claim("X2", "made up", "criterion", lambda res, th: ({"x": 1}, True, "criterion: made up | item"), ("fig6",),
+              "paper")
+    d = Claim("X1", "other", "criterion", lambda res, th: (None, False, "criterion: other | item"), ("fig3",), "paper")
+    e = Claim("1", "ours", "criterion", lambda res, th: (None, False, "criterion: ours | item"), ("fig3",), "beyond")
     out = claims.check(c, World().results(), FakeTheory())
     assert out == {"id": "X2", "claim": "made up", "preset": "cpu", "expected": "criterion", "uses": ["fig6"],
                    "measured": {"x": 1}, "detail": "criterion: made up | item", "verdict": PASS, "pass": True}
-    got = claims.check_all(World().results(), FakeTheory(), [c, d])
-    assert [g["id"] for g in got] == ["X1", "X2"]
+    got = claims.check_all(World().results(), FakeTheory(), [e, c, d])
+    assert [g["id"] for g in got] == ["X1", "X2", "1"]  # the paper's claims first, whatever the ids (Claim.part)
     assert [g["id"] for g in claims.check_all(World().results(), FakeTheory(), [c, d], uses=["fig6"])] == ["X2"]
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from depthscale import __version__, cli
 from depthscale.arguments import config_sources, field_docs
-from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, MODELS, PRESETS, TASKS, depth_steps, geometry,
-                               make_config, preset_fields, recipe_fields)
+from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, PRESETS, TASKS, depth_steps, geometry, make_config,
+                               preset_fields, recipe_fields)
+from depthscale.kind_registry import kind_names
 from depthscale.store import Store
 
 
@@ -109,7 +110,7 @@ def test_print_config_says_whether_the_store_holds_the_run(tmp_path, capsys):
     assert json.loads(out)["state"] == "done"
 
 
-CASES = [(p, m, t, L) for p in PRESETS for m in MODELS for t in TASKS for L in (1, 64)]
+CASES = [(p, m, t, L) for p in PRESETS for m in kind_names() for t in TASKS for L in (1, 64)]
 
 
 @pytest.mark.parametrize("preset, model, task, L", CASES)

@@ -51,7 +51,7 @@ register(Experiment(
     "toy", "Toy: a newcomer's experiment", ("nonlinear",), "difficult", (2,), "(0,0)", "loss vs L at L = 1, 2",
     (RunGroup("nonlinear", "difficult", 2, (SPECTRUM,), (1, 2)),), part="beyond", figure=figure, table=table,
     claims=(Claim("T1", "Toy: a second layer does not make the loss worse", "R_2 <= 1.5 R_1", deeper_is_no_worse,
-                  ("toy",)),)))
+                  ("toy",), part="beyond"),)))
 '''
 
 

@@ -1,7 +1,9 @@
 """The model layer as one registry of model kinds behind one protocol (kinds.base.ModelKind), and the
-restructuring that made it so changing no number: smoke runs of every kind against the numbers the
-code before it recorded (tests/data/model_layer_numbers.json), and the pack key, memory estimate and
-parameter counts against the rules of earlier versions, written out here."""
+restructurings that made it so changing no number: smoke runs of every kind against the numbers the
+code before them recorded (tests/data/model_layer_numbers.json), and the built-in kinds' facts, pack
+keys, memory estimates and parameter counts against those recorded before the kind registry
+(tests/data/kind_numbers.json). The generic tests run on every registered kind, a plug-in's too
+(tests/test_kind_plugin.py runs them with one)."""
 
 import ast
 import json
@@ -15,15 +17,18 @@ import torch
 
 from depthscale import memory
 from depthscale.experiments import looped_runs as looped
-from depthscale.config import FIELD_NAMES, MODELS, config_dict, make_config
+from depthscale.config import FIELD_NAMES, GEOMETRIES, PRESETS, ConfigError, geometry, make_config
 from depthscale.errors import InputError
+from depthscale.kind_registry import FACTS, kind_names
 from depthscale.kinds.base import ModelKind, ModelOutput
 from depthscale.measurements import eval_contexts
-from depthscale.models import MODEL_KINDS, build_pack, model_class, pack_key
+from depthscale.models import build_pack, model_class, pack_key
 from depthscale.training import train_pack
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
 NUMBERS = Path(__file__).with_name("data") / "model_layer_numbers.json"
+KIND_NUMBERS = json.loads((Path(__file__).with_name("data") / "kind_numbers.json").read_text())
+BUILT_IN = tuple(KIND_NUMBERS["facts"])  # the kinds the golden numbers were recorded for
 
 
 def smoke_pack(kind: str) -> list:
@@ -32,23 +37,37 @@ def smoke_pack(kind: str) -> list:
     return [make_config("smoke", model=kind, L=L, seed=s) for L in depths for s in seeds]
 
 
-def test_the_registry_has_every_configurable_model():
-    assert tuple(MODEL_KINDS) == MODELS
-    assert all(issubclass(cls, ModelKind) and cls.kind == name for name, cls in MODEL_KINDS.items())
+def test_the_registry_has_the_built_in_kinds():
+    assert set(BUILT_IN) <= set(kind_names())
+    assert all(issubclass(model_class(k), ModelKind) and model_class(k).kind == k for k in kind_names())
     with pytest.raises(InputError, match="model must be one of"):
         model_class("mlp")
 
 
-def test_the_configurations_lists_of_kinds_agree_with_the_classes():
-    """config.py validates RunConfig without the model layer (no torch), from its own lists; until
-    it asks the classes, they must say the same."""
-    from depthscale.config import ENSEMBLE_MODELS, LOOP_MODELS
+@pytest.mark.parametrize("kind", BUILT_IN)
+def test_the_built_in_kinds_facts_are_those_of_earlier_versions(kind):
+    """The facts each kind's class states are those config's name lists (MODELS, LOOP_MODELS,
+    ENSEMBLE_MODELS, geometry_kind) and the classes said before the registry."""
+    assert {f: getattr(model_class(kind), f) for f in FACTS} == KIND_NUMBERS["facts"][kind]
+    assert sorted(model_class(kind).pack_free_fields()) == KIND_NUMBERS["pack_free_fields"][kind]
 
-    assert {k for k in MODELS if model_class(k).loopable} == set(LOOP_MODELS)
-    assert {k for k in MODELS if model_class(k).packs_across_depth} == set(ENSEMBLE_MODELS)
+
+@pytest.mark.parametrize("kind", kind_names())
+def test_config_asks_the_kinds_facts(kind):
+    """Validation and the geometry come from the class: loop >= 1 is accepted where the kind is
+    loopable and refused where not; the presets' (d, P, N) are those of its geometry."""
+    cls = model_class(kind)
+    for preset in PRESETS:
+        want = GEOMETRIES[(preset, cls.geometry)]
+        assert geometry(preset, kind) == want
+    if cls.loopable:
+        assert make_config("smoke", model=kind, L=2, loop=1).loop == 1
+    else:
+        with pytest.raises(ConfigError, match=f"loop must be 0 for model = {kind} "):
+            make_config("smoke", model=kind, L=2, loop=1)
 
 
-@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("kind", kind_names())
 def test_every_kind_meets_the_protocol(kind):
     cls = model_class(kind)
     for fact in ("packs_across_depth", "packs_across_seeds", "packs_across_spectra", "loopable", "label_linear",
@@ -74,61 +93,31 @@ def test_every_kind_meets_the_protocol(kind):
     build_pack(cfgs[-1:]).load_model_state(0, state)
     assert pack.n_params(0) == sum(t.numel() for t in pack.state_of(0).values())
     per_layer, per_model = cls.activation_floats(cfgs[0])
-    assert per_layer > 0 and per_model > 0 and cls.layer_matrices(cfgs[0]) >= 2 and cls.cost_scale(cfgs[0]) > 0
-
-
-def _pack_key_of_earlier_versions(cfg) -> tuple:
-    drop = ("preset",) + (("seed",) if cfg.model != "transformer" else ()) \
-        + (("L",) if cfg.model in ("nonlinear", "layer_values") else ()) + (("a", "b") if cfg.model == "linear" else ())
-    return tuple(sorted(config_dict(cfg, drop).items()))
-
-
-def _pack_bytes_of_earlier_versions(cfgs) -> int:
-    c0 = cfgs[0]
-    P, d, N, B = c0.P, c0.d, c0.N, c0.batch
-    if c0.model in ("nonlinear", "layer_values"):
-        per_layer, per_model = 4 * P + 3 * d, 2 * P
-    elif c0.model == "linear":
-        per_layer, per_model = 4 * N * d, d * d + N * d
-    elif c0.model == "single_stream":
-        per_layer, per_model = 3 * P + 5 * N, 3 * P * N
-    elif c0.model == "context_updates":
-        per_layer, per_model = 2 * P * P + 3 * P * N, 3 * P * N
-    else:
-        per_layer, per_model = (P + 1) * (2 * c0.heads * (P + 1) + (10 + 3 * c0.mlp) * N), 3 * P * N
-    qk = (4 + 2 * c0.mlp) if c0.model == "transformer" else 3 if c0.model == "layer_values" else 2
-    T, M = sum(c.L for c in cfgs), len(cfgs)
-    stored = P * d + d * d + P + 5 * d + 2 * c0.k
-    sampled = 5 * (P + 1) * d + 2 * d * d + 3 * P + 5 * d + 2 * c0.k
-    params = T * qk * N * N + M * (N * d + N * N + 3 * N)
-    train = len({(c.seed, c.a, c.b) for c in cfgs}) * B * sampled + B * (T * per_layer + M * per_model)
-    held = ((c0.eval_contexts + len({(c.a, c.b) for c in cfgs}) * c0.monitor_contexts) * stored * 3 // 2
-            + min(c0.eval_contexts, 1024) * sampled)
-    evaluate = min(c0.eval_contexts, 1024) * (max(c.L for c in cfgs) * per_layer + per_model)
-    monitor = min(c0.monitor_contexts, 1024) * (T * per_layer + M * per_model) // 2
-    return 4 * (4 * params + train + held + max(evaluate, monitor))
+    assert per_layer > 0 and per_model > 0 and cls.layer_matrices(cfgs[0]) >= 0 and cls.cost_scale(cfgs[0]) > 0
+    assert memory.pack_bytes(cfgs) > 0
 
 
 @pytest.mark.parametrize("preset", ["smoke", "cpu", "paper"])
-@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("kind", BUILT_IN)
 def test_pack_key_and_memory_estimate_are_those_of_earlier_versions(kind, preset):
+    """The packs the pack key forms of 8 configs and each pack's memory estimate, against the
+    numbers recorded before the registry (tests/data/kind_numbers.json says how)."""
+    cls = model_class(kind)
     cfgs = [make_config(preset, model=kind, L=L, seed=s, a=a) for L in (1, 4) for s in (0, 1) for a in (0.0, 0.5)]
-    assert [pack_key(c) for c in cfgs] == [_pack_key_of_earlier_versions(c) for c in cfgs]
-    for c in cfgs:
-        same = [o for o in cfgs if pack_key(o) == pack_key(c)]
-        assert memory.pack_bytes(same) == _pack_bytes_of_earlier_versions(same)
+    keys = list(dict.fromkeys(pack_key(c) for c in cfgs))
+    packs = [[i for i, c in enumerate(cfgs) if pack_key(c) == key] for key in keys]
+    want = KIND_NUMBERS["memory"][f"{preset}/{kind}"]
+    assert packs == want["packs"]
+    assert [memory.pack_bytes([cfgs[i] for i in p]) for p in packs] == want["bytes"]
+    assert list(cls.activation_floats(cfgs[0])) == KIND_NUMBERS["activation_floats"][f"{preset}/{kind}"]
+    assert cls.layer_matrices(cfgs[0]) == KIND_NUMBERS["layer_matrices"][f"{preset}/{kind}"]
 
 
-@pytest.mark.parametrize("kind", [k for k in MODELS if model_class(k).loopable or k == "linear"])
+@pytest.mark.parametrize("kind", sorted(KIND_NUMBERS["n_params"]))
 def test_parameter_counts_are_those_of_earlier_versions(kind):
-    for d, N, L, B in ((16, 16, 16, 0), (16, 16, 8, 2), (8, 12, 4, 1)):
-        if B and not model_class(kind).loopable:
-            continue
-        rows = B or L
-        per_layer = 2 * N * N + (N * N if kind == "layer_values" else 0)
-        shared_v = 0 if kind == "layer_values" else N * N
-        old = N * d + 2 * N + shared_v + rows * per_layer + (1 if kind == "context_updates" else 0)
-        assert looped.n_params(kind, d, N, L, B) == old
+    for shape, count in KIND_NUMBERS["n_params"][kind].items():
+        d, N, L, B = (int(part.split("=")[1]) for part in shape.split())
+        assert looped.n_params(kind, d, N, L, B) == count, shape
 
 
 def _close(new, old, path=""):
@@ -170,7 +159,7 @@ def _kind_tests(path: Path) -> list[str]:
     def names_a_kind(node) -> bool:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return any(names_a_kind(e) for e in node.elts)
-        return isinstance(node, ast.Constant) and node.value in MODELS
+        return isinstance(node, ast.Constant) and node.value in kind_names()
 
     out = []
     for node in ast.walk(ast.parse(path.read_text())):

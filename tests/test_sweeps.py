@@ -331,12 +331,13 @@ def test_worker_process_sets_torch_threads(tmp_path, monkeypatch):
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(var, raising=False)  # all restored after the test
     monkeypatch.setattr(executors, "_THREADS", None)
+    cfgs = fake_worker.configs(1)  # (validating a config loads the model kinds, and they the real torch)
     torch = _FakeTorch(8)
     monkeypatch.setitem(sys.modules, "torch", torch)
     executors._init_process_worker(1)
     assert torch.n == 1 and os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
     torch.n = 8  # as if torch were imported after the initializer, with its own default
-    assert execute_pack(fake_worker.configs(1), Store(tmp_path / "s"), fake_worker.run_pack)["ran"] == 1
+    assert execute_pack(cfgs, Store(tmp_path / "s"), fake_worker.run_pack)["ran"] == 1
     assert torch.n == 1
 
 

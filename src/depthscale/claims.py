@@ -57,7 +57,7 @@ import numpy as np
 from depthscale.atomic import plain
 from depthscale.formatting import label, number
 from depthscale.power import MAX_SEEDS, TARGET
-from depthscale.records import PRESET_KS, Claim
+from depthscale.records import PARTS, PRESET_KS, Claim
 from depthscale.results import Results, Series, Theory
 
 
@@ -360,21 +360,28 @@ def check(claim: Claim, res: Results, th: Theory) -> dict:
 
 
 def claim_order(claim_id: str) -> tuple:
-    """SPEC §9's order: the paper's claims 1 .. 11 (4a before 4b), then ours beyond (B1a, B1b, ...)."""
+    """The order of ids within a part: by number (4a before 4b, 10 after 9), a letter prefix first
+    (B1a, B1b, ..., B2a)."""
     m = re.fullmatch(r"([A-Z]*)(\d+)(.*)", claim_id)
     return (m.group(1), int(m.group(2)), m.group(3)) if m else ("~", 0, claim_id)
+
+
+def claim_key(claim: Claim) -> tuple:
+    """SPEC §9's order: the paper's claims (1 .. 11), then ours beyond it, then the studies' (each part
+    by claim_order)."""
+    return (PARTS.index(claim.part), *claim_order(claim.id))
 
 
 def check_all(res: Results, th: Theory, claims: Iterable[Claim], uses: Iterable[str] | None = None) -> list[dict]:
     """Every claim of `claims` (those that use one of the experiments `uses`, when given), in
     SPEC §9 order."""
     wanted = None if uses is None else set(uses)
-    todo = sorted((c for c in claims if wanted is None or wanted & set(c.uses)), key=lambda c: claim_order(c.id))
+    todo = sorted((c for c in claims if wanted is None or wanted & set(c.uses)), key=claim_key)
     return [check(c, res, th) for c in todo]
 
 
 __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", "claim_verdict", "count", "count_text", "mark",
-           "check", "check_all", "claim_order", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
+           "check", "check_all", "claim_order", "claim_key", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
            "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged", "certified", "series_se",
            "power_text", "shape_verdict", "outcome", "cert_text"]

@@ -12,10 +12,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, fields
+from typing import Sequence
 
 from depthscale.errors import InputError
+from depthscale.kind_registry import KindNames, find_kind, kind_names
 
-MODELS = ("nonlinear", "linear", "single_stream", "layer_values", "context_updates", "transformer")
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
 QK_LRS = ("absolute", "relative")
@@ -30,15 +31,11 @@ CONTEXT_STREAM = "philox-4x32-10"
 LEGACY_STREAM = "legacy"
 STREAMS = (CONTEXT_STREAM, LEGACY_STREAM)
 # the fields that take one of a fixed set of words (the CLI shows them as choices)
-FIELD_CHOICES: dict[str, tuple[str, ...]] = {"model": MODELS, "task": TASKS, "schedule": SCHEDULES,
+FIELD_CHOICES: dict[str, Sequence[str]] = {"model": KindNames(), "task": TASKS, "schedule": SCHEDULES,
                                              "qk_init": QK_INITS, "wx_init": WX_INITS, "gain_init": GAIN_INITS,
                                              "qk_lr": QK_LRS, "stream": STREAMS}
 # field names of earlier versions -> today's (stored configs are read with them renamed)
 RENAMED_FIELDS: dict[str, str] = {"init_qk": "qk_std"}
-# models whose layers form a parallel ensemble, f_l = g_l p_l . y (SPEC §3.1): packable across depths
-ENSEMBLE_MODELS = ("nonlinear", "layer_values")
-# models whose layers can be tied across depth (RunConfig.loop >= 1; models.AttentionPack)
-LOOP_MODELS = ("nonlinear", "layer_values", "single_stream", "context_updates")
 
 
 class ConfigError(InputError):
@@ -200,19 +197,21 @@ def validate(cfg: RunConfig) -> None:
         _require(getattr(cfg, name) <= MAX_STEPS, name, getattr(cfg, name), f"<= {MAX_STEPS:,} (steps)")
     for name in SIZE_FIELDS:
         _require(getattr(cfg, name) <= MAX_SIZE, name, getattr(cfg, name), f"<= {MAX_SIZE:,}")
-    if cfg.model == "transformer":  # depthscale.transformer: H heads of width N / H
-        _require(cfg.N % cfg.heads == 0, "heads", cfg.heads, f"a divisor of N = {cfg.N} (model = transformer: N / heads per head)")
+    kind = find_kind(cfg.model)  # the kind's class (kind_registry); None for an unknown model, refused below
+    if kind is not None:
+        kind.validate(cfg)  # the kind's own fields (the Transformer: H heads of width N / H)
     if cfg.loop:
         _require(cfg.L % cfg.loop == 0, "loop", cfg.loop, f"a divisor of L = {cfg.L} (B distinct layers looped L/B times)")
-        _require(cfg.model in LOOP_MODELS, "loop", cfg.loop,
-                 f"0 for model = {cfg.model} (tied layers are implemented for {', '.join(LOOP_MODELS)})")
+        loopable = [n for n in kind_names() if find_kind(n).loopable]
+        _require(kind is not None and kind.loopable, "loop", cfg.loop,
+                 f"0 for model = {cfg.model} (tied layers are implemented for {', '.join(loopable)})")
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
     depth_lr = scaled_lr(cfg.lr, cfg.loop or cfg.L, cfg.lr_depth_exp)  # schedule.base_lr: lr * L^lr_depth_exp
     _require(math.isfinite(depth_lr) and depth_lr > 0, "lr_depth_exp", cfg.lr_depth_exp,
              f"such that lr * L^lr_depth_exp is finite and > 0 (lr = {cfg.lr!r}, L = {cfg.loop or cfg.L}: {depth_lr!r})")
     _require(cfg.N >= cfg.d, "N", cfg.N, f">= d = {cfg.d}")
     _require(cfg.k <= cfg.P, "k", cfg.k, f"<= P = {cfg.P}")
-    _require(cfg.model in MODELS, "model", cfg.model, f"one of {', '.join(MODELS)}")
+    _require(kind is not None, "model", cfg.model, f"one of {', '.join(kind_names())}")
     _require(cfg.task in TASKS, "task", cfg.task, f"one of {', '.join(TASKS)}")
     _require(cfg.gain_init in GAIN_INITS, "gain_init", cfg.gain_init, f"one of {', '.join(GAIN_INITS)}")
     _require(cfg.wx_init in WX_INITS, "wx_init", cfg.wx_init, f"one of {', '.join(WX_INITS)}")
@@ -305,15 +304,12 @@ GEOMETRIES: dict[tuple[str, str], dict] = {
 }
 
 
-def geometry_kind(model: str) -> str:
-    """'linear' for the linear model, 'softmax' for every softmax-attention model."""
-    return "linear" if model == "linear" else "softmax"
-
-
 def geometry(preset: str, model: str) -> dict:
-    """(d, P, N) of a model's runs at a preset."""
+    """(d, P, N) of a model's runs at a preset: those of its kind's `geometry` (kind_registry)."""
     preset_fields(preset)  # validates the preset name
-    return dict(GEOMETRIES[(preset, geometry_kind(model))])
+    kind = find_kind(model)
+    _require(kind is not None, "model", model, f"one of {', '.join(kind_names())}")
+    return dict(GEOMETRIES[(preset, kind.geometry)])
 
 
 PRESET_DEPTHS: dict[str, tuple[int, ...]] = {
@@ -473,7 +469,7 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
         if name not in FIELD_NAMES:
             raise ConfigError(f"unknown config field {name!r}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    for name, words in (("model", MODELS), ("task", TASKS)):  # they pick the recipe: a list or table cannot
+    for name, words in (("model", kind_names()), ("task", TASKS)):  # they pick the recipe: a list or table cannot
         if name in overrides and not isinstance(overrides[name], str):
             raise ConfigError(f"{name} must be one of {', '.join(words)}, got {shown(overrides[name])}")
     base = preset_fields(preset)
@@ -494,5 +490,4 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
 __all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "GRID_STARTS", "GRID_RATES", "GRID_TAPERS", "grid_name", "main_grid",
            "grid_names", "grid_variant", "SHAPE_EVAL_CONTEXTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
            "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
-           "MODELS", "TASKS", "PRESETS", "PRESET_DEPTHS", "ENSEMBLE_MODELS", "LOOP_MODELS", "geometry",
-           "geometry_kind", "GEOMETRIES", "MAX_STEPS", "MAX_SIZE", "STEP_FIELDS", "SIZE_FIELDS", "scaled_lr", "shown"]
+           "TASKS", "PRESETS", "PRESET_DEPTHS", "geometry", "GEOMETRIES", "MAX_STEPS", "MAX_SIZE", "STEP_FIELDS", "SIZE_FIELDS", "scaled_lr", "shown"]

@@ -1,8 +1,10 @@
-"""The model kinds' registry (SPEC §3): which class implements each RunConfig.model.
+"""The model layer's door to the model kinds (SPEC §3): which class implements each RunConfig.model.
 
-Every kind is one class in `depthscale.kinds` meeting the protocol of `kinds.base.ModelKind`
-(parameters and init, forward, what the measurements need, memory and cost estimates). Code outside
-the model layer finds a kind's class here and asks it; it never tests the kind's name:
+Every kind is one class meeting the protocol of `kinds.base.ModelKind` (parameters and init,
+forward, what the measurements need, memory and cost estimates), registered once with
+`@kind_registry.register_kind` in its own file (`src/depthscale/kinds/`, or a plug-in named by
+DEPTHSCALE_KINDS). Code outside the model layer finds a kind's class here (`model_class`, which asks
+the registry) and asks it; it never tests the kind's name:
 
     from depthscale.models import build_pack, model_class
     pack = build_pack(cfgs)                  # the pack of runs that share a pack_key
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from depthscale.config import RunConfig, config_dict
 from depthscale.errors import InputError
+from depthscale.kind_registry import find_kind, kind_names
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import RMS_EPS, ModelKind, ModelOutput, rms_norm
 from depthscale.kinds.context_updates import ContextUpdates
@@ -27,17 +30,13 @@ from depthscale.kinds.ops import _LinearTriangle, _RmsScale, _TestRowReadout
 from depthscale.kinds.single_stream import SingleStream
 from depthscale.kinds.transformer import TransformerPack
 
-# RunConfig.model -> the kind's class (in config.MODELS's order; tests/test_model_layer.py checks both agree)
-MODEL_KINDS: dict[str, type[ModelKind]] = {
-    cls.kind: cls for cls in (Nonlinear, Linear, SingleStream, LayerValues, ContextUpdates, TransformerPack)}
-
 
 def model_class(kind: str) -> type[ModelKind]:
-    """The class of the model kind `kind` (RunConfig.model)."""
-    try:
-        return MODEL_KINDS[kind]
-    except KeyError:
-        raise InputError(f"model must be one of {', '.join(MODEL_KINDS)}, got {kind!r}") from None
+    """The class of the model kind `kind` (RunConfig.model), as registered (kind_registry)."""
+    cls = find_kind(kind)
+    if cls is None:
+        raise InputError(f"model must be one of {', '.join(kind_names())}, got {kind!r}")
+    return cls
 
 
 def build_pack(cfgs: list[RunConfig]) -> ModelKind:
@@ -69,7 +68,7 @@ def init_model_params(kind: str, d: int, N: int, L: int, qk_std: float, seed: in
     return model_class(kind).init_params(d, N, L, qk_std, seed, *args, **kwargs)
 
 
-__all__ = ["MODEL_KINDS", "model_class", "build_pack", "pack_key", "ModelKind", "ModelOutput", "AttentionStack",
+__all__ = ["model_class", "build_pack", "pack_key", "ModelKind", "ModelOutput", "AttentionStack",
            "Nonlinear", "LayerValues", "Linear", "SingleStream", "ContextUpdates", "TransformerPack",
            "AttentionPack", "init_model_params", "rms_norm", "RMS_EPS", "gd_start", "spread_metric_factors",
            "_RmsScale", "_TestRowReadout", "_LinearTriangle"]

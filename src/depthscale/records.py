@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from depthscale.config import (GEOMETRIES, PRESET_DEPTHS, PRESETS, RECIPE_VARIANTS, SPREAD_K16, RunConfig,
-                               geometry, geometry_kind, make_config)
+                               geometry, make_config)
 from depthscale.errors import InputError
+from depthscale.kind_registry import find_kind
 
 Spectrum = tuple[float, float]  # (a, b)
 
@@ -190,13 +191,16 @@ class Claim(NamedTuple):
 
     check(res, th) -> (measured, pass, detail), raising claims.MissingRuns / claims.CannotJudge
     where it cannot judge; `uses`: the experiments whose runs it reads (the report checks a claim
-    when one of them is built; the paper's claims always)."""
+    when one of them is built; the paper's claims always); `part`: whose claim it is, one of PARTS
+    (no default; its experiment's part, `register` checks): "paper" for SPEC §9's claims about the
+    paper, "beyond" for ours beyond it (the ids say nothing: B1a is a habit, not a rule)."""
 
     id: str
     claim: str
     expected: str  # the criterion, as SPEC §9 states it
     check: Callable
     uses: tuple[str, ...]
+    part: str
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,7 @@ class Experiment:
     def geometry(self, preset: str) -> str:
         """The (d, P, N) of this experiment's runs and theory at `preset`, as one line."""
         models = [m for m in self.models if m != "transformer"]  # the Transformer's recipe sets its own width
-        kinds = {geometry_kind(m) for m in models} or {geometry_kind(t.model) for t in self.theory}
+        kinds = {find_kind(m).geometry for m in models} or {find_kind(t.model).geometry for t in self.theory}
         parts = [geometry_line(preset, sorted(kinds))] if kinds or "transformer" not in self.models else []
         if "transformer" in self.models:
             c = make_config(preset, model="transformer")
@@ -286,6 +290,10 @@ def register(e: Experiment) -> Experiment:
         raise InputError(f"register() takes an Experiment, got {type(e).__name__}")
     if e.part not in PARTS:
         raise InputError(f"experiment {e.id!r}: part must be one of {', '.join(PARTS)}, got {e.part!r}")
+    for c in e.claims:
+        if c.part != e.part:
+            raise InputError(f"experiment {e.id!r}: its claim {c.id!r} must state part={e.part!r} "
+                             f"(the experiment's), got {c.part!r}")
     old = _REGISTERED.get(e.id)
     if old is not None and old != e:
         raise InputError(f"experiment {e.id!r} is registered twice (two records with that id)")

@@ -10,29 +10,25 @@ run only when named), which runs (`all_configs`), which theory (`theory_needs`),
 (`CLAIMS`, `check`, `check_all`).
 
 Plug-ins: DEPTHSCALE_EXPERIMENTS names extra experiment files or directories (of *.py files),
-separated by the OS path separator (':' on Linux); each is imported at load like a module of the
-package, and registers its records the same way. A plug-in file that fails to import (any
-exception but KeyboardInterrupt: SystemExit and GeneratorExit too) is an InputError naming it, one
-line; PLUGIN_SOURCES keeps the file of each experiment a plug-in registered.
+loaded at load as `depthscale.plugins` says (as DEPTHSCALE_KINDS's model kinds are); each registers
+its records like a module of the package. A plug-in file that fails to import is an InputError
+naming it, one line; PLUGIN_SOURCES keeps the file of each experiment a plug-in registered.
 
 Order: the paper's figures by number, then their variants (fig6-spread, ...), then its tables;
-then the beyond experiments and the studies by id. Claims in SPEC §9 order (claims.claim_order).
+then the beyond experiments and the studies by id. Claims in SPEC §9 order (claims.claim_key).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
-import os
 import pkgutil
 import re
-import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import depthscale.experiments as _package
 from depthscale import claims as _claims
+from depthscale import plugins
 from depthscale.config import PRESETS, RunConfig
 from depthscale.errors import InputError
 from depthscale.paper import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES, FIG7_SPECTRUM,
@@ -56,39 +52,13 @@ PLUGIN_ENV = "DEPTHSCALE_EXPERIMENTS"
 
 
 def plugin_files(value: str | None = None) -> list[Path]:
-    """The plug-in files DEPTHSCALE_EXPERIMENTS (or `value`) names: files as given, directories as
-    their *.py files (sorted), in order."""
-    value = os.environ.get(PLUGIN_ENV, "") if value is None else value
-    out: list[Path] = []
-    for part in (p for p in value.split(os.pathsep) if p.strip()):
-        path = Path(part).expanduser()
-        if path.is_dir():
-            out += sorted(f for f in path.glob("*.py") if not f.name.startswith("_"))
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise InputError(f"{PLUGIN_ENV}: no experiment file or directory {part!r}")
-    return out
+    """The plug-in files DEPTHSCALE_EXPERIMENTS (or `value`) names (depthscale.plugins)."""
+    return plugins.plugin_files(PLUGIN_ENV, "experiment", value)
 
 
 def _load_plugin(path: Path) -> None:
-    name = "depthscale_plugin_" + re.sub(r"\W", "_", path.stem) + "_" + hashlib.sha1(
-        str(path.resolve()).encode()).hexdigest()[:8]
-    if name in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     before = set(registered())
-    try:
-        spec.loader.exec_module(module)
-    except KeyboardInterrupt:  # Ctrl-C while it loads: the program stops as on any other Ctrl-C
-        del sys.modules[name]
-        raise
-    except BaseException as e:  # noqa: BLE001 - SystemExit, GeneratorExit too: the plug-in failed, one line
-        del sys.modules[name]
-        what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        raise InputError(f"{PLUGIN_ENV}: experiment file {path} failed to load: {what}") from None
+    plugins.load_plugin(path, PLUGIN_ENV, "experiment")
     for i in set(registered()) - before:
         PLUGIN_SOURCES[i] = path
 
@@ -119,8 +89,7 @@ IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "paper")  # `al
 BEYOND_IDS: tuple[str, ...] = tuple(e.id for e in _ENTRIES if e.part == "beyond")  # `beyond`
 GROUP_WORDS = {"all": IDS, "beyond": BEYOND_IDS}  # what --experiment accepts besides ids
 # every claim of every record, in SPEC §9 order
-CLAIMS: tuple[Claim, ...] = tuple(sorted((c for e in _ENTRIES for c in e.claims),
-                                          key=lambda c: _claims.claim_order(c.id)))
+CLAIMS: tuple[Claim, ...] = tuple(sorted((c for e in _ENTRIES for c in e.claims), key=_claims.claim_key))
 _twice = sorted({c.id for c in CLAIMS if [d.id for d in CLAIMS].count(c.id) > 1})
 if _twice:
     raise InputError(f"two claims share an id: {', '.join(_twice)}")

@@ -6,7 +6,7 @@ environment variable DEPTHSCALE_EXPERIMENTS) that builds its record and register
 
     register(Experiment("toy", "Toy: ...", ("nonlinear",), "difficult", (2,), "(0,0)", "loss vs L",
                         groups=(RunGroup("nonlinear", "difficult", 2, ((0.0, 0.0),)),),
-                        part="beyond", figure=draw, table=tabulate, claims=(Claim(...),)))
+                        part="beyond", figure=draw, table=tabulate, claims=(Claim(..., part="beyond"),)))
 
 `depthscale.registry` imports every module of this package (pkgutil) and every plug-in file at
 load; the experiment then appears in `depthscale sweep --experiment`, `reproduce`, the report and

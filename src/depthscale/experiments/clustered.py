@@ -308,12 +308,12 @@ CLAIMS = (
     Claim("B2a", "Clustered contexts: layers specialise in context classes (App. D.2's hypothesis)",
           "specialisation index S at the deepest L > 2x its permutation null (the index with shuffled class labels) "
           "and > S of the untrained control (the same models at step 0; by more than 2 SE where seeds give one), "
-          "every K in {2, 4, 8}", cB2a, ("clustered",)),
+          "every K in {2, 4, 8}", cB2a, ("clustered",), part="beyond"),
     Claim("B2b", "Clustered contexts: the depth exponent does not change with the number of classes",
-          "|α_K - α_inf| <= 2 combined SE, well-posed fits, every K in {1, 2, 4, 8}", cB2b, ("clustered",)),
+          "|α_K - α_inf| <= 2 combined SE, well-posed fits, every K in {1, 2, 4, 8}", cB2b, ("clustered",), part="beyond"),
     Claim("B2c", "Clustered contexts: fewer classes, lower floor",
           "fitted L0 non-decreasing in K = 1, 2, 4, 8, inf (within 2 combined SE per step) and "
-          "L0(K=1) < L0(inf) by more than 2 combined SE, well-posed fits", cB2c, ("clustered",)),
+          "L0(K=1) < L0(inf) by more than 2 combined SE, well-posed fits", cB2c, ("clustered",), part="beyond"),
 )
 
 

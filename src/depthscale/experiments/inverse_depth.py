@@ -335,9 +335,9 @@ CLAIMS = (
     Claim("5a", "Nonlinear, difficult: inverse-depth scaling",
           "α ∈ [0.8, 1.2] with R² >= 0.99 for every top-2 spectrum of figs 6 and 14, and |α - α_paper| <= 0.2 with "
           "R² >= 0.99 for the four top-16 spectra of Table 4 (well-posed fits)", c5a,
-          ("fig6", "fig14", "table1", "table4")),
+          ("fig6", "fig14", "table1", "table4"), part="paper"),
     Claim("6", "C_L and A_L - C_L settle",
-          "relative change over the last two depths < 10%, every spectrum of fig6 (c, d)", c6, ("fig6",)),
+          "relative change over the last two depths < 10%, every spectrum of fig6 (c, d)", c6, ("fig6",), part="paper"),
 )
 
 

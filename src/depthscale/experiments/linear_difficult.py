@@ -144,12 +144,12 @@ def c4c(res, th):
 
 CLAIMS = (
     Claim("4a", "Linear, difficult: plateau by L = 2",
-          "R_2 <= 1.1 · R_Lmax, every fig5 spectrum", c4a, ("fig5", "table1")),
+          "R_2 <= 1.1 · R_Lmax, every fig5 spectrum", c4a, ("fig5", "table1"), part="paper"),
     Claim("4b", "Linear, difficult: plateau at the theory floor R_irr",
-          "the plateau within 5% of R_irr at the same d and P (P/d >= 8), every Table 3 row", c4b, ("table3",)),
+          "the plateau within 5% of R_irr at the same d and P (P/d >= 8), every Table 3 row", c4b, ("table3",), part="paper"),
     Claim("4c", "Linear, difficult: plateau at the finite-P floor (our own)",
           "the plateau at most 5% above the finite-P floor (R_irr with each context's S) and not below it by more "
-          "than 2 SE, every Table 3 row", c4c, ("table3",)),
+          "than 2 SE, every Table 3 row", c4c, ("table3",), part="paper"),
 )
 CLAIM = {c.id: c for c in CLAIMS}
 

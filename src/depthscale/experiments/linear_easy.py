@@ -170,11 +170,11 @@ CLAIMS = (
     Claim("1", "Linear, easy: a power law in L with α between the finite-size references",
           "power law in L (L0 = 0 fit) with R² >= 0.98 and α between the fitted slopes of the constrained and the free "
           "reference curves at the same d, P and depths (±2 SE), every fig3 spectrum; the asymptotic ζ, 2ζ and the "
-          "paper's α shown beside", c1, ("fig3", "table2")),
+          "paper's α shown beside", c1, ("fig3", "table2"), part="paper"),
     Claim("2", "Linear, easy: modes are learned in order",
           "the depth at which a mode's normalised loss R_k/(ω_k λ_k) first falls below 2% never decreases with the "
           "mode index and increases at least once over the modes shown (Fig. 3c); a mode never learned counts as "
-          "beyond the deepest depth", c2, ("fig3",)),
+          "beyond the deepest depth", c2, ("fig3",), part="paper"),
 )
 
 FIG3 = register(Experiment(

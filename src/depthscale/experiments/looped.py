@@ -200,13 +200,13 @@ def cB1d(res, th):
 CLAIMS = (
     Claim("B1b", "Beyond: with one tied layer, depth still buys loss (single_stream, context_updates)",
           "R_Lmax(B = 1) < R_1 by more than 2 combined SE, Lmax the deepest tied depth (8 at cpu), "
-          "both cascaded variants, (0,0), k = 2", cB1b, ("looped",)),
+          "both cascaded variants, (0,0), k = 2", cB1b, ("looped",), part="beyond"),
     Claim("B1c", "Beyond: aggregation survives looping (layer disagreement A_L - C_L is kept)",
           "(A_L - C_L) of the B = 1 model >= 0.5 x that of the untied model at the same deepest depth, both "
-          "cascaded variants", cB1c, ("looped",)),
+          "cascaded variants", cB1c, ("looped",), part="beyond"),
     Claim("B1d", "Beyond: at equal parameters, looping a B-layer stack deeper beats the B-layer stack",
           "R_L(loop B) < R_B(untied) by more than 2 combined SE at the deepest looped L of every "
-          "B = 1, 2, 4, both cascaded variants", cB1d, ("looped",)),
+          "B = 1, 2, 4, both cascaded variants", cB1d, ("looped",), part="beyond"),
 )
 
 

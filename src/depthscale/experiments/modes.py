@@ -111,7 +111,7 @@ def c7(res, th):
 CLAIMS = (
     Claim("7", "Nonlinear modes learn in parallel",
           "at the fig7 spectrum the normalised reducible curves of different modes differ by less than their spread "
-          "under the linear model on the easy task (Fig. 3c)", c7, ("fig7", "fig3")),
+          "under the linear model on the easy task (Fig. 3c)", c7, ("fig7", "fig3"), part="paper"),
 )
 
 

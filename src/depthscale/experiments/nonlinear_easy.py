@@ -97,7 +97,7 @@ def c3(res, th):
 CLAIMS = (
     Claim("3", "Nonlinear, easy: one layer suffices",
           "R_1 < 1% of Var(y*); depth does not help: no R_L below R_1 by more than 2 SE of the paired difference "
-          "R_1 - R_L; top-1 mass > 0.95; every fig4 spectrum", c3, ("fig4",)),
+          "R_1 - R_L; top-1 mass > 0.95; every fig4 spectrum", c3, ("fig4",), part="paper"),
 )
 
 

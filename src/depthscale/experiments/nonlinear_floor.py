@@ -283,13 +283,13 @@ def c11(res, th):
 CLAIMS = (
     Claim("5b", "Nonlinear floor at most half the linear one, both trained at the same d and P",
           "L0_nonlinear <= L0_linear / 2 with both trained at the same d and P, on the seven Table 1 spectra; the "
-          "paper's Table 1 ratio (6-30x, d = 16 beside d = 128) shown beside", c5b, ("table1",)),
+          "paper's Table 1 ratio (6-30x, d = 16 beside d = 128) shown beside", c5b, ("table1",), part="paper"),
     Claim("5c", "The nonlinear floor at the paper's geometry",
           "at the paper's nonlinear geometry the fitted L0 within 5% of the paper's L0 and within 5% of the "
           "softmax-ensemble floor computed on the run's own evaluation contexts, every spectrum with a paper L0; "
-          "R_Lmax shown beside", c5c, ("fig6", "fig14", "table4", "table6")),
+          "R_Lmax shown beside", c5c, ("fig6", "fig14", "table4", "table6"), part="paper"),
     Claim("11", "Table 5: L0 - C_L decays like 1/L",
-          "α ∈ [0.8, 1.2] with R² >= 0.99, every fig6 spectrum (Table 5)", c11, ("table5",)),
+          "α ∈ [0.8, 1.2] with R² >= 0.99, every fig6 spectrum (Table 5)", c11, ("table5",), part="paper"),
 )
 CLAIM = {c.id: c for c in CLAIMS}
 

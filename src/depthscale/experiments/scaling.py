@@ -260,13 +260,13 @@ def cB4c(res, th):
 CLAIMS = (
     Claim("B4a", "Beyond: width beyond N = d does not change the loss at fixed depth",
           "|R_N - R_d| <= 2 sqrt(SE_N^2 + SE_d^2) for every N in 24, 32, 48, 64, at L = 4 and 16, (0,0) and (1,0) "
-          "(the function class of SPEC §3.1 is the same for every N >= d)", cB4a, ("scaling",)),
+          "(the function class of SPEC §3.1 is the same for every N >= d)", cB4a, ("scaling",), part="beyond"),
     Claim("B4b", "Beyond: loss vs training step is a saturating power law after warmup",
           "fit of the monitor R(t) = R_inf + c t^-β over t > warmup well posed with R² >= 0.95, every fig6 depth "
-          "at (0,0) and (1,0)", cB4b, ("scaling",)),
+          "at (0,0) and (1,0)", cB4b, ("scaling",), part="beyond"),
     Claim("B4c", "Beyond: the time exponent is not set by the learning-rate schedule",
           "β over the early window (cosine rate >= half its peak) within 2 combined SE of β over all t > warmup, "
-          "both fits well posed, every fig6 depth at (0,0) and (1,0)", cB4c, ("scaling",)),
+          "both fits well posed, every fig6 depth at (0,0) and (1,0)", cB4c, ("scaling",), part="beyond"),
 )
 
 

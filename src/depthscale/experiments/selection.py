@@ -91,7 +91,7 @@ def c10(res, th):
 
 CLAIMS = (
     Claim("10", "Depth improves selection in the upper tail",
-          "ΔQ(q) > 0 for every q >= 50, beyond 2 SE (bootstrap over evaluation contexts)", c10, ("fig13",)),
+          "ΔQ(q) > 0 for every q >= 50, beyond 2 SE (bootstrap over evaluation contexts)", c10, ("fig13",), part="paper"),
 )
 
 

@@ -189,12 +189,12 @@ def cB3d(res, th):
 CLAIMS = (
     Claim("B3b", "Beyond: the Transformer's A_L - C_L settles (claim 6's test)",
           "A_L - C_L > 0 at every L >= 2 and relative change over the last two depths (4 -> 8) < 10%", cB3b,
-          ("transformer",)),
+          ("transformer",), part="beyond"),
     Claim("B3c", "Beyond: the Transformer's loss at depth is the shared error C_L (an ensemble's floor)",
-          "C_L > 0 at every L >= 2 and C_Lmax >= R_Lmax / 2", cB3c, ("transformer",)),
+          "C_L > 0 at every L >= 2 and C_Lmax >= R_Lmax / 2", cB3c, ("transformer",), part="beyond"),
     Claim("B3d", "Beyond: depth lowers the Transformer's loss",
           "R_Lmax < R_1 - 2 sqrt(SE_1^2 + SE_Lmax^2) (SE over seeds, or evaluation SEs with one seed)", cB3d,
-          ("transformer",)),
+          ("transformer",), part="beyond"),
 )
 
 

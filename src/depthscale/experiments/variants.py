@@ -235,11 +235,11 @@ def c9(res, th):
 CLAIMS = (
     Claim("8a", "Variants keep an inverse-depth signal",
           "α ∈ [0.6, 1.3], R² >= 0.95, from a non-degenerate fit, for single_stream, layer_values, context_updates "
-          "(k = 2)", c8a, ("fig9", "fig10", "fig11")),
+          "(k = 2)", c8a, ("fig9", "fig10", "fig11"), part="paper"),
     Claim("8b", "Context updates, k = 16: saturates, m negative and nearly constant",
-          "R_2 <= 1.1 · R_Lmax; m negative and nearly constant (spread < 0.5) at every L >= 2", c8b, ("fig11",)),
+          "R_2 <= 1.1 · R_Lmax; m negative and nearly constant (spread < 0.5) at every L >= 2", c8b, ("fig11",), part="paper"),
     Claim("9", "Context attention: identity-like for k = 2, flat for k = 16",
-          "ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2", c9, ("fig12",)),
+          "ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2", c9, ("fig12",), part="paper"),
 )
 CLAIM = {c.id: c for c in CLAIMS}
 

@@ -1,7 +1,9 @@
-"""The model kinds (SPEC §3), one class per kind, each meeting the protocol of `kinds.base.ModelKind`.
+"""The model kinds (SPEC §3), one class per kind, each meeting the protocol of `kinds.base.ModelKind`
+and registered once with `@kind_registry.register_kind` (its facts and estimates checked there).
 
-The registry that maps a RunConfig's `model` to its class is `depthscale.models` (`MODEL_KINDS`,
-`model_class`, `build_pack`): code outside the model layer asks the class, never the name.
+The registry (`depthscale.kind_registry`) imports every module of this package on its first question
+and maps a RunConfig's `model` to its class; the model layer asks it through `depthscale.models`
+(`model_class`, `build_pack`): code outside the model layer asks the class, never the name.
 
     base.py             ModelKind (the protocol and its defaults), ModelOutput, rms_norm
     init.py             parameter draws of the controlled kinds (one model, from its own seed)
@@ -13,6 +15,7 @@ The registry that maps a RunConfig's `model` to its class is `depthscale.models`
     context_updates.py  ContextUpdates (SPEC §3.3)
     transformer.py      TransformerKind: a standard pre-LN Transformer (beyond the paper)
 
-A new kind: a class in its own module with the protocol's class facts and methods (base.py says
-which ones it must write and which it inherits), added to `models.MODEL_KINDS`.
+A new kind is one file: a module here (or a file named by DEPTHSCALE_KINDS) with one class that
+meets the protocol (base.py says which facts and methods it must state and which it inherits) and
+is decorated with `@register_kind` (docs/usage.md, "Adding a model kind").
 """

@@ -26,10 +26,11 @@ class AttentionStack(ModelKind):
     """M models of one controlled attention kind with depths `depths` and init seeds `seeds`.
 
     A subclass says what differs: `forward_model` (or `forward` for a kind that runs the whole pack
-    as one computation), and the class facts below. Kinds that do not pack across depth need one
-    depth for the whole pack."""
+    as one computation), its class facts (ModelKind: `loopable` among them; the tied layers are
+    implemented here, for the kinds whose forward reads layer l's row l % B), and the class facts
+    below. Kinds that do not pack across depth need one depth for the whole pack."""
 
-    loopable = True
+    packs_across_seeds = True  # every model is drawn from its own seed (init_params)
     per_layer_values: ClassVar[bool] = False  # W_v per layer (a layer parameter, like W_q and W_k)
     scalar_params: ClassVar[int] = 0  # trained scalars beside the matrices (context_updates: m)
 

@@ -40,15 +40,21 @@ class ModelOutput:
 
 
 class ModelKind(nn.Module):
-    """A pack of M models of one kind. The protocol, in four parts.
+    """A pack of M models of one kind. The protocol, in five parts.
+
+    A kind registers its class once, `@kind_registry.register_kind`, which refuses a class that
+    lacks one of the facts and methods without a default below (kind_registry.FACTS, METHODS).
 
     **Class facts** (class attributes; what the rest of the package asks instead of the name):
     - `kind`: the name, RunConfig.model.
-    - `packs_across_depth`, `packs_across_seeds`, `packs_across_spectra`: which of a run's fields
-      may differ between the models of one pack (`pack_free_fields`, `models.pack_key`).
-    - `loopable`: weights tied across depth (RunConfig.loop) are implemented.
-    - `label_linear`: y_hat is linear in the context labels, so `measurements.measure` takes the
-      input weights w = d y_hat / d y_in and the mode-wise loss (SPEC §5).
+    - no default (each kind states them): `geometry` ("linear" or "softmax": the presets' d, P, N
+      of its runs, config.GEOMETRIES); `loopable` (weights tied across depth, RunConfig.loop, are
+      implemented); `packs_across_depth` (models of different depths share a pack); `label_linear`
+      (y_hat is linear in the context labels, so `measurements.measure` takes the input weights
+      w = d y_hat / d y_in and the mode-wise loss, SPEC §5).
+    - `packs_across_seeds`, `packs_across_spectra`: with `packs_across_depth`, which of a run's
+      fields may differ between the models of one pack (`pack_free_fields`, `models.pack_key`);
+      False by default (a pack per seed, per spectrum: always right, only slower).
     - `readout_by_hooks`: f_l is read off the forward by hooks (depthscale.decompose) beside the
       model's own readout; the measurement checks the identity against that readout.
     - `fused_cpu_kernels`: training may run depthscale.kernels (recorded in each run's config.json).
@@ -64,16 +70,22 @@ class ModelKind(nn.Module):
     (a kind may batch it as one computation; the default runs the forward).
 
     **Measurements and estimates**: `extra_measurements(m, extras)` (the kind's own SPEC §5
-    numbers), `activation_floats(cfg)` and `layer_matrices(cfg)` (memory.pack_bytes),
-    `cost_scale(cfg)` (executors.pack_cost) and `flops_per_step(...)` (the kinds that have one).
+    numbers), `cost_scale(cfg)` (executors.pack_cost) and `flops_per_step(...)` (the kinds that
+    have one); no default: `activation_floats(cfg)` (floats one context keeps for the backward
+    pass: per layer of one model, and per model whatever its depth) and `layer_matrices(cfg)` (N x N
+    parameter matrices per layer), memory.pack_bytes's estimate.
+
+    **Validation** (no default): `validate(cfg)`, the kind's own rules on a RunConfig (its fields,
+    e.g. the Transformer's heads), raising config.ConfigError; config.validate calls it.
     """
 
-    kind: ClassVar[str] = ""
-    packs_across_depth: ClassVar[bool] = False
-    packs_across_seeds: ClassVar[bool] = True
+    kind: ClassVar[str]
+    geometry: ClassVar[str]
+    loopable: ClassVar[bool]
+    packs_across_depth: ClassVar[bool]
+    label_linear: ClassVar[bool]
+    packs_across_seeds: ClassVar[bool] = False
     packs_across_spectra: ClassVar[bool] = False
-    loopable: ClassVar[bool] = False
-    label_linear: ClassVar[bool] = True
     readout_by_hooks: ClassVar[bool] = False
     fused_cpu_kernels: ClassVar[bool] = False
     layer_cost: ClassVar[float] = 1.0
@@ -132,17 +144,6 @@ class ModelKind(nn.Module):
         return {}
 
     # ---- estimates ----
-    @classmethod
-    def activation_floats(cls, cfg: RunConfig) -> tuple[int, int]:
-        """Floats one context keeps for the backward pass: per layer of one model, and per model
-        whatever its depth (memory.pack_bytes)."""
-        raise NotImplementedError(f"{cls.__name__} has no memory estimate")
-
-    @classmethod
-    def layer_matrices(cls, cfg: RunConfig) -> int:
-        """N x N parameter matrices per layer (memory.pack_bytes)."""
-        raise NotImplementedError(f"{cls.__name__} has no memory estimate")
-
     @classmethod
     def cost_scale(cls, cfg: RunConfig) -> float:
         """How one layer's cost scales with the geometry: `layer_cost` is measured at the cpu

@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import torch
 
+from depthscale.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelOutput, rms_norm
 from depthscale.measurements import rho_fit
 
 
+@register_kind
 class ContextUpdates(AttentionStack):
     """SPEC §3.3 `context_updates`: O(L P^2 N) per context (the P x P context attention)."""
 
     kind = "context_updates"
+    geometry = "softmax"
+    loopable = True
+    packs_across_depth = False
+    label_linear = True
     scalar_params = 1  # m
     layer_cost = 48.0
     cost_P_power = 2
@@ -30,6 +36,10 @@ class ContextUpdates(AttentionStack):
     def activation_floats(cls, cfg) -> tuple[int, int]:
         # per layer: the P x P context attention; per model: the context states
         return 2 * cfg.P * cfg.P + 3 * cfg.P * cfg.N, 3 * cfg.P * cfg.N
+
+    @classmethod
+    def validate(cls, cfg) -> None:
+        """No fields of its own: config.validate checks the shared ones."""
 
     def extra_measurements(self, m: int, extras: dict) -> dict:
         """The learned m; the mean A_1 over the evaluation contexts (its top-left 64 x 64 block when

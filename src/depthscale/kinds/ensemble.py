@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from depthscale import kernels
+from depthscale.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import RMS_EPS, ModelOutput
 from depthscale.kinds.ops import _RmsScale, _TestRowReadout
@@ -28,13 +29,21 @@ def fused_scale_flops(B: int, P: int, G: int, d: int) -> int:
     return 2 * B * (P + 1) * G * (d * (d + 1) // 2 + d)
 
 
+@register_kind
 class Nonlinear(AttentionStack):
     """The controlled nonlinear model (SPEC §3.1, the paper's main model): two streams, pre-norm on
     the input stream, per-layer W_q, W_k, one shared W_v, 1/L residual branches, mask M(0)."""
 
     kind = "nonlinear"
+    geometry = "softmax"
+    loopable = True
     packs_across_depth = True
+    label_linear = True
     fused_cpu_kernels = True
+
+    @classmethod
+    def validate(cls, cfg) -> None:
+        """No fields of its own: config.validate checks the shared ones."""
 
     @classmethod
     def activation_floats(cls, cfg) -> tuple[int, int]:
@@ -250,9 +259,10 @@ class Nonlinear(AttentionStack):
         return torch.cat(fs, 1), (torch.cat(ps, 1) if ps else None)
 
 
+@register_kind
 class LayerValues(Nonlinear):
     """SPEC §3.3 `layer_values`: the controlled nonlinear model with W_v^l per layer, so
-    f_l = g_l p_l . y with g_l = W_o W_v^l W_y."""
+    f_l = g_l p_l . y with g_l = W_o W_v^l W_y (every other fact and estimate is Nonlinear's)."""
 
     kind = "layer_values"
     per_layer_values = True

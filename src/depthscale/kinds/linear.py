@@ -9,18 +9,27 @@ from __future__ import annotations
 
 import torch
 
+from depthscale.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelOutput
 from depthscale.kinds.ops import _LinearTriangle
 
 
+@register_kind
 class Linear(AttentionStack):
     """SPEC §3.2, computed from (U, y) only (the model is never handed beta)."""
 
     kind = "linear"
-    packs_across_spectra = True
+    geometry = "linear"
     loopable = False
+    packs_across_depth = False
+    label_linear = True
+    packs_across_spectra = True
     layer_cost = 5.0
+
+    @classmethod
+    def validate(cls, cfg) -> None:
+        """No fields of its own: config.validate checks the shared ones."""
 
     @classmethod
     def activation_floats(cls, cfg) -> tuple[int, int]:

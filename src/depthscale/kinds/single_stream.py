@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import torch
 
+from depthscale.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelOutput, rms_norm
 
 
+@register_kind
 class SingleStream(AttentionStack):
     """SPEC §3.3 `single_stream`; f_l = z_0 + L d_l, the general parallel form."""
 
     kind = "single_stream"
+    geometry = "softmax"
+    loopable = True
+    packs_across_depth = False
     label_linear = False
     layer_cost = 5.0
+
+    @classmethod
+    def validate(cls, cfg) -> None:
+        """No fields of its own: config.validate checks the shared ones."""
 
     @classmethod
     def activation_floats(cls, cfg) -> tuple[int, int]:

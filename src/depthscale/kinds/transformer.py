@@ -31,9 +31,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from depthscale import seeds
+from depthscale.config import ConfigError, shown
 from depthscale.contexts import spectrum
 from depthscale.decompose import Decomposition, decomposition_stats, per_layer_predictors
 from depthscale.errors import InputError
+from depthscale.kind_registry import register_kind
 from depthscale.kinds.base import ModelKind, ModelOutput
 
 
@@ -144,6 +146,7 @@ class Transformer(nn.Module):
         return self.readout(h)
 
 
+@register_kind
 class TransformerPack(ModelKind):
     """The `transformer` kind: one Transformer run behind the model protocol (M = 1; its seed stays
     in the pack key, so every run is a pack of its own).
@@ -155,9 +158,19 @@ class TransformerPack(ModelKind):
     readout. `self.model` is the network (decompose(pack.model, ...) works on it)."""
 
     kind = "transformer"
-    packs_across_seeds = False
+    geometry = "softmax"  # the presets' d, P of the softmax models; its recipe sets its own width N
+    loopable = False
+    packs_across_depth = False
     label_linear = False
+    packs_across_seeds = False
     readout_by_hooks = True
+
+    @classmethod
+    def validate(cls, cfg) -> None:
+        """H heads of width N / H."""
+        if cfg.N % cfg.heads:
+            raise ConfigError(f"heads must be a divisor of N = {cfg.N} (model = transformer: N / heads per head), "
+                              f"got {shown(cfg.heads)}")
 
     def __init__(self, cfgs: list):
         super().__init__()
