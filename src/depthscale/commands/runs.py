@@ -10,12 +10,12 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from depthscale.arguments import (UsageError, add_config_fields, check_memory, check_workers, config_from,
-                                  config_overrides, config_sources, existing_store, grid_from_records, help_text,
+                                  config_overrides, existing_store, grid_from_records, help_text,
                                   open_store, out_file, parse_experiments, parse_loggers, parse_shard, path_arg,
                                   pick_device, require_submitit, slurm_options, store_if_any)
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, log_flag,
                                         preset_flag, print_json, say_preset, store_flag)
-from depthscale.config import make_config
+from depthscale.config import config_and_sources
 from depthscale.errors import UserError
 
 TRAIN_SWEEP = "train"  # the manifest `depthscale train` adds its runs to
@@ -80,9 +80,7 @@ def _shown(v) -> str:
 
 def print_config(args) -> int:
     """train --print-config: the resolved config, each field's value and source; nothing is run."""
-    given = config_overrides(args)
-    cfg = make_config(args.preset, **given)
-    src = config_sources(args.preset, given)
+    cfg, src = config_and_sources(args.preset, **config_overrides(args))  # the run's own fold (config_from's)
     state = None
     if args.store is not None:
         st = store_if_any(args.store)
