@@ -16,7 +16,6 @@ from depthscale.arguments import (UsageError, add_config_fields, check_memory, c
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, log_flag,
                                         preset_flag, print_json, say_preset, store_flag)
 from depthscale.config import config_and_sources
-from depthscale.errors import UserError
 
 TRAIN_SWEEP = "train"  # the manifest `depthscale train` adds its runs to
 EXIT_FAILED_RUNS = 3  # sweep and reproduce: everything ran, and some runs failed (bad input: 2; a bug: 1)
@@ -172,25 +171,26 @@ def _n(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _print_plan(args, name: str, cfgs: list, packs: list, shard, store, memory_note: str | None) -> int:
-    """sweep --dry-run: the runs the sweep would train, pack by pack, and what varies between them."""
+def _print_plan(args, name: str, plan) -> int:
+    """sweep --dry-run: the runs the sweep would train (the sweeps.Plan it would run), pack by pack,
+    and what varies between them."""
     from depthscale.compare import differing_fields, run_label
     from depthscale.memory import fmt_bytes, pack_bytes
     from depthscale.plots import sort_key
 
-    ids = sorted({c.run_id for c in cfgs})
-    share = ids if shard is None else ids[shard[0]::shard[1]]
-    done = sum(store.is_done(r) for r in share) if store is not None else 0
+    packs, done, total = plan.packs, plan.skipped_done, len(plan.share)
+    memory_note = None if plan.refusal is None or args.allow_memory else \
+        "the sweep would be refused: " + str(plan.refusal).splitlines()[0]
     runs = [c for p in packs for c in p]
     vary = differing_fields([c.to_dict() for c in runs]) or ["model", "task", "L"]
     sizes = [pack_bytes(p) for p in packs]
     rows = [{"run_id": c.run_id, "pack": i, **{f: getattr(c, f) for f in vary}}
             for i, p in enumerate(packs) for c in p]
     if args.json:
-        print_json({"sweep": name, "dry_run": True, "planned": len(runs), "packs": len(packs), "total": len(share),
+        print_json({"sweep": name, "dry_run": True, "planned": len(runs), "packs": len(packs), "total": total,
                     "skipped_done": done, "vary": vary, "pack_bytes": sizes, "memory": memory_note, "runs": rows})
         return 0
-    print(f"sweep {name}: {_n(len(runs), 'run')} to train in {_n(len(packs), 'pack')} ({done} of {len(share)} "
+    print(f"sweep {name}: {_n(len(runs), 'run')} to train in {_n(len(packs), 'pack')} ({done} of {total} "
           f"already done; dry run: nothing trained)" + (f"; fields that vary: {', '.join(vary)}" if runs else ""))
     for i, p in enumerate(packs):
         # the pack's line names what its runs share of the varying fields, each run's line the rest
@@ -206,8 +206,17 @@ def _print_plan(args, name: str, cfgs: list, packs: list, shard, store, memory_n
     return 0
 
 
+def _pack_memory(args) -> int | None:
+    """--pack-memory in bytes (None: not given, the sweep's plan takes this machine's budget)."""
+    if args.pack_memory is None:
+        return None
+    if not math.isfinite(args.pack_memory * 1e9) or args.pack_memory <= 0:  # (1e308 GB: inf bytes)
+        raise UsageError(f"--pack-memory must be a finite number > 0 (GB), got {args.pack_memory!r}")
+    return int(args.pack_memory * 1e9)
+
+
 def cmd_sweep(args) -> int:
-    from depthscale.sweeps import pack_memory_budget, plan, run_sweep
+    from depthscale.sweeps import plan, run_sweep
 
     path_arg(args.store, "store")
     check_workers(args.workers)  # (issue 28: 10^400 overflowed the memory budget)
@@ -222,23 +231,14 @@ def cmd_sweep(args) -> int:
     shard = parse_shard(args.shard)
     # SLURM jobs pick their device on the node (the submitting host may have no GPU)
     device = args.device if args.executor == "slurm" else pick_device(args.device)
-    # refuse a sweep that cannot fit before the store is created or its manifest written
-    if args.pack_memory is not None:
-        if not math.isfinite(args.pack_memory * 1e9) or args.pack_memory <= 0:  # (1e308 GB: inf bytes)
-            raise UsageError(f"--pack-memory must be a finite number > 0 (GB), got {args.pack_memory!r}")
-        budget = int(args.pack_memory * 1e9)
-    else:
-        budget = pack_memory_budget(args.executor, args.workers, device, slurm)  # packs split to fit it
-    packs = plan(cfgs, store_if_any(args.store), shard=shard, pack_memory=budget)
+    # planned once (the memory budget, the packs, their memory check): the dry run prints this plan,
+    # the sweep runs it; a sweep that cannot fit is refused before the store is created or its manifest written
+    sweep_plan = plan(cfgs, store_if_any(args.store), shard, executor=args.executor, workers=args.workers,
+                      device=device, slurm=slurm, pack_memory=_pack_memory(args), memory_flag="--allow-memory")
     if args.dry_run:  # nothing is created, written or trained
-        note = None
-        try:
-            check_memory(packs, args.executor, args.workers, device, args.allow_memory)
-        except UserError as e:
-            note = "the sweep would be refused: " + str(e).splitlines()[0]
         say_preset(args.preset)
-        return _print_plan(args, name, cfgs, packs, shard, store_if_any(args.store), note)
-    check_memory(packs, args.executor, args.workers, device, args.allow_memory)
+        return _print_plan(args, name, sweep_plan)
+    sweep_plan.check_memory(args.allow_memory)
     worker = None
     if loggers:  # the default worker with its loggers bound (a partial pickles to the workers)
         from functools import partial
@@ -249,9 +249,7 @@ def cmd_sweep(args) -> int:
     with created_store_cleanup(args.store):
         store = open_store(args.store)
         say_preset(args.preset)
-        counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
-                           device=device, name=name, slurm=slurm, allow_memory=True, worker=worker,
-                           pack_memory=budget)
+        counts = run_sweep(sweep_plan, store, worker=worker, name=name, allow_memory=args.allow_memory)
     emit(args, counts)
     return failed_runs_exit(counts, args.store)
 
