@@ -298,6 +298,13 @@ def cmd_collect(args) -> int:
 # ---------------------------------------------------------------- parsers
 def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
     """The parsers of train, sweep, status and collect; `help_for` as cli.build_parser's."""
+    _add_train_parser(sub, help_for)
+    _add_sweep_parser(sub)
+    _add_read_parsers(sub)
+
+
+def _add_train_parser(sub, help_for: tuple[str, dict] | None) -> None:
+    """train: its flags, then one per RunConfig field (arguments.add_config_fields)."""
     sp = sub.add_parser("train", help="train one model", **help_text(
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
@@ -321,6 +328,9 @@ def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
     add_config_fields(sp, *(help_for or ("cpu", {})))
     sp.set_defaults(fn=cmd_train)
 
+
+def _add_sweep_parser(sub) -> None:
+    """sweep: what to run (--experiment or --grid), where and how (executor, shard, SLURM, memory)."""
     sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **help_text(
         "Expand an experiment id (SPEC §7) or a grid file into runs, skip finished ones, and train the "
         "rest in packs. Safe to run many at once on one store; resumes after any failure. Exit code: 0 "
@@ -358,6 +368,9 @@ def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
     device_flag(sp)
     sp.set_defaults(fn=cmd_sweep)
 
+
+def _add_read_parsers(sub) -> None:
+    """status and collect: what a store holds."""
     sp = sub.add_parser("status", help="done / running / failed per experiment", **help_text(
         "Count the runs of each sweep in a store by state (runs of `depthscale train` are the sweep "
         "'train'), and list the diverged, broken and failed ones (a failed run's line: the first line "
