@@ -77,7 +77,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
 
     ids: 'all', an id, a comma-separated string or a list (SPEC §7 ids: fig1, fig3..fig14,
     table1..table5). seeds: a count or a list (default registry.PRESET_SEEDS[preset]).
-    executor/shard/workers/max_pack/slurm/device: passed to sweeps.run_sweep. run=False only
+    executor/shard/workers/max_pack/slurm/device: passed to sweeps.plan. run=False only
     builds from what is stored. build: write the artifacts (default: yes, except for a shard or
     a SLURM submission that does not wait, whose runs are not finished when this returns).
     overrides: further RunConfig fields for every run (e.g. {"max_steps": 500}).
