@@ -32,7 +32,7 @@ import numpy as np
 
 from depthscale.fits import fit_power_law
 from depthscale.store import Store
-from depthscale.sweeps import expand_grid, run_sweep
+from depthscale.sweeps import expand_grid, plan, run_sweep
 
 PRESET = os.environ.get("DEPTHSCALE_NOTEBOOK_PRESET", "smoke")
 OUT = Path(os.environ.get("DEPTHSCALE_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="depthscale-notebook-"))
@@ -45,15 +45,16 @@ print(f"preset {PRESET}; store and figures in {OUT}")
 #
 # The controlled nonlinear (softmax) model on the easy task (copy the matching token), two input
 # spectra and four depths. `expand_grid` crosses the lists over the preset's defaults (the same
-# expansion as `depthscale sweep --grid`); `run_sweep` trains what the store does not hold yet, all
-# depths of one geometry as one packed computation, and is resumable.
+# expansion as `depthscale sweep --grid`); `plan` packs what the store does not hold yet (all depths
+# of one geometry as one packed computation) and checks its memory; `run_sweep` trains that plan,
+# and is resumable.
 
 # %%
 grid = {"model": "nonlinear", "task": "easy", "a": [0.0, 1.0], "b": 0.0, "depths": [1, 2, 4, 8], "seed": 0,
         **(TINY if PRESET == "smoke" else {})}
 configs = expand_grid(grid, preset=PRESET)
 store = Store(OUT / "store")
-counts = run_sweep(configs, store, executor="inline", name="notebook", progress=False)
+counts = run_sweep(plan(configs, store, executor="inline"), store, name="notebook", progress=False)
 print(f"{len(configs)} runs: {counts}")
 
 # %% [markdown]

@@ -92,7 +92,7 @@ def configs(n: int, **overrides) -> list:
 
 def main() -> None:
     from depthscale.store import Store
-    from depthscale.sweeps import run_sweep
+    from depthscale.sweeps import plan, run_sweep
 
     ap = argparse.ArgumentParser()
     ap.add_argument("store")
@@ -102,9 +102,9 @@ def main() -> None:
     ap.add_argument("--max-pack", type=int, default=64)
     ap.add_argument("--lease-timeout", type=float, default=600.0)
     args = ap.parse_args()
-    counts = run_sweep(configs(args.n), Store(args.store, lease_timeout=args.lease_timeout),
-                       executor=args.executor, shard=args.shard, max_pack=args.max_pack,
-                       worker=run_pack, pack_key=pack_key, progress=False, name="fake")
+    store = Store(args.store, lease_timeout=args.lease_timeout)
+    sweep = plan(configs(args.n), store, args.shard, executor=args.executor, max_pack=args.max_pack, pack_key=pack_key)
+    counts = run_sweep(sweep, store, worker=run_pack, progress=False, name="fake")
     print(counts, flush=True)
 
 

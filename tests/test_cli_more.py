@@ -9,9 +9,9 @@ import re
 import pytest
 
 from depthscale import __version__, cli
-from depthscale.arguments import config_sources, field_docs
-from depthscale.config import (FIELD_DEFAULTS, FIELD_NAMES, PRESETS, TASKS, depth_steps, geometry, make_config,
-                               preset_fields, recipe_fields)
+from depthscale import config
+from depthscale.config import (FIELD_DEFAULTS, FIELD_HELP, FIELD_NAMES, PRESETS, TASKS, config_and_sources,
+                               depth_steps, geometry, make_config, preset_fields, recipe_fields)
 from depthscale.kind_registry import kind_names
 from depthscale.store import Store
 
@@ -67,7 +67,7 @@ def test_help_shows_the_defaults_of_the_preset_and_model_given(capsys):
 
 
 def test_every_help_line_is_whole():
-    docs = field_docs()
+    docs = FIELD_HELP
     assert set(docs) == set(FIELD_NAMES)
     assert docs["grad_clip"].endswith("starves the small W_q, W_k gradients below Adam's eps)")
     assert docs["grad_clip"].count("(") == docs["grad_clip"].count(")")
@@ -101,6 +101,27 @@ def test_print_config_names_each_fields_source(capsys):
     assert len(out.strip().splitlines()) == 1 + len(FIELD_NAMES)
 
 
+@pytest.mark.parametrize("argv", [("--preset", "cpu", "--model", "linear", "--depth", "64"),
+                                  ("--preset", "smoke", "--task", "easy", "--k", "1", "--lr", "0.05"),
+                                  ("--preset", "paper", "--task", "easy", "--max_steps", "7")])
+def test_print_config_is_make_configs_one_fold(capsys, monkeypatch, argv):
+    """--print-config shows the config and sources of config_and_sources, the fold make_config (and
+    so the run) makes, and folds the layers once."""
+    folds = []
+    layers = config._layers
+    monkeypatch.setattr(config, "_layers", lambda *a: folds.append(a) or layers(*a))
+    code, out, _ = run_cli(capsys, "train", *argv, "--print-config", "--json")
+    res = json.loads(out)
+    flags = dict(zip(argv[::2], argv[1::2]))
+    given = {k.lstrip("-").replace("depth", "L"): v for k, v in flags.items() if k != "--preset"}
+    given = {k: (float(v) if k == "lr" else v if k in ("model", "task") else int(v)) for k, v in given.items()}
+    # (the parser's --help defaults fold the cpu preset's layers first: no flag given)
+    assert code == 0 and [f for f in folds if f[1]] == [(flags["--preset"], given)]
+    cfg, src = config_and_sources(flags["--preset"], **given)
+    assert res["source"] == src and res["config"] == cfg.to_dict() == make_config(flags["--preset"], **given).to_dict()
+    assert res["run_id"] == cfg.run_id
+
+
 def test_print_config_says_whether_the_store_holds_the_run(tmp_path, capsys):
     args = ("train", "--preset", "smoke", "--max_steps", "4", "--eval_every", "2", "--store", tmp_path / "s")
     _, out, _ = run_cli(capsys, *args, "--print-config", "--json")
@@ -124,7 +145,7 @@ def test_the_sources_replay_make_config(preset, model, task, L):
     steps = depth_steps(preset, model, task, L)
     if steps is not None:
         layers["depth"] = {"max_steps": steps, "min_steps": steps // 2}
-    for name, src in config_sources(preset, given).items():
+    for name, src in config_and_sources(preset, **given)[1].items():
         want = 1 if (name == "k" and task == "easy") else layers[src][name]
         assert cfg[name] == want, (name, src)
 

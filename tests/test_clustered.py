@@ -160,14 +160,14 @@ def test_registry_expansion_smoke_and_cpu():
 def smoke_store(tmp_path_factory):
     from depthscale.results import Results, Theory
     from depthscale.store import Store
-    from depthscale.sweeps import run_sweep
+    from depthscale.sweeps import plan, run_sweep
 
     root = tmp_path_factory.mktemp("clustered")
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         store = Store(root / "store")
-        run_sweep(ex.REGISTRY["clustered"].configs("smoke"), store, executor="inline")
+        run_sweep(plan(ex.REGISTRY["clustered"].configs("smoke"), store), store)
         yield root, Results.from_store(store, "smoke"), Theory("smoke", cache=root / "theory.json")
     finally:
         torch.set_num_threads(n)

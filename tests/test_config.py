@@ -117,3 +117,26 @@ def test_loop_must_divide_the_depth():
         make_config("cpu", L=4, loop=3)
     with pytest.raises(ValueError, match=r"clusters must be >= 0, got -1"):
         make_config("cpu", clusters=-1)
+
+
+def test_every_field_decides_whether_it_enters_the_run_id():
+    """Each RunConfig field says, in its metadata, whether the run id hashes it (RUN_ID_RULES) and
+    what it means (its help): a field added without deciding (a plain `name: int = 0`, which would
+    change every stored run id) fails here, and `_field` has no default for the decision."""
+    import dataclasses
+
+    from depthscale.config import (FIELD_HELP, ID_EXCLUDED_FIELDS, ID_OPTIONAL_FIELDS, RUN_ID_RULES, _field,
+                                   undecided_fields)
+
+    assert undecided_fields(RunConfig) == []
+    assert all(FIELD_HELP[f.name].strip() for f in dataclasses.fields(RunConfig))
+    assert ID_OPTIONAL_FIELDS == ("clusters", "loop", "heads", "mlp") and ID_EXCLUDED_FIELDS == ("preset",)
+    assert {f.metadata["run_id"] for f in dataclasses.fields(RunConfig)} == set(RUN_ID_RULES)
+    # a new field without the decision is named; `_field` refuses a missing or unknown one
+    grown = dataclasses.make_dataclass("Grown", [("width2", int, dataclasses.field(default=0))], bases=(RunConfig,),
+                                       frozen=True)
+    assert undecided_fields(grown) == ["width2"]
+    with pytest.raises(TypeError):
+        _field(0, "a new field")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="run_id must be one of"):
+        _field(0, "a new field", run_id="sometimes")

@@ -9,10 +9,9 @@ import torch
 from depthscale import seeds
 from depthscale.config import ConfigError, make_config
 from depthscale.kinds.constructive import constructive_stack, monitor_moments
-from depthscale.measurements import eval_contexts
+from depthscale.measurements import eval_contexts, monitor
 from depthscale.models import build_pack
 from depthscale.softmax_floor import best_stack_on, stack_moments
-from depthscale.trainer import monitor
 
 DEPTHS = (1, 2, 4)
 

@@ -166,11 +166,11 @@ def test_slurm_without_a_cluster_refuses_in_one_line_before_writing(tmp_path, gr
                    "PATH); submit from a login node of the cluster, or use --executor process"], err
     assert not store.exists() and fake_submitit.asked == []
     # the library refuses too, before the store is written
-    from depthscale.sweeps import run_sweep
+    from depthscale.sweeps import plan
 
     lib = Store(tmp_path / "lib")
     with pytest.raises(SubmissionError, match="no SLURM cluster here"):
-        run_sweep([make_config("smoke", **TINY)], lib, executor="slurm", name="x")
+        plan([make_config("smoke", **TINY)], lib, executor="slurm")
     assert list(lib.runs_root.iterdir()) == [] and list(lib.sweeps_root.iterdir()) == []
 
 
@@ -195,7 +195,7 @@ def test_slurm_with_sbatch_and_srun_submits_to_slurm_never_locally(tmp_path, gri
 
 
 def test_a_slurm_job_that_dies_leaves_its_runs_failed_with_the_reason(tmp_path, monkeypatch, fake_submitit):
-    from depthscale.sweeps import run_sweep
+    from depthscale.sweeps import plan, run_sweep
 
     class DeadJob:
         job_id = "4242_0"
@@ -207,7 +207,7 @@ def test_a_slurm_job_that_dies_leaves_its_runs_failed_with_the_reason(tmp_path, 
     _fake_slurm_commands(tmp_path, monkeypatch)
     store = Store(tmp_path / "store")
     cfgs = [make_config("smoke", **dict(TINY, L=L)) for L in (1, 2)]
-    counts = run_sweep(cfgs, store, executor="slurm", slurm={"wait": True}, name="x", progress=False)
+    counts = run_sweep(plan(cfgs, store, executor="slurm", slurm={"wait": True}), store, name="x", progress=False)
     assert counts["failed"] == 2
     for c in cfgs:
         assert store.run_state(c.run_id) == "failed"

@@ -8,9 +8,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
 MAX_FUNCTION_LINES = 80
-ALLOWED = {
-    "commands/runs.py:add_parsers",  # issue 34: split by the cfgplan branch
-}
+ALLOWED: set[str] = set()  # a function over the line count while it waits for its split (none now)
 
 
 def function_lengths(path: Path, root: Path = SRC) -> dict[str, int]:

@@ -173,6 +173,50 @@ def test_tensorboard_logger_writes_event_files_per_run(tmp_path, capsys):
     assert [e.value for e in acc.Scalars("train/R")] == pytest.approx(Store(store).load_curves(rid)["R"], rel=1e-6)
 
 
+def test_the_trainer_triggers_named_hooks_that_the_logs_attach_to(tmp_path, monkeypatch):
+    """Trainer.run triggers on_eval (each run's curve row), on_checkpoint (the pack's checkpoint is
+    due) and on_finish (a run's result is written). The trainer's own hooks run first: keep-best
+    has seen the row, the store holds the checkpoint, TensorBoard (a stand-in SummaryWriter here)
+    has logged each row as scalars and closed the run's writer; then the hooks a caller added."""
+    from depthscale.errors import InputError
+    from depthscale.models import build_pack
+    from depthscale.trainer import HOOKS, Trainer
+
+    events = []
+
+    class Writer:
+        def __init__(self, path, purge_step=None):
+            self.rid = Path(path).parent.name
+
+        def add_scalar(self, key, value, step):
+            events.append(("scalar", self.rid, key, step))
+
+        def close(self):
+            events.append(("close", self.rid))
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", argparse.Namespace(SummaryWriter=Writer))
+    cfgs = [small(L=1, max_steps=6, eval_every=2, checkpoint_every=4), small(L=2, max_steps=6, eval_every=2,
+                                                                          checkpoint_every=4)]
+    store = Store(tmp_path / "s")
+    trainer = Trainer(cfgs, build_pack(cfgs), "cpu", store, ("tensorboard",))
+    seen = []
+    trainer.add_hook("on_eval", lambda i, row: seen.append(
+        ("eval", i, row["step"], trainer.states[i].best_loss <= row["R"],
+         ("scalar", cfgs[i].run_id, "train/R", row["step"]) in events)))
+    trainer.add_hook("on_checkpoint", lambda step: seen.append(
+        ("checkpoint", step, [store.load_checkpoint(c.run_id)["step"] for c in cfgs])))
+    trainer.add_hook("on_finish", lambda i, met, curves: seen.append(
+        ("finish", i, met["steps"], curves["step"], ("close", cfgs[i].run_id) in events)))
+    trainer.run(progress=False)
+    assert seen == [("eval", 0, 2, True, True), ("eval", 1, 2, True, True),
+                    ("eval", 0, 4, True, True), ("eval", 1, 4, True, True), ("checkpoint", 4, [4, 4]),
+                    ("eval", 0, 6, True, True), ("eval", 1, 6, True, True), ("checkpoint", 6, [6, 6]),
+                    ("finish", 0, 6, [2, 4, 6], True), ("finish", 1, 6, [2, 4, 6], True)]
+    assert HOOKS == ("on_eval", "on_checkpoint", "on_finish")
+    with pytest.raises(InputError, match="hook must be one of"):
+        trainer.add_hook("on_step", print)
+
+
 def test_tensorboard_missing_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if not installed
     code, out, err = run_cli(capsys, "train", "--preset", "smoke", "--store", tmp_path / "s", "--log", "tensorboard")

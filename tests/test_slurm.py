@@ -14,7 +14,7 @@ import pytest
 
 from depthscale.config import run_id
 from depthscale.store import Store
-from depthscale.sweeps import run_sweep
+from depthscale.sweeps import plan, run_sweep
 
 import fake_worker
 from fake_worker import events
@@ -48,8 +48,9 @@ def job_env(tmp_path, monkeypatch) -> Path:
 
 
 def _sweep(cfgs, store, slurm, **kw):
-    return run_sweep(cfgs, store, executor="slurm", worker=fake_worker.run_pack,
-                     pack_key=fake_worker.pack_key, progress=False, slurm=slurm, **kw)
+    run = {k: kw.pop(k) for k in ("name", "allow_memory") if k in kw}
+    return run_sweep(plan(cfgs, store, executor="slurm", pack_key=fake_worker.pack_key, slurm=slurm, **kw), store,
+                     worker=fake_worker.run_pack, progress=False, **run)
 
 
 def _check_once(store, logdir, cfgs):

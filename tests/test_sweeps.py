@@ -16,7 +16,7 @@ from depthscale.config import PRESET_DEPTHS, ConfigError, make_config, run_id
 from depthscale.errors import MissingExtraError
 from depthscale.store import Store
 from depthscale.executors import available_cores, execute_pack, pack_cost
-from depthscale.sweeps import expand_grid, load_grid, parse_shard, plan, run_sweep
+from depthscale.sweeps import expand_grid, load_grid, make_packs, parse_shard, plan, run_sweep
 
 import fake_worker
 from fake_worker import events
@@ -32,9 +32,13 @@ def logdir(tmp_path, monkeypatch) -> Path:
     return d
 
 
+RUN_KEYS = ("worker", "name", "progress", "allow_memory", "extra_jobs")  # run_sweep's; the rest are plan's
+
+
 def _sweep(cfgs, store, **kw):
     kw = {"worker": fake_worker.run_pack, "pack_key": fake_worker.pack_key, "progress": False, **kw}
-    return run_sweep(cfgs, store, **kw)
+    run = {k: kw.pop(k) for k in RUN_KEYS if k in kw}
+    return run_sweep(plan(cfgs, store, **kw), store, **run)
 
 
 def _done_snapshot(store: Store) -> dict:
@@ -131,13 +135,13 @@ def test_shards_partition_the_runs_whatever_is_done(tmp_path):
     cfgs = fake_worker.configs(23)
     all_ids = {c.run_id for c in cfgs}
     for n in (1, 2, 3, 5):
-        shares = [{c.run_id for p in plan(cfgs, store, (i, n), pack_key=fake_worker.pack_key) for c in p}
+        shares = [{c.run_id for p in make_packs(cfgs, store, (i, n), pack_key=fake_worker.pack_key) for c in p}
                   for i in range(n)]
         assert set().union(*shares) == all_ids and sum(map(len, shares)) == len(all_ids)
     # a shard planning after some runs are done still never takes another shard's run
-    before = {c.run_id for p in plan(cfgs, store, (1, 3), pack_key=fake_worker.pack_key) for c in p}
+    before = {c.run_id for p in make_packs(cfgs, store, (1, 3), pack_key=fake_worker.pack_key) for c in p}
     _sweep(cfgs[:7], store, shard=None)
-    after = {c.run_id for p in plan(cfgs, store, (1, 3), pack_key=fake_worker.pack_key) for c in p}
+    after = {c.run_id for p in make_packs(cfgs, store, (1, 3), pack_key=fake_worker.pack_key) for c in p}
     assert after <= before and before - after == before & {c.run_id for c in cfgs[:7]}
 
 
@@ -145,15 +149,15 @@ def test_plan_dedupes_drops_done_and_packs_evenly(tmp_path):
     store = Store(tmp_path / "s")
     cfgs = fake_worker.configs(10) + fake_worker.configs(10, model="linear")
     _sweep(cfgs[:3], store)
-    packs = plan(cfgs + cfgs[:5], store, max_pack=4, pack_key=fake_worker.pack_key)
-    assert packs == plan(list(reversed(cfgs)), store, max_pack=4, pack_key=fake_worker.pack_key)
+    packs = make_packs(cfgs + cfgs[:5], store, max_pack=4, pack_key=fake_worker.pack_key)
+    assert packs == make_packs(list(reversed(cfgs)), store, max_pack=4, pack_key=fake_worker.pack_key)
     sizes = [len(p) for p in packs]
     assert sorted(sizes) == [3, 3, 3, 4, 4] and sum(sizes) == 17  # 7 nonlinear runs left, 10 linear
     for p in packs:
         assert len({fake_worker.pack_key(c) for c in p}) == 1
         assert not any(store.is_done(c.run_id) for c in p)
     with pytest.raises(ConfigError, match="max_pack"):
-        plan(cfgs, store, max_pack=0, pack_key=fake_worker.pack_key)
+        make_packs(cfgs, store, max_pack=0, pack_key=fake_worker.pack_key)
 
 
 def test_pack_cost_orders_by_layers_steps_and_model():
@@ -391,16 +395,16 @@ def test_sweep_splits_packs_to_fit_memory(tmp_path, monkeypatch):
     from depthscale.sweeps import pack_memory_budget
 
     cfgs = fake_worker.configs(6)
-    whole = plan(cfgs, None)
+    whole = make_packs(cfgs, None)
     need = max(memory.pack_bytes(p) for p in whole)
     single = max(memory.pack_bytes([c]) for c in cfgs)  # the evaluation set is a fixed cost
     assert single < need
     budget = (single + need) // 2
-    split = plan(cfgs, None, pack_memory=budget)
+    split = make_packs(cfgs, None, pack_memory=budget)
     assert len(split) > len(whole)
     assert all(memory.pack_bytes(p) <= budget for p in split)
     assert sorted(c.run_id for p in split for c in p) == sorted(c.run_id for p in whole for c in p)
-    assert plan(cfgs, None, pack_memory=1) == [[c] for p in whole for c in p]  # at worst one run a pack
+    assert make_packs(cfgs, None, pack_memory=1) == [[c] for p in whole for c in p]  # at worst one run a pack
     # the sweep uses the machine's memory shared by its workers: split, then all run
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 2 * budget)
     assert pack_memory_budget("process", 2) == int(memory.HEADROOM * budget)
@@ -442,10 +446,10 @@ def _alive(pid: int) -> bool:
 def test_process_workers_exit_when_the_sweep_is_killed(tmp_path, logdir):
     store_root = tmp_path / "s"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import fake_worker; "
-            "from depthscale.sweeps import run_sweep\n"
+            "from depthscale.sweeps import plan, run_sweep\n"
             "if __name__ == '__main__':\n"
-            "    run_sweep(fake_worker.configs(6), sys.argv[2], executor='process', workers=2, max_pack=3,"
-            " worker=fake_worker.run_pack, pack_key=fake_worker.pack_key, progress=False)\n")
+            "    run_sweep(plan(fake_worker.configs(6), sys.argv[2], executor='process', workers=2, max_pack=3,"
+            " pack_key=fake_worker.pack_key), sys.argv[2], worker=fake_worker.run_pack, progress=False)\n")
     env = {**os.environ, "FAKE_WORKER_LOG": str(logdir), "FAKE_WORKER_SLEEP": "30"}
     proc = subprocess.Popen([sys.executable, "-c", code, str(TESTS), str(store_root)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -508,3 +512,61 @@ def test_worker_watchdog_exits_when_the_parent_is_gone():
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child)
+
+
+def test_a_sweep_is_planned_once_and_that_plan_is_run(tmp_path, monkeypatch, capsys):
+    """`depthscale sweep` computes the memory budget, the packs and their memory check once
+    (sweeps.plan), and run_sweep runs that very Plan: nothing is planned again; --dry-run prints
+    the plan it would run."""
+    from collections import Counter
+
+    from depthscale import cli, sweeps
+
+    calls: Counter = Counter()
+    for name in ("pack_memory_budget", "make_packs", "check_memory"):
+        monkeypatch.setattr(sweeps, name, lambda *a, _fn=getattr(sweeps, name), _n=name, **k:
+                            calls.update([_n]) or _fn(*a, **k))
+    plans, runs = [], []
+    real_plan, real_run = sweeps.plan, sweeps.run_sweep
+    monkeypatch.setattr(sweeps, "plan", lambda *a, **k: plans.append(real_plan(*a, **k)) or plans[-1])
+    monkeypatch.setattr(sweeps, "run_sweep", lambda p, *a, **k: runs.append(p) or real_run(p, *a, **k))
+    grid = tmp_path / "g.json"
+    grid.write_text(json.dumps({"model": "linear", "depths": [1, 2], "max_steps": 4, "eval_every": 2,
+                                "checkpoint_every": 2, "monitor_contexts": 64, "eval_contexts": 64}))
+    argv = ["sweep", "--grid", str(grid), "--preset", "smoke", "--store", str(tmp_path / "s"), "--json"]
+    assert cli.main(argv + ["--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert calls == {"pack_memory_budget": 1, "make_packs": 1, "check_memory": 1} and runs == []
+    assert dry["planned"] == plans[0].planned == 2 and [r["run_id"] for r in dry["runs"]] == \
+        [c.run_id for p in plans[0].packs for c in p]
+    calls.clear()
+    assert cli.main(argv) == 0
+    assert calls == {"pack_memory_budget": 1, "make_packs": 1, "check_memory": 1}
+    assert len(plans) == 2 and runs == [plans[1]] and json.loads(capsys.readouterr().out)["ran"] == 2
+
+
+def test_run_sweep_runs_the_plan_it_is_given(tmp_path, monkeypatch, logdir):
+    """The library's run_sweep plans nothing: the Plan's packs run as they are, its memory refusal
+    stands unless allow_memory, and anything but a Plan is refused."""
+    from depthscale import memory, sweeps
+
+    store = Store(tmp_path / "s")
+    cfgs = fake_worker.configs(5)
+    p = plan(cfgs, store, max_pack=2, pack_key=fake_worker.pack_key)
+    assert p.planned == 5 and p.refusal is None
+    names = ("pack_memory_budget", "make_packs", "check_memory")
+    real = {name: getattr(sweeps, name) for name in names}
+    for name in names:
+        monkeypatch.setattr(sweeps, name, lambda *a, **k: pytest.fail("planned again"))
+    res = run_sweep(p, store, worker=fake_worker.run_pack, progress=False)
+    assert res["ran"] == 5 and res["packs"] == len(p.packs)
+    for name in names:  # planning again, with no memory at all: the plan's verdict is a refusal
+        monkeypatch.setattr(sweeps, name, real[name])
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1)
+    big = plan(fake_worker.configs(7), store, pack_key=fake_worker.pack_key)
+    assert isinstance(big.refusal, memory.MemoryRefused) and "allow_memory=True" in str(big.refusal)
+    with pytest.raises(memory.MemoryRefused):
+        run_sweep(big, store, worker=fake_worker.run_pack, progress=False)
+    assert run_sweep(big, store, worker=fake_worker.run_pack, progress=False, allow_memory=True)["ran"] == 2
+    with pytest.raises(TypeError, match="sweeps.Plan"):
+        run_sweep(cfgs, store)

@@ -85,10 +85,11 @@ def test_a_sweep_writes_one_record_per_pack_and_the_report_shows_them(tmp_path):
     from depthscale import report
     from depthscale.registry import REGISTRY
     from depthscale.store import Store
-    from depthscale.sweeps import run_sweep
+    from depthscale.sweeps import plan, run_sweep
 
     cfgs = [c.replace(max_steps=20, eval_contexts=256, monitor_contexts=64) for c in REGISTRY["fig6"].configs("smoke")]
-    run_sweep(cfgs, Store(tmp_path / "store"), executor="inline")
+    store = Store(tmp_path / "store")
+    run_sweep(plan(cfgs, store), store)
     recs = timing.read_records(tmp_path / "store")
     assert len(recs) >= 1 and {"sampling", "forward", "backward", "optimiser", "evaluation"} <= set(recs[0]["phases"])
     for r in recs:

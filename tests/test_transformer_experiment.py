@@ -14,7 +14,7 @@ from depthscale.measurements import eval_contexts
 from depthscale.registry import BEYOND_IDS, IDS, REGISTRY, TRANSFORMER_DEPTHS, all_configs, transformer_depths
 from depthscale.results import Results, Theory
 from depthscale.store import Store
-from depthscale.sweeps import plan, run_sweep
+from depthscale.sweeps import make_packs, plan, run_sweep
 from depthscale.training import run_pack, train_pack
 from depthscale.transformer import TransformerPack, evaluate
 
@@ -30,7 +30,7 @@ def fast_configs():
 def store(tmp_path_factory):
     torch.set_num_threads(1)
     st = Store(tmp_path_factory.mktemp("transformer") / "store")
-    counts = run_sweep(fast_configs(), st, executor="inline", progress=False)
+    counts = run_sweep(plan(fast_configs(), st), st, progress=False)
     assert counts["ran"] == len(transformer_depths("smoke")) == 3  # smoke: depths 1, 2, 4
     return st
 
@@ -45,8 +45,8 @@ def test_registry_expands_the_transformer_experiment():
                and c.grad_clip == 1.0 and c.task == "difficult" and c.k == 2 for c in cpu)
     assert [c.L for c in e.configs("smoke")] == list(transformer_depths("smoke")) == [1, 2, 4]
     # one Transformer per pack (seeds are kept apart too)
-    assert [len(p) for p in plan(cpu, None)] == [1] * len(cpu)
-    assert [len(p) for p in plan(e.configs("cpu", seeds=2), None)] == [1] * 2 * len(cpu)
+    assert [len(p) for p in make_packs(cpu, None)] == [1] * len(cpu)
+    assert [len(p) for p in make_packs(e.configs("cpu", seeds=2), None)] == [1] * 2 * len(cpu)
 
 
 def test_bad_heads_is_a_one_line_config_error(tmp_path, capsys):

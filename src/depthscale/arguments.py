@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import math
-import re
 import warnings
 
-from depthscale.config import (FIELD_CHOICES, FIELD_NAMES, ID_OPTIONAL_FIELDS, INT_FIELDS, MAX_SIZE, RENAMED_FIELDS, ConfigError,
-                               RunConfig, depth_steps, geometry, make_config, preset_fields, recipe_fields, shown)
+from depthscale.config import (FIELD_CHOICES, FIELD_HELP, FIELD_NAMES, ID_EXCLUDED_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS, MAX_SIZE,
+                               RENAMED_FIELDS, ConfigError, RunConfig, config_and_sources, make_config, preset_fields, shown)
 from depthscale.errors import UserError
 from depthscale.userpaths import UsageError, check_parents, out_dir, out_file, path_arg
 
@@ -138,56 +136,11 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def field_docs() -> dict[str, str]:
-    """Each RunConfig field's help, read from its comment in config.py, continuation lines and
-    all: a comment that runs on over the next lines (a line holding only a comment, e.g. grad_clip's)
-    is read whole, up to the next field, blank line or section heading ("# --- ... ---")."""
-    docs: dict[str, str] = {}
-    last = None  # the field whose comment the next comment-only line continues
-    for raw in inspect.getsource(RunConfig).splitlines():
-        line = raw.strip()
-        if line.startswith("#"):
-            if last is not None and not line.startswith("# ---"):
-                docs[last] += " " + line.lstrip("#").strip()
-            else:
-                last = None
-            continue
-        last = None
-        m = re.match(r"^(\w+)\s*:", line)
-        if m and m.group(1) in FIELD_NAMES and "#" in line:
-            last = m.group(1)
-            docs[last] = line.split("#", 1)[1].strip()
-    return docs
-
-
-# where a field's value comes from: make_config's layers, in the order it applies them
-SOURCES = ("default", "preset", "geometry", "recipe", "depth", "flag")
 SOURCE_HELP = ("default: RunConfig's own default; preset: the preset's training fields; geometry: the preset's "
                "d, P, N for the model; recipe: the tuned recipe of (preset, model, task); depth: the step budget "
-               "that grows with L; flag: given on the command line")
+               "that grows with L; flag: given on the command line")  # config.SOURCES, in make_config's order
 # the fields that pick make_config's layers (and so the defaults --help shows)
 CONTEXT_FIELDS = ("model", "task", "k", "L")
-
-
-def config_sources(preset: str, given: dict) -> dict[str, str]:
-    """For make_config(preset, **given): where each field's value comes from, one of SOURCES, found
-    by replaying make_config's layers (dataclass defaults, preset_fields, geometry, recipe_fields,
-    depth_steps, the given fields; the easy task's k = 1 counts as the recipe's). The last layer to
-    set a field names it, even where it sets the value an earlier one had."""
-    given = {k: v for k, v in given.items() if v is not None}
-    model = given.get("model", RunConfig.model)
-    task = given.get("task", RunConfig.task)
-    src = dict.fromkeys(FIELD_NAMES, "default")
-    src.update(dict.fromkeys(preset_fields(preset), "preset"))
-    src.update(dict.fromkeys(geometry(preset, model), "geometry"))
-    src.update(dict.fromkeys(recipe_fields(preset, model, task), "recipe"))
-    L = given.get("L", RunConfig.L)
-    if isinstance(L, int) and 1 <= L <= MAX_SIZE and depth_steps(preset, model, task, L) is not None:
-        src["max_steps"] = src["min_steps"] = "depth"
-    src.update(dict.fromkeys(given, "flag"))
-    if task == "easy" and given.get("k", None) != 1:  # make_config: k has no meaning on the easy task
-        src["k"] = "recipe"
-    return src
 
 
 def _shown(value) -> str:
@@ -195,18 +148,17 @@ def _shown(value) -> str:
 
 
 def add_config_fields(p: argparse.ArgumentParser, preset: str = "cpu", context: dict | None = None) -> None:
-    """A flag per RunConfig field (but preset): its comment as help, its choices where it takes one
-    of a set of words, and its default: make_config(preset, **context)'s value and where it comes
-    from (config_sources). `context` holds the fields among CONTEXT_FIELDS given on the command
+    """A flag per RunConfig field (but preset): its help (config.FIELD_HELP), its choices where it
+    takes one of a set of words, and its default: make_config(preset, **context)'s value and where
+    it comes from (config.config_and_sources). `context` holds the fields among CONTEXT_FIELDS given on the command
     line (main reads them before it shows --help), so `train --preset smoke --model linear --help`
     shows the defaults a run with those flags gets."""
-    docs = field_docs()
     context = {k: v for k, v in (context or {}).items() if v is not None}
     try:
-        cfg, src = make_config(preset, **context), config_sources(preset, context)
+        cfg, src = config_and_sources(preset, **context)
     except UserError:  # a bad flag among them: the parse that follows says which
         context = {}
-        cfg, src = make_config(preset), config_sources(preset, {})
+        cfg, src = config_and_sources(preset)
     for_ = ", ".join([f"--preset {preset}"] + [f"--{k} {_shown(getattr(cfg, k))}" for k in CONTEXT_FIELDS])
     g = p.add_argument_group(
         "run configuration",
@@ -221,7 +173,7 @@ def add_config_fields(p: argparse.ArgumentParser, preset: str = "cpu", context: 
         metavar = "{true,false}" if str(f.type) == "bool" else (None if choices else f.name)
         shown = _shown(getattr(cfg, f.name))
         tail = f"(given: {shown})" if src[f.name] == "flag" else f"(default: {shown} [{src[f.name]}])"
-        text = docs.get(f.name, "").replace("%", "%%")  # argparse %-formats help strings
+        text = FIELD_HELP[f.name].replace("%", "%%")  # argparse %-formats help strings
         g.add_argument(*names, dest=f.name, type=typ, default=None, choices=choices, metavar=metavar,
                        help=f"{text} {tail}".strip())
 
@@ -273,7 +225,7 @@ def _record_fields(rec: dict, where: str) -> dict:
             raise ConfigError(f"{where}: unknown config field {unknown[0]!r}")
     else:
         fields = {RENAMED_FIELDS.get(k, k): v for k, v in rec.items() if RENAMED_FIELDS.get(k, k) in FIELD_NAMES}
-        missing = [n for n in FIELD_NAMES if n not in fields and n != "preset" and n not in ID_OPTIONAL_FIELDS]
+        missing = [n for n in FIELD_NAMES if n not in fields and n not in ID_EXCLUDED_FIELDS + ID_OPTIONAL_FIELDS]
         if missing:
             raise ConfigError(f"{where}: a run record (it has run_id) without the config field {missing[0]!r}")
     out = {}
@@ -443,8 +395,8 @@ def check_theory(args) -> None:
                          f"{fmt_bytes(avail)} is available: smaller numbers, or --allow-memory")
 
 
-__all__ = ["other_spelling", "add_spelling_aliases", "field_docs", "config_sources", "config_overrides",
-           "help_context", "grid_from_records", "SOURCES", "CONTEXT_FIELDS",
+__all__ = ["other_spelling", "add_spelling_aliases", "config_overrides",
+           "help_context", "grid_from_records", "CONTEXT_FIELDS",
            "UsageError", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
            "check_int", "check_workers", "check_real", "check_parents", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
            "store_if_any", "check_memory", "parse_shard", "slurm_options", "require_submitit", "check_theory",

@@ -42,57 +42,71 @@ class ConfigError(InputError):
     """A bad configuration value; the message is one line naming the field and the value."""
 
 
+# Whether a RunConfig field enters the run id (every field decides: `_field`'s run_id, checked by
+# tests/test_config.py): "always" hashed; "when_set" hashed only away from its default (a field added
+# after stores were written: every run that does not use it keeps the id it had before the field
+# existed); "never" (the preset label: it changes no number)
+RUN_ID_RULES = ("always", "when_set", "never")
+
+
+def _field(default, help: str, *, run_id: str):
+    """A RunConfig field: its default, its help (the CLI flag's) and its place in the run id
+    (one of RUN_ID_RULES; there is no default: a new field must say)."""
+    if run_id not in RUN_ID_RULES:
+        raise ValueError(f"run_id must be one of {', '.join(RUN_ID_RULES)}, got {run_id!r}")
+    return dataclasses.field(default=default, metadata={"help": help, "run_id": run_id})
+
+
 @dataclass(frozen=True)
 class RunConfig:
     # --- data (SPEC §2) ---
-    d: int = 32  # input dimension
-    P: int = 128  # context length (number of context pairs)
-    a: float = 0.0  # input-spectrum exponent, lambda_k = k^-a
-    b: float = 0.0  # teacher-spectrum exponent, omega_k = k^-b
-    task: str = "difficult"  # easy (exact-match copy) | difficult (top-k average by cosine)
-    k: int = 2  # number of selected tokens (difficult task)
-    noise: float = 0.0  # label noise std
-    clusters: int = 0  # context classes: 0 = a fresh Haar rotation per context; K >= 1 = each context's rotation is one of K fixed ones (paper App. D.2)
+    d: int = _field(32, "input dimension", run_id="always")
+    P: int = _field(128, "context length (number of context pairs)", run_id="always")
+    a: float = _field(0.0, "input-spectrum exponent, lambda_k = k^-a", run_id="always")
+    b: float = _field(0.0, "teacher-spectrum exponent, omega_k = k^-b", run_id="always")
+    task: str = _field("difficult", "easy (exact-match copy) | difficult (top-k average by cosine)", run_id="always")
+    k: int = _field(2, "number of selected tokens (difficult task)", run_id="always")
+    noise: float = _field(0.0, "label noise std", run_id="always")
+    clusters: int = _field(0, "context classes: 0 = a fresh Haar rotation per context; K >= 1 = each context's rotation is one of K fixed ones (paper App. D.2)", run_id="when_set")
     # --- model (SPEC §3) ---
-    model: str = "nonlinear"  # the attention stack: nonlinear (the paper's controlled model), linear, or a variant (SPEC §3)
-    N: int = 32  # hidden width (N >= d)
-    L: int = 1  # depth (number of attention layers)
-    loop: int = 0  # weight tying across depth: 0 = every layer its own weights; B >= 1 = B distinct layers looped L/B times (1: one layer repeated L times)
-    heads: int = 4  # model=transformer: attention heads per block (N divisible by heads)
-    mlp: int = 4  # model=transformer: MLP hidden width mlp * N per block (0: attention-only blocks)
-    qk_std: float = 0.02  # init std of the W_q, W_k entries (small: attention starts near uniform); qk_init picks the init mode
-    qk_init: str = "independent"  # independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max]) | constructive (layer l starts as one head of the best equal-weight stack of L cosine heads on the monitor contexts, plus qk_std noise)
-    tau_min: float = 7.0  # qk_init=spread: cosine temperature of the first layer at init
-    tau_max: float = 30.0  # qk_init=spread: cosine temperature of the last layer at init
-    metric_sigma: float = 0.5  # qk_init=spread: log-normal spread of the metric's eigenvalues D (0 = isotropic)
-    gd_step: float = 0.5  # qk_init=gd (linear model): every layer starts as one in-context gradient step of this size (B_l = gd_step L I, W_v = I)
-    wx_init: str = "gaussian"  # gaussian | orthogonal (orthonormal columns of W_x at init)
-    gain_init: str = "random"  # random | positive (flip W_o at init so that g = W_o W_v W_y > 0)
+    model: str = _field("nonlinear", "the attention stack: nonlinear (the paper's controlled model), linear, or a variant (SPEC §3)", run_id="always")
+    N: int = _field(32, "hidden width (N >= d)", run_id="always")
+    L: int = _field(1, "depth (number of attention layers)", run_id="always")
+    loop: int = _field(0, "weight tying across depth: 0 = every layer its own weights; B >= 1 = B distinct layers looped L/B times (1: one layer repeated L times)", run_id="when_set")
+    heads: int = _field(4, "model=transformer: attention heads per block (N divisible by heads)", run_id="when_set")
+    mlp: int = _field(4, "model=transformer: MLP hidden width mlp * N per block (0: attention-only blocks)", run_id="when_set")
+    qk_std: float = _field(0.02, "init std of the W_q, W_k entries (small: attention starts near uniform); qk_init picks the init mode", run_id="always")
+    qk_init: str = _field("independent", "independent | tied (W_k starts equal to W_q; trained freely) | spread (layer l's metric starts at tau_l R_l D_l R_l^T, tau_l geometric over [tau_min, tau_max]) | constructive (layer l starts as one head of the best equal-weight stack of L cosine heads on the monitor contexts, plus qk_std noise)", run_id="always")
+    tau_min: float = _field(7.0, "qk_init=spread: cosine temperature of the first layer at init", run_id="always")
+    tau_max: float = _field(30.0, "qk_init=spread: cosine temperature of the last layer at init", run_id="always")
+    metric_sigma: float = _field(0.5, "qk_init=spread: log-normal spread of the metric's eigenvalues D (0 = isotropic)", run_id="always")
+    gd_step: float = _field(0.5, "qk_init=gd (linear model): every layer starts as one in-context gradient step of this size (B_l = gd_step L I, W_v = I)", run_id="always")
+    wx_init: str = _field("gaussian", "gaussian | orthogonal (orthonormal columns of W_x at init)", run_id="always")
+    gain_init: str = _field("random", "random | positive (flip W_o at init so that g = W_o W_v W_y > 0)", run_id="always")
     # --- training (SPEC §4) ---
-    lr: float = 3e-3  # Adam learning rate at L = 1
-    lr_depth_exp: float = 0.0  # lr(L) = lr * L^lr_depth_exp (depth-aware learning rate)
-    batch: int = 256  # fresh contexts per step
-    max_steps: int = 3000  # step cap
-    warmup: int = 100  # linear warmup steps
-    schedule: str = "cosine"  # lr schedule after warmup, over max_steps
-    eval_every: int = 250  # steps between monitor evaluations (one at 10,240 contexts costs ~14-20 training steps on a CPU: ~6-8%)
-    monitor_contexts: int = 10240  # fixed monitor contexts (SPEC §4: >= 10,240, disjoint from the evaluation set; seeds.monitor_seed)
-    patience: int = 10  # monitor evaluations without relative improvement > rel_tol => converged
-    rel_tol: float = 1e-3  # relative improvement that counts as progress
-    min_steps: int = 0  # the convergence rule cannot stop a run before this step (an early plateau is not convergence)
-    early_stop: bool = False  # let the convergence rule stop a run before max_steps (off: SPEC §4 reports the final model, after the schedule has annealed the rate)
-    checkpoint_every: int = 500  # steps between checkpoints
-    qk_lr: str = "absolute"  # absolute | relative (qk_init=gd: W_q, W_k learn at lr times their start scale sqrt(gd_step L N), so the step size of the gradient-descent start can move by a fixed fraction per step at any depth)
-    keep_best: bool = False  # True: measure the parameters of the lowest monitor loss seen instead of the final ones (SPEC §4: the reported model is the final one; the best step is always recorded as a diagnostic, best_step / best_monitor)
-    grad_clip: float = 0.0  # per-model grad-norm clip (0 = off; Adam is scale-free, and a clip
-    # dominated by one large gradient starves the small W_q, W_k gradients below Adam's eps)
+    lr: float = _field(3e-3, "Adam learning rate at L = 1", run_id="always")
+    lr_depth_exp: float = _field(0.0, "lr(L) = lr * L^lr_depth_exp (depth-aware learning rate)", run_id="always")
+    batch: int = _field(256, "fresh contexts per step", run_id="always")
+    max_steps: int = _field(3000, "step cap", run_id="always")
+    warmup: int = _field(100, "linear warmup steps", run_id="always")
+    schedule: str = _field("cosine", "lr schedule after warmup, over max_steps", run_id="always")
+    eval_every: int = _field(250, "steps between monitor evaluations (one at 10,240 contexts costs ~14-20 training steps on a CPU: ~6-8%)", run_id="always")
+    monitor_contexts: int = _field(10240, "fixed monitor contexts (SPEC §4: >= 10,240, disjoint from the evaluation set; seeds.monitor_seed)", run_id="always")
+    patience: int = _field(10, "monitor evaluations without relative improvement > rel_tol => converged", run_id="always")
+    rel_tol: float = _field(1e-3, "relative improvement that counts as progress", run_id="always")
+    min_steps: int = _field(0, "the convergence rule cannot stop a run before this step (an early plateau is not convergence)", run_id="always")
+    early_stop: bool = _field(False, "let the convergence rule stop a run before max_steps (off: SPEC §4 reports the final model, after the schedule has annealed the rate)", run_id="always")
+    checkpoint_every: int = _field(500, "steps between checkpoints", run_id="always")
+    qk_lr: str = _field("absolute", "absolute | relative (qk_init=gd: W_q, W_k learn at lr times their start scale sqrt(gd_step L N), so the step size of the gradient-descent start can move by a fixed fraction per step at any depth)", run_id="always")
+    keep_best: bool = _field(False, "True: measure the parameters of the lowest monitor loss seen instead of the final ones (SPEC §4: the reported model is the final one; the best step is always recorded as a diagnostic, best_step / best_monitor)", run_id="always")
+    grad_clip: float = _field(0.0, "per-model grad-norm clip (0 = off; Adam is scale-free, and a clip dominated by one large gradient starves the small W_q, W_k gradients below Adam's eps)", run_id="always")
     # --- evaluation (SPEC §5) ---
-    eval_contexts: int = 10240  # fresh evaluation contexts
-    eval_seed: int = 1_000_003  # seed of the evaluation set (shared by all runs of one data config)
-    stream: str = CONTEXT_STREAM  # the context stream every context of the run is drawn from (in the run id: runs on another stream are other runs; a config stored without it is "legacy")
+    eval_contexts: int = _field(10240, "fresh evaluation contexts", run_id="always")
+    eval_seed: int = _field(1_000_003, "seed of the evaluation set (shared by all runs of one data config)", run_id="always")
+    stream: str = _field(CONTEXT_STREAM, 'the context stream every context of the run is drawn from (in the run id: runs on another stream are other runs; a config stored without it is "legacy")', run_id="always")
     # --- identity ---
-    seed: int = 0  # model init and training-data stream
-    preset: str = "cpu"  # informational: which preset the fields came from
+    seed: int = _field(0, "model init and training-data stream", run_id="always")
+    preset: str = _field("cpu", "informational: which preset the fields came from", run_id="never")
 
     def __post_init__(self) -> None:
         # a = 0 and a = 0.0 are one configuration: store floats as floats so the run id agrees
@@ -244,10 +258,22 @@ def scaled_lr(lr: float, depth: int, exponent: float) -> float:
         return math.inf
 
 
-# Fields added after stores were written (the beyond-the-paper experiments' switches): at their
-# default they are left out of the run id, so every run that does not use them keeps the id it had
-# before they existed (a store resumes; `Results` fills them in with their defaults when reading).
-ID_OPTIONAL_FIELDS: tuple[str, ...] = ("clusters", "loop", "heads", "mlp")
+# Fields added after stores were written (the beyond-the-paper experiments' switches; run_id="when_set"):
+# at their default they are left out of the run id, so every run that does not use them keeps the id
+# it had before they existed (a store resumes; `Results` fills them in with their defaults when reading).
+ID_OPTIONAL_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.metadata.get("run_id") == "when_set")
+# fields never in the run id (run_id="never": the preset label)
+ID_EXCLUDED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunConfig) if f.metadata.get("run_id") == "never")
+
+
+def undecided_fields(cls=None) -> list[str]:
+    """The fields of `cls` (default RunConfig) that do not say whether they enter the run id
+    (`_field`'s run_id): each one is a decision still to make (tests/test_config.py)."""
+    return [f.name for f in fields(cls or RunConfig) if f.metadata.get("run_id") not in RUN_ID_RULES]
+
+
+# each field's help (the CLI's flag help; RunConfig's `_field`)
+FIELD_HELP: dict[str, str] = {f.name: f.metadata.get("help", "") for f in fields(RunConfig)}
 
 
 def _id_value(v):
@@ -267,9 +293,9 @@ def run_id(cfg: RunConfig) -> str:
     """Hash of the full configuration: the first 16 hex digits of the sha256 of its fields as
     compact JSON with sorted keys, numbers normalised first (-0.0 hashes as 0.0, so a = -0.0 and
     a = 0.0 are one run; every other number as json writes it, so ids of earlier versions
-    stand). Left out: the `preset` label (it changes no number) and a field of
+    stand). Left out: the `preset` label (it changes no number: ID_EXCLUDED_FIELDS) and a field of
     ID_OPTIONAL_FIELDS at its default (it did not exist when older runs were hashed)."""
-    dct = config_dict(cfg, ("preset",))
+    dct = config_dict(cfg, ID_EXCLUDED_FIELDS)
     for name in ID_OPTIONAL_FIELDS:
         if dct[name] == FIELD_DEFAULTS[name]:
             del dct[name]
@@ -462,9 +488,34 @@ def recipe_fields(preset: str, model: str, task: str) -> dict:
     return out
 
 
-def make_config(preset: str = "cpu", **overrides) -> RunConfig:
-    """A preset's config, with the tuned recipe for its model and task, then any field
-    overridden; unknown fields are a ConfigError."""
+# where a field's value comes from: make_config's layers, in the order it folds them
+SOURCES = ("default", "preset", "geometry", "recipe", "depth", "flag")
+
+
+def _layers(preset: str, overrides: dict) -> list[tuple[str, dict]]:
+    """make_config's layers over the dataclass defaults, in order, each (source, fields it sets):
+    the preset's training fields, its geometry for the model, the tuned recipe of (preset, model,
+    task), the step budget that grows with L, the overrides ("flag"); last, on the easy task, k = 1
+    (k has no meaning there: one value, so run ids do not split on it), counted as the recipe's
+    unless the overrides gave that very value."""
+    model = overrides.get("model", RunConfig.model)
+    task = overrides.get("task", RunConfig.task)
+    layers = [("preset", preset_fields(preset)), ("geometry", geometry(preset, model)),
+              ("recipe", recipe_fields(preset, model, task))]
+    L = overrides.get("L", RunConfig.L)
+    steps = depth_steps(preset, model, task, L) if _is_int(L) and 1 <= L <= MAX_SIZE else None  # (a bad L: validate says so)
+    if steps is not None:  # the convergence rule (with early_stop) judges only the second half of the budget
+        layers.append(("depth", {"max_steps": steps, "min_steps": steps // 2}))
+    layers.append(("flag", overrides))
+    if task == "easy":
+        layers.append(("flag" if overrides.get("k") == 1 else "recipe", {"k": 1}))
+    return layers
+
+
+def config_and_sources(preset: str = "cpu", **overrides) -> tuple[RunConfig, dict[str, str]]:
+    """make_config's config and where each field's value comes from (one of SOURCES: the last
+    layer to set a field names it, even where it sets the value an earlier one had), from one
+    fold of its layers (`_layers`); `train --print-config` shows both."""
     for name in overrides:
         if name not in FIELD_NAMES:
             raise ConfigError(f"unknown config field {name!r}")
@@ -472,22 +523,22 @@ def make_config(preset: str = "cpu", **overrides) -> RunConfig:
     for name, words in (("model", kind_names()), ("task", TASKS)):  # they pick the recipe: a list or table cannot
         if name in overrides and not isinstance(overrides[name], str):
             raise ConfigError(f"{name} must be one of {', '.join(words)}, got {shown(overrides[name])}")
-    base = preset_fields(preset)
-    model = overrides.get("model", RunConfig.model)
-    task = overrides.get("task", RunConfig.task)
-    base.update(geometry(preset, model))
-    base.update(recipe_fields(preset, model, task))
-    L = overrides.get("L", RunConfig.L)
-    steps = depth_steps(preset, model, task, L) if _is_int(L) and 1 <= L <= MAX_SIZE else None  # (a bad L: validate says so)
-    if steps is not None:  # the convergence rule (with early_stop) judges only the second half of the budget
-        base["max_steps"], base["min_steps"] = steps, steps // 2
-    base.update(overrides)
-    if task == "easy":  # k has no meaning on the easy task: one value, so run ids do not split on it
-        base["k"] = 1
-    return RunConfig(**base)
+    values, sources = {}, dict.fromkeys(FIELD_NAMES, "default")
+    for source, layer in _layers(preset, overrides):
+        values.update(layer)
+        sources.update(dict.fromkeys(layer, source))
+    return RunConfig(**values), sources
+
+
+def make_config(preset: str = "cpu", **overrides) -> RunConfig:
+    """A preset's config, with the tuned recipe for its model and task, then any field
+    overridden; unknown fields are a ConfigError (config_and_sources: with each field's source)."""
+    return config_and_sources(preset, **overrides)[0]
 
 
 __all__ = ["RunConfig", "ConfigError", "RECIPE_VARIANTS", "GRID_STARTS", "GRID_RATES", "GRID_TAPERS", "grid_name", "main_grid",
-           "grid_names", "grid_variant", "SHAPE_EVAL_CONTEXTS", "SPREAD_K16", "make_config", "preset_fields", "run_id", "validate", "config_dict",
-           "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS",
-           "TASKS", "PRESETS", "PRESET_DEPTHS", "geometry", "GEOMETRIES", "MAX_STEPS", "MAX_SIZE", "STEP_FIELDS", "SIZE_FIELDS", "scaled_lr", "shown"]
+           "grid_names", "grid_variant", "SHAPE_EVAL_CONTEXTS", "SPREAD_K16", "make_config", "config_and_sources", "SOURCES", "preset_fields", "run_id", "validate", "config_dict",
+           "FIELD_NAMES", "FLOAT_FIELDS", "INT_FIELDS", "FIELD_CHOICES", "RENAMED_FIELDS", "FIELD_HELP", "RUN_ID_RULES",
+           "ID_OPTIONAL_FIELDS", "ID_EXCLUDED_FIELDS", "undecided_fields",
+           "TASKS", "PRESETS", "PRESET_DEPTHS", "geometry",
+           "GEOMETRIES", "MAX_STEPS", "MAX_SIZE", "STEP_FIELDS", "SIZE_FIELDS", "scaled_lr", "shown"]

@@ -2,7 +2,7 @@
 background thread heartbeats the leases, record what failed, release), and the three ways of
 executing many: "inline" (this process), "process" (a local spawn pool, threads split between
 workers; a worker exits when the sweep's process dies, even by SIGKILL) and "slurm" (a submitit job
-array; `pip install 'depthscale[slurm]'`). sweeps.run_sweep plans the packs and picks the executor.
+array; `pip install 'depthscale[slurm]'`). sweeps.plan plans the packs; sweeps.run_sweep runs them with the executor.
 """
 
 from __future__ import annotations

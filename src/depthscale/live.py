@@ -50,41 +50,23 @@ def _clock(seconds: float) -> str:
 
 class LiveLog:
     """What a pack reports while it trains: each run's curve rows appended to its run directory
-    (store.append_curves) and to TensorBoard (`loggers`), the current loss on the progress bar,
-    and, when stderr is not a terminal (a log file, a batch job), one plain line per finished run
-    and a progress line at least every HEARTBEAT_SECONDS."""
+    (store.append_curves), the current loss on the progress bar, and, when stderr is not a
+    terminal (a log file, a batch job), one plain line per finished run and a progress line at
+    least every HEARTBEAT_SECONDS. It attaches to the trainer's hooks (`on_eval`, `on_finish`)."""
 
-    def __init__(self, cfgs: list[RunConfig], store, loggers, states: list, start: int, bar=None) -> None:
+    def __init__(self, cfgs: list[RunConfig], store, states: list, start: int, bar=None) -> None:
         self.cfgs, self.store, self.states, self.bar = cfgs, store, states, bar
         self.start, self.t0 = start, time.monotonic()
         self.last_line = self.t0
         self.plain = not _isatty(sys.stderr)
-        self.loggers = check_loggers(loggers)
-        if self.loggers and store is None:
-            raise InputError("loggers need a store: their files go into each run's directory")
-        self.writers: dict[int, object] = {}
         if store is not None:  # the live curves restart from what the checkpoint holds: no row twice
             for c, st in zip(cfgs, states):
                 store.start_curves(c.run_id, st.curves)
 
-    def _writer(self, i: int):
-        if i not in self.writers:
-            from torch.utils.tensorboard import SummaryWriter
-
-            # purge_step: a resumed run's events after its checkpoint step are dropped, not doubled
-            self.writers[i] = SummaryWriter(str(self.store.run_dir(self.cfgs[i].run_id) / "tensorboard"),
-                                            purge_step=self.start or None)
-        return self.writers[i]
-
-    def row(self, i: int, row: dict) -> None:
+    def on_eval(self, i: int, row: dict) -> None:
         """One evaluation's curve row of run i ({key: value} over CURVE_KEYS)."""
         if self.store is not None:
             self.store.append_curves(self.cfgs[i].run_id, [row])
-        if "tensorboard" in self.loggers:
-            w = self._writer(i)
-            for key, val in row.items():
-                if key != "step" and val is not None and math.isfinite(val):
-                    w.add_scalar(f"train/{key}", val, row["step"])
 
     def postfix(self, losses: list[float]) -> None:
         """The progress bar shows the current monitor loss (a pack: its range)."""
@@ -106,10 +88,9 @@ class LiveLog:
                   f"({step / total:.0%}), {sum(active)} running{loss}, {rate:.3g} steps/s, "
                   f"elapsed {_clock(now - self.t0)}")
 
-    def finished(self, i: int, met: dict) -> None:
+    def on_finish(self, i: int, met: dict, curves: dict | None = None) -> None:
+        """Run i finished: without a terminal, one line saying so."""
         c = self.cfgs[i]
-        if "tensorboard" in self.loggers and i in self.writers:
-            self.writers.pop(i).close()
         if self.plain:
             R = met.get("R")
             val = f"R={R:.5g}" if isinstance(R, float) and math.isfinite(R) else "R=nan"
@@ -121,10 +102,59 @@ class LiveLog:
         print(f"depthscale: {text}", file=sys.stderr, flush=True)
         self.last_line = time.monotonic()
 
+
+class LiveStore:
+    """The store as the live log sees it: the carried members' curves (finished runs) are not
+    restarted."""
+
+    def __init__(self, store, carried: set[str]):
+        self._store, self._carried = store, carried
+
+    def start_curves(self, rid: str, curves: dict) -> None:
+        if rid not in self._carried:
+            self._store.start_curves(rid, curves)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+class TensorBoardLog:
+    """The TensorBoard logger (`loggers`: LOGGERS, checked; a store is needed): each run's curve
+    rows as scalars train/<key> in its run directory's tensorboard/ (`on_eval`), its writer closed
+    when it finishes (`on_finish`). A resumed pack (`start` > 0) drops a run's events after its
+    checkpoint step rather than doubling them."""
+
+    def __init__(self, cfgs: list[RunConfig], store, loggers, start: int) -> None:
+        self.cfgs, self.store, self.start = cfgs, store, start
+        self.loggers = check_loggers(loggers)
+        if self.loggers and store is None:
+            raise InputError("loggers need a store: their files go into each run's directory")
+        self.writers: dict[int, object] = {}
+
+    def _writer(self, i: int):
+        if i not in self.writers:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step: a resumed run's events after its checkpoint step are dropped, not doubled
+            self.writers[i] = SummaryWriter(str(self.store.run_dir(self.cfgs[i].run_id) / "tensorboard"),
+                                            purge_step=self.start or None)
+        return self.writers[i]
+
+    def on_eval(self, i: int, row: dict) -> None:
+        if "tensorboard" in self.loggers:
+            w = self._writer(i)
+            for key, val in row.items():
+                if key != "step" and val is not None and math.isfinite(val):
+                    w.add_scalar(f"train/{key}", val, row["step"])
+
+    def on_finish(self, i: int, met: dict | None = None, curves: dict | None = None) -> None:
+        if "tensorboard" in self.loggers and i in self.writers:
+            self.writers.pop(i).close()
+
     def close(self) -> None:
         for w in self.writers.values():
             w.close()
         self.writers.clear()
 
 
-__all__ = ["LiveLog", "check_loggers", "CURVE_KEYS", "LOGGERS", "HEARTBEAT_SECONDS"]
+__all__ = ["LiveLog", "LiveStore", "TensorBoardLog", "check_loggers", "CURVE_KEYS", "LOGGERS", "HEARTBEAT_SECONDS"]

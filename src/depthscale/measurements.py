@@ -1,7 +1,8 @@
 """Measurements on fresh evaluation contexts (SPEC §5).
 
 R_L with its standard error; the exact decomposition R_L = C_L + (A_L - C_L)/L; mode-wise losses;
-top-1 attention mass; selection loss and its percentiles; learned m, mean A_1 and its rho fit.
+top-1 attention mass; selection loss and its percentiles; learned m, mean A_1 and its rho fit; and
+the training monitor (`monitor`: R, A, C and top-1 mass on the fixed monitor contexts).
 """
 
 from __future__ import annotations
@@ -237,6 +238,41 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
     return res
 
 
+def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
+    """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
+    ys.append(ctx.ystar_B)
+    f_acc.append(o.f_BxL)
+    if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
+        t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+
+
+@torch.no_grad()
+def monitor(pack, models: list[int], chunks_of) -> dict:
+    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
+    `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
+    f_acc = {m: [] for m in models}
+    t1 = {m: [] for m in models}
+    ys = {m: [] for m in models}
+    chunks = {m: chunks_of(m) for m in models}
+    # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
+    # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
+    size = eval_batch(next(pack.parameters()).device)
+    for group in ([models] if size is None else [[m] for m in models]):
+        for c in range(len(chunks[group[0]])):
+            parts = {m: split_contexts(chunks[m][c], size) for m in group}
+            for s in range(len(parts[group[0]])):
+                outs = pack(None, None, None, models=group,
+                            X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
+                for m, o in zip(group, outs):
+                    _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
+    res = {}
+    for m in models:
+        dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))
+        dec["top1_mass"] = torch.cat(t1[m]).double().mean().item() if t1[m] else float("nan")
+        res[m] = dec
+    return res
+
+
 __all__ = ["decomposition", "input_weights", "modewise", "selection_loss", "top1_mass",
            "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
-           "eval_contexts", "measure", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]
+           "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

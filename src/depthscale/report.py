@@ -70,17 +70,20 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
               run: bool = True, seeds: int | Sequence[int] | None = None,
               shard: tuple[int, int] | str | None = None, workers: int | None = None,
               max_pack: int = 64, slurm: dict | None = None, progress: bool | None = None,
-              build: bool | None = None, overrides: dict | None = None, allow_memory: bool = False) -> dict:
+              build: bool | None = None, overrides: dict | None = None, allow_memory: bool = False,
+              plan=None) -> dict:
     """Run the missing runs of experiments `ids` at `preset`, then write their figures, tables,
     claims and the report.
 
     ids: 'all', an id, a comma-separated string or a list (SPEC §7 ids: fig1, fig3..fig14,
     table1..table5). seeds: a count or a list (default registry.PRESET_SEEDS[preset]).
-    executor/shard/workers/max_pack/slurm/device: passed to sweeps.run_sweep. run=False only
+    executor/shard/workers/max_pack/slurm/device: passed to sweeps.plan. run=False only
     builds from what is stored. build: write the artifacts (default: yes, except for a shard or
     a SLURM submission that does not wait, whose runs are not finished when this returns).
     overrides: further RunConfig fields for every run (e.g. {"max_steps": 500}).
     allow_memory: run packs whose memory estimate exceeds the available memory (see run_sweep).
+    plan: the sweeps.Plan of these configs, made by the caller (the CLI plans, and checks its
+    memory, before the store is created); None: planned here, once (sweeps.plan).
     With the process executor (and a build to follow) the theory the report needs and its cache
     lacks is computed in the sweep's worker pool after the packs (results.theory_jobs).
     Returns {"configs", "sweep" (run_sweep's counts or None), "out_dir", "theory_in_sweep" (theory
@@ -99,18 +102,21 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     jobs = theory_jobs(theory_needs(ids, preset), preset, Path(out_dir) / preset / "theory.json", device) \
         if run and configs and build and executor == "process" else []
     if run and configs:
+        from depthscale.sweeps import plan as plan_sweep
         from depthscale.sweeps import run_sweep
 
-        counts = run_sweep(configs, store, executor=executor, shard=shard, workers=workers,
-                           device=device, max_pack=max_pack, progress=progress,
-                           name=sweep_name(ids, preset), slurm=slurm, allow_memory=allow_memory,
+        how = dict(executor=executor, workers=workers, device=device, slurm=slurm, max_pack=max_pack)
+        if plan is None:
+            plan = plan_sweep(configs, store, shard, **how)
+        elif [c.run_id for c in plan.configs] != [c.run_id for c in configs]:
+            raise InputError("reproduce's plan is not a plan of its configs (sweeps.plan of registry.all_configs)")
+        counts = run_sweep(plan, store, progress=progress, name=sweep_name(ids, preset), allow_memory=allow_memory,
                            extra_jobs=jobs)
         # a study's second phase (Experiment.followup: runs chosen from the first phase's results)
         later = _followup_configs(ids, preset, store, overrides) if build else []
         if later:
-            more = run_sweep(later, store, executor=executor, shard=shard, workers=workers, device=device,
-                             max_pack=max_pack, progress=progress, name=sweep_name(ids, preset) + "-followup",
-                             slurm=slurm, allow_memory=allow_memory)
+            more = run_sweep(plan_sweep(later, store, shard, **how), store, progress=progress,
+                             name=sweep_name(ids, preset) + "-followup", allow_memory=allow_memory)
             counts = {k: counts.get(k, 0) + more.get(k, 0) if isinstance(counts.get(k, 0), int) else counts[k]
                       for k in {**counts, **more}}
     out = {"ids": list(ids), "preset": preset, "seeds": list(resolve_seeds(preset, seeds)),

@@ -1,8 +1,9 @@
 """Sweeps: expand a grid of configs, plan it against a store, execute it in packs (executors.py).
 
-A sweep is a list of RunConfigs. `plan` drops the runs already done, keeps this shard's share,
-and groups the rest into packs (configs with equal `pack_key` that one call of the worker trains
-together). Executing a pack claims its runs one by one in the store (a run someone else holds is
+A sweep is a list of RunConfigs. `plan` plans it once, as a `Plan`: it drops the runs already
+done, keeps this shard's share, groups the rest into packs (configs with equal `pack_key` that one
+call of the worker trains together) split to a memory budget, and checks their memory; `run_sweep`
+runs that Plan (`sweep --dry-run` prints it). Executing a pack claims its runs one by one in the store (a run someone else holds is
 skipped, so the pack may shrink), calls the worker while a background thread heartbeats the
 leases, and releases them. Any number of processes, on any number of machines, may execute the
 same sweep against one store: each run is finished exactly once, and a killed sweep resumes
@@ -13,6 +14,9 @@ workers; a worker exits when the sweep's process dies, even by SIGKILL), "slurm"
 array; `pip install 'depthscale[slurm]'`). For hand-written sbatch arrays, give every array task
 the same sweep and `shard=(task_id, n_tasks)`. Before anything runs, the packs' memory is
 estimated (depthscale.memory) and a sweep that would not fit is refused.
+
+    p = plan(configs, store, executor="process", workers=4)
+    run_sweep(p, store, name="my-sweep")
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from depthscale.config import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id, shown
+from depthscale.errors import StoreError
 from depthscale.executors import (COUNT_KEYS, EXECUTORS, check_slurm_options, concurrent_packs, import_submitit,
                                   resolve_worker, run_inline, run_process, run_slurm)
+from depthscale.memory import MemoryRefused
 from depthscale.store import Store
 
 
@@ -193,10 +200,10 @@ def _default_pack_key(cfg: RunConfig) -> tuple:
     return pack_key(cfg)
 
 
-def plan(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, int] | str | None = None,
-         max_pack: int = 64, pack_key: Callable[[RunConfig], tuple] | None = None,
-         retry_failed: bool = True, pack_memory: int | None = None) -> list[list[RunConfig]]:
-    """Packs of the configs this process (shard) should run, in a deterministic order.
+def make_packs(configs: Iterable[RunConfig], store: Store | None, shard: tuple[int, int] | str | None = None,
+               max_pack: int = 64, pack_key: Callable[[RunConfig], tuple] | None = None,
+               retry_failed: bool = True, pack_memory: int | None = None) -> list[list[RunConfig]]:
+    """Packs of the configs this process (shard) should run, in a deterministic order (`plan`'s packs).
 
     Duplicates are dropped and the configs ordered by run id. The shard i/n keeps positions
     p ≡ i (mod n) of that ordering, taken before done runs are dropped, so every shard sees the
@@ -272,30 +279,52 @@ def check_memory(packs: list[list[RunConfig]], executor: str = "inline", workers
         check_packs(packs, device, concurrent=n, flag=flag)
 
 
-def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = "inline",
-              shard: tuple[int, int] | str | None = None, workers: int | None = None,
-              device: str = "cpu", max_pack: int = 64, progress: bool | None = None,
-              worker: Callable | str | None = None, name: str | None = None,
-              slurm: dict | None = None, pack_key: Callable | None = None,
-              retry_failed: bool = True, allow_memory: bool = False,
-              pack_memory: int | None = None, extra_jobs: Sequence[tuple] = ()) -> dict:
-    """Run every config not yet done; returns counts.
+@dataclass(frozen=True)
+class Plan:
+    """A sweep planned once (`plan`): what `sweep --dry-run` prints and `run_sweep` runs. `configs`:
+    every config of the sweep (its manifest lists them all); `packs`: this shard's runs still to
+    train, split to fit `pack_memory` bytes (None: no split); `share`: the run ids of this shard;
+    `skipped_done`, `skipped_failed`: runs of the share left out as done, or as failed before
+    (retry_failed=False); `refusal`: why the packs would not fit this machine's memory (None: they
+    fit, or run elsewhere)."""
 
-    counts: planned (runs in this shard's packs), packs, ran, skipped_done (done before the
-    plan, or found done at claim time), skipped_claimed (held by another process), failed,
-    skipped_failed (failed before, left alone because retry_failed=False). The slurm executor
-    adds job_ids and slurm_folder, and the run counts only with slurm={"wait": True}.
-    `worker` is a module-level callable (or 'module:function') with the signature of
-    depthscale.training.run_pack, the default. `name` writes the sweep manifest (all configs,
-    not just this shard's) so that `store.status()` can report it. Packs are split until each
-    fits `pack_memory` bytes (default `pack_memory_budget`: this machine's memory shared by the
-    workers, or --slurm-mem). Packs whose estimated memory still
-    exceeds what this machine has (a single run too large) are refused (memory.MemoryRefused) before anything is
-    written, unless `allow_memory`. A broken run (store.is_broken) is run again.
-    `extra_jobs`: (module-level callable, args) pairs the process executor runs in its pool after
-    the packs (reproduce's theory; executors.run_process), also when no pack is left to run; the
-    other executors ignore them.
-    """
+    configs: list[RunConfig]
+    packs: list[list[RunConfig]]
+    shard: tuple[int, int] | None
+    executor: str
+    workers: int | None
+    device: str
+    slurm: dict | None
+    pack_memory: int | None
+    share: list[str]
+    skipped_done: int
+    skipped_failed: int
+    refusal: MemoryRefused | None
+
+    @property
+    def planned(self) -> int:
+        """Runs in the packs."""
+        return sum(len(p) for p in self.packs)
+
+    def check_memory(self, allow: bool = False) -> None:
+        """Raise the plan's memory refusal (memory.MemoryRefused), if any, unless `allow`."""
+        if self.refusal is not None and not allow:
+            raise self.refusal
+
+
+def _existing_store(store: Store | str | os.PathLike | None) -> Store | None:
+    """A store to plan against: the Store given, or the one at a path opened read-only (None where
+    there is none yet: nothing is done, and planning creates nothing)."""
+    if store is None or isinstance(store, Store):
+        return store
+    try:
+        return Store(store, readonly=True)
+    except StoreError:
+        return None
+
+
+def _check_executor(executor: str, workers: int | None, slurm: dict | None) -> dict | None:
+    """The executor's name, worker count and SLURM options checked (the options returned checked)."""
     if executor not in EXECUTORS:
         raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool)
@@ -303,45 +332,85 @@ def run_sweep(configs: Iterable[RunConfig], store: Store | str, executor: str = 
         raise ConfigError(f"workers must be an integer between 1 and {MAX_WORKERS:,}, got {shown(workers)}")
     if executor == "slurm":  # before anything is written
         import_submitit()
-        slurm = check_slurm_options(slurm)
-    if not isinstance(store, Store):
-        store = Store(store)
-    configs = list(configs)
-    shard = parse_shard(shard)
-    fn = resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
+        return check_slurm_options(slurm)
+    return slurm
+
+
+def plan(configs: Iterable[RunConfig], store: Store | str | os.PathLike | None = None,
+         shard: tuple[int, int] | str | None = None, *, executor: str = "inline", workers: int | None = None,
+         device: str = "cpu", slurm: dict | None = None, max_pack: int = 64, pack_key: Callable | None = None,
+         retry_failed: bool = True, pack_memory: int | None = None, memory_flag: str = "allow_memory=True") -> Plan:
+    """The sweep of `configs` against `store` (a Store, a path, or None: nothing done yet; nothing
+    is created), planned once: the executor and its options checked, the memory budget of a pack
+    (`pack_memory` bytes, default `pack_memory_budget`: this machine's memory shared by the
+    workers, or --slurm-mem), the packs (`make_packs`: done runs dropped, this shard's share, split
+    to fit the budget) and the memory check's verdict (`check_memory`; its refusal names
+    `memory_flag` as the way to try anyway). `run_sweep` runs the Plan as it is."""
+    slurm = _check_executor(executor, workers, slurm)
+    configs, shard, store = list(configs), parse_shard(shard), _existing_store(store)
     if pack_memory is None:
         pack_memory = pack_memory_budget(executor, workers, device, slurm)
-    packs = plan(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
-                 retry_failed=retry_failed, pack_memory=pack_memory)
-    if not allow_memory:
-        check_memory(packs, executor, workers, device)
-    if name is not None:
-        store.write_manifest(name, [run_id(c) for c in configs])
+    packs = make_packs(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
+                       retry_failed=retry_failed, pack_memory=pack_memory)
+    try:
+        check_memory(packs, executor, workers, device, flag=memory_flag)
+        refusal = None
+    except MemoryRefused as e:
+        refusal = e
     share = [run_id(c) for c in _shard_share(configs, shard)]
-    skipped_done = sum(store.is_done(rid) for rid in share)
-    skipped_failed = 0 if retry_failed else sum(store.is_failed(rid) for rid in share)
-    planned = sum(len(p) for p in packs)
-    result = {"planned": planned, "packs": len(packs), **dict.fromkeys(COUNT_KEYS, 0)}
-    result.update(skipped_done=skipped_done, skipped_failed=skipped_failed)
+    done = sum(store.is_done(rid) for rid in share) if store is not None else 0
+    failed = sum(store.is_failed(rid) for rid in share) if store is not None and not retry_failed else 0
+    return Plan(configs, packs, shard, executor, workers, device, slurm, pack_memory, share, done, failed, refusal)
+
+
+def run_sweep(plan: Plan, store: Store | str, *, worker: Callable | str | None = None, name: str | None = None,
+              progress: bool | None = None, allow_memory: bool = False, extra_jobs: Sequence[tuple] = ()) -> dict:
+    """Run the packs of `plan` (sweeps.plan: nothing is planned again) into `store`; returns counts.
+
+    counts: planned (runs in this shard's packs), packs, ran, skipped_done (done before the
+    plan, or found done at claim time), skipped_claimed (held by another process), failed,
+    skipped_failed (failed before, left alone because retry_failed=False). The slurm executor
+    adds job_ids and slurm_folder, and the run counts only with slurm={"wait": True}.
+    `worker` is a module-level callable (or 'module:function') with the signature of
+    depthscale.training.run_pack, the default. `name` writes the sweep manifest (all configs,
+    not just this shard's) so that `store.status()` can report it. A plan whose packs would not
+    fit this machine's memory (Plan.refusal: a single run too large) is refused before anything
+    is written, unless `allow_memory`. A broken run (store.is_broken) is run again.
+    `extra_jobs`: (module-level callable, args) pairs the process executor runs in its pool after
+    the packs (reproduce's theory; executors.run_process), also when no pack is left to run; the
+    other executors ignore them.
+    """
+    if not isinstance(plan, Plan):
+        raise TypeError(f"run_sweep runs a sweeps.Plan (sweeps.plan(configs, store, ...)), got {type(plan).__name__}")
+    if not isinstance(store, Store):
+        store = Store(store)
+    fn = resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
+    plan.check_memory(allow_memory)
+    if name is not None:
+        store.write_manifest(name, [run_id(c) for c in plan.configs])
+    result = {"planned": plan.planned, "packs": len(plan.packs), **dict.fromkeys(COUNT_KEYS, 0)}
+    result.update(skipped_done=plan.skipped_done, skipped_failed=plan.skipped_failed)
+    packs, executor, device = plan.packs, plan.executor, plan.device
     extra_jobs = list(extra_jobs) if executor == "process" else []
     if not packs and not extra_jobs:
         return result
     if executor == "slurm":
-        out = run_slurm(packs, store, fn, device, name, slurm)
+        out = run_slurm(packs, store, fn, device, name, plan.slurm)
         for k in COUNT_KEYS:
             out[k] = result[k] + out.get(k, 0)
         return {**result, **out}
     from tqdm import tqdm
 
     disable = None if progress is None else not progress
-    with tqdm(total=planned, unit="run", desc=name or "sweep", disable=disable) as bar:
+    with tqdm(total=plan.planned, unit="run", desc=name or "sweep", disable=disable) as bar:
         if executor == "inline":
             counts = run_inline(packs, store, fn, device, progress, bar)
         else:
-            counts = run_process(packs, store, fn, device, workers, bar, extra_jobs)
+            counts = run_process(packs, store, fn, device, plan.workers, bar, extra_jobs)
     for k in COUNT_KEYS:
         result[k] += counts[k]
     return result
 
 
-__all__ = ["load_grid", "expand_grid", "parse_shard", "plan", "run_sweep", "check_memory", "pack_memory_budget"]
+__all__ = ["load_grid", "expand_grid", "parse_shard", "Plan", "plan", "make_packs", "run_sweep", "check_memory",
+           "pack_memory_budget"]

@@ -8,17 +8,21 @@ exactly as it would be alone, and a stopped model's rows are frozen.
 
 `Trainer` is one pack's training, read top to bottom:
 - `resume`: parameters, optimiser moments and bookkeeping from each run's checkpoint; members
-  that finished in an earlier attempt are carried along, stopped (`CARRIED`);
+  that finished in an earlier attempt are carried along, stopped (`CARRIED`); `plan_resume`
+  beside it decides which runs resume in which pack (`replay_plan`);
 - `step`: one optimiser step of the running models (`train_step`); a NaN loss stops that run only;
-- `evaluate`: the monitor loss, A, C and top-1 mass on fixed contexts (`monitor`), a curve row
-  per run, `keep_best`, and the convergence rule (RunConfig.early_stop; off by default);
-- `keep_best`: the step of the lowest monitor loss seen, a diagnostic (best_step, best_monitor),
-  and its parameters only where RunConfig.keep_best asks (SPEC §4: the final model is the model);
-- `checkpoint`: each unfinished run's checkpoint into the store;
+- `evaluate`: the monitor loss, A, C and top-1 mass on fixed contexts (measurements.monitor), a curve row
+  per run (the `on_eval` hooks), and the convergence rule (RunConfig.early_stop; off by default);
+- `keep_best` (on `on_eval`): the step of the lowest monitor loss seen, a diagnostic (best_step,
+  best_monitor), and its parameters only where RunConfig.keep_best asks (SPEC §4: the final model
+  is the model);
+- `checkpoint` (on `on_checkpoint`, with a store): each unfinished run's checkpoint into the store;
 - `finish`: a stopped run's final measurement (measurements.measure, on the final parameters, or
   the best ones when kept), its metrics (the final monitor loss `final_monitor_loss` among them),
-  and its result in the store;
-- `run`: the loop that calls them.
+  its result in the store, then the `on_finish` hooks;
+- `run`: the loop that calls them and triggers the hooks (HOOKS): keep-best, the live log
+  (live.LiveLog) and TensorBoard (live.TensorBoardLog) attach to them, and so can a caller
+  (`add_hook`; train_pack's on_finish).
 The pack is reached only through the model protocol (kinds.base.ModelKind).
 
 Resume is bit-identical to an uninterrupted run (issue 28 item 8). A model's numbers depend on its
@@ -29,7 +33,7 @@ checkpoint rides along stopped, as it did in the uninterrupted run. For that, no
 written before every unfinished run of its pack has a checkpoint at that step: a run that stops
 (converged, NaN, or max_steps) is checkpointed with all the others first, then finished; so a
 kill at any moment leaves the unfinished runs at one step and the finished ones stopped at or
-before it. (`training.run_pack` decides which checkpoints can be replayed that way.)
+before it. (`Trainer.plan_resume` decides which checkpoints can be replayed that way.)
 """
 
 from __future__ import annotations
@@ -48,14 +52,19 @@ from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError
 from depthscale.kinds.base import ModelKind
-from depthscale.live import CURVE_KEYS, LiveLog
-from depthscale.measurements import decomposition, eval_batch, eval_contexts, measure, split_contexts, top1_mass
+from depthscale.live import CURVE_KEYS, LiveLog, LiveStore, TensorBoardLog
+from depthscale.measurements import eval_contexts, measure, monitor
 from depthscale.optim import RowAdam, qk_lr_mults
 from depthscale.schedule import base_lrs, converged, lr_factor
 from depthscale.timing import phase
 
 MONITOR_SEED_OFFSET = seeds.MONITOR_SEED_OFFSET  # the monitor set's seed: seeds.monitor_seed
 CARRIED = "carried"  # stopped_because of a member that finished in an earlier attempt of its pack
+# the trainer's named hooks, what each is called with, and when (Trainer.add_hook):
+# on_eval(i, row): run i's curve row of a monitor evaluation; on_checkpoint(step): the pack's
+# checkpoint is due (every checkpoint_every steps, and before any result is written);
+# on_finish(i, metrics, curves): run i's result is written
+HOOKS = ("on_eval", "on_checkpoint", "on_finish")
 
 
 # ---- which runs share what ----
@@ -129,43 +138,6 @@ def train_step(pack: ModelKind, opt: RowAdam, cfgs: list[RunConfig], idx: list[i
     return losses.detach(), finite
 
 
-# ---- the monitor ----
-
-def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
-    """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
-    ys.append(ctx.ystar_B)
-    f_acc.append(o.f_BxL)
-    if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
-        t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
-
-
-@torch.no_grad()
-def monitor(pack: ModelKind, models: list[int], chunks_of) -> dict:
-    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
-    `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
-    f_acc = {m: [] for m in models}
-    t1 = {m: [] for m in models}
-    ys = {m: [] for m in models}
-    chunks = {m: chunks_of(m) for m in models}
-    # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
-    # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
-    size = eval_batch(next(pack.parameters()).device)
-    for group in ([models] if size is None else [[m] for m in models]):
-        for c in range(len(chunks[group[0]])):
-            parts = {m: split_contexts(chunks[m][c], size) for m in group}
-            for s in range(len(parts[group[0]])):
-                outs = pack(None, None, None, models=group,
-                            X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
-                for m, o in zip(group, outs):
-                    _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
-    res = {}
-    for m in models:
-        dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))
-        dec["top1_mass"] = torch.cat(t1[m]).double().mean().item() if t1[m] else float("nan")
-        res[m] = dec
-    return res
-
-
 # ---- the trainer ----
 
 @dataclass
@@ -186,19 +158,66 @@ def _cpu(tensors: dict) -> dict:
     return {n: t.cpu() for n, t in tensors.items()}
 
 
-class _LiveStore:
-    """The store as the live log sees it: the carried members' curves (finished runs) are not
-    restarted."""
+# ---- resume planning (Trainer.plan_resume) ----
 
-    def __init__(self, store, carried: set[str]):
-        self._store, self._carried = store, carried
+def _pack_of(ck: dict) -> list[RunConfig] | None:
+    """The members of the pack a checkpoint was written in (None: a checkpoint of an earlier
+    version, or members this version cannot read)."""
+    try:
+        return [RunConfig.from_dict(d) for d in ck["pack"]]
+    except Exception:  # no "pack", or fields of another version
+        return None
 
-    def start_curves(self, rid: str, curves: dict) -> None:
-        if rid not in self._carried:
-            self._store.start_curves(rid, curves)
 
-    def __getattr__(self, name):
-        return getattr(self._store, name)
+def replay_plan(todo: list[RunConfig], checkpoints: dict, store) -> tuple[list, list[RunConfig]]:
+    """Which of `todo` (unfinished runs, with their valid `checkpoints`: run id -> dict) train again
+    in the very pack they trained in, bit-identical to an uninterrupted run (trainer.py's module
+    docstring): [(pack configs, {index: checkpoint} or None, carried indices, shadow indices)], and
+    the rest. A pack (named by its members' checkpoints) replays when each member is in `todo` or
+    done in the store. It resumes at its checkpoints' step when they are all at one step and every
+    done member stopped at or before it (carried); else (a kill while the checkpoints were written
+    left two steps) it trains again from step 0, its done members as shadows (trained for their
+    pack-mates' numbers, nothing written). The rest (no checkpoint, a member elsewhere, a checkpoint
+    of an earlier version) train as sub-packs by step (Trainer.plan_resume)."""
+    mine = {c.run_id: c for c in todo}
+    packs: dict[tuple, list[RunConfig]] = {}
+    for c in todo:
+        members = _pack_of(checkpoints[c.run_id]) if c.run_id in checkpoints else None
+        if members:
+            packs.setdefault(tuple(m.run_id for m in members), members)
+    replays, placed = [], set()
+    for ids, members in packs.items():
+        steps, done, ok = {}, {}, len(set(ids)) == len(ids) and not placed & set(ids)
+        for i, m in enumerate(members):
+            ck = checkpoints.get(m.run_id)
+            if m.run_id in mine and (ck is None or tuple(_run_ids(ck)) == ids):
+                steps[i] = ck["step"] if ck is not None else 0
+            else:
+                done[i] = _stop_step(store, m.run_id) if m.run_id not in mine else None
+            ok = ok and done.get(i, 0) is not None
+        if not ok or not steps:
+            continue
+        start = min(steps.values())
+        if len(set(steps.values())) == 1 and all(f <= start for f in done.values()) and start > 0:
+            replays.append((members, {i: checkpoints[members[i].run_id] for i in steps}, sorted(done), []))
+        else:
+            replays.append((members, None, [], sorted(done)))
+        placed |= set(ids)
+    return replays, [c for c in todo if c.run_id not in placed]
+
+
+def _run_ids(ck: dict) -> list[str]:
+    members = _pack_of(ck)
+    return [m.run_id for m in members] if members else []
+
+
+def _stop_step(store, rid: str) -> int | None:
+    """The step at which run `rid` stopped, if it is done in `store` (None: not done, or its
+    metrics unreadable)."""
+    try:
+        return int(store.load_metrics(rid)["steps"]) if store.is_done(rid) else None
+    except Exception:  # metrics unreadable: not replayable
+        return None
 
 
 class Trainer:
@@ -206,7 +225,7 @@ class Trainer:
     With a store, curves go to each run's directory as they come, checkpoints every
     checkpoint_every steps and whenever a run stops, and a finished run's metrics and parameters
     (after that checkpoint); `on_finish(i, metrics, curves)` is called as soon as run i's result
-    is written; `loggers` (live.LOGGERS) log the curve rows too.
+    is written (an `on_finish` hook); `loggers` (live.LOGGERS) log the curve rows too.
     `shadows`: runs (done in the store) that train only for their pack-mates' numbers: nothing of
     theirs is logged, checkpointed or written."""
 
@@ -214,7 +233,12 @@ class Trainer:
                  on_finish=None, shadows=()):
         self.cfgs, self.c0, self.M = cfgs, cfgs[0], len(cfgs)
         self.shadows = set(shadows)
-        self.pack, self.device, self.store, self.loggers, self.on_finish = pack, device, store, loggers, on_finish
+        self.pack, self.device, self.store, self.loggers = pack, device, store, loggers
+        # the hooks added by callers (add_hook); `run` calls the trainer's own first (`_active`)
+        self.hooks: dict[str, list] = {name: [] for name in HOOKS}
+        self._active = self.hooks
+        if on_finish is not None:
+            self.add_hook("on_finish", on_finish)
         self.opt = RowAdam(pack, qk_lr_mults(cfgs))
         self.states = [RunState() for _ in cfgs]
         self.start = 0  # the step training starts from (a resumed pack: its checkpoints')
@@ -228,6 +252,18 @@ class Trainer:
         self.eval_sets: dict[tuple, list] = {}
         # the next step's batches drawn on the CPU while the device trains (prefetch.py; off on the CPU)
         self.prefetch = Prefetcher(lambda idx, step: step_batches(cfgs, idx, step, "cpu"), device)
+
+    def add_hook(self, name: str, fn) -> None:
+        """Call `fn` at the hook `name` (one of HOOKS), after the trainer's own (keep-best, the live
+        log, TensorBoard, the store's checkpoint) and those added before."""
+        if name not in HOOKS:
+            raise InputError(f"hook must be one of {', '.join(HOOKS)}, got {name!r}")
+        self.hooks[name].append(fn)
+
+    def trigger(self, name: str, *args) -> None:
+        """Call the hooks of `name` in order."""
+        for fn in self._active[name]:
+            fn(*args)
 
     def running(self) -> list[int]:
         """The runs still training."""
@@ -263,6 +299,22 @@ class Trainer:
                 st.curves["R"] = st.curves.pop("loss")
             if st.stopped_because is not None:  # stopped at the checkpoint, killed before its result
                 self.pending.append(i)
+
+    @staticmethod
+    def plan_resume(todo: list[RunConfig], checkpoints: dict, store) -> list[tuple]:
+        """How the unfinished runs `todo` (one pack key; their valid `checkpoints`: run id -> dict)
+        train again: the attempts (pack configs, {index: checkpoint} or None, carried indices,
+        shadow indices) for train_pack, in order. First the packs that replay the very pack they
+        trained in (`replay_plan`, bit-identical to an uninterrupted run), then the rest as
+        sub-packs by their checkpoints' step (a fresh run at step 0)."""
+        replays, rest = replay_plan(todo, checkpoints, store)
+        by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
+        for c in rest:
+            ck = checkpoints.get(c.run_id)
+            by_step.setdefault(ck["step"] if ck else 0, []).append((c, ck))
+        return replays + [([c for c, _ in by_step[step]],
+                           {i: ck for i, (_, ck) in enumerate(by_step[step])} if step > 0 else None, [], [])
+                          for step in sorted(by_step)]
 
     # ---- one step ----
     def step(self, step: int, t_last: float) -> float:
@@ -305,16 +357,17 @@ class Trainer:
                 self.stop(i, "nan", done_step)
                 continue
             st.history.append(r["R"])
-            self.keep_best(i, r["R"], done_step)
             row = {"step": done_step, "R": r["R"], "A": r["A"], "C": r["C"], "top1_mass": r["top1_mass"],
                    "lr": float(self.lr0_M[i] * lr_factor(c0, done_step - 1))}
             for key in CURVE_KEYS:
                 st.curves[key].append(row[key])
-            if i not in self.shadows:
-                self.live.row(i, row)
+            self.trigger("on_eval", i, row)  # keep-best, then the live log and TensorBoard (not a shadow's)
             if c0.early_stop and done_step >= c0.min_steps and converged(st.history, c0.patience, c0.rel_tol):
                 self.stop(i, "converged", done_step)
         self.live.postfix([mon[i]["R"] for i in idx if math.isfinite(mon[i]["R"])])
+
+    def _keep_best_row(self, i: int, row: dict) -> None:
+        self.keep_best(i, row["R"], row["step"])
 
     def keep_best(self, i: int, loss: float, step: int) -> None:
         """Record the step if `loss` is the lowest monitor loss run i has seen, and keep its
@@ -362,9 +415,7 @@ class Trainer:
         if self.store is not None:
             params = _cpu(self.pack.state_of(i)) if reason != "nan" else None
             self.store.finish(self.cfgs[i].run_id, met, st.curves, params=params)
-        self.live.finished(i, met)
-        if self.on_finish is not None:
-            self.on_finish(i, met, st.curves)
+        self.trigger("on_finish", i, met, st.curves)
 
     def final_measurement(self, i: int) -> dict:
         """SPEC §5 on the evaluation set of run i's spectrum, with the kept best parameters when
@@ -386,8 +437,10 @@ class Trainer:
         c0 = self.c0
         carried = {c.run_id for i, (c, st) in enumerate(zip(self.cfgs, self.states))
                    if st.stopped_because == CARRIED or i in self.shadows}
-        store = _LiveStore(self.store, carried) if self.store is not None and carried else self.store
-        self.live = LiveLog(self.cfgs, store, self.loggers, self.states, self.start)
+        store = LiveStore(self.store, carried) if self.store is not None and carried else self.store
+        tensorboard = TensorBoardLog(self.cfgs, self.store, self.loggers, self.start)  # (checks the loggers first)
+        self.live = LiveLog(self.cfgs, store, self.states, self.start)
+        self._attach_own_hooks(tensorboard)
         for c in self.cfgs:  # monitor contexts per spectrum (shared by every seed and depth of it)
             if spectrum_key(c) not in self.monitor_sets:
                 self.monitor_sets[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts,
@@ -409,9 +462,8 @@ class Trainer:
                     self.evaluate(done_step)
                 # every checkpoint_every steps, and before any result is written (a run stopped, or
                 # the last step): a kill then never leaves a pack's unfinished runs at two steps
-                if self.store is not None and (done_step % c0.checkpoint_every == 0 or self.pending
-                                               or done_step == c0.max_steps):
-                    self.checkpoint(done_step)
+                if done_step % c0.checkpoint_every == 0 or self.pending or done_step == c0.max_steps:
+                    self.trigger("on_checkpoint", done_step)
                 self.finish_pending()
                 bar.update(1)
                 self.live.tick(done_step, [st.stopped_because is None for st in self.states])
@@ -420,9 +472,21 @@ class Trainer:
         finally:
             self.prefetch.close()
             bar.close()
-            self.live.close()
+            tensorboard.close()
         return self.results  # type: ignore[return-value]
 
+    def _attach_own_hooks(self, tensorboard: TensorBoardLog) -> None:
+        """The trainer's own hooks, ahead of those added (add_hook): keep-best on every evaluation;
+        the live log and TensorBoard on each run's evaluations and finish (never a shadow's: it is
+        not finished, and nothing of it is logged); the store's checkpoint."""
+        def logged(fn):
+            return lambda i, *args: None if i in self.shadows else fn(i, *args)
 
-__all__ = ["Trainer", "RunState", "CARRIED", "train_step", "step_batches", "pack_losses", "monitor", "spectrum_key", "data_key",
+        own = {"on_eval": [self._keep_best_row, logged(self.live.on_eval), logged(tensorboard.on_eval)],
+               "on_checkpoint": [self.checkpoint] if self.store is not None else [],
+               "on_finish": [self.live.on_finish, tensorboard.on_finish]}
+        self._active = {name: own[name] + self.hooks[name] for name in HOOKS}
+
+
+__all__ = ["Trainer", "RunState", "CARRIED", "HOOKS", "train_step", "step_batches", "pack_losses", "spectrum_key", "data_key", "replay_plan",
            "batch_groups", "batch_order", "MONITOR_SEED_OFFSET"]

@@ -5,9 +5,10 @@
 - `train_one(cfg)`: one run (trained, resumed, or loaded when done).
 
 The parts live one level down: the trainer's named pieces (step, evaluate, keep-best, checkpoint,
-finish, resume) in `trainer`, the row-wise Adam in `optim`, the schedule and the convergence rule
-in `schedule`, the live curves and loggers in `live`; the models in `models` (the registry of model
-kinds). The names of earlier versions are kept importable from here.
+finish, resume and its planning) and its hooks (on_eval, on_checkpoint, on_finish) in `trainer`,
+the row-wise Adam in `optim`, the schedule and the convergence rule in `schedule`, the live log
+and TensorBoard that attach to the hooks in `live`, the monitor in `measurements`; the models in
+`models` (the registry of model kinds). The names of earlier versions are kept importable from here.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from depthscale.live import CURVE_KEYS, HEARTBEAT_SECONDS, LOGGERS, LiveLog, che
 from depthscale.models import build_pack, model_class, pack_key
 from depthscale.optim import ADAM_BETAS, ADAM_EPS, RowAdam, qk_lr_mults
 from depthscale.schedule import base_lr, base_lrs, converged, lr_factor
-from depthscale.trainer import (MONITOR_SEED_OFFSET, RunState, Trainer, batch_groups, batch_order, data_key, monitor,
-                                pack_losses, spectrum_key, step_batches, train_step)
+from depthscale.measurements import monitor
+from depthscale.trainer import (MONITOR_SEED_OFFSET, RunState, Trainer, batch_groups, batch_order, data_key, pack_losses,
+                                replay_plan, spectrum_key, step_batches, train_step)
 
 _monitor = monitor  # (the names of earlier versions)
 _pack_losses = pack_losses
@@ -48,64 +50,6 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     return trainer.run(progress)
 
 
-def _pack_of(ck: dict) -> list[RunConfig] | None:
-    """The members of the pack a checkpoint was written in (None: a checkpoint of an earlier
-    version, or members this version cannot read)."""
-    try:
-        return [RunConfig.from_dict(d) for d in ck["pack"]]
-    except Exception:  # no "pack", or fields of another version
-        return None
-
-
-def replay_plan(todo: list[RunConfig], checkpoints: dict, store) -> tuple[list, list[RunConfig]]:
-    """Which of `todo` (unfinished runs, with their valid `checkpoints`: run id -> dict) train again
-    in the very pack they trained in, bit-identical to an uninterrupted run (trainer.py's module
-    docstring): [(pack configs, {index: checkpoint} or None, carried indices, shadow indices)], and
-    the rest. A pack (named by its members' checkpoints) replays when each member is in `todo` or
-    done in the store. It resumes at its checkpoints' step when they are all at one step and every
-    done member stopped at or before it (carried); else (a kill while the checkpoints were written
-    left two steps) it trains again from step 0, its done members as shadows (trained for their
-    pack-mates' numbers, nothing written). The rest (no checkpoint, a member elsewhere, a checkpoint
-    of an earlier version) train as sub-packs by step (run_pack)."""
-    mine = {c.run_id: c for c in todo}
-    packs: dict[tuple, list[RunConfig]] = {}
-    for c in todo:
-        members = _pack_of(checkpoints[c.run_id]) if c.run_id in checkpoints else None
-        if members:
-            packs.setdefault(tuple(m.run_id for m in members), members)
-    replays, placed = [], set()
-    for ids, members in packs.items():
-        steps, done, ok = {}, {}, len(set(ids)) == len(ids) and not placed & set(ids)
-        for i, m in enumerate(members):
-            ck = checkpoints.get(m.run_id)
-            if m.run_id in mine and (ck is None or tuple(_run_ids(ck)) == ids):
-                steps[i] = ck["step"] if ck is not None else 0
-            else:
-                done[i] = _stop_step(store, m.run_id) if m.run_id not in mine else None
-            ok = ok and done.get(i, 0) is not None
-        if not ok or not steps:
-            continue
-        start = min(steps.values())
-        if len(set(steps.values())) == 1 and all(f <= start for f in done.values()) and start > 0:
-            replays.append((members, {i: checkpoints[members[i].run_id] for i in steps}, sorted(done), []))
-        else:
-            replays.append((members, None, [], sorted(done)))
-        placed |= set(ids)
-    return replays, [c for c in todo if c.run_id not in placed]
-
-
-def _run_ids(ck: dict) -> list[str]:
-    members = _pack_of(ck)
-    return [m.run_id for m in members] if members else []
-
-
-def _stop_step(store, rid: str) -> int | None:
-    """The step at which run `rid` stopped, if it is done in `store` (None: not done, or its
-    metrics unreadable)."""
-    try:
-        return int(store.load_metrics(rid)["steps"]) if store.is_done(rid) else None
-    except Exception:  # metrics unreadable: not replayable
-        return None
 def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: bool | None = None,
              loggers: tuple[str, ...] = ()) -> None:
     """Sweep worker: train the configs (one pack_key), resuming from checkpoints in the store and
@@ -126,15 +70,7 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
         ck = store.load_checkpoint(c.run_id)
         if ck is not None and ck.get("config") == c.to_dict():
             checkpoints[c.run_id] = ck
-    replays, rest = replay_plan(todo, checkpoints, store)
-    by_step: dict[int, list[tuple[RunConfig, dict | None]]] = {}
-    for c in rest:
-        ck = checkpoints.get(c.run_id)
-        by_step.setdefault(ck["step"] if ck else 0, []).append((c, ck))
-    attempts = replays + [([c for c, _ in by_step[step]],
-                           {i: ck for i, (_, ck) in enumerate(by_step[step])} if step > 0 else None, [], [])
-                          for step in sorted(by_step)]
-    for cfgs, resume, carried, shadows in attempts:
+    for cfgs, resume, carried, shadows in Trainer.plan_resume(todo, checkpoints, store):
         try:
             with recorded_threads([checkpoints[c.run_id] for c in cfgs if c.run_id in checkpoints]):
                 train_pack(cfgs, device, store, progress, resume, loggers=loggers, carried=carried, shadows=shadows)

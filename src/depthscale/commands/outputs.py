@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_memory, check_workers, existing_store,
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_workers, existing_store,
                                   help_text, out_dir, out_file, parse_experiments, path_arg, pick_device,
                                   require_submitit, store_if_any)
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
@@ -25,16 +25,17 @@ def cmd_reproduce(args) -> int:
     ids = parse_ids(parse_experiments(args.id))
     # SLURM jobs pick their device on the node (and a submission that does not wait builds nothing here)
     device = args.device if args.executor == "slurm" else pick_device(args.device)
-    if not args.no_run:  # refuse what cannot fit before the store is created
+    sweep_plan = None
+    if not args.no_run:  # planned once, and refused if it cannot fit, before the store is created
         from depthscale.registry import all_configs
-        from depthscale.sweeps import pack_memory_budget, plan
+        from depthscale.sweeps import plan
 
-        budget = pack_memory_budget(args.executor, args.workers, device)  # packs split to fit it
-        check_memory(plan(all_configs(ids, args.preset), store_if_any(args.store), pack_memory=budget),
-                     args.executor, args.workers, device, args.allow_memory)
+        sweep_plan = plan(all_configs(ids, args.preset), store_if_any(args.store), executor=args.executor,
+                          workers=args.workers, device=device, memory_flag="--allow-memory")
+        sweep_plan.check_memory(args.allow_memory)
     say_preset(args.preset)
     res = reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
-                    workers=args.workers, run=not args.no_run, allow_memory=True)
+                    workers=args.workers, run=not args.no_run, allow_memory=args.allow_memory, plan=sweep_plan)
     if args.json:
         print_json(res)
     else:

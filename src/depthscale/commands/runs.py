@@ -10,13 +10,12 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from depthscale.arguments import (UsageError, add_config_fields, check_memory, check_workers, config_from,
-                                  config_overrides, config_sources, existing_store, grid_from_records, help_text,
+                                  config_overrides, existing_store, grid_from_records, help_text,
                                   open_store, out_file, parse_experiments, parse_loggers, parse_shard, path_arg,
                                   pick_device, require_submitit, slurm_options, store_if_any)
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, log_flag,
                                         preset_flag, print_json, say_preset, store_flag)
-from depthscale.config import make_config
-from depthscale.errors import UserError
+from depthscale.config import config_and_sources
 
 TRAIN_SWEEP = "train"  # the manifest `depthscale train` adds its runs to
 EXIT_FAILED_RUNS = 3  # sweep and reproduce: everything ran, and some runs failed (bad input: 2; a bug: 1)
@@ -80,9 +79,7 @@ def _shown(v) -> str:
 
 def print_config(args) -> int:
     """train --print-config: the resolved config, each field's value and source; nothing is run."""
-    given = config_overrides(args)
-    cfg = make_config(args.preset, **given)
-    src = config_sources(args.preset, given)
+    cfg, src = config_and_sources(args.preset, **config_overrides(args))  # the run's own fold (config_from's)
     state = None
     if args.store is not None:
         st = store_if_any(args.store)
@@ -174,25 +171,26 @@ def _n(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _print_plan(args, name: str, cfgs: list, packs: list, shard, store, memory_note: str | None) -> int:
-    """sweep --dry-run: the runs the sweep would train, pack by pack, and what varies between them."""
+def _print_plan(args, name: str, plan) -> int:
+    """sweep --dry-run: the runs the sweep would train (the sweeps.Plan it would run), pack by pack,
+    and what varies between them."""
     from depthscale.compare import differing_fields, run_label
     from depthscale.memory import fmt_bytes, pack_bytes
     from depthscale.plots import sort_key
 
-    ids = sorted({c.run_id for c in cfgs})
-    share = ids if shard is None else ids[shard[0]::shard[1]]
-    done = sum(store.is_done(r) for r in share) if store is not None else 0
+    packs, done, total = plan.packs, plan.skipped_done, len(plan.share)
+    memory_note = None if plan.refusal is None or args.allow_memory else \
+        "the sweep would be refused: " + str(plan.refusal).splitlines()[0]
     runs = [c for p in packs for c in p]
     vary = differing_fields([c.to_dict() for c in runs]) or ["model", "task", "L"]
     sizes = [pack_bytes(p) for p in packs]
     rows = [{"run_id": c.run_id, "pack": i, **{f: getattr(c, f) for f in vary}}
             for i, p in enumerate(packs) for c in p]
     if args.json:
-        print_json({"sweep": name, "dry_run": True, "planned": len(runs), "packs": len(packs), "total": len(share),
+        print_json({"sweep": name, "dry_run": True, "planned": len(runs), "packs": len(packs), "total": total,
                     "skipped_done": done, "vary": vary, "pack_bytes": sizes, "memory": memory_note, "runs": rows})
         return 0
-    print(f"sweep {name}: {_n(len(runs), 'run')} to train in {_n(len(packs), 'pack')} ({done} of {len(share)} "
+    print(f"sweep {name}: {_n(len(runs), 'run')} to train in {_n(len(packs), 'pack')} ({done} of {total} "
           f"already done; dry run: nothing trained)" + (f"; fields that vary: {', '.join(vary)}" if runs else ""))
     for i, p in enumerate(packs):
         # the pack's line names what its runs share of the varying fields, each run's line the rest
@@ -208,8 +206,17 @@ def _print_plan(args, name: str, cfgs: list, packs: list, shard, store, memory_n
     return 0
 
 
+def _pack_memory(args) -> int | None:
+    """--pack-memory in bytes (None: not given, the sweep's plan takes this machine's budget)."""
+    if args.pack_memory is None:
+        return None
+    if not math.isfinite(args.pack_memory * 1e9) or args.pack_memory <= 0:  # (1e308 GB: inf bytes)
+        raise UsageError(f"--pack-memory must be a finite number > 0 (GB), got {args.pack_memory!r}")
+    return int(args.pack_memory * 1e9)
+
+
 def cmd_sweep(args) -> int:
-    from depthscale.sweeps import pack_memory_budget, plan, run_sweep
+    from depthscale.sweeps import plan, run_sweep
 
     path_arg(args.store, "store")
     check_workers(args.workers)  # (issue 28: 10^400 overflowed the memory budget)
@@ -224,23 +231,14 @@ def cmd_sweep(args) -> int:
     shard = parse_shard(args.shard)
     # SLURM jobs pick their device on the node (the submitting host may have no GPU)
     device = args.device if args.executor == "slurm" else pick_device(args.device)
-    # refuse a sweep that cannot fit before the store is created or its manifest written
-    if args.pack_memory is not None:
-        if not math.isfinite(args.pack_memory * 1e9) or args.pack_memory <= 0:  # (1e308 GB: inf bytes)
-            raise UsageError(f"--pack-memory must be a finite number > 0 (GB), got {args.pack_memory!r}")
-        budget = int(args.pack_memory * 1e9)
-    else:
-        budget = pack_memory_budget(args.executor, args.workers, device, slurm)  # packs split to fit it
-    packs = plan(cfgs, store_if_any(args.store), shard=shard, pack_memory=budget)
+    # planned once (the memory budget, the packs, their memory check): the dry run prints this plan,
+    # the sweep runs it; a sweep that cannot fit is refused before the store is created or its manifest written
+    sweep_plan = plan(cfgs, store_if_any(args.store), shard, executor=args.executor, workers=args.workers,
+                      device=device, slurm=slurm, pack_memory=_pack_memory(args), memory_flag="--allow-memory")
     if args.dry_run:  # nothing is created, written or trained
-        note = None
-        try:
-            check_memory(packs, args.executor, args.workers, device, args.allow_memory)
-        except UserError as e:
-            note = "the sweep would be refused: " + str(e).splitlines()[0]
         say_preset(args.preset)
-        return _print_plan(args, name, cfgs, packs, shard, store_if_any(args.store), note)
-    check_memory(packs, args.executor, args.workers, device, args.allow_memory)
+        return _print_plan(args, name, sweep_plan)
+    sweep_plan.check_memory(args.allow_memory)
     worker = None
     if loggers:  # the default worker with its loggers bound (a partial pickles to the workers)
         from functools import partial
@@ -251,9 +249,7 @@ def cmd_sweep(args) -> int:
     with created_store_cleanup(args.store):
         store = open_store(args.store)
         say_preset(args.preset)
-        counts = run_sweep(cfgs, store, executor=args.executor, shard=shard, workers=args.workers,
-                           device=device, name=name, slurm=slurm, allow_memory=True, worker=worker,
-                           pack_memory=budget)
+        counts = run_sweep(sweep_plan, store, worker=worker, name=name, allow_memory=args.allow_memory)
     emit(args, counts)
     return failed_runs_exit(counts, args.store)
 
@@ -302,6 +298,13 @@ def cmd_collect(args) -> int:
 # ---------------------------------------------------------------- parsers
 def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
     """The parsers of train, sweep, status and collect; `help_for` as cli.build_parser's."""
+    _add_train_parser(sub, help_for)
+    _add_sweep_parser(sub)
+    _add_read_parsers(sub)
+
+
+def _add_train_parser(sub, help_for: tuple[str, dict] | None) -> None:
+    """train: its flags, then one per RunConfig field (arguments.add_config_fields)."""
     sp = sub.add_parser("train", help="train one model", **help_text(
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
@@ -325,6 +328,9 @@ def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
     add_config_fields(sp, *(help_for or ("cpu", {})))
     sp.set_defaults(fn=cmd_train)
 
+
+def _add_sweep_parser(sub) -> None:
+    """sweep: what to run (--experiment or --grid), where and how (executor, shard, SLURM, memory)."""
     sp = sub.add_parser("sweep", help="run an experiment or a grid of runs", **help_text(
         "Expand an experiment id (SPEC §7) or a grid file into runs, skip finished ones, and train the "
         "rest in packs. Safe to run many at once on one store; resumes after any failure. Exit code: 0 "
@@ -362,6 +368,9 @@ def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
     device_flag(sp)
     sp.set_defaults(fn=cmd_sweep)
 
+
+def _add_read_parsers(sub) -> None:
+    """status and collect: what a store holds."""
     sp = sub.add_parser("status", help="done / running / failed per experiment", **help_text(
         "Count the runs of each sweep in a store by state (runs of `depthscale train` are the sweep "
         "'train'), and list the diverged, broken and failed ones (a failed run's line: the first line "
