@@ -114,3 +114,15 @@ def test_plugin_files_and_a_broken_plugin_are_named(tmp_path):
     lines = r.stderr.splitlines()
     assert r.returncode == 2 and len(lines) == 1 and str(bad) in lines[0] and "does not state loopable" in lines[0]
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["sweep", "--help"], ["theory", "--help"],
+                                  ["fit", "--help"], ["report", "--help"]])
+def test_a_command_other_than_train_builds_its_parser_without_the_kinds(argv):
+    # train's per-field flags read defaults from the kinds' registrations (torch, ≈ 2 s); only train builds them
+    code = ("import sys; from depthscale import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('depthscale.kinds')), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "[]"
+    train = subprocess.run([sys.executable, "-c", code, "train", "--help"], capture_output=True, text=True, check=True)
+    assert "--qk_std" in train.stdout.replace("--qk-std", "--qk_std") and "'torch'" in train.stderr

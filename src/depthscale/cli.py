@@ -29,13 +29,16 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports it
 RESUMABLE = ("train", "sweep", "reproduce")  # commands that, run again, take up where they stopped
 
 
-def build_parser(help_for: tuple[str, dict] | None = None) -> argparse.ArgumentParser:
+def build_parser(help_for: tuple[str, dict] | None = None, train_fields: bool = True) -> argparse.ArgumentParser:
     """The command's parser. `help_for`: (preset, fields among arguments.CONTEXT_FIELDS) whose
-    defaults `train --help` shows (main reads them from the command line; default: cpu)."""
+    defaults `train --help` shows (main reads them from the command line; default: cpu).
+    `train_fields`: give train its flag per RunConfig field — their defaults come from the model
+    kinds' registrations, which load torch (≈ 2 s), so main asks for them only when the command
+    is train."""
     p = Parser(prog="depthscale", description="Inverse-depth scaling in attention (arXiv 2610.11063).")
     p.add_argument("--version", action="store_true", help="print the package version and exit")
     sub = p.add_subparsers(dest="cmd", required=False, parser_class=Parser)
-    runs.add_parsers(sub, help_for)  # train, sweep, status, collect
+    runs.add_parsers(sub, help_for, train_fields)  # train, sweep, status, collect
     theory.add_parsers(sub)  # fit, theory
     outputs.add_parsers(sub)  # plot, compare, reproduce, report, bench
     add_spelling_aliases(p)  # --max-steps and --max_steps, --pack-memory and --pack_memory, ...
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warning
     try:
-        parser = build_parser(help_context(argv))  # train --help: the defaults of its preset and model
+        cmd = next((a for a in argv if not a.startswith("-")), None)
+        parser = build_parser(help_context(argv), cmd == "train")  # train --help: its preset's and model's defaults
         args = parser.parse_args(argv)
         if args.version:
             from depthscale.provenance import __version__

@@ -296,15 +296,16 @@ def cmd_collect(args) -> int:
 
 
 # ---------------------------------------------------------------- parsers
-def add_parsers(sub, help_for: tuple[str, dict] | None = None) -> None:
-    """The parsers of train, sweep, status and collect; `help_for` as cli.build_parser's."""
-    _add_train_parser(sub, help_for)
+def add_parsers(sub, help_for: tuple[str, dict] | None = None, config_fields: bool = True) -> None:
+    """The parsers of train, sweep, status and collect; `help_for` and `config_fields` as
+    cli.build_parser's."""
+    _add_train_parser(sub, help_for, config_fields)
     _add_sweep_parser(sub)
     _add_read_parsers(sub)
 
 
-def _add_train_parser(sub, help_for: tuple[str, dict] | None) -> None:
-    """train: its flags, then one per RunConfig field (arguments.add_config_fields)."""
+def _add_train_parser(sub, help_for: tuple[str, dict] | None, config_fields: bool = True) -> None:
+    """train: its flags, then (with `config_fields`) one per RunConfig field (arguments.add_config_fields)."""
     sp = sub.add_parser("train", help="train one model", **help_text(
         "Train one model on fresh contexts until it converges (or hits the step cap), measure it on "
         "the evaluation contexts and store the run. A finished run is loaded, not retrained; a killed "
@@ -325,7 +326,8 @@ def _add_train_parser(sub, help_for: tuple[str, dict] | None) -> None:
     log_flag(sp)
     allow_memory_flag(sp)
     device_flag(sp)
-    add_config_fields(sp, *(help_for or ("cpu", {})))
+    if config_fields:
+        add_config_fields(sp, *(help_for or ("cpu", {})))
     sp.set_defaults(fn=cmd_train)
 
 

@@ -171,11 +171,11 @@ def _theory_parser(what, name: str, hlp: str, desc: str, example: str, flags: di
     always, and those `flags` names (d, P, k, depths, samples: its help, temperatures, finite_P, run).
     A "run" subcommand may take its data from a stored run, so its data flags' defaults are
     said in their help and filled in later."""
-    from depthscale.config import geometry
+    from depthscale.config import GEOMETRIES
 
     tp = what.add_parser(name, help=hlp, **help_text(desc, example))
     run = "run" in flags  # softmax-floor: the data may come from a stored run; defaults filled in later
-    geo = geometry("cpu", "nonlinear")
+    geo = GEOMETRIES[("cpu", "softmax")]  # (the softmax geometry by its name: no model kind, so no torch, loaded)
 
     def data_help(text, default=None):  # a flag a --run sets: its default said here, filled in later
         return text + (f" (default: {default}; not with --run)" if default is not None else " (not with --run)") \
