@@ -187,7 +187,9 @@ def sample_linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int
         T += float((t * t * om).sum())
         n_seen += t.shape[0] * m
     Gm, hv, T = Gm / n_seen, hv / n_seen, T / n_seen
-    w = torch.linalg.lstsq(Gm, hv.unsqueeze(-1), rcond=1e-12).solution.squeeze(-1)
+    # gelsd (SVD), not the default gelsy: gelsy's solution changed in its last bits from one process to
+    # the next on the same inputs (so did the report's finite-P floor); gelsd's does not
+    w = torch.linalg.lstsq(Gm, hv.unsqueeze(-1), rcond=1e-12, driver="gelsd").solution.squeeze(-1)
     in_sample = float(T - 2 * w @ hv + w @ Gm @ w)
     per_ctx = []
     for lo in range(0, n_ctx, batch):  # held out: fresh contexts, per-context mean losses for the SE
