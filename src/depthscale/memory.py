@@ -24,6 +24,7 @@ import gc
 import os
 import sys
 import threading
+from collections import Counter
 from typing import Sequence
 
 from depthscale.config import ConfigError, RunConfig
@@ -54,19 +55,24 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     cfgs = list(cfgs)
     if not cfgs:
         return 0
-    from depthscale.models import model_class  # (the model layer loads torch: only when estimating)
+    from depthscale.contexts import one_pass_available  # (these load torch: only when estimating)
+    from depthscale.models import model_class
 
     c0 = cfgs[0]
     kind = model_class(c0.model)
     B, d, N = c0.batch, c0.d, c0.N
     T = sum(c.L for c in cfgs)  # layers of the whole pack
     M = len(cfgs)
-    streams = len({(c.seed, c.a, c.b) for c in cfgs})  # distinct training batches per step
     spectra = len({(c.a, c.b) for c in cfgs})  # distinct evaluation and monitor sets
     # floats one context keeps for the backward pass, per layer of one model and per model
     per_layer, per_model = kind.activation_floats(c0)
     params = T * kind.layer_matrices(c0) * N * N + M * (N * d + N * N + 3 * N)
-    train = streams * B * _per_context(c0) + B * (T * per_layer + M * per_model)
+    # a seed with one spectrum draws its batch in one pass (contexts.sample_contexts, cache_draws=False:
+    # no float64 draws held) where the fused sampler is built; a seed's draws serving several spectra are cached
+    seeds = Counter(s for s, _, _ in {(c.seed, c.a, c.b) for c in cfgs})
+    one_pass = one_pass_available() and not c0.clusters
+    batch = sum((_stored_context(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
+    train = B * batch + B * (T * per_layer + M * per_model)
     # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)
     held = ((c0.eval_contexts + spectra * c0.monitor_contexts) * _stored_context(c0) * 3 // 2
             + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0))
