@@ -92,7 +92,9 @@ def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list
             mode = lam_om * 0.01 * (1 + 1.0 / L)  # every mode the same shape in L
             q = np.asarray(PERCENTILES, float)
             met["selection_percentiles"] = (0.1 + 0.005 * q - 0.002 * (q - 10) * (L > 1)).tolist()
-        met.update(R=R, R_se=0.01 * R, R_rel=R, A=A, C=C if L > 1 else math.nan)
+        # the final monitor loss every real run records (the main job's recipe selection reads it; equal
+        # for every grid point here, so each cell's tie goes to the grid's first, the preset's own recipe)
+        met.update(R=R, R_se=0.01 * R, R_rel=R, A=A, C=C if L > 1 else math.nan, final_monitor_loss=R)
         if c.model != "single_stream":
             met.update(mode_R=mode.tolist(), mode_R_sum=float(mode.sum()))
         if c.model == "context_updates":
