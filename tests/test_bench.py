@@ -10,7 +10,7 @@ from depthscale.bench import (bench, cpu_peak_memory, flops_per_step, matmul_pea
 from depthscale.config import make_config
 from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
 from depthscale.memory import PeakMemory
-from depthscale.models import AttentionPack, _RmsScale, _TestRowReadout, build_pack
+from depthscale.models import AttentionPack, RmsScale, RowReadout, build_pack
 from depthscale.training import RowAdam, _pack_losses, data_key, train_pack, train_step
 
 CPU = torch.device("cpu")
@@ -102,11 +102,11 @@ def test_hand_written_backwards_pass_gradcheck():
     g = torch.Generator().manual_seed(0)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
     X, W = r(10, 4).requires_grad_(), r(4, 15).requires_grad_()
-    assert torch.autograd.gradcheck(lambda X, W: _RmsScale.apply(X, W, 5), (X, W))
+    assert torch.autograd.gradcheck(lambda X, W: RmsScale.apply(X, W, 5), (X, W))
     u, Xc, y = r(2, 5, 3).requires_grad_(), r(2, 6, 3).requires_grad_(), r(2, 6).requires_grad_()
     rc = (torch.rand(2, 2, 6, generator=g, dtype=torch.float64) + 0.5).requires_grad_()
     bounds = [(0, 2), (2, 5)]
-    f = lambda *a: _TestRowReadout.apply(*a, bounds)  # noqa: E731
+    f = lambda *a: RowReadout.apply(*a, bounds)  # noqa: E731
     assert torch.autograd.gradcheck(f, (u, Xc, rc, y))  # both outputs used
     assert torch.autograd.gradcheck(lambda *a: f(*a)[0], (u, Xc, rc, y))  # readout only (training)
 

@@ -9,7 +9,7 @@ import torch
 
 from depthscale import kernels
 from depthscale.config import make_config
-from depthscale.models import _TestRowReadout, build_pack
+from depthscale.models import RowReadout, build_pack
 from depthscale.training import RowAdam, base_lrs, train_step
 
 needs_kernel = pytest.mark.skipif(not kernels.enabled(), reason="DEPTHSCALE_FUSED=0 turns the kernel off")
@@ -78,7 +78,7 @@ def test_matches_the_torch_path_and_skips_unneeded_grads():
     a = [u.clone().requires_grad_(), X, rc.clone().requires_grad_(), y]
     b = [u.clone().requires_grad_(), X, rc.clone().requires_grad_(), y]
     py_f = kernels.FusedTestRow.apply(*a, owner)
-    py_t, _ = _TestRowReadout.apply(*b, bounds)
+    py_t, _ = RowReadout.apply(*b, bounds)
     assert torch.allclose(py_f, py_t, rtol=1e-5, atol=1e-6)
     py_f.sum().backward()
     py_t.sum().backward()
@@ -143,7 +143,7 @@ def test_off_switch_falls_back(monkeypatch):
 def test_test_scales_match_float64_and_the_torch_path(d, N, G, P):
     # rcq_bgi = rc_bgi rq_bg with r = 1/rms(W_x^g x) computed as (x^T M_g x / N + eps)^(-1/2),
     # M_g = W_x^gT W_x^g, written B x G x P
-    from depthscale.models import RMS_EPS, _RmsScale
+    from depthscale.models import RMS_EPS, RmsScale
 
     g = torch.Generator().manual_seed(7)
     B = 5
@@ -155,8 +155,8 @@ def test_test_scales_match_float64_and_the_torch_path(d, N, G, P):
     rq64 = torch.rsqrt(torch.einsum("bd,gnd->bgn", xq.double(), Wx64).pow(2).mean(-1) + RMS_EPS)
     rcq64 = rc64 * rq64.unsqueeze(-1)
     WxT = Wx.detach().reshape(G * N, d).T.contiguous()
-    rc_t = _RmsScale.apply(X.reshape(B * P, d), WxT, N).view(B, P, G).transpose(1, 2)
-    rcq_t = rc_t * _RmsScale.apply(xq, WxT, N).unsqueeze(-1)
+    rc_t = RmsScale.apply(X.reshape(B * P, d), WxT, N).view(B, P, G).transpose(1, 2)
+    rcq_t = rc_t * RmsScale.apply(xq, WxT, N).unsqueeze(-1)
     eps32 = torch.finfo(torch.float32).eps
     assert rcq.shape == (B, G, P)
     assert (rcq.double() - rcq64).abs().max() <= 20 * eps32 * rcq64.abs().max()

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from depthscale import figures, tables
+from depthscale import figures, plotting, tables
 from depthscale import registry as ex
 from depthscale.analysis import fit_xy, time_curve, time_fit, time_window, width_series
 from depthscale.registry import check
@@ -199,7 +199,7 @@ def test_log_tick_labels_write_their_ticks_exactly():
     ax = Figure().subplots()
     ax.plot([1, 64], [2.072, 2.188])
     ax.set_ylim(2.072, 2.188)
-    figures._logy(ax)
+    plotting.logy(ax)
     ticks = ax.get_yticks()
     labels = [ax.yaxis.get_major_formatter()(t, i) for i, t in enumerate(ticks)]
     assert len(ticks) >= 2

@@ -19,9 +19,6 @@ from depthscale.results import Results, Theory
 
 FIGURES: dict[str, Callable] = {i: e.figure for i, e in REGISTRY.items() if e.figure is not None}
 
-# the old private names of the helpers (plots.py and notebooks import them from here)
-_new_figure, _logy, _logx = new_figure, logy, logx
-
 
 def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
     """Build figure `fig_id` and write <out_dir>/<fig_id>.png and .pdf."""

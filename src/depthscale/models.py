@@ -26,7 +26,7 @@ from depthscale.kinds.context_updates import ContextUpdates
 from depthscale.kinds.ensemble import LayerValues, Nonlinear
 from depthscale.kinds.init import gd_start, spread_metric_factors
 from depthscale.kinds.linear import Linear
-from depthscale.kinds.ops import _LinearTriangle, _RmsScale, _TestRowReadout
+from depthscale.kinds.ops import LinearTriangle, RmsScale, RowReadout
 from depthscale.kinds.single_stream import SingleStream
 from depthscale.kinds.transformer import TransformerPack
 
@@ -71,4 +71,4 @@ def init_model_params(kind: str, d: int, N: int, L: int, qk_std: float, seed: in
 __all__ = ["model_class", "build_pack", "pack_key", "ModelKind", "ModelOutput", "AttentionStack",
            "Nonlinear", "LayerValues", "Linear", "SingleStream", "ContextUpdates", "TransformerPack",
            "AttentionPack", "init_model_params", "rms_norm", "RMS_EPS", "gd_start", "spread_metric_factors",
-           "_RmsScale", "_TestRowReadout", "_LinearTriangle"]
+           "RmsScale", "RowReadout", "LinearTriangle"]
