@@ -5,13 +5,16 @@ import pytest
 import torch
 
 from depthscale import naive
-from depthscale.bench import (bench, cpu_peak_memory, flops_per_step, matmul_peak, run_packed, seed_groups,
-                              sweep_configs, sweep_flops)
+from depthscale.bench import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
+from depthscale.machine import matmul_peak
 from depthscale.config import make_config
 from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
 from depthscale.memory import PeakMemory
-from depthscale.models import AttentionPack, RmsScale, RowReadout, build_pack
-from depthscale.training import RowAdam, _pack_losses, data_key, train_pack, train_step
+from depthscale.models import AttentionPack, build_pack
+from depthscale.kinds.ops import RmsScale, RowReadout
+from depthscale.training import _pack_losses, train_pack
+from depthscale.optim import RowAdam
+from depthscale.trainer import data_key, train_step
 
 CPU = torch.device("cpu")
 
@@ -224,7 +227,9 @@ def test_roofline_ops_count_the_flops_of_the_flop_formula_and_every_big_pass():
     """step_ops' matmul FLOPs of forward and backward equal flops_per_step's (less the tiny E_l and
     gains terms it leaves out); its bytes are at least the passes over the B x T x P scores; the
     roofline of each op is the larger of its two times."""
-    from depthscale.bench import flops_per_step, mem_bandwidth, roofline, step_ops
+    from depthscale.bench import flops_per_step
+    from depthscale.machine import mem_bandwidth
+    from depthscale.roofline import roofline, step_ops
 
     d, N, P, B, groups = 16, 16, 64, 256, [[1, 2, 4], [1, 2, 4]]
     ops = step_ops(d, N, P, B, groups, "difficult", n_params=1000)

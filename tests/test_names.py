@@ -97,3 +97,43 @@ def test_plot_curves_loads_no_experiment():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**__import__("os").environ, "PYTHONPATH": str(SRC)})
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
+
+
+def _defined(body: list[ast.stmt]) -> set[str]:
+    """The names a module body binds itself: def, class, assignment (also under if/try)."""
+    out = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try)):
+            handlers = [s for h in getattr(node, "handlers", []) for s in h.body]
+            out |= _defined(node.body + node.orelse + handlers + getattr(node, "finalbody", []))
+    return out
+
+
+def reexports(path: Path) -> list[str]:
+    """The names of `__all__` that the module does not define (it imports them from elsewhere)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), [])
+    own = _defined(tree.body)
+    return [n for n in names if n not in own]
+
+
+def test_every_public_name_has_one_home():
+    """A name in a module's `__all__` is defined there: one door per name (the package's
+    `__init__` and a `compat` module are the only places that may hand on names from elsewhere)."""
+    found = {m: r for m, p in _modules().items() if p.name not in ("__init__.py", "compat.py")
+             if (r := reexports(p))}
+    assert not found, f"modules re-exporting names defined elsewhere: {found}"
+
+
+def test_the_reexport_check_sees_one(tmp_path):
+    mod = tmp_path / "m.py"
+    mod.write_text("from depthscale.store import Store\nX = 1\ndef f(): pass\n"
+                   "try:\n    import y\n    Y = 2\nexcept ImportError:\n    Y = None\n"
+                   "__all__ = ['Store', 'X', 'f', 'Y']\n")
+    assert reexports(mod) == ["Store"]

@@ -39,10 +39,12 @@ from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
 from depthscale.prefetch import Prefetcher
 from depthscale.paper import FIG3_SPECTRA
-from depthscale.machine import (DEVICES, DTYPES, autocast_dtype, check_dtype, sync_device, matmul_peak, mem_bandwidth, precision,
-                                resolve_device, transcendental_rates, TRANSCENDENTALS)
+from depthscale.machine import (TRANSCENDENTALS, autocast_dtype, check_dtype, matmul_peak, mem_bandwidth, precision,
+                                resolve_device, sync_device, transcendental_rates)
 from depthscale.roofline import roofline, step_ops
-from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
+from depthscale.optim import RowAdam
+from depthscale.schedule import base_lrs
+from depthscale.trainer import batch_order, step_batches, train_step
 
 
 # ---------------------------------------------------------------- work ----
@@ -489,7 +491,5 @@ def _linear_depths(preset: str, dev: torch.device, dtype: str, steps: int, say: 
     return out
 
 
-__all__ = ["step_ops", "mem_bandwidth", "roofline",
-           "bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops",
-           "sweep_configs", "seed_groups", "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory",
-           "child_peak_rss", "resolve_device", "DTYPES", "DEVICES"]
+__all__ = ["bench", "bench_linear", "linear_configs", "flops_per_step", "sweep_flops", "sweep_configs", "seed_groups",
+           "run_packed", "run_naive", "run_single", "cpu_peak_memory", "child_peak_rss"]

@@ -153,7 +153,7 @@ def save(fig, out: str | Path) -> Path:
     from matplotlib import rc_context
 
     from depthscale.atomic import write_atomic
-    from depthscale.figures import STYLE
+    from depthscale.plotting import STYLE
 
     out = Path(out)
     fmt = "pdf" if out.suffix.lower() == ".pdf" else "png"
@@ -179,7 +179,7 @@ def plot_curves(store, out: str | Path, sweep: str | None = None, runs: list[str
     title = ", ".join(fields) if fields else "run"
     from matplotlib import rc_context
 
-    from depthscale.figures import STYLE
+    from depthscale.plotting import STYLE
 
     with rc_context(STYLE):
         fig = curves_figure({r: curves[r] for r in order}, labels, metrics, title=title)
