@@ -1,4 +1,4 @@
-"""The packed step op by op: FLOPs, bytes, roofline time (depthscale.bench.step_ops) and the time
+"""The packed step op by op: FLOPs, bytes, roofline time (depthscale.roofline.step_ops) and the time
 torch.profiler measures for the same op, on the bench's work (the preset's fig6 depth sweep).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/roofline.py --preset cpu --steps 10 \
@@ -26,7 +26,7 @@ def _shape_key(shapes) -> tuple:
 
 
 def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
-    """The roofline op (bench.step_ops names) an aten op of `phase` belongs to, or 'other'."""
+    """The roofline op (roofline.step_ops names) an aten op of `phase` belongs to, or 'other'."""
     B, P, d, N, G, T = (dims[k] for k in ("B", "P", "d", "N", "G", "T"))
     K = dims.get("K", 1)  # seed groups (ensemble_forward runs equal ones in one call)
     first = shapes[0] if shapes else ()
@@ -97,13 +97,15 @@ def main(argv=None) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from depthscale import bench, contexts, kernels, timing
+    from depthscale import bench, contexts, kernels, machine, memory, roofline, timing
     from depthscale.models import build_pack
-    from depthscale.training import RowAdam, base_lrs, batch_order, train_step
+    from depthscale.optim import RowAdam
+    from depthscale.schedule import base_lrs
+    from depthscale.trainer import batch_order, train_step
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    bench.tune_allocator()
+    memory.tune_allocator()
     cfgs = bench.sweep_configs(args.preset, args.seeds)
     cfgs = [cfgs[i] for i in batch_order(cfgs)]  # as run_pack and the bench build their packs
     c0 = cfgs[0]
@@ -112,9 +114,9 @@ def main(argv=None) -> int:
             "K": len(groups)}
     pack = build_pack(cfgs)
     opt, lr0, idx = RowAdam(pack), base_lrs(cfgs), list(range(len(cfgs)))
-    peak = bench.matmul_peak("cpu")["flops_per_s"]
-    bw = bench.mem_bandwidth("cpu")["bytes_per_s"]
-    rates = bench.transcendental_rates("cpu")
+    peak = machine.matmul_peak("cpu")["flops_per_s"]
+    bw = machine.mem_bandwidth("cpu")["bytes_per_s"]
+    rates = machine.transcendental_rates("cpu")
     for s in range(3):
         train_step(pack, opt, cfgs, idx, s, lr0, "cpu")
     timing.PROFILE_RANGES = True
@@ -141,7 +143,7 @@ def main(argv=None) -> int:
             others[(ph, ev.name, str(ev.input_shapes)[:60])] += ev.self_cpu_time_total / 1e6 / args.steps
     n_params = sum(p.numel() for p in pack.parameters())
     fused = kernels.use_fused(torch.zeros(1))
-    roof = bench.roofline(bench.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params, fused=fused,
+    roof = roofline.roofline(roofline.step_ops(c0.d, c0.N, c0.P, c0.batch, groups, c0.task, n_params, fused=fused,
                                           one_pass=contexts.one_pass_available()),
                           peak, bw, rates)
     rows = []

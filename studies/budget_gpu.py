@@ -16,7 +16,8 @@ import time
 
 from depthscale.registry import REGISTRY
 from depthscale.store import Store
-from depthscale.training import pack_key, run_pack
+from depthscale.training import run_pack
+from depthscale.models import pack_key
 
 
 def _run(cfgs, store_dir, device):

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from depthscale.atomic import write_json_atomic
-from depthscale.registry import PAPER
+from depthscale.paper import PAPER
 from depthscale.softmax_floor import softmax_floor
 
 OUT = Path(__file__).parent / "results" / "geometry_evidence.json"

@@ -26,7 +26,7 @@ def write_study(study, res: Results, out: Path, png_name: str, md_name: str) -> 
     study.table_frame with study.notes as `md_name`, all under `out`; the paths written."""
     from matplotlib import rc_context
 
-    from depthscale.figures import STYLE
+    from depthscale.plotting import STYLE
     from depthscale.formatting import markdown_table
 
     paths = study.export(res, out)

@@ -20,7 +20,7 @@ import pandas as pd
 
 from depthscale import claims
 from depthscale.config import make_config
-from depthscale.registry import depth_set, model_depths
+from depthscale.records import depth_set, model_depths
 from depthscale.results import Results
 
 PRESET = "cpu"

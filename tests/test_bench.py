@@ -5,13 +5,16 @@ import pytest
 import torch
 
 from depthscale import naive
-from depthscale.bench import (bench, cpu_peak_memory, flops_per_step, matmul_peak, run_packed, seed_groups,
-                              sweep_configs, sweep_flops)
+from depthscale.bench import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
+from depthscale.machine import matmul_peak
 from depthscale.config import make_config
 from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
 from depthscale.memory import PeakMemory
-from depthscale.models import AttentionPack, _RmsScale, _TestRowReadout, build_pack
-from depthscale.training import RowAdam, _pack_losses, data_key, train_pack, train_step
+from depthscale.models import AttentionPack, build_pack
+from depthscale.kinds.ops import RmsScale, RowReadout
+from depthscale.training import _pack_losses, train_pack
+from depthscale.optim import RowAdam
+from depthscale.trainer import data_key, train_step
 
 CPU = torch.device("cpu")
 
@@ -102,11 +105,11 @@ def test_hand_written_backwards_pass_gradcheck():
     g = torch.Generator().manual_seed(0)
     r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
     X, W = r(10, 4).requires_grad_(), r(4, 15).requires_grad_()
-    assert torch.autograd.gradcheck(lambda X, W: _RmsScale.apply(X, W, 5), (X, W))
+    assert torch.autograd.gradcheck(lambda X, W: RmsScale.apply(X, W, 5), (X, W))
     u, Xc, y = r(2, 5, 3).requires_grad_(), r(2, 6, 3).requires_grad_(), r(2, 6).requires_grad_()
     rc = (torch.rand(2, 2, 6, generator=g, dtype=torch.float64) + 0.5).requires_grad_()
     bounds = [(0, 2), (2, 5)]
-    f = lambda *a: _TestRowReadout.apply(*a, bounds)  # noqa: E731
+    f = lambda *a: RowReadout.apply(*a, bounds)  # noqa: E731
     assert torch.autograd.gradcheck(f, (u, Xc, rc, y))  # both outputs used
     assert torch.autograd.gradcheck(lambda *a: f(*a)[0], (u, Xc, rc, y))  # readout only (training)
 
@@ -224,7 +227,9 @@ def test_roofline_ops_count_the_flops_of_the_flop_formula_and_every_big_pass():
     """step_ops' matmul FLOPs of forward and backward equal flops_per_step's (less the tiny E_l and
     gains terms it leaves out); its bytes are at least the passes over the B x T x P scores; the
     roofline of each op is the larger of its two times."""
-    from depthscale.bench import flops_per_step, mem_bandwidth, roofline, step_ops
+    from depthscale.bench import flops_per_step
+    from depthscale.machine import mem_bandwidth
+    from depthscale.roofline import roofline, step_ops
 
     d, N, P, B, groups = 16, 16, 64, 256, [[1, 2, 4], [1, 2, 4]]
     ops = step_ops(d, N, P, B, groups, "difficult", n_params=1000)

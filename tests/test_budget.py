@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from depthscale.experiments import budget
-from depthscale.registry import BUDGET_STEPS, REGISTRY
+from depthscale.registry import REGISTRY
+from depthscale.experiments.budget import BUDGET_STEPS
 from depthscale.results import Results, Theory
 
 
@@ -71,10 +72,10 @@ def test_decision_waits_for_the_largest_budget():
 def test_figure_table_and_export(tmp_path):
     from matplotlib import rc_context
 
-    from depthscale import figures
+    from depthscale import figures, plotting
 
     res = Results(_frame(_growing), "cpu")
-    with rc_context(figures.STYLE):
+    with rc_context(plotting.STYLE):
         fig = budget.figure(res, Theory("cpu", cache=tmp_path / "t.json"))
     assert [ax.get_title(loc="left")[:3] for ax in fig.axes] == ["(a)", "(b)", "(c)", "(d)"]
     frame = budget.table_frame(res, None)
@@ -91,7 +92,7 @@ def test_the_ladder_runs_as_registered():
     """cpu: (0, 0), depths 1-64, 3 seeds, both starts, batch 512, budgets x2 up to 20,000 steps, each
     run to its cap; paper: the ten top-2 spectra, depths 1-256."""
     from depthscale.config import PRESET_DEPTHS
-    from depthscale.registry import TOP2_SPECTRA
+    from depthscale.paper import TOP2_SPECTRA
 
     cpu = REGISTRY["budget"].configs("cpu")
     assert {(c.a, c.b) for c in cpu} == {(0.0, 0.0)} and {c.L for c in cpu} == set(PRESET_DEPTHS["cpu"])

@@ -19,8 +19,8 @@ from depthscale.analysis import gap_fit, loss_fit
 from depthscale.claims import NEEDS_STORE
 from depthscale.errors import InputError
 from depthscale.registry import CLAIMS, check
-from depthscale.registry import (FIG3_SPECTRA, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES, FIG7_SPECTRUM, FIG14_K16,
-                                 FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, paper_L0_top2)
+from depthscale.paper import (FIG14_K16, FIG3C_SPECTRUM, FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA, FIG7_MODES,
+                              FIG7_SPECTRUM, PAPER, TABLE3_K16, TABLE3_K2, TOP2_SPECTRA, paper_L0_top2)
 
 B0 = [s for s in FIG56_SPECTRA if s[1] == 0]
 VARIANT_DEPTHS = (1, 2, 4, 8, 16)  # single_stream, context_updates at cpu (VARIANT_MAX_DEPTH)

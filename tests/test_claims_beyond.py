@@ -15,8 +15,10 @@ import pytest
 from claims_world import DEPTHS, FakeTheory, World, noise
 from depthscale.experiments import looped_runs as lp
 from depthscale.registry import CLAIMS, check
-from depthscale.registry import (CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM, REGISTRY, SCALING_DEPTHS,
-                                 SCALING_SPECTRA, SCALING_WIDTHS, TRANSFORMER_DEPTHS)
+from depthscale.registry import REGISTRY
+from depthscale.experiments.clustered import CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM
+from depthscale.experiments.scaling import SCALING_DEPTHS, SCALING_SPECTRA, SCALING_WIDTHS
+from depthscale.experiments.transformer import TRANSFORMER_DEPTHS
 
 ONE_SEED = "seeds per cell: 1 (one seed: the cpu preset's budget)"
 

@@ -13,7 +13,8 @@ from claims_world import DEPTHS, FakeTheory, World
 from depthscale import claims
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS
 from depthscale.records import Claim, variant_fields
-from depthscale.registry import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA, check
+from depthscale.registry import check
+from depthscale.paper import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA
 from depthscale.experiments.nonlinear_floor import table1
 
 

@@ -13,10 +13,11 @@ from depthscale.contexts import make_generator, sample_contexts
 from depthscale.decompose import ContractError, decompose, decomposition_stats, per_layer_predictors
 from depthscale.errors import InputError, UserError
 from depthscale.measurements import decomposition, eval_contexts, measure
-from depthscale.models import build_pack, rms_norm
+from depthscale.models import build_pack
+from depthscale.kinds.base import rms_norm
 from depthscale.store import Store
 from depthscale.training import run_pack
-from depthscale.transformer import Transformer, evaluate, label_scale
+from depthscale.kinds.transformer import Transformer, evaluate, label_scale
 
 IDENTITY_RTOL = 1e-9
 

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from depthscale.config import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
-from depthscale.registry import SOFTMAX_GEOMETRY_FIELDS, IDS, PAPER, PRESET_SEEDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.registry import IDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.paper import PAPER, SOFTMAX_GEOMETRY_FIELDS
+from depthscale.records import PRESET_SEEDS
 from depthscale.config import main_grid
 from depthscale.records import SHAPE_SEEDS, Experiment, resolve_seeds
 from depthscale.results import Results
@@ -145,7 +147,7 @@ def test_group_words_and_the_beyond_part():
 
 
 def test_group_fields_reach_the_configs_and_a_strict_view_reads_them_back():
-    from depthscale.registry import Experiment, RunGroup
+    from depthscale.records import Experiment, RunGroup
 
     e = Experiment("x", "x", ("nonlinear",), "difficult", (2,), "(0,0)", "x",
                    (RunGroup("nonlinear", "difficult", 2, ((0.0, 0.0),), (1, 2, 99), (("N", 12), ("max_steps", 7))),),

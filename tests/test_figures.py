@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from depthscale import config, figures, plotting
+from depthscale import paper, records
 from depthscale import registry as ex
 from depthscale.registry import check
 from depthscale.results import Results, Theory
@@ -26,14 +27,14 @@ DEEP = (1, 2, 4, 8, 16)
 @pytest.fixture(scope="module")
 def deep(tmp_path_factory):
     root = tmp_path_factory.mktemp("deep")
-    saved = (config.PRESET_DEPTHS["smoke"], ex.VARIANT_MAX_DEPTH["smoke"], ex.PRESET_SEEDS["smoke"],
-             ex.FLOOR_SAMPLES["smoke"], ex.SOFTMAX_FLOOR_SAMPLES["smoke"], ex.FINITE_P_SAMPLES["smoke"],
+    saved = (config.PRESET_DEPTHS["smoke"], records.VARIANT_MAX_DEPTH["smoke"], records.PRESET_SEEDS["smoke"],
+             records.FLOOR_SAMPLES["smoke"], records.SOFTMAX_FLOOR_SAMPLES["smoke"], records.FINITE_P_SAMPLES["smoke"],
              torch.get_num_threads())
     config.PRESET_DEPTHS["smoke"] = DEEP
-    ex.VARIANT_MAX_DEPTH["smoke"] = DEEP[-1]
-    ex.PRESET_SEEDS["smoke"] = (0, 1)
+    records.VARIANT_MAX_DEPTH["smoke"] = DEEP[-1]
+    records.PRESET_SEEDS["smoke"] = (0, 1)
     # coarse theory is enough to test the plumbing
-    ex.FLOOR_SAMPLES["smoke"] = ex.SOFTMAX_FLOOR_SAMPLES["smoke"] = ex.FINITE_P_SAMPLES["smoke"] = 500
+    records.FLOOR_SAMPLES["smoke"] = records.SOFTMAX_FLOOR_SAMPLES["smoke"] = records.FINITE_P_SAMPLES["smoke"] = 500
     torch.set_num_threads(1)
     try:
         th = Theory("smoke", cache=root / "theory.json")
@@ -41,8 +42,8 @@ def deep(tmp_path_factory):
         fabricate(store, th, ["fig3", "fig6", "fig7", "fig9", "fig10", "fig11", "fig14", "table1"])
         yield root, th, Results.from_store(store, "smoke")
     finally:
-        (config.PRESET_DEPTHS["smoke"], ex.VARIANT_MAX_DEPTH["smoke"], ex.PRESET_SEEDS["smoke"],
-         ex.FLOOR_SAMPLES["smoke"], ex.SOFTMAX_FLOOR_SAMPLES["smoke"], ex.FINITE_P_SAMPLES["smoke"], n) = saved
+        (config.PRESET_DEPTHS["smoke"], records.VARIANT_MAX_DEPTH["smoke"], records.PRESET_SEEDS["smoke"],
+         records.FLOOR_SAMPLES["smoke"], records.SOFTMAX_FLOOR_SAMPLES["smoke"], records.FINITE_P_SAMPLES["smoke"], n) = saved
         torch.set_num_threads(n)
 
 
@@ -55,12 +56,12 @@ B0 = [(2, (0.0, 0.0)), (2, (0.25, 0.0)), (2, (0.5, 0.0)), (2, (1.0, 0.0))]  # fi
 
 
 def loss_axes(res: Results, groups=B0, fit: bool = True):
-    """One loss panel (figures.loss_panel) of the nonlinear difficult runs: fig6 without the
+    """One loss panel (plotting.loss_panel) of the nonlinear difficult runs: fig6 without the
     softmax-ensemble floor lines, whose theory is slow to compute."""
     from matplotlib.figure import Figure
 
     ax = Figure(layout="constrained").subplots()
-    figures.loss_panel(ax, res, "nonlinear", "difficult", groups, fit=fit)
+    plotting.loss_panel(ax, res, "nonlinear", "difficult", groups, fit=fit)
     return ax
 
 
@@ -138,17 +139,17 @@ def test_fig3_theory_curves_match_their_data(deep):
 
 def test_log_ticks_are_readable():
     for lo, hi in ((2.05, 2.2), (0.4, 2.1), (1e-3, 5.0), (1e-9, 10.0), (0.3, 0.31)):
-        t = figures.log_ticks(lo, hi)
+        t = plotting.log_ticks(lo, hi)
         assert 2 <= len(t) <= 12 and all(lo <= x <= hi for x in t), (lo, hi, t)
-    assert figures.log_ticks(0.4, 2.1) == [0.5, 1.0, 2.0]
+    assert plotting.log_ticks(0.4, 2.1) == [0.5, 1.0, 2.0]
     # neither end of an axis is left without a tick for more than a quarter of its length
     # (fig4 (a) at the cpu preset spanned 0.0014-0.0042 with no tick above 0.003)
     for lo, hi in ((0.0014, 0.0042), (0.0007, 0.0048), (1.9, 6.3), (2.0, 2.2), (0.05, 0.9)):
-        t = figures.log_ticks(lo, hi)
+        t = plotting.log_ticks(lo, hi)
         span = np.log(hi / lo)
         assert np.log(t[0] / lo) <= 0.25 * span and np.log(hi / t[-1]) <= 0.25 * span, (lo, hi, t)
-    assert figures.tick_text(1e-5) == "10⁻⁵" and figures.tick_text(2e-5) == "2×10⁻⁵"
-    assert figures.tick_text(0.25) == "0.25" and figures.tick_text(64.0) == "64"
+    assert plotting.tick_text(1e-5) == "10⁻⁵" and plotting.tick_text(2e-5) == "2×10⁻⁵"
+    assert plotting.tick_text(0.25) == "0.25" and plotting.tick_text(64.0) == "64"
 
 
 def test_every_figure_renders_without_title_and_with_truetype_fonts(deep, tmp_path):
@@ -226,7 +227,7 @@ def test_fig6_loss_panels_are_bounded_by_data_and_their_floor_lines(deep):
     for letter, sel in (("a", lambda s: s[0] == 0), ("b", lambda s: s[1] == 0)):
         ax = panel(fig, letter)
         values = []
-        for a, b in (s for s in ex.FIG56_SPECTRA if sel(s)):
+        for a, b in (s for s in paper.FIG56_SPECTRA if sel(s)):
             s = res.series("nonlinear", "difficult", 2, a, b)
             values += list(s.get("R") - s.se["R"]) + list(s.get("R") + s.se["R"])
             values.append(th.softmax_floor(a, b, 2)["ensemble_floor"])
@@ -245,7 +246,7 @@ def test_fig6_c_draws_a_dotted_L0_per_well_posed_fit_only(deep, cut):
     ax = panel(fig, "c")
     assert "dotted" in ax.get_title(loc="left")
     dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
-    assert len([s for s in ex.FIG56_SPECTRA if s[1] == 0]) == 4
+    assert len([s for s in paper.FIG56_SPECTRA if s[1] == 0]) == 4
     assert len(dotted) == (0 if cut else 4)
     assert ("no L0 drawn where the fit is degenerate" in " ".join(plotting.remarks(fig))) is cut
 
@@ -354,7 +355,7 @@ def test_fit_lines_stay_on_their_data_and_a_poor_fit_is_dashed_and_named(deep):
     _, _, res = deep
     cut = Results(res.df[res.df["L"] <= 8], "smoke", res.store)
     ax = Figure(layout="constrained").subplots()
-    fits = figures.loss_panel(ax, cut, "nonlinear", "difficult", B0, fit=True, r2_min=1.01)
+    fits = plotting.loss_panel(ax, cut, "nonlinear", "difficult", B0, fit=True, r2_min=1.01)
     laws = [f for f in fits.values() if f.ok]
     assert laws  # five depths -> well-posed fits to draw
     curves = [line for line in ax.get_lines() if line.get_marker() in ("None", "", None)]
@@ -365,7 +366,7 @@ def test_fit_lines_stay_on_their_data_and_a_poor_fit_is_dashed_and_named(deep):
     assert any("below 1.01" in r for r in plotting.remarks(ax.figure))
     assert all("R^2" in t for t in legend_texts(ax) if "alpha" in t)
     ax2 = Figure(layout="constrained").subplots()
-    figures.loss_panel(ax2, cut, "nonlinear", "difficult", B0, fit=True, r2_min=0.0)
+    plotting.loss_panel(ax2, cut, "nonlinear", "difficult", B0, fit=True, r2_min=0.0)
     assert all(line.get_linestyle() == "-" for line in ax2.get_lines() if line.get_marker() in ("None", "", None))
     assert not any("below" in r for r in plotting.remarks(ax2.figure))
 
@@ -378,7 +379,7 @@ def test_fig5_draws_the_finite_P_floor_beside_R_irr(deep):
     for letter, keep in (("a", lambda s: s[0] == 0), ("b", lambda s: s[1] == 0)):
         ax = panel(fig, letter)
         dotted = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":")
-        want = sorted(th.floor(a, b, 2)["finite_P"] for a, b in ex.FIG56_SPECTRA if keep((a, b)))
+        want = sorted(th.floor(a, b, 2)["finite_P"] for a, b in paper.FIG56_SPECTRA if keep((a, b)))
         np.testing.assert_allclose(dotted, want)
         assert "dotted: finite" in ax.get_title(loc="left")
 

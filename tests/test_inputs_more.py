@@ -144,7 +144,7 @@ def test_a_link_to_a_regular_file_is_written_through(tmp_path, capsys):
 
 
 def test_the_out_probe_leaves_nothing_behind(tmp_path):
-    from depthscale.arguments import out_dir, out_file
+    from depthscale.userpaths import out_dir, out_file
 
     assert out_dir(str(tmp_path / "a" / "b" / "c")) == tmp_path / "a" / "b" / "c"
     assert out_file(str(tmp_path / "x" / "t.csv")) == tmp_path / "x" / "t.csv"
@@ -152,7 +152,7 @@ def test_the_out_probe_leaves_nothing_behind(tmp_path):
 
 
 def test_path_checks_accept_ordinary_paths_and_name_the_bad_part(tmp_path, monkeypatch):
-    from depthscale.arguments import UsageError, path_arg
+    from depthscale.userpaths import UsageError, path_arg
 
     monkeypatch.setenv("HOME", str(tmp_path))
     assert path_arg("~/runs/x", "store") == tmp_path.__class__("~/runs/x")  # the Store expands it

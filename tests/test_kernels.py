@@ -9,8 +9,11 @@ import torch
 
 from depthscale import kernels
 from depthscale.config import make_config
-from depthscale.models import _TestRowReadout, build_pack
-from depthscale.training import RowAdam, base_lrs, train_step
+from depthscale.models import build_pack
+from depthscale.kinds.ops import RowReadout
+from depthscale.optim import RowAdam
+from depthscale.schedule import base_lrs
+from depthscale.trainer import train_step
 
 needs_kernel = pytest.mark.skipif(not kernels.enabled(), reason="DEPTHSCALE_FUSED=0 turns the kernel off")
 
@@ -78,7 +81,7 @@ def test_matches_the_torch_path_and_skips_unneeded_grads():
     a = [u.clone().requires_grad_(), X, rc.clone().requires_grad_(), y]
     b = [u.clone().requires_grad_(), X, rc.clone().requires_grad_(), y]
     py_f = kernels.FusedTestRow.apply(*a, owner)
-    py_t, _ = _TestRowReadout.apply(*b, bounds)
+    py_t, _ = RowReadout.apply(*b, bounds)
     assert torch.allclose(py_f, py_t, rtol=1e-5, atol=1e-6)
     py_f.sum().backward()
     py_t.sum().backward()
@@ -143,7 +146,8 @@ def test_off_switch_falls_back(monkeypatch):
 def test_test_scales_match_float64_and_the_torch_path(d, N, G, P):
     # rcq_bgi = rc_bgi rq_bg with r = 1/rms(W_x^g x) computed as (x^T M_g x / N + eps)^(-1/2),
     # M_g = W_x^gT W_x^g, written B x G x P
-    from depthscale.models import RMS_EPS, _RmsScale
+    from depthscale.kinds.base import RMS_EPS
+    from depthscale.kinds.ops import RmsScale
 
     g = torch.Generator().manual_seed(7)
     B = 5
@@ -155,8 +159,8 @@ def test_test_scales_match_float64_and_the_torch_path(d, N, G, P):
     rq64 = torch.rsqrt(torch.einsum("bd,gnd->bgn", xq.double(), Wx64).pow(2).mean(-1) + RMS_EPS)
     rcq64 = rc64 * rq64.unsqueeze(-1)
     WxT = Wx.detach().reshape(G * N, d).T.contiguous()
-    rc_t = _RmsScale.apply(X.reshape(B * P, d), WxT, N).view(B, P, G).transpose(1, 2)
-    rcq_t = rc_t * _RmsScale.apply(xq, WxT, N).unsqueeze(-1)
+    rc_t = RmsScale.apply(X.reshape(B * P, d), WxT, N).view(B, P, G).transpose(1, 2)
+    rcq_t = rc_t * RmsScale.apply(xq, WxT, N).unsqueeze(-1)
     eps32 = torch.finfo(torch.float32).eps
     assert rcq.shape == (B, G, P)
     assert (rcq.double() - rcq64).abs().max() <= 20 * eps32 * rcq64.abs().max()
@@ -258,7 +262,7 @@ def test_layer_forms_and_gradients_match_float64(N, d, depths):
 def test_strided_contexts_give_the_same_numbers_without_a_copy(d, P):
     # sampling's X and x_test are slices of one B x (P + 1) x d tensor: the kernels read them in
     # place (batch stride (P + 1) d) and give what they give on contiguous copies, bit for bit
-    from depthscale.models import RMS_EPS
+    from depthscale.kinds.base import RMS_EPS
 
     g = torch.Generator().manual_seed(5)
     B, T, G, N = 4, 5, 2, 7
@@ -285,7 +289,7 @@ def test_strided_contexts_give_the_same_numbers_without_a_copy(d, P):
 def test_grouped_scales_are_the_blocks_scaled_apart(d, P, B):
     # M as K x G x d x d: block k of the K B contexts is scaled by its own M_k; the scales are
     # those of K separate calls bit for bit, d M_k to float rounding (per-thread partial sums)
-    from depthscale.models import RMS_EPS
+    from depthscale.kinds.base import RMS_EPS
 
     g = torch.Generator().manual_seed(11)
     K, G, N = 3, 2, 7
@@ -313,13 +317,13 @@ def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
     # _pack_losses runs the seeds' equal blocks of models as one ensemble_forward (groups = K);
     # against one call per seed: the same losses bit for bit, the same gradients to float rounding
     # (d M_g sums its contexts in per-thread parts, and the threads split K B contexts, not B)
-    from depthscale import training
+    from depthscale import trainer, training
 
     cfgs = [make_config("smoke", model=model, task="difficult", k=2, a=0.0, b=0.5, L=L, seed=s)
             for s in (0, 1, 2) for L in (1, 3)]
     pack = build_pack(cfgs)
     idx = list(range(len(cfgs)))
-    batches = training.step_batches(cfgs, idx, 0, "cpu")
+    batches = trainer.step_batches(cfgs, idx, 0, "cpu")
     out = {}
     for merged in (True, False):
         if not merged:
@@ -332,7 +336,7 @@ def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
     for n, grad in out[True][1].items():
         torch.testing.assert_close(grad, out[False][1][n], rtol=1e-5, atol=1e-6 * grad.abs().max().item(), msg=n)
     monkeypatch.undo()
-    ctx = batches[training.data_key(cfgs[0])]
+    ctx = batches[trainer.data_key(cfgs[0])]
     assert pack.groups_of(idx, 3, ctx.X_BxPxd) and not pack.groups_of(idx, 4, ctx.X_BxPxd)
     assert not pack.groups_of([0, 1, 3, 4], 2, ctx.X_BxPxd)  # not consecutive
     with pytest.raises(ValueError, match="groups = 3"):
@@ -354,7 +358,7 @@ def test_lanes_takes_8_or_16_and_says_what_it_had():
 def test_scales_same_floats_in_either_vector_width():
     # lane by lane the same operations: the scales at 16 lanes (four models per block: G = 7 goes
     # four, two, one) and at 8 lanes (two per block) agree bit for bit
-    from depthscale.models import RMS_EPS
+    from depthscale.kinds.base import RMS_EPS
 
     g = torch.Generator().manual_seed(3)
     X, xq = torch.randn(6, 64, 16, generator=g), torch.randn(6, 16, generator=g)

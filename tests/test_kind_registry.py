@@ -17,7 +17,7 @@ from depthscale.errors import InputError
 from depthscale.kind_registry import FACTS, METHODS, find_kind, kind_names, register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelKind
-from depthscale.models import Nonlinear
+from depthscale.kinds.ensemble import Nonlinear
 from depthscale.plugins import plugin_files
 
 STATED = dict(geometry="softmax", loopable=False, packs_across_depth=False, label_linear=True)

@@ -16,7 +16,8 @@ from depthscale import cli, live
 from depthscale.config import FIELD_NAMES, make_config
 from depthscale.errors import StoreError
 from depthscale.store import CURVES_LIVE, Store
-from depthscale.training import CURVE_KEYS, run_pack, train_pack
+from depthscale.training import run_pack, train_pack
+from depthscale.live import CURVE_KEYS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -16,7 +16,9 @@ from depthscale import registry as ex
 from depthscale.config import ConfigError, make_config
 from depthscale.contexts import make_generator, sample_contexts
 from depthscale.models import AttentionPack, build_pack
-from depthscale.training import base_lr, pack_key, train_one
+from depthscale.training import train_one
+from depthscale.models import pack_key
+from depthscale.schedule import base_lr
 
 d, N, P = 4, 6, 7
 KINDS = ("single_stream", "context_updates", "nonlinear", "layer_values")

@@ -100,7 +100,8 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     whole-chunk, all-models-at-once computation to float tolerance."""
     import depthscale.measurements as meas
     from depthscale import seeds
-    from depthscale.training import _monitor, spectrum_key
+    from depthscale.training import _monitor
+    from depthscale.trainer import spectrum_key
 
     cfgs = [make_config("smoke", model=kind, task=task, k=2 if task == "difficult" else 1, L=4, a=a, b=b,
                         seed=s, qk_std=0.3) for (a, b), s in (((0.5, 0.5), 0), ((1.0, 0.0), 0), ((0.5, 0.5), 1))]

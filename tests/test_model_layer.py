@@ -184,7 +184,7 @@ def test_no_module_outside_the_registry_tests_a_model_kinds_name():
 
 
 def test_the_model_layer_does_not_import_the_trainer():
-    code = ("import sys, depthscale.models, depthscale.transformer; "
+    code = ("import sys, depthscale.models, depthscale.kinds.transformer; "
             "print(sorted(m for m in sys.modules if m in ('depthscale.training', 'depthscale.trainer', "
             "'depthscale.store', 'depthscale.optim')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

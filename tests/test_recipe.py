@@ -11,7 +11,10 @@ import torch
 
 from depthscale.config import ConfigError, make_config
 from depthscale.models import build_pack
-from depthscale.training import RowAdam, qk_lr_mults, train_pack, train_step, base_lrs
+from depthscale.training import train_pack
+from depthscale.optim import RowAdam, qk_lr_mults
+from depthscale.schedule import base_lrs
+from depthscale.trainer import train_step
 
 
 def _spiky(**kw):

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from depthscale import figures, tables
+from depthscale import paper, records
 from depthscale import registry as ex
 from depthscale.claims import NEEDS_STORE
 from depthscale.registry import CLAIMS, check_all
@@ -79,7 +80,7 @@ def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list
             mode = lam_om * 1e-3
             met["top1_mass"] = 0.99
         elif c.model == "linear":
-            in_t3 = (c.a, c.b) in (ex.TABLE3_K2 if c.k == 2 else ex.TABLE3_K16)
+            in_t3 = (c.a, c.b) in (paper.TABLE3_K2 if c.k == 2 else paper.TABLE3_K16)
             base = th.floor(c.a, c.b, c.k)["R_irr"] if in_t3 else 0.5
             R = base * (1.3 if L == 1 else 1 + 0.01 / L) * jitter
             mode = lam_om * 0.1 * (1 + 1.0 / L ** np.linspace(0.5, 3, d))  # modes differ in shape
@@ -112,15 +113,15 @@ def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
     root = tmp_path_factory.mktemp("synth")
-    saved = ex.FLOOR_SAMPLES["smoke"]
-    ex.FLOOR_SAMPLES["smoke"] = 1000  # a coarse floor is enough to test the plumbing
+    saved = records.FLOOR_SAMPLES["smoke"]
+    records.FLOOR_SAMPLES["smoke"] = 1000  # a coarse floor is enough to test the plumbing
     try:
         th = Theory("smoke", cache=root / "out" / "smoke" / "theory.json")
         store = Store(root / "store")
         fabricate(store, th)
         yield root, store, th, Results.from_store(store, "smoke")
     finally:
-        ex.FLOOR_SAMPLES["smoke"] = saved
+        records.FLOOR_SAMPLES["smoke"] = saved
 
 
 def by_id(claims):
@@ -173,7 +174,7 @@ def test_variant_claims_read_the_variant_depths(synth, tmp_path, monkeypatch):
     """single_stream / context_updates stop at VARIANT_MAX_DEPTH: their claims must judge those
     depths, not report the preset's deeper ones as missing (the cpu main job once did)."""
     root, _, th, _ = synth
-    monkeypatch.setitem(ex.VARIANT_MAX_DEPTH, "smoke", 2)
+    monkeypatch.setitem(records.VARIANT_MAX_DEPTH, "smoke", 2)
     store = Store(tmp_path / "store")
     fabricate(store, th, ["fig9", "fig10", "fig11"])
     res = Results.from_store(store, "smoke")
@@ -341,8 +342,8 @@ def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):
     the rest as not run, and reproduce fig6 and report print the same claim count."""
     from depthscale.report import reproduce
 
-    saved = ex.FLOOR_SAMPLES["smoke"]
-    ex.FLOOR_SAMPLES["smoke"] = 1000
+    saved = records.FLOOR_SAMPLES["smoke"]
+    records.FLOOR_SAMPLES["smoke"] = 1000
     try:
         th = Theory("smoke", cache=tmp_path / "th.json")
         store = Store(tmp_path / "store")
@@ -351,7 +352,7 @@ def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):
         out = report(tmp_path / "store", tmp_path / "out", preset="smoke")
         rep = reproduce("fig6", "smoke", tmp_path / "store", tmp_path / "out2", run=False)
     finally:
-        ex.FLOOR_SAMPLES["smoke"] = saved
+        records.FLOOR_SAMPLES["smoke"] = saved
     assert fig6 and set(store.run_ids()) == fig6
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Not run in this store" in md and "fig3" in md.split("Not run in this store")[1].split("\n")[0]

@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from depthscale import figures, tables
+from depthscale import figures, plotting, tables
+from depthscale import records
 from depthscale import registry as ex
+from depthscale.experiments import scaling
 from depthscale.analysis import fit_xy, time_curve, time_fit, time_window, width_series
 from depthscale.registry import check
 from depthscale.config import geometry
@@ -30,10 +32,10 @@ def test_registry_expands_scaling(preset):
     d = geometry(preset, "nonlinear")["d"]
     N0 = geometry(preset, "nonlinear")["N"]
     assert N0 == d
-    all_L = ex.depth_set(preset, "all")
-    width_L = tuple(L for L in ex.SCALING_DEPTHS if L <= all_L[-1])
-    want = {(N0, a, b, L) for a, b in ex.SCALING_SPECTRA for L in all_L}
-    want |= {(N, a, b, L) for N in ex.SCALING_WIDTHS for a, b in ex.SCALING_SPECTRA for L in width_L}
+    all_L = records.depth_set(preset, "all")
+    width_L = tuple(L for L in scaling.SCALING_DEPTHS if L <= all_L[-1])
+    want = {(N0, a, b, L) for a, b in scaling.SCALING_SPECTRA for L in all_L}
+    want |= {(N, a, b, L) for N in scaling.SCALING_WIDTHS for a, b in scaling.SCALING_SPECTRA for L in width_L}
     got = {(c.N, c.a, c.b, c.L) for c in cfgs}
     assert got == want and len(cfgs) == len(want)
     assert all(c.model == "nonlinear" and c.task == "difficult" and c.k == 2 and c.d == d for c in cfgs)
@@ -42,7 +44,7 @@ def test_registry_expands_scaling(preset):
     assert {c.run_id for c in cfgs if c.N == N0} <= fig6
     assert not {c.run_id for c in cfgs if c.N != N0} & fig6
     # a width run differs from fig6's run at its cell in N only
-    by_cell = {(c.a, c.b, c.L): c for c in ex.REGISTRY["fig6"].configs(preset, seeds=ex.PRESET_SEEDS[preset])
+    by_cell = {(c.a, c.b, c.L): c for c in ex.REGISTRY["fig6"].configs(preset, seeds=records.PRESET_SEEDS[preset])
                if c.qk_init == "independent"}  # fig6's faithful start (it also trains the constructive one)
     for c in cfgs:
         if c.N != N0:
@@ -71,7 +73,7 @@ def test_time_window_follows_the_cosine_schedule():
     assert lo == 100.0 and hi == pytest.approx(2050.0)
     # at hi the cosine factor of training.lr_factor is exactly one half
     from depthscale.config import make_config
-    from depthscale.training import lr_factor
+    from depthscale.schedule import lr_factor
 
     cfg = make_config("cpu", model="nonlinear", task="difficult")
     assert lr_factor(cfg, int(time_window(cfg.warmup, cfg.max_steps, "early")[1])) == pytest.approx(0.5, abs=1e-3)
@@ -138,7 +140,7 @@ def fake(tmp_path_factory):
 
 def test_width_series_reads_the_width_groups(fake):
     _, res, _ = fake
-    widths = (8,) + ex.SCALING_WIDTHS
+    widths = (8,) + scaling.SCALING_WIDTHS
     w = width_series(res, "nonlinear", "difficult", 2, 0.0, 0.0, 4, widths)
     assert w["N"].tolist() == list(widths) and not w["missing"]
     assert w["R"][0] == pytest.approx(1.125) and np.allclose(w["R"][1:], 1.125 * 1.01)
@@ -154,21 +156,21 @@ def test_scaling_figure_and_table_build(fake):
     assert all(p.exists() and p.stat().st_size > 0 for p in paths)
     from matplotlib import rc_context
 
-    with rc_context(figures.STYLE):
+    with rc_context(plotting.STYLE):
         fig = figures.FIGURES["scaling"](res, th)
     axes = fig.axes
     assert len(axes) == 6
     assert [ax.get_title(loc="left")[:3] for ax in axes] == [f"({x})" for x in "abcdef"]
     # (c): the time fits are laws here (the fixture's curves are power laws)
     texts = [t.get_text() for t in axes[2].get_legend().get_texts()]
-    drawn = [L for L in SCALING_TIME_DEPTHS if L in ex.depth_set("smoke", "all")]
+    drawn = [L for L in SCALING_TIME_DEPTHS if L in records.depth_set("smoke", "all")]
     assert sum("beta_t" in t for t in texts) == len(drawn) == 2
     # (b): every width at L = 4, no law (the fixture's width effect is a step, not a power law)
     xs = sorted({round(float(x)) for line in axes[1].get_lines() for x in line.get_xdata()
                  if line.get_marker() not in (None, "None", "")})
     assert xs == [8, 24, 32, 48, 64] or set(xs) >= {8, 24, 32, 48, 64}
     df = tables.TABLES["scaling"](res, th)
-    per_spectrum = 1 + 1 + 2 * len(ex.depth_set("smoke", "all"))  # depth, width at L = 4, time x 2 windows
+    per_spectrum = 1 + 1 + 2 * len(records.depth_set("smoke", "all"))  # depth, width at L = 4, time x 2 windows
     assert len(df) == 2 * per_spectrum
     assert set(df["axis"]) == {"depth L", "width N", "step t"}
     t = df[(df["axis"] == "step t") & (df["a"] == 0.0) & df["window"].str.startswith("after_warmup")]
@@ -199,7 +201,7 @@ def test_log_tick_labels_write_their_ticks_exactly():
     ax = Figure().subplots()
     ax.plot([1, 64], [2.072, 2.188])
     ax.set_ylim(2.072, 2.188)
-    figures._logy(ax)
+    plotting.logy(ax)
     ticks = ax.get_yticks()
     labels = [ax.yaxis.get_major_formatter()(t, i) for i, t in enumerate(ticks)]
     assert len(ticks) >= 2

@@ -18,7 +18,8 @@ import torch
 from depthscale import cli
 from depthscale.atomic import RefusedPickle, load_torch_data
 from depthscale.config import make_config
-from depthscale.store import Store, StoreError
+from depthscale.store import Store
+from depthscale.errors import StoreError
 
 TINY = {"model": "nonlinear", "max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
         "eval_every": 10, "checkpoint_every": 10}

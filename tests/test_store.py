@@ -15,7 +15,8 @@ import pytest
 from depthscale.atomic import write_json_atomic
 from depthscale.collect import BrokenRunWarning
 from depthscale.config import make_config, run_id
-from depthscale.store import Store, StoreError
+from depthscale.store import Store
+from depthscale.errors import StoreError
 
 import fake_worker
 from test_lease import foreign_lease

@@ -82,7 +82,7 @@ def test_pack_records_and_the_experiment_table(tmp_path):
 
 
 def test_a_sweep_writes_one_record_per_pack_and_the_report_shows_them(tmp_path):
-    from depthscale import report
+    from depthscale import pages, report
     from depthscale.registry import REGISTRY
     from depthscale.store import Store
     from depthscale.sweeps import plan, run_sweep
@@ -102,5 +102,5 @@ def test_a_sweep_writes_one_record_per_pack_and_the_report_shows_them(tmp_path):
     tab2 = report.phase_timing(Store(tmp_path / "store", readonly=True), "smoke", ["fig6"],
                                {"fig6": {"figures": 1.0, "theory": 0.0}}, tmp_path, overrides)
     assert tab2["rows"][0][1]["theory"] == 2.0
-    lines = report._timing_lines({"phase_timing": tab})
+    lines = pages.timing_lines({"phase_timing": tab})
     assert any(line.startswith("| fig6 |") for line in lines)

@@ -11,12 +11,13 @@ import torch
 from depthscale import cli, load_model
 from depthscale.config import ConfigError, make_config
 from depthscale.measurements import eval_contexts
-from depthscale.registry import BEYOND_IDS, IDS, REGISTRY, TRANSFORMER_DEPTHS, all_configs, transformer_depths
+from depthscale.registry import BEYOND_IDS, IDS, REGISTRY, all_configs
+from depthscale.experiments.transformer import TRANSFORMER_DEPTHS, transformer_depths
 from depthscale.results import Results, Theory
 from depthscale.store import Store
 from depthscale.sweeps import make_packs, plan, run_sweep
 from depthscale.training import run_pack, train_pack
-from depthscale.transformer import TransformerPack, evaluate
+from depthscale.kinds.transformer import TransformerPack, evaluate
 
 # a smoke run, shorter still: the pipeline, not the science
 FAST = dict(max_steps=20, eval_every=10, checkpoint_every=10, eval_contexts=256, monitor_contexts=128)

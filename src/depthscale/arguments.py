@@ -12,7 +12,7 @@ import warnings
 from depthscale.config import (FIELD_CHOICES, FIELD_HELP, FIELD_NAMES, ID_EXCLUDED_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS, MAX_SIZE,
                                RENAMED_FIELDS, ConfigError, RunConfig, config_and_sources, make_config, preset_fields, shown)
 from depthscale.errors import UserError
-from depthscale.userpaths import UsageError, check_parents, out_dir, out_file, path_arg
+from depthscale.userpaths import UsageError, path_arg
 
 MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
 MAX_SAMPLES = 10**8  # theory: Monte Carlo samples (2e5 take seconds; memory is checked as well)
@@ -300,7 +300,7 @@ def parse_experiments(text: str) -> str:
 
 def parse_loggers(value: str) -> tuple[str, ...]:
     """--log: 'none' or a logger (the package it needs is checked: MissingExtraError names the extra)."""
-    from depthscale.training import check_loggers
+    from depthscale.live import check_loggers
 
     return () if value in (None, "none") else check_loggers((value,))
 
@@ -395,9 +395,9 @@ def check_theory(args) -> None:
                          f"{fmt_bytes(avail)} is available: smaller numbers, or --allow-memory")
 
 
-__all__ = ["other_spelling", "add_spelling_aliases", "config_overrides",
-           "help_context", "grid_from_records", "CONTEXT_FIELDS",
-           "UsageError", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers", "parse_floats", "parse_depths", "path_arg", "out_dir", "out_file",
-           "check_int", "check_workers", "check_real", "check_parents", "add_config_fields", "config_from", "pick_device", "open_store", "existing_store",
-           "store_if_any", "check_memory", "parse_shard", "slurm_options", "require_submitit", "check_theory",
-           "SLURM_FLAGS", "MAX_THEORY_DEPTH", "MAX_SEED", "MAX_SAMPLES", "MAX_BENCH_STEPS", "MAX_EXPONENT"]
+__all__ = ["other_spelling", "add_spelling_aliases", "config_overrides", "help_context", "grid_from_records",
+           "CONTEXT_FIELDS", "Parser", "HelpFormatter", "help_text", "parse_experiments", "parse_loggers",
+           "parse_floats", "parse_depths", "check_int", "check_workers", "check_real", "add_config_fields",
+           "config_from", "pick_device", "open_store", "existing_store", "store_if_any", "check_memory", "parse_shard",
+           "slurm_options", "require_submitit", "check_theory", "SLURM_FLAGS", "MAX_THEORY_DEPTH", "MAX_SEED",
+           "MAX_SAMPLES", "MAX_BENCH_STEPS", "MAX_EXPONENT"]

@@ -39,10 +39,12 @@ from depthscale.models import build_pack, model_class
 from depthscale.naive import train_naive
 from depthscale.prefetch import Prefetcher
 from depthscale.paper import FIG3_SPECTRA
-from depthscale.machine import (DEVICES, DTYPES, _amp, _check_dtype, _sync, matmul_peak, mem_bandwidth, precision,
-                                resolve_device, transcendental_rates, TRANSCENDENTALS)
+from depthscale.machine import (TRANSCENDENTALS, autocast_dtype, check_dtype, matmul_peak, mem_bandwidth, precision,
+                                resolve_device, sync_device, transcendental_rates)
 from depthscale.roofline import roofline, step_ops
-from depthscale.training import RowAdam, base_lrs, batch_order, step_batches, train_step
+from depthscale.optim import RowAdam
+from depthscale.schedule import base_lrs
+from depthscale.trainer import batch_order, step_batches, train_step
 
 
 # ---------------------------------------------------------------- work ----
@@ -150,13 +152,13 @@ def run_packed(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device
         # as the trainer does: off the CPU, the next step's batches are drawn while this one trains
         ahead = Prefetcher(lambda ids, k: step_batches(sub, ids, k, "cpu"), dev)
         for step in range(warmup + steps):
-            _sync(dev)
+            sync_device(dev)
             t0, c0 = time.perf_counter(), time.process_time()
             batches = ahead.get(idx, step) or step_batches(sub, idx, step, dev)  # timed apart: data_seconds
-            _sync(dev)
+            sync_device(dev)
             t1 = time.perf_counter()
-            loss, _ = train_step(pack, opt, sub, idx, step, lr0_M, dev, autocast=_amp(dtype), batches=batches)
-            _sync(dev)
+            loss, _ = train_step(pack, opt, sub, idx, step, lr0_M, dev, autocast=autocast_dtype(dtype), batches=batches)
+            sync_device(dev)
             if step >= warmup:
                 secs.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
@@ -194,10 +196,10 @@ def run_naive(cfgs: list[RunConfig], steps: int, warmup: int, dev: torch.device,
 
                 counter = FlopCounterMode(display=False)
                 with counter:
-                    train_naive(cfg, 1, dev, amp_dtype=_amp(dtype))
+                    train_naive(cfg, 1, dev, amp_dtype=autocast_dtype(dtype))
                 flops += counter.get_total_flops()
             with (PeakMemory(dev) if track else nullcontext()) as mem:
-                _, ls = train_naive(cfg, warmup + steps, dev, on_step=on_step, amp_dtype=_amp(dtype))
+                _, ls = train_naive(cfg, warmup + steps, dev, on_step=on_step, amp_dtype=autocast_dtype(dtype))
             per_model.append(_median(times))
             per_model_cpu.append(_median(cpu))
             losses.append(torch.tensor(ls))
@@ -228,7 +230,7 @@ def bench_linear(preset: str = "cpu", device: str = "auto", dtype: str = "float3
     """The linear model's batched pack (every spectrum and seed of one depth as one computation,
     `Linear.linear_forward`) against the same runs one at a time, same steps, same losses."""
     dev = resolve_device(device)
-    _check_dtype(dtype, dev)
+    check_dtype(dtype, dev)
     cfgs = linear_configs(preset, L, seeds)
     packed = run_packed(cfgs, steps, warmup, dev, dtype)
     sg = run_single(cfgs, steps, warmup, dev, dtype)
@@ -271,7 +273,7 @@ def bench(preset: str = "cpu", device: str = "auto", dtype: str = "float32", ste
     if steps < 1:
         raise InputError(f"steps must be >= 1, got {steps}")
     dev = resolve_device(device)
-    _check_dtype(dtype, dev)
+    check_dtype(dtype, dev)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     cfgs = sweep_configs(preset, seeds)
     fused = dtype == "float32" and kernels.use_fused(torch.zeros(1, device=dev))  # the packed engine's test row
@@ -489,7 +491,5 @@ def _linear_depths(preset: str, dev: torch.device, dtype: str, steps: int, say: 
     return out
 
 
-__all__ = ["step_ops", "mem_bandwidth", "roofline",
-           "bench", "bench_linear", "linear_configs", "matmul_peak", "tune_allocator", "flops_per_step", "sweep_flops",
-           "sweep_configs", "seed_groups", "run_packed", "run_naive", "run_single", "PeakMemory", "cpu_peak_memory",
-           "child_peak_rss", "resolve_device", "DTYPES", "DEVICES"]
+__all__ = ["bench", "bench_linear", "linear_configs", "flops_per_step", "sweep_flops", "sweep_configs", "seed_groups",
+           "run_packed", "run_naive", "run_single", "cpu_peak_memory", "child_peak_rss"]

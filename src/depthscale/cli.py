@@ -14,13 +14,10 @@ import os
 import sys
 import warnings
 
-from depthscale.arguments import Parser, UsageError, add_spelling_aliases, help_context
+from depthscale.arguments import Parser, add_spelling_aliases, help_context
+from depthscale.userpaths import UsageError
 from depthscale.commands import outputs, runs, theory
 # the commands' handlers and names, as this module held them before they moved to depthscale.commands
-from depthscale.commands.common import STORE_HELP
-from depthscale.commands.outputs import cmd_bench, cmd_compare, cmd_plot, cmd_report, cmd_reproduce
-from depthscale.commands.runs import TRAIN_SWEEP, cmd_collect, cmd_status, cmd_sweep, cmd_train, print_config
-from depthscale.commands.theory import SOFTMAX_FLOOR_DATA, cmd_fit, cmd_theory
 from depthscale.config import ConfigError
 from depthscale.errors import UserError, first_refused, is_storage_error
 
@@ -99,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_INTERRUPTED
 
 
-__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted_line", "STORE_HELP", "TRAIN_SWEEP", "SOFTMAX_FLOOR_DATA", "print_config",
-           "cmd_train", "cmd_sweep", "cmd_status", "cmd_collect", "cmd_fit", "cmd_theory", "cmd_plot", "cmd_compare",
-           "cmd_reproduce", "cmd_report", "cmd_bench"]
+__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_INTERRUPTED", "interrupted_line"]
 
 
 if __name__ == "__main__":

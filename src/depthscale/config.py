@@ -448,7 +448,7 @@ _RECIPES: dict[tuple[str, str, str], dict] = {
     ("paper", "linear", "*"): dict(wx_init="orthogonal", qk_init="gd", gd_step=0.5, qk_std=0.01, lr=1e-3,
                                    lr_depth_exp=-0.25),
     ("smoke", "*", "*"): dict(wx_init="orthogonal", gain_init="positive"),
-    # the pre-LN Transformer (depthscale.transformer; docs/beyond.md): the recipe of its first study
+    # the pre-LN Transformer (depthscale.kinds.transformer; docs/beyond.md): the recipe of its first study
     # (studies/transformer_decomposition.py: N = 32, 4 heads, lr 3e-3, batch 64, warmup 50,
     # grad clip 1), 1,000 steps run to the cap (patience beyond the budget) to keep depths 1-8 near
     # 12 core-minutes; no run converges there (docs/decompose.md: 800 -> 1,600 steps still gained

@@ -3,7 +3,8 @@
 A figure is drawn by its experiment's record (`Experiment.figure`, depthscale/experiments/*.py)
 with the helpers of `depthscale.plotting` (style, axes, loss panel, caption); this module is the
 lookup by id and the writer: `FIGURES[id](res, th)` and `write_figure(id, res, th, out_dir)`
-(PNG at plotting.DPI and PDF with TrueType fonts). The plotting helpers stay importable from here.
+(PNG at plotting.DPI and PDF with TrueType fonts). The plotting helpers are imported from
+`depthscale.plotting`, which loads no experiment.
 """
 
 from __future__ import annotations
@@ -12,15 +13,11 @@ from pathlib import Path
 from typing import Callable
 
 from depthscale import plotting
-from depthscale.plotting import (DPI, MARKERS, STYLE, fit_text, log_ticks, logx, logy, loss_panel, new_figure,
-                                 render, tick_text)
+from depthscale.plotting import logx, logy, render
 from depthscale.registry import REGISTRY
 from depthscale.results import Results, Theory
 
 FIGURES: dict[str, Callable] = {i: e.figure for i, e in REGISTRY.items() if e.figure is not None}
-
-# the old private names of the helpers (plots.py and notebooks import them from here)
-_new_figure, _logy, _logx = new_figure, logy, logx
 
 
 def write_figure(fig_id: str, res: Results, th: Theory, out_dir: str | Path) -> list[Path]:
@@ -33,5 +30,4 @@ def build(fig_id: str, res: Results, th: Theory):
     return render(FIGURES[fig_id], res, th)
 
 
-__all__ = ["FIGURES", "STYLE", "DPI", "MARKERS", "write_figure", "build", "loss_panel", "log_ticks", "tick_text",
-           "fit_text", "new_figure"]
+__all__ = ["FIGURES", "write_figure", "build"]

@@ -2,7 +2,7 @@
 
 `csrc/fused.cpp` has four kernels of the ensemble pack's training step:
 - the test row of every layer (scores, softmax, readout), two (context, layer) rows at a time with
-  each row's P scores in vector registers, where the torch path (`kinds.ops._TestRowReadout`) writes
+  each row's P scores in vector registers, where the torch path (`kinds.ops.RowReadout`) writes
   the B x T x P scores and probabilities and reads them back in a dozen passes (`FusedTestRow`);
 - the pre-norm scales r = 1/rms(W_x x) of G models as r = (xᵀ M_g x / N + eps)^(-1/2) with
   M_g = W_xᵀ W_x, without the B x P x G x N projections in memory, context and test-token scales
@@ -297,7 +297,7 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
 class FusedTestRow(torch.autograd.Function):
     """py_BxT = sum_i softmax_i(rc_{owner(t), i} u_t . x_i) y_i for every context b and layer t,
     without the B x T x P scores in memory (csrc/fused.cpp). Same maths as
-    `kinds.ops._TestRowReadout` when p is not needed; its backward recomputes each row. Gradients
+    `kinds.ops.RowReadout` when p is not needed; its backward recomputes each row. Gradients
     for u and rc always, for X and y when they require them."""
 
     @staticmethod
@@ -323,7 +323,7 @@ class FusedTestRow(torch.autograd.Function):
 class FusedTestScales(torch.autograd.Function):
     """rcq_BxGxP = rc_bgi rq_bg, the product of the pre-norm scales of context token i and of the
     test token under model g, r = 1/sqrt(xᵀ M_g x / N + eps) with M_g = W_x^gᵀ W_x^g: the scales
-    of `kinds.ops._RmsScale` (1/rms of the projections) without the projections, written in the
+    of `kinds.ops.RmsScale` (1/rms of the projections) without the projections, written in the
     layout the test row reads. Gradient for M only (X and x_test are data).
 
     M may be K x G x d x d: the B contexts are then K equal blocks (the seed groups of a pack,

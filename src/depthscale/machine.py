@@ -35,12 +35,12 @@ def mem_bandwidth(device="cpu", n: int | None = None, repeats: int = 7) -> dict:
     c = torch.randn(n, generator=gen, device=dev)
     a = torch.empty(n, device=dev)
     torch.add(b, c, alpha=3.0, out=a)
-    _sync(dev)
+    sync_device(dev)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         torch.add(b, c, alpha=3.0, out=a)
-        _sync(dev)
+        sync_device(dev)
         best = min(best, time.perf_counter() - t0)
     return {"bytes_per_s": 3 * F32 * n / best, "n": n, "threads": torch.get_num_threads()}
 
@@ -55,14 +55,14 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def _check_dtype(dtype: str, dev: torch.device) -> None:
+def check_dtype(dtype: str, dev: torch.device) -> None:
     if dtype not in DTYPES:
         raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if dtype == "tf32" and dev.type != "cuda":
         raise InputError("dtype 'tf32' needs a CUDA device")
 
 
-def _sync(dev: torch.device) -> None:
+def sync_device(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
 
@@ -79,7 +79,7 @@ def precision(dtype: str, dev: torch.device):
         torch.set_float32_matmul_precision(old)
 
 
-def _amp(dtype: str) -> torch.dtype | None:
+def autocast_dtype(dtype: str) -> torch.dtype | None:
     return torch.bfloat16 if dtype == "bf16" else None
 
 
@@ -87,7 +87,7 @@ def matmul_peak(device="cpu", dtype: str = "float32", n: int | None = None, repe
     """Best FLOP/s of a large square torch.mm in `dtype` (float32, tf32: float32 with TF32 on,
     bf16), at torch's current thread count; sizes n (default 2048 on the CPU, 8192 on a GPU)."""
     dev = resolve_device(str(device)) if isinstance(device, str) else device
-    _check_dtype(dtype, dev)
+    check_dtype(dtype, dev)
     sizes = [n] if n else ([1024, 2048] if dev.type == "cpu" else [8192])
     tdt = torch.bfloat16 if dtype == "bf16" else torch.float32
     best, best_n = 0.0, None
@@ -98,11 +98,11 @@ def matmul_peak(device="cpu", dtype: str = "float32", n: int | None = None, repe
             b = torch.randn(m, m, generator=gen, device=dev).to(tdt)
             c = torch.empty(m, m, device=dev, dtype=tdt)
             torch.mm(a, b, out=c)
-            _sync(dev)
+            sync_device(dev)
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 torch.mm(a, b, out=c)
-                _sync(dev)
+                sync_device(dev)
                 rate = 2 * m**3 / (time.perf_counter() - t0)
                 if rate > best:
                     best, best_n = rate, m
@@ -125,12 +125,12 @@ def transcendental_rates(device="cpu", n: int | None = None, repeats: int = 30) 
         x = torch.linspace(lo, hi, n, device=dev)
         fn = getattr(torch, name)
         fn(x, out=y)
-        _sync(dev)
+        sync_device(dev)
         best = float("inf")
         for _ in range(repeats):
             t0 = time.perf_counter()
             fn(x, out=y)
-            _sync(dev)
+            sync_device(dev)
             best = min(best, time.perf_counter() - t0)
         out[name] = n / best
     out["exp_torch"] = out["exp"]

@@ -21,14 +21,7 @@ from depthscale.config import RunConfig, config_dict
 from depthscale.errors import InputError
 from depthscale.kind_registry import find_kind, kind_names
 from depthscale.kinds.attention import AttentionStack
-from depthscale.kinds.base import RMS_EPS, ModelKind, ModelOutput, rms_norm
-from depthscale.kinds.context_updates import ContextUpdates
-from depthscale.kinds.ensemble import LayerValues, Nonlinear
-from depthscale.kinds.init import gd_start, spread_metric_factors
-from depthscale.kinds.linear import Linear
-from depthscale.kinds.ops import _LinearTriangle, _RmsScale, _TestRowReadout
-from depthscale.kinds.single_stream import SingleStream
-from depthscale.kinds.transformer import TransformerPack
+from depthscale.kinds.base import ModelKind
 
 
 def model_class(kind: str) -> type[ModelKind]:
@@ -68,7 +61,4 @@ def init_model_params(kind: str, d: int, N: int, L: int, qk_std: float, seed: in
     return model_class(kind).init_params(d, N, L, qk_std, seed, *args, **kwargs)
 
 
-__all__ = ["model_class", "build_pack", "pack_key", "ModelKind", "ModelOutput", "AttentionStack",
-           "Nonlinear", "LayerValues", "Linear", "SingleStream", "ContextUpdates", "TransformerPack",
-           "AttentionPack", "init_model_params", "rms_norm", "RMS_EPS", "gd_start", "spread_metric_factors",
-           "_RmsScale", "_TestRowReadout", "_LinearTriangle"]
+__all__ = ["model_class", "build_pack", "pack_key", "AttentionPack", "init_model_params"]

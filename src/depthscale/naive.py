@@ -24,8 +24,10 @@ from torch import nn
 from depthscale.config import RunConfig
 from depthscale.contexts import make_generator, sample_for, step_seed
 from depthscale.errors import InputError
-from depthscale.models import Nonlinear, model_class, rms_norm
-from depthscale.training import base_lr, lr_factor
+from depthscale.models import model_class
+from depthscale.kinds.base import rms_norm
+from depthscale.kinds.ensemble import Nonlinear
+from depthscale.schedule import base_lr, lr_factor
 
 
 class NaiveAttentionStack(nn.Module):

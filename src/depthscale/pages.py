@@ -33,7 +33,7 @@ def _state_lines(sec: dict, header: dict) -> list[str]:
     return out
 
 
-def _timing_lines(prov: dict) -> list[str]:
+def timing_lines(prov: dict) -> list[str]:
     tab = prov.get("phase_timing")
     if not tab or not tab["rows"]:
         return []
@@ -98,7 +98,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
         if banner(p):
             out += [f"> **Warning.** {banner(p)}", ""]
         out += [f"- {line}" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)] + [""]
-        out += _timing_lines(sec["provenance"])[1:] + ([""] if _timing_lines(sec["provenance"]) else [])
+        out += timing_lines(sec["provenance"])[1:] + ([""] if timing_lines(sec["provenance"]) else [])
         if sec.get("not_run"):
             out += [f"Not run in this store (not drawn; their claims FAIL as missing runs): "
                     f"{', '.join(sec['not_run'])}.", ""]
@@ -211,8 +211,8 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
         parts.append("<ul class=\"small\">")
         parts += [f"<li>{esc(line)}</li>" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)]
         parts.append("</ul>")
-        if _timing_lines(sec["provenance"]):
-            parts.append(f"<p class=\"small\">{esc(_timing_lines(sec['provenance'])[1])}</p>"
+        if timing_lines(sec["provenance"]):
+            parts.append(f"<p class=\"small\">{esc(timing_lines(sec['provenance'])[1])}</p>"
                          + timing.html_table(sec["provenance"]["phase_timing"]))
         if sec.get("not_run"):
             parts.append(f"<p>Not run in this store (not drawn; their claims FAIL as missing runs): "

@@ -105,9 +105,9 @@ def curve_labels(configs: dict[str, dict]) -> tuple[dict[str, str], list[str]]:
 
 def curves_figure(curves: dict[str, dict], labels: dict[str, str], metrics: list[str], title: str | None = None):
     """A Figure with one panel per metric and one line per run (in the order of `curves`)."""
-    from depthscale.figures import _logy, _new_figure
+    from depthscale.plotting import logy, new_figure
 
-    fig, axes = _new_figure(len(metrics), 1, width=3.8, height=3.0)
+    fig, axes = new_figure(len(metrics), 1, width=3.8, height=3.0)
     n = len(curves)
     colors = _colors(n)
     for ax, metric in zip(axes, metrics):
@@ -124,7 +124,7 @@ def curves_figure(curves: dict[str, dict], labels: dict[str, str], metrics: list
             ax.text(0.5, 0.5, "not defined\nfor these runs", transform=ax.transAxes, ha="center", va="center",
                     fontsize=9, color="0.4")
         elif metric != "top1_mass" and np.all(vals > 0) and vals.max() / vals.min() > 3:
-            _logy(ax)  # figures' log axis: enough labelled ticks to be read
+            logy(ax)  # plotting's log axis: enough labelled ticks to be read
         ax.set_xlabel("training step")
         ax.set_ylabel(METRICS[metric])
         ax.grid(True, lw=0.3, alpha=0.5)
@@ -153,7 +153,7 @@ def save(fig, out: str | Path) -> Path:
     from matplotlib import rc_context
 
     from depthscale.atomic import write_atomic
-    from depthscale.figures import STYLE
+    from depthscale.plotting import STYLE
 
     out = Path(out)
     fmt = "pdf" if out.suffix.lower() == ".pdf" else "png"
@@ -179,7 +179,7 @@ def plot_curves(store, out: str | Path, sweep: str | None = None, runs: list[str
     title = ", ".join(fields) if fields else "run"
     from matplotlib import rc_context
 
-    from depthscale.figures import STYLE
+    from depthscale.plotting import STYLE
 
     with rc_context(STYLE):
         fig = curves_figure({r: curves[r] for r in order}, labels, metrics, title=title)

@@ -31,22 +31,8 @@ from depthscale import claims as _claims
 from depthscale import plugins
 from depthscale.config import PRESETS, RunConfig
 from depthscale.errors import InputError
-from depthscale.paper import (FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, FIG4_SPECTRA, FIG7_MODES, FIG7_SPECTRUM,
-                              FIG8_SPECTRUM, FIG14_K2, FIG14_K16, FIG56_SPECTRA, GEOMETRY_EVIDENCE, ORIGIN, PAPER,
-                              SOFTMAX_GEOMETRY_FIELDS, TABLE3_K2, TABLE3_K16, TOP2_SPECTRA, paper_L0_top2)
-from depthscale.records import (DEPTH_SETS, FINITE_P_SAMPLES, FLOOR_SAMPLES, PARTS, PRESET_KS, PRESET_SEEDS,
-                                SOFTMAX_FLOOR_SAMPLES, THEORY_SEED, VARIANT_CAPPED, VARIANT_MAX_DEPTH, Claim,
-                                Experiment, RunGroup, Spectrum, TheoryNeed, check_preset, depth_set, geometry_line,
-                                model_depths, preset_shape, registered, resolve_seeds, variant_fields)
+from depthscale.records import Claim, Experiment, PARTS, TheoryNeed, registered
 
-# names of the beyond experiments' modules, kept importable from here
-from depthscale.experiments.budget import (BUDGET_BATCH, BUDGET_RECIPES, BUDGET_SEEDS, BUDGET_STEPS,
-                                           budget_groups)
-from depthscale.experiments.clustered import CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM
-from depthscale.experiments.looped import (LOOPED_B, LOOPED_DEPTHS, LOOPED_GROUPS, LOOPED_MAX_DEPTH,
-                                           LOOPED_MODELS)
-from depthscale.experiments.scaling import SCALING_DEPTHS, SCALING_SPECTRA, SCALING_WIDTHS
-from depthscale.experiments.transformer import TRANSFORMER_DEPTHS, transformer_depths
 
 PLUGIN_ENV = "DEPTHSCALE_EXPERIMENTS"
 
@@ -188,16 +174,6 @@ def check_all(res, th, ids: str | Iterable[str] | None = "all") -> list[dict]:
     return _claims.check_all(res, th, claims_of(ids))
 
 
-__all__ = ["PLUGIN_ENV", "PLUGIN_SOURCES", "plugin_files", "Experiment", "RunGroup", "TheoryNeed", "Claim", "REGISTRY", "IDS", "BEYOND_IDS", "CLAIMS", "PRESET_SEEDS",
-           "PRESET_KS", "FLOOR_SAMPLES", "SOFTMAX_FLOOR_SAMPLES", "FINITE_P_SAMPLES", "THEORY_SEED", "PAPER",
-           "resolve_ids", "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "depth_set",
-           "resolve_seeds", "preset_shape", "check_preset", "GEOMETRY_EVIDENCE", "TOP2_SPECTRA", "paper_L0_top2",
-           "geometry_line", "model_depths", "VARIANT_MAX_DEPTH", "claim", "claims_of", "check", "check_all",
-           "plugin_files", "PLUGIN_ENV",
-           # kept importable from here: the preset rules, the paper's spectra, the beyond experiments' constants
-           "DEPTH_SETS", "VARIANT_CAPPED", "Spectrum", "variant_fields", "FIG3_SPECTRA", "FIG3C_MODES",
-           "FIG3C_SPECTRUM", "FIG4_SPECTRA", "FIG7_MODES", "FIG7_SPECTRUM", "FIG8_SPECTRUM", "FIG14_K2", "FIG14_K16",
-           "FIG56_SPECTRA", "ORIGIN", "SOFTMAX_GEOMETRY_FIELDS", "TABLE3_K2", "TABLE3_K16", "BUDGET_BATCH",
-           "BUDGET_RECIPES", "BUDGET_SEEDS", "BUDGET_STEPS", "budget_groups", "CLUSTERED_DEPTHS", "CLUSTERED_KS",
-           "CLUSTERED_SPECTRUM", "LOOPED_B", "LOOPED_DEPTHS", "LOOPED_GROUPS", "LOOPED_MAX_DEPTH", "LOOPED_MODELS",
-           "SCALING_DEPTHS", "SCALING_SPECTRA", "SCALING_WIDTHS", "TRANSFORMER_DEPTHS", "transformer_depths"]
+__all__ = ["PLUGIN_ENV", "PLUGIN_SOURCES", "plugin_files", "REGISTRY", "IDS", "BEYOND_IDS", "CLAIMS", "resolve_ids",
+           "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "claim", "claims_of", "check",
+           "check_all", "plugin_files", "PLUGIN_ENV"]

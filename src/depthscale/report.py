@@ -45,9 +45,11 @@ from depthscale.atomic import as_float, write_json_atomic, write_text_atomic
 from depthscale.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.config import PRESETS
 from depthscale.errors import InputError, is_storage_error
-from depthscale.pages import _timing_lines, render_html, render_markdown
-from depthscale.registry import (BEYOND_IDS, FLOOR_SAMPLES, IDS, PAPER, PLUGIN_SOURCES, REGISTRY, all_configs, check_preset, claims_of,
-                                 geometry_line, resolve_ids, resolve_seeds, summary, theory_needs)
+from depthscale.pages import render_html, render_markdown
+from depthscale.registry import (BEYOND_IDS, IDS, PLUGIN_SOURCES, REGISTRY, all_configs, claims_of, resolve_ids,
+                                 summary, theory_needs)
+from depthscale.paper import PAPER
+from depthscale.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
 from depthscale.results import Results, Theory, read_checked_cache, split_diverged, theory_jobs
 from depthscale.selection import main_envelope
 from depthscale.store import Store
@@ -397,6 +399,5 @@ def _isnum(x) -> bool:
     return not math.isnan(as_float(x))
 
 
-__all__ = ["reproduce", "report", "build_preset", "provenance", "render_markdown", "render_html",
-           "sweep_name", "run_states", "claim_ids", "with_studies", "covered", "phase_timing",
-           "_timing_lines"]  # (pages': kept importable from here)
+__all__ = ["reproduce", "report", "build_preset", "provenance", "sweep_name", "run_states", "claim_ids", "with_studies",
+           "covered", "phase_timing"]

@@ -70,7 +70,6 @@ from depthscale.provenance import versions
 from depthscale.atomic import (FILE_MODE, RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
                                remove_temp_files, remove_unless_file, save_torch_atomic, write_atomic,
                                write_json_atomic, write_text_atomic)
-from depthscale.collect import RUN_STATES
 from depthscale.config import ConfigError, RunConfig, run_id
 from depthscale.errors import StoreError
 from depthscale.store_verify import (LIVE_FILES, MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curve_row_problem,
@@ -845,4 +844,4 @@ def _live_rows(path) -> list[dict]:
         rows.append(row)
     return rows
 
-__all__ = ["Store", "StoreError", "store_root", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "RUN_STATES", "REQUIRED_METRICS"]
+__all__ = ["Store", "store_root", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "REQUIRED_METRICS"]

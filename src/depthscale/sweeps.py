@@ -195,7 +195,7 @@ def _shard_share(configs: Iterable[RunConfig], shard: tuple[int, int] | None) ->
 
 
 def _default_pack_key(cfg: RunConfig) -> tuple:
-    from depthscale.training import pack_key
+    from depthscale.models import pack_key
 
     return pack_key(cfg)
 

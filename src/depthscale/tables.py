@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from depthscale.atomic import write_atomic, write_text_atomic
-from depthscale.formatting import fit_status, markdown_table
+from depthscale.formatting import markdown_table
 from depthscale.registry import REGISTRY
 from depthscale.results import Results, Theory
 
@@ -33,4 +33,4 @@ def write_table(table_id: str, res: Results, th: Theory, out_dir: str | Path):
     return df, paths
 
 
-__all__ = ["TABLES", "fit_status", "markdown_table", "write_table"]
+__all__ = ["TABLES", "write_table"]

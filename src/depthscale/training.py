@@ -8,7 +8,7 @@ The parts live one level down: the trainer's named pieces (step, evaluate, keep-
 finish, resume and its planning) and its hooks (on_eval, on_checkpoint, on_finish) in `trainer`,
 the row-wise Adam in `optim`, the schedule and the convergence rule in `schedule`, the live log
 and TensorBoard that attach to the hooks in `live`, the monitor in `measurements`; the models in
-`models` (the registry of model kinds). The names of earlier versions are kept importable from here.
+`models` (the registry of model kinds). Each name is imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -20,13 +20,9 @@ import torch
 from depthscale import kernels
 from depthscale.config import RunConfig
 from depthscale.errors import InputError
-from depthscale.live import CURVE_KEYS, HEARTBEAT_SECONDS, LOGGERS, LiveLog, check_loggers
 from depthscale.models import build_pack, model_class, pack_key
-from depthscale.optim import ADAM_BETAS, ADAM_EPS, RowAdam, qk_lr_mults
-from depthscale.schedule import base_lr, base_lrs, converged, lr_factor
 from depthscale.measurements import monitor
-from depthscale.trainer import (MONITOR_SEED_OFFSET, RunState, Trainer, batch_groups, batch_order, data_key, pack_losses,
-                                replay_plan, spectrum_key, step_batches, train_step)
+from depthscale.trainer import Trainer, batch_order, pack_losses
 
 _monitor = monitor  # (the names of earlier versions)
 _pack_losses = pack_losses
@@ -111,7 +107,4 @@ def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | 
     return store.load_metrics(cfg.run_id)
 
 
-__all__ = ["train_pack", "run_pack", "train_one", "Trainer", "RunState", "LiveLog", "check_loggers", "CURVE_KEYS",
-           "LOGGERS", "HEARTBEAT_SECONDS", "pack_key", "qk_lr_mults", "lr_factor", "base_lr", "base_lrs", "converged",
-           "RowAdam", "ADAM_BETAS", "ADAM_EPS", "replay_plan", "train_step", "step_batches", "spectrum_key", "data_key",
-           "batch_groups", "batch_order", "MONITOR_SEED_OFFSET"]
+__all__ = ["train_pack", "run_pack", "train_one"]

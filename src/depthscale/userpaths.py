@@ -1,7 +1,7 @@
 """The paths a command is given (--store, --out), checked before any work: one line naming the
 path and what is wrong with it (a UsageError: the CLI prints it and exits with code 2), nothing
-left behind. arguments.py re-exports all of it (UsageError included, which is defined here so that
-these checks sit below the parser in the layers).
+left behind. UsageError is defined here (and imported from here, not from arguments) so that
+these checks sit below the parser in the layers.
 
 What is refused: an empty path; a `~user` whose home cannot be found; a path with a component
 longer than the filesystem's NAME_MAX (255 bytes) or longer as a whole than PATH_MAX (4,096) less

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_workers, existing_store,
-                                  help_text, out_dir, out_file, parse_experiments, path_arg, pick_device,
-                                  require_submitit, store_if_any)
+from depthscale.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_workers, existing_store, help_text,
+                                  parse_experiments, pick_device, require_submitit, store_if_any)
+from depthscale.userpaths import out_dir, out_file, path_arg
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
                                         print_json, say_preset, store_flag)
 from depthscale.commands.runs import failed_runs_exit

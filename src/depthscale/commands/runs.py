@@ -9,10 +9,11 @@ import sys
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from depthscale.arguments import (UsageError, add_config_fields, check_memory, check_workers, config_from,
-                                  config_overrides, existing_store, grid_from_records, help_text,
-                                  open_store, out_file, parse_experiments, parse_loggers, parse_shard, path_arg,
-                                  pick_device, require_submitit, slurm_options, store_if_any)
+from depthscale.arguments import (add_config_fields, check_memory, check_workers, config_from, config_overrides,
+                                  existing_store, grid_from_records, help_text, open_store, parse_experiments,
+                                  parse_loggers, parse_shard, pick_device, require_submitit, slurm_options,
+                                  store_if_any)
+from depthscale.userpaths import UsageError, out_file, path_arg
 from depthscale.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, log_flag,
                                         preset_flag, print_json, say_preset, store_flag)
 from depthscale.config import config_and_sources

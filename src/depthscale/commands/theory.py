@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from depthscale.arguments import (Parser, UsageError, check_theory, existing_store, help_text, parse_depths,
-                                  parse_floats)
+from depthscale.arguments import Parser, check_theory, existing_store, help_text, parse_depths, parse_floats
+from depthscale.userpaths import UsageError
 from depthscale.commands.common import allow_memory_flag, emit, json_flag
 
 

@@ -17,7 +17,7 @@ from depthscale import kernels
 from depthscale.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import RMS_EPS, ModelOutput
-from depthscale.kinds.ops import _RmsScale, _TestRowReadout
+from depthscale.kinds.ops import RmsScale, RowReadout
 
 
 def fused_scale_flops(B: int, P: int, G: int, d: int) -> int:
@@ -201,7 +201,7 @@ class Nonlinear(AttentionStack):
         if fused:
             py_BxT, p_BxTxP = kernels.FusedTestRow.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, local_T), None
         else:
-            py_BxT, p_BxTxP = _TestRowReadout.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, bounds)
+            py_BxT, p_BxTxP = RowReadout.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, bounds)
         g_T = self._layer_gains(sel_M, sel_T, owner_T, G * K)
         f_BxT = py_BxT * g_T if K == 1 else (py_BxT.view(K, Bk, T) * g_T.view(K, 1, T)).view(B, T)
         if self.loop and any(self.rows[m] != self.depths[m] for m in models):
@@ -237,8 +237,8 @@ class Nonlinear(AttentionStack):
             E_Txdxd = kernels.FusedLayerForms.apply(sel_T(self.Wq), sel_T(self.Wk), Wx_GxNxd, owner_T)
             return rcq_BxGxP, E_Txdxd
         WxT_dxGN = Wx_GxNxd.reshape(G * N, d).T
-        rc_BxGxP = _RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
-        rq_BxG = _RmsScale.apply(xq_Bxd, WxT_dxGN, N)
+        rc_BxGxP = RmsScale.apply(X_BxPxd.reshape(B * P, d), WxT_dxGN, N).view(B, P, G).transpose(1, 2)
+        rq_BxG = RmsScale.apply(xq_Bxd, WxT_dxGN, N)
         rcq_BxGxP = rc_BxGxP * rq_BxG.unsqueeze(-1)
         # (a cat of expanded rows: its backward is G small sums, an index_select's is a slow scatter)
         Wx_TxNxd = Wx_GxNxd.expand(sum(depths), N, d) if G == 1 else torch.cat(

@@ -12,7 +12,7 @@ import torch
 from depthscale.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelOutput
-from depthscale.kinds.ops import _LinearTriangle
+from depthscale.kinds.ops import LinearTriangle
 
 
 @register_kind
@@ -64,7 +64,7 @@ class Linear(AttentionStack):
             h_{k,0} = (u_k . W_y) c,   h_{k,j} = h_{k,j-1} - (1/L) (h_{k,j-1} + s_k h_{k+1,j-1}) B_j S,
             f_l = (h_{0,l-1} B_l) . x_test,
         where f_1..f_L need h_{k,j} for k <= L-1-j only: a triangle of L(L+1)/2 rows per context
-        (`_LinearTriangle`). Per context 2 L^2 d^2 FLOPs, whatever N, against (L-1)(2dN^2 + 2d^3 +
+        (`LinearTriangle`). Per context 2 L^2 d^2 FLOPs, whatever N, against (L-1)(2dN^2 + 2d^3 +
         2d^2N) for the recursion on G (6(L-1)d^3 at N = d): fewer while L < 3d - 1, which holds at
         every preset (L/3d <= 2/3; docs/performance.md). Every layer is two batched matmuls over all
         G models: the pack costs L small steps, not G x L.
@@ -121,7 +121,7 @@ class Linear(AttentionStack):
         # h_{0,l} B_{l+1}, then f_{l+1} = h_{0,l} B_{l+1} x_test
         H0_GxBxLxd = a_GxL.view(G, 1, L, 1) * c_GxBxd.unsqueeze(2)
         Sn_GBxdxd = (S_GxBxdxd / -L).reshape(G * B, d, d)
-        rows_GxBxLxd = _LinearTriangle.apply(H0_GxBxLxd, Bm_GxLxdxd, Sn_GBxdxd, s_Gx1xLx1, torch.is_grad_enabled())
+        rows_GxBxLxd = LinearTriangle.apply(H0_GxBxLxd, Bm_GxLxdxd, Sn_GBxdxd, s_Gx1xLx1, torch.is_grad_enabled())
         f_GxBxL = (rows_GxBxLxd * xq_GxBxd.unsqueeze(2)).sum(-1)
         return [ModelOutput(f_GxBxL[g].mean(1), f_GxBxL[g], None) for g in range(G)]
 

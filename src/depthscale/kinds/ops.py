@@ -12,7 +12,7 @@ import torch
 from depthscale.kinds.base import RMS_EPS
 
 
-class _RmsScale(torch.autograd.Function):
+class RmsScale(torch.autograd.Function):
     """r_RxG = 1/rms(h) per row and group of N columns, h = X_Rxd @ WT_dxGN: the pre-norm scales
     of G models at once. Forward and backward are written out so that the R x G x N projection is
     read once forward and written once backward (autograd's norm takes several passes)."""
@@ -39,7 +39,7 @@ class _RmsScale(torch.autograd.Function):
         return dX, dWT, None
 
 
-class _TestRowReadout(torch.autograd.Function):
+class RowReadout(torch.autograd.Function):
     """The test row of every layer: p_t = softmax_i(rc_{m(t),i} (u_t . x_i)) and py_t = p_t . y,
     for T layers of G models on one batch (model j owns the layers bounds[j]; rc_BxGxP are its
     scales, r_test r_i). Written out so the B x T x P scores take few passes: no gathered copy of
@@ -86,7 +86,7 @@ class _TestRowReadout(torch.autograd.Function):
         return du, dX, drc, dy, None
 
 
-class _LinearTriangle(torch.autograd.Function):
+class LinearTriangle(torch.autograd.Function):
     """The row recursion of `Linear.linear_forward` for G models of B contexts: from the
     rows h_{k,0} (H0, G x B x L x d), layer l + 1 (l = 0..L-1) computes R = h_{.,l} B_{l+1} for the
     K = L - l rows of the triangle, returns its row 0 (r_l = h_{0,l} B_{l+1}, the readout's) and
@@ -148,4 +148,4 @@ class _LinearTriangle(torch.autograd.Function):
         return dH, dB, None, None, None
 
 
-__all__ = ["_RmsScale", "_TestRowReadout", "_LinearTriangle"]
+__all__ = ["RmsScale", "RowReadout", "LinearTriangle"]
