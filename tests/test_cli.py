@@ -178,7 +178,7 @@ def _bad_inputs() -> list[tuple[str, tuple, str]]:
     cases += [
         ("--preset bogus", ("train", "--preset", "bogus", "--store", "{store}"), "invalid choice: 'bogus'"),
         ("--depth 100000000 (memory)", TRAIN + ("--depth", "100000000"), "is available on cpu"),
-        ("--batch 1000000 (memory)", ("train", "--store", "{store}", "--batch", "1000000"), "is available on cpu"),
+        ("--batch 3000000 (memory)", ("train", "--store", "{store}", "--batch", "3000000"), "is available on cpu"),
         ("--P 10000000 (memory)", TRAIN + ("--P", "10000000", "--k", "1"), "is available on cpu"),
         ("--d 100000 --N 100000 (memory)", TRAIN + ("--d", "100000", "--N", "100000"), "is available on cpu"),
         ("--eval_contexts 1e9 (memory)", TRAIN + ("--eval_contexts", "1000000000"), "is available on cpu"),
