@@ -259,3 +259,21 @@ def test_memory_refusal_names_estimate_and_available(tmp_path, capsys, monkeypat
     assert code == 2 and len(err) == 1 and "needs about" in err[0] and not root.exists()
     cfg = make_config("smoke", batch=1000000)
     assert memory.pack_bytes([cfg]) > 2**30 and run_id(cfg)  # the estimate is what was refused
+
+
+def test_a_memory_estimate_starts_no_kernel_build_and_counts_the_one_pass_sampler(monkeypatch):
+    # pack_bytes (a sweep's plan, --dry-run) asks kernels.expected(), never builds; with the kernels
+    # on, a seed of one spectrum holds its batch's float32 contexts only, off its float64 draws too
+    from depthscale import kernels, memory
+    from depthscale.config import make_config
+
+    monkeypatch.setitem(kernels._STATE, "tried", False)
+    monkeypatch.setitem(kernels._STATE, "ops", None)
+    monkeypatch.setattr(kernels, "_build", lambda *a, **k: pytest.fail("a memory estimate started a kernel build"))
+    cfg = make_config("smoke")
+    one_pass = memory.pack_bytes([cfg])
+    monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
+    cached = memory.pack_bytes([cfg])
+    extra = memory.FLOAT * cfg.batch * (memory._per_context(cfg) - memory._stored_context(cfg))
+    assert cached - one_pass == extra > 0
+    assert not kernels._STATE["tried"]

@@ -303,7 +303,8 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
 
 
 def one_pass_available() -> bool:
-    """Whether `sample_contexts(..., cache_draws=False)` runs the fused one-pass kernel here."""
+    """Whether `sample_contexts(..., cache_draws=False)` runs the fused one-pass kernel here (builds
+    the kernel if it was not tried yet; `kernels.expected` is the question without a build)."""
     ops = _sampler_ops()
     return ops is not None and hasattr(ops, "sampler_contexts")
 

@@ -279,6 +279,12 @@ def fused_ops():
     return _STATE["ops"]
 
 
+def expected() -> bool:
+    """Whether a run here will use the fused kernels: they are on and have not failed to build or
+    load in this process. Starts no build (what a memory estimate assumes, before any training)."""
+    return enabled() and not (_STATE["tried"] and _STATE["ops"] is None)
+
+
 def status() -> dict:
     """Whether the fused kernel is in use: {enabled, available, error} (builds it if not tried)."""
     ops = fused_ops()

@@ -55,7 +55,7 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     cfgs = list(cfgs)
     if not cfgs:
         return 0
-    from depthscale.contexts import one_pass_available  # (these load torch: only when estimating)
+    from depthscale import kernels  # (these load torch: only when estimating)
     from depthscale.models import model_class
 
     c0 = cfgs[0]
@@ -68,9 +68,9 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     per_layer, per_model = kind.activation_floats(c0)
     params = T * kind.layer_matrices(c0) * N * N + M * (N * d + N * N + 3 * N)
     # a seed with one spectrum draws its batch in one pass (contexts.sample_contexts, cache_draws=False:
-    # no float64 draws held) where the fused sampler is built; a seed's draws serving several spectra are cached
+    # no float64 draws held) where the fused kernels run; a seed's draws serving several spectra are cached
     seeds = Counter(s for s, _, _ in {(c.seed, c.a, c.b) for c in cfgs})
-    one_pass = one_pass_available() and not c0.clusters
+    one_pass = kernels.expected() and not c0.clusters  # (no build started to estimate)
     batch = sum((_stored_context(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
     train = B * batch + B * (T * per_layer + M * per_model)
     # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)
