@@ -1,5 +1,5 @@
 """Beyond the paper: the decomposition in a standard pre-LN Transformer (issue 16 item 3;
-depthscale.transformer): fig6's task at (0,0), k = 2, read as an ensemble through f_l = z_0 + L d_l
+depthscale.kinds.transformer): fig6's task at (0,0), k = 2, read as an ensemble through f_l = z_0 + L d_l
 (depthscale.decompose), beside the controlled nonlinear model (fig6's runs). Figure, table and
 claims B3b-B3d.
 
