@@ -171,9 +171,14 @@ def draws_torch(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: 
     return O, zX, zq, zb, zn, j, cls
 
 
+def _draw_key(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, noisy: bool, clusters: int):
+    """The draw cache's key of a batch's draws (they do not depend on the spectra)."""
+    return (key, int(start), B, d, P, task, bool(noisy), int(clusters))
+
+
 def _raw_draws(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, noisy: bool, clusters: int):
     """`draws_torch`'s draws (or the fused kernel's, the same numbers), from the cache if there."""
-    ck = (key, int(start), B, d, P, task, bool(noisy), int(clusters))
+    ck = _draw_key(key, start, B, d, P, task, noisy, clusters)
     with _draws_lock:  # the trainer's prefetch thread samples beside the main thread (prefetch.py)
         hit = _draws.get(ck)
         if hit is not None:
@@ -282,24 +287,31 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
         raise InputError(f"task must be easy or difficult, got {task!r}")
     stream = as_stream(gen)
     start = stream.take(B)
-    if not cache_draws and not clusters:
-        ctx = _one_pass(stream.key, start, B, d, P, a, b, task, k, noise, dtype)
-        if ctx is not None:
-            return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
-    O, zX, zq, zb, zn, j, cls = _raw_draws(stream.key, start, B, d, P, task, noise > 0, int(clusters))
-    if clusters:
-        O = cluster_rotations(int(clusters), d, torch.float64)[cls]
     sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
-    args = (O, zX, zq if zq is not None else _EMPTY, zb, zn if zn is not None else _EMPTY,
-            j if j is not None else _EMPTY_I, sl, so, float(noise), int(k) if task == "difficult" else 1)
-    ops = _sampler_ops()  # (the kernel stores float32 contexts as the float64 ones rounded, without a cast)
-    X, y, xq, ystar, sel, t, beta = (ops.sampler_transform(*args, dtype == torch.float32) if ops is not None
-                                     else transform_torch(*args))
+    k = int(k) if task == "difficult" else 1
+    made = _one_pass(stream.key, start, B, d, P, task, k, noise, sl, so, dtype) if not (cache_draws or clusters) else None
+    if made is None:
+        made = _two_calls(stream.key, start, B, d, P, task, k, noise, sl, so, dtype, int(clusters))
+    X, y, xq, ystar, sel, t, beta, O, cls = made
     cast = lambda v: v.to(dtype)  # noqa: E731
-    O = O.to(dtype, copy=True)  # (the cached draw stays untouched whatever a caller does with its contexts)
-    ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), O,
+    ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O),
                    spectrum(d, a, dtype), spectrum(d, b, dtype), cls, int(clusters))
     return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
+
+
+def _two_calls(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, k: int, noise: float,
+               sl: torch.Tensor, so: torch.Tensor, dtype, clusters: int) -> tuple:
+    """The contexts' tensors (X, y, x_test, y*, sel, t, β, O in `dtype`, the classes) from the draws
+    (`_raw_draws`: cached, for other spectra) and the transform (the fused kernel's, else torch's)."""
+    O, zX, zq, zb, zn, j, cls = _raw_draws(key, start, B, d, P, task, noise > 0, clusters)
+    if clusters:
+        O = cluster_rotations(clusters, d, torch.float64)[cls]
+    args = (O, zX, zq if zq is not None else _EMPTY, zb, zn if zn is not None else _EMPTY,
+            j if j is not None else _EMPTY_I, sl, so, float(noise), k)
+    ops = _sampler_ops()  # (the kernel stores float32 contexts as the float64 ones rounded, without a cast)
+    out = ops.sampler_transform(*args, dtype == torch.float32) if ops is not None else transform_torch(*args)
+    # (a copy: the cached draw stays untouched whatever a caller does with its contexts)
+    return (*out, O.to(dtype, copy=True), cls)
 
 
 def one_pass_available() -> bool:
@@ -309,26 +321,20 @@ def one_pass_available() -> bool:
     return ops is not None and hasattr(ops, "sampler_contexts")
 
 
-def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, a: float, b: float, task: str, k: int,
-              noise: float, dtype) -> Contexts | None:
-    """`sample_contexts` by the fused kernel's one-pass `sampler_contexts` (draws and transform per
+def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, k: int, noise: float,
+              sl: torch.Tensor, so: torch.Tensor, dtype) -> tuple | None:
+    """`_two_calls`' tensors by the fused kernel's one-pass `sampler_contexts` (draws and transform per
     context, no float64 batch of draws written and read back); None where that kernel is not built
     or the draws are already cached (the cached path is then cheaper)."""
-    ops = _sampler_ops()
-    ck = (key, int(start), B, d, P, task, noise > 0, 0)
     with _draws_lock:
-        cached = ck in _draws
+        cached = _draw_key(key, start, B, d, P, task, noise > 0, 0) in _draws
     if cached or not one_pass_available():
         return None
-    f32 = dtype == torch.float32
-    sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
     easy = task == "easy"
-    X, y, xq, ystar, sel, t, beta, O = ops.sampler_contexts(
-        key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step, int(start), B, d, P, not easy, noise > 0,
-        P if easy else 0, sl, so, float(noise), 1 if easy else int(k), f32)
-    cast = lambda v: v.to(dtype)  # noqa: E731
-    return Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O),
-                    spectrum(d, a, dtype), spectrum(d, b, dtype), None, 0)
+    out = _sampler_ops().sampler_contexts(key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step, int(start), B,
+                                          d, P, not easy, noise > 0, P if easy else 0, sl, so, float(noise), k,
+                                          dtype == torch.float32)
+    return (*out, None)
 
 
 def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32, cache_draws: bool = True) -> Contexts:
