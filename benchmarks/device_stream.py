@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
-from depthscale.bench import run_packed, sweep_configs
-from depthscale.config import PRESET_DEPTHS, make_config
-from depthscale.contexts import make_generator, sample_for, step_seed
-from depthscale.measurements import eval_contexts
-from depthscale.training import train_pack
+from depthscale.bench.speed import run_packed, sweep_configs
+from depthscale.config.run import PRESET_DEPTHS, make_config
+from depthscale.data.contexts import make_generator, sample_for, step_seed
+from depthscale.data.measurements import eval_contexts
+from depthscale.train.training import train_pack
 
 FIELDS = ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B", "sel_Bxk", "t_Bxd", "beta_Bxd", "O_Bxdxd")
 

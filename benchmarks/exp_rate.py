@@ -74,7 +74,7 @@ def measure_rate() -> dict:
 
 def step_exps(preset: str, seeds: int) -> int:
     """Exponentials per packed sweep step: every (context, layer) row has P, forward and backward."""
-    from depthscale import bench
+    from depthscale.bench import speed as bench
 
     cfgs = bench.sweep_configs(preset, seeds)
     rows = sum(c.batch * c.L for c in cfgs)

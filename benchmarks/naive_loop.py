@@ -1,4 +1,4 @@
-"""The baseline alone: the one-model-at-a-time depth sweep of `depthscale.naive` (the reference
+"""The baseline alone: the one-model-at-a-time depth sweep of `depthscale.bench.naive` (the reference
 `depthscale bench` times the packed engine against), with each model's median step time.
 
     python benchmarks/naive_loop.py --preset cpu --steps 3
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from depthscale.config import PRESET_DEPTHS, make_config
-from depthscale.naive import train_naive
+from depthscale.config.run import PRESET_DEPTHS, make_config
+from depthscale.bench.naive import train_naive
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 uptime | tee "$OUT/uptime_start.txt"
 if [ "${BENCH:-1}" != "0" ]; then
 depthscale bench --preset cpu --json > "$OUT/bench_2threads.json"
-OMP_NUM_THREADS=1 python -c "import torch, json, sys; torch.set_num_threads(1); from depthscale.bench import bench; \
+OMP_NUM_THREADS=1 python -c "import torch, json, sys; torch.set_num_threads(1); from depthscale.bench.speed import bench; \
 json.dump(bench('cpu', 'cpu'), sys.stdout, indent=1)" > "$OUT/bench_1thread.json"
 python benchmarks/roofline.py --preset cpu --threads 1 --steps 20 --out "$OUT/roofline_1thread.json" | tee "$OUT/roofline_1thread.md"
 python - "$OUT" <<'EOF'

@@ -1,11 +1,11 @@
-"""The packed step op by op: FLOPs, bytes, roofline time (depthscale.roofline.step_ops) and the time
+"""The packed step op by op: FLOPs, bytes, roofline time (depthscale.bench.roofline.step_ops) and the time
 torch.profiler measures for the same op, on the bench's work (the preset's fig6 depth sweep).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/roofline.py --preset cpu --steps 10 \
         --out benchmarks/results/roofline_cpu.json
 
 Measured times are the profiler's self CPU time of the aten ops inside each phase of the step
-(depthscale.timing phases become profiler ranges), matched to the roofline's ops by name and
+(depthscale.base.timing phases become profiler ranges), matched to the roofline's ops by name and
 shape; what matches no op is listed as "other". Profiling adds overhead (~10%), so the total is
 above the unprofiled step time the bench reports.
 """
@@ -18,7 +18,7 @@ import os
 import sys
 from collections import defaultdict
 
-from depthscale.roofline import SAMPLER_DRAWS, SAMPLER_ONE_PASS, SAMPLER_TRANSFORM
+from depthscale.bench.roofline import SAMPLER_DRAWS, SAMPLER_ONE_PASS, SAMPLER_TRANSFORM
 
 
 def _shape_key(shapes) -> tuple:
@@ -97,11 +97,14 @@ def main(argv=None) -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from depthscale import bench, contexts, kernels, machine, memory, roofline, timing
-    from depthscale.models import build_pack
-    from depthscale.optim import RowAdam
-    from depthscale.schedule import base_lrs
-    from depthscale.trainer import batch_order, train_step
+    from depthscale.bench import speed as bench, machine, roofline
+    from depthscale.data import contexts, kernels
+    from depthscale.train import memory
+    from depthscale.base import timing
+    from depthscale.kinds.lookup import build_pack
+    from depthscale.train.optim import RowAdam
+    from depthscale.train.schedule import base_lrs
+    from depthscale.train.trainer import batch_order, train_step
 
     if args.threads:
         torch.set_num_threads(args.threads)

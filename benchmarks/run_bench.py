@@ -3,7 +3,7 @@
     python benchmarks/run_bench.py --preset cpu --out benchmarks/results/cpu.json
     python benchmarks/run_bench.py --preset cpu --device cuda --dtype tf32 --out gpu-tf32.json
 
-Prints a table and writes everything `depthscale.bench.bench` measured as JSON. Timings are
+Prints a table and writes everything `depthscale.bench.speed.bench` measured as JSON. Timings are
 medians over steps; on a shared machine run it more than once (--repeat) and compare.
 """
 
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-DEVICES = ("cpu", "cuda", "auto")  # as depthscale.bench (torch is imported after the OpenMP setting)
+DEVICES = ("cpu", "cuda", "auto")  # as depthscale.bench.speed (torch is imported after the OpenMP setting)
 DTYPES = ("float32", "tf32", "bf16")
 
 
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy.upper()
     import torch
 
-    from depthscale.bench import bench
+    from depthscale.bench.speed import bench
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -16,8 +16,8 @@
 #
 # It goes from a grid of runs to the paper's kind of figure, loss R_L against depth L on log-log
 # axes with the fitted law R_L = L0 + c L^-alpha (SPEC §6.1), through the public API only:
-# `depthscale.sweeps` (expand a grid, run it), `depthscale.store.Store` (read it back),
-# `depthscale.fits` (the fit) and `depthscale.plots` (training curves).
+# `depthscale.runs.sweeps` (expand a grid, run it), `depthscale.store.store.Store` (read it back),
+# `depthscale.theory.fits` (the fit) and `depthscale.cli.plots` (training curves).
 #
 # The settings are the smoke preset's (d = 8, P = 16) and 60 steps: they prove the pipeline in
 # well under a minute, **not the science**. For results use `PRESET = "cpu"` (or "paper" on GPUs)
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale.fits import fit_power_law
-from depthscale.store import Store
-from depthscale.sweeps import expand_grid, plan, run_sweep
+from depthscale.theory.fits import fit_power_law
+from depthscale.store.store import Store
+from depthscale.runs.sweeps import expand_grid, plan, run_sweep
 
 PRESET = os.environ.get("DEPTHSCALE_NOTEBOOK_PRESET", "smoke")
 OUT = Path(os.environ.get("DEPTHSCALE_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="depthscale-notebook-"))
@@ -129,7 +129,7 @@ print(f"wrote {figure_png} and {figure_pdf}")
 # (`depthscale plot curves --store S --sweep notebook` draws the same from the shell).
 
 # %%
-from depthscale.plots import plot_curves
+from depthscale.cli.plots import plot_curves
 
 drawn = plot_curves(store, OUT / "curves.png", sweep="notebook", metrics=["R", "gap", "top1_mass"])
 print(f"wrote {drawn['out']}: {len(drawn['runs'])} runs labelled by {', '.join(drawn['fields'])}")

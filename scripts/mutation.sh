@@ -3,7 +3,7 @@
 # Not in CI: it is slow (see docs/mutation.md for the measured time, the score and the survivors).
 #
 #   bash scripts/mutation.sh [FILE ...]     # default: claims.py and every experiments module with claims
-#   MUTATION_WORKDIR=/tmp/mut MUTATION_SECONDS=1800 bash scripts/mutation.sh src/depthscale/claims.py
+#   MUTATION_WORKDIR=/tmp/mut MUTATION_SECONDS=1800 bash scripts/mutation.sh src/depthscale/analysis/claims.py
 #
 # Runs in a temporary copy of the repository (src/, tests/, pyproject.toml with a [tool.mutmut]
 # section appended there), so the working tree and its pyproject stay as they are; the results
@@ -15,7 +15,7 @@ out="$(pwd)/mutation-results.txt"
 command -v mutmut >/dev/null || { echo "mutation.sh: mutmut is not installed (pip install mutmut)" >&2; exit 2; }
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
-  files=(src/depthscale/claims.py src/depthscale/experiments/linear_easy.py src/depthscale/experiments/nonlinear_easy.py
+  files=(src/depthscale/analysis/claims.py src/depthscale/experiments/linear_easy.py src/depthscale/experiments/nonlinear_easy.py
          src/depthscale/experiments/linear_difficult.py src/depthscale/experiments/inverse_depth.py
          src/depthscale/experiments/nonlinear_floor.py src/depthscale/experiments/modes.py
          src/depthscale/experiments/variants.py src/depthscale/experiments/selection.py)

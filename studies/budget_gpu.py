@@ -14,10 +14,10 @@ import argparse
 import multiprocessing as mp
 import time
 
-from depthscale.registry import REGISTRY
-from depthscale.store import Store
-from depthscale.training import run_pack
-from depthscale.models import pack_key
+from depthscale.experiments.registry import REGISTRY
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack
+from depthscale.kinds.lookup import pack_key
 
 
 def _run(cfgs, store_dir, device):

@@ -11,9 +11,9 @@ import argparse
 import json
 from pathlib import Path
 
-from depthscale.atomic import write_json_atomic
-from depthscale.paper import PAPER
-from depthscale.softmax_floor import softmax_floor
+from depthscale.base.atomic import write_json_atomic
+from depthscale.config.paper import PAPER
+from depthscale.theory.softmax_floor import softmax_floor
 
 OUT = Path(__file__).parent / "results" / "geometry_evidence.json"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from depthscale.atomic import write_json_atomic
-from depthscale.config import make_config
-from depthscale.training import train_pack
+from depthscale.base.atomic import write_json_atomic
+from depthscale.config.run import make_config
+from depthscale.train.training import train_pack
 
 OUT = Path(__file__).parent / "results" / "recipe"
 
@@ -38,7 +38,7 @@ def summary() -> str:
     """One Markdown row per stored study: R_L, the fit R = L0 + c L^-alpha, A_L - C_L, time."""
     import numpy as np
 
-    from depthscale.fits import fit_power_law
+    from depthscale.theory.fits import fit_power_law
 
     lines = []
     for f in sorted(OUT.glob("*.json"), key=lambda p: p.stat().st_mtime):

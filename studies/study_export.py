@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from depthscale.results import Results, Theory
-from depthscale.store import Store
+from depthscale.analysis.results import Results, Theory
+from depthscale.store.store import Store
 
 
 def read_args(description: str, default_out: str) -> tuple[Results, Path]:
@@ -26,8 +26,8 @@ def write_study(study, res: Results, out: Path, png_name: str, md_name: str) -> 
     study.table_frame with study.notes as `md_name`, all under `out`; the paths written."""
     from matplotlib import rc_context
 
-    from depthscale.plotting import STYLE
-    from depthscale.formatting import markdown_table
+    from depthscale.analysis.plotting import STYLE
+    from depthscale.base.formatting import markdown_table
 
     paths = study.export(res, out)
     with rc_context(STYLE):

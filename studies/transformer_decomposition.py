@@ -8,9 +8,9 @@ Trains one Transformer per depth (a RunConfig with model = "transformer" at the 
 P = 64, k = 2, (a, b) = (0, 0) by default; N the stream width, --heads; every depth sees the same
 training stream and the same evaluation contexts) with the package's trainer (training.train_pack:
 row-wise Adam, warmup and cosine schedule, monitor curves, keep-best), whose measurement decomposes
-each with depthscale.decompose, and writes studies/results/NAME.json: per depth R_L (+- SE),
+each with depthscale.data.decompose, and writes studies/results/NAME.json: per depth R_L (+- SE),
 A_L, C_L, A_L - C_L, the identity's residual, monitor curve and time; the fit R_L = L0 + c L^-alpha
-(depthscale.fits) where it converges. (Earlier versions trained with a standalone loop, torch's Adam
+(depthscale.theory.fits) where it converges. (Earlier versions trained with a standalone loop, torch's Adam
 and no monitor: their result files are not comparable number for number.)
 One thread: run it with `nice` on a shared machine.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from depthscale import versions
-from depthscale.atomic import write_json_atomic
-from depthscale.config import make_config
-from depthscale.training import train_pack
+from depthscale.base.atomic import write_json_atomic
+from depthscale.config.run import make_config
+from depthscale.train.training import train_pack
 
 OUT = Path(__file__).parent / "results"
 
@@ -67,7 +67,7 @@ def main(argv=None) -> dict:
         write_json_atomic(path, out)  # after every depth: a partial run still leaves its rows
     rows = out["rows"]
     if len(rows) >= 3:
-        from depthscale.fits import fit_dict
+        from depthscale.theory.fits import fit_dict
 
         try:
             out["fit_R"] = fit_dict([r["L"] for r in rows], [r["R"] for r in rows])

@@ -6,7 +6,7 @@ one that FAILS it. Nothing here is a result of the toolkit.
   and the metrics given) and gives a `results.Results` over them with a `FakeStore` (configs and
   training curves by run id).
 - `FakeTheory` answers the few theory calls the claims make (`floor`, `curves`).
-- `FakePaired` stands in for `depthscale.paired` (paired differences, bootstrap of Delta Q, the
+- `FakePaired` stands in for `depthscale.analysis.paired` (paired differences, bootstrap of Delta Q, the
   softmax-ensemble floor on a run's evaluation contexts); tests install it with `use_paired`.
 """
 
@@ -18,10 +18,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from depthscale import claims
-from depthscale.config import make_config
-from depthscale.records import depth_set, model_depths
-from depthscale.results import Results
+from depthscale.analysis import claims
+from depthscale.config.run import make_config
+from depthscale.config.records import depth_set, model_depths
+from depthscale.analysis.results import Results
 
 PRESET = "cpu"
 DEPTHS = depth_set(PRESET, "all")  # 1 .. 64
@@ -112,7 +112,7 @@ class FakeTheory:
 
 
 class FakePaired:
-    """depthscale.paired's three calls on a World's made-up runs."""
+    """depthscale.analysis.paired's three calls on a World's made-up runs."""
 
     def __init__(self, world: World, se: float = 1e-3):
         self.world, self.se = world, se
@@ -134,12 +134,12 @@ class FakePaired:
 
 
 class FakeCertificates:
-    """depthscale.certificates' series_certificates on a World's made-up runs: every depth passes
+    """depthscale.analysis.certificates' series_certificates on a World's made-up runs: every depth passes
     except those named in `fail` ({(k, a, b): {certificate name: [depths]}}); failing_text and
     curve are the real module's."""
 
     def __init__(self):
-        from depthscale import certificates
+        from depthscale.analysis import certificates
         self.real = certificates
         self.fail: dict = {}
         self.calls: list = []
@@ -165,12 +165,12 @@ class FakeCertificates:
 
 
 def use_certificates(monkeypatch, fake) -> None:
-    """Install `fake` as depthscale.certificates for the claims (None: not available)."""
+    """Install `fake` as depthscale.analysis.certificates for the claims (None: not available)."""
     monkeypatch.setattr(claims, "_certificates", lambda: fake)
 
 
 def use_paired(monkeypatch, fake) -> None:
-    """Install `fake` as depthscale.paired for the claims (None: the module is not available)."""
+    """Install `fake` as depthscale.analysis.paired for the claims (None: the module is not available)."""
     monkeypatch.setattr(claims, "_paired", lambda: fake)
 
 

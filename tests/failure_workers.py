@@ -1,5 +1,5 @@
-"""Workers that fail, for tests/test_failures_exit.py: stand-ins for depthscale.training.run_pack
-(a test sets `depthscale.training.run_pack` to one of them, and the sweep's default worker is then
+"""Workers that fail, for tests/test_failures_exit.py: stand-ins for depthscale.train.training.run_pack
+(a test sets `depthscale.train.training.run_pack` to one of them, and the sweep's default worker is then
 this one: module-level, so the process executor's spawned workers import it by name).
 
 raising_pack: every run raises. kill_self_pack: the pack of the linear L=1 run SIGKILLs its own worker
@@ -76,10 +76,10 @@ WORKERS = {"raising": raising_pack, "kill_self": kill_self_pack, "kill_tracker":
 
 
 def main() -> int:
-    import depthscale.training
-    from depthscale import cli
+    import depthscale.train.training
+    from depthscale.cli import main as cli
 
-    depthscale.training.run_pack = WORKERS[sys.argv[1]]
+    depthscale.train.training.run_pack = WORKERS[sys.argv[1]]
     return cli.main(sys.argv[2:])
 
 

@@ -1,4 +1,4 @@
-"""A stand-in for depthscale.training.run_pack, to test the sweep machinery without training.
+"""A stand-in for depthscale.train.training.run_pack, to test the sweep machinery without training.
 
 It goes through the store API the way the trainer does (write_config, load/save_checkpoint,
 finish or fail) and writes deterministic metrics. Environment knobs:
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from depthscale.config import make_config, run_id
+from depthscale.config.run import make_config, run_id
 
 
 def pack_key(cfg) -> tuple:
@@ -91,8 +91,8 @@ def configs(n: int, **overrides) -> list:
 
 
 def main() -> None:
-    from depthscale.store import Store
-    from depthscale.sweeps import plan, run_sweep
+    from depthscale.store.store import Store
+    from depthscale.runs.sweeps import plan, run_sweep
 
     ap = argparse.ArgumentParser()
     ap.add_argument("store")

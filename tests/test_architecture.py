@@ -33,15 +33,28 @@ def test_import_linter_contracts_hold():
     assert "0 broken" in out.stdout
 
 
-def test_every_module_is_in_a_layer():
-    named = {m.strip() for line in _layers() for m in line.split(":")}
-    modules = set()
-    for p in SRC.rglob("*.py"):
-        rel = p.relative_to(SRC.parent).with_suffix("")
-        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        if len(parts) > 1:
-            modules.add(".".join(parts[:2]))  # a package (kinds, experiments) is one layer entry
-    assert modules - {"depthscale.__init__"} <= named, sorted(modules - named)
+def test_every_module_is_in_a_tier_package():
+    """Every module lives in a package that is one tier of the contract (`a | b`: siblings); the top
+    of the package holds only its __init__ and __main__ (no flat modules beside the tiers)."""
+    named = {m.strip() for line in _layers() for m in line.split("|")}
+    flat = sorted(p.name for p in SRC.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert not flat, f"modules outside a tier package: {flat}"
+    packages = {p.relative_to(SRC).parts[0] for p in SRC.rglob("*.py") if len(p.relative_to(SRC).parts) > 1}
+    assert packages <= named, sorted(packages - named)
+    assert "__main__" in named
+
+
+def test_the_contract_states_rules_beside_the_order():
+    """The order alone says what may import what; the forbidden contracts say why, in words, and each
+    names only packages that exist."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    rules = [c for c in cfg if c["type"] == "forbidden"]
+    assert len(rules) >= 4
+    for c in rules:
+        for m in c["source_modules"] + c["forbidden_modules"]:
+            assert (SRC / m.removeprefix("depthscale.")).is_dir(), (c["name"], m)
 
 
 def test_no_import_cycles_lazy_imports_included():
@@ -91,3 +104,34 @@ def test_the_readme_links_resolve():
     assert rel and any(t.endswith(".png") for t in rel)
     missing = [t for t in rel if not (ROOT / t).exists()]
     assert not missing, missing
+
+
+def test_the_moved_table_names_each_old_module_once_and_its_real_home():
+    """compat.MOVED maps every module of the 0.1 flat layout to a module that exists now; the old
+    flat paths are gone (a package took a few of the names: those hold no module of the old name)."""
+    from depthscale.base.compat import MOVED
+
+    assert len(MOVED) == 59  # every flat module of 0.1 but __init__/__main__, and commands/
+    for old, new in MOVED.items():
+        rel = Path(*new.split(".")[1:])
+        assert (SRC / rel).with_suffix(".py").is_file() or (SRC / rel / "__init__.py").is_file(), new
+        assert not (SRC / (old.split(".")[1] + ".py")).exists(), old
+
+
+def test_a_plugin_importing_an_old_path_is_told_the_new_one(tmp_path):
+    from depthscale.base.errors import InputError
+    from depthscale.base.plugins import load_plugin
+
+    for line, hint in [("from depthscale.records import register", "depthscale.records is now depthscale.config.records"),
+                       ("from depthscale.config import RunConfig", "depthscale.config is now depthscale.config.run"),
+                       ("import depthscale.commands.runs", "depthscale.commands is now depthscale.cli.commands")]:
+        f = tmp_path / f"plug{abs(hash(line))}.py"
+        f.write_text(line + "\n")
+        with pytest.raises(InputError) as e:
+            load_plugin(f, "DEPTHSCALE_EXPERIMENTS", "experiment")
+        assert hint in str(e.value) and "\n" not in str(e.value), str(e.value)
+    ok = tmp_path / "fine.py"
+    ok.write_text("from depthscale.config.records import register\nraise RuntimeError('own')\n")
+    with pytest.raises(InputError) as e:
+        load_plugin(ok, "DEPTHSCALE_EXPERIMENTS", "experiment")
+    assert "is now" not in str(e.value)

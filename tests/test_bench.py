@@ -4,17 +4,17 @@ import math
 import pytest
 import torch
 
-from depthscale import naive
-from depthscale.bench import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
-from depthscale.machine import matmul_peak
-from depthscale.config import make_config
-from depthscale.contexts import make_generator, sample_contexts, sample_for, step_seed
-from depthscale.memory import PeakMemory
-from depthscale.models import AttentionPack, build_pack
+from depthscale.bench import naive
+from depthscale.bench.speed import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
+from depthscale.bench.machine import matmul_peak
+from depthscale.config.run import make_config
+from depthscale.data.contexts import make_generator, sample_contexts, sample_for, step_seed
+from depthscale.train.memory import PeakMemory
+from depthscale.kinds.lookup import AttentionPack, build_pack
 from depthscale.kinds.ops import RmsScale, RowReadout
-from depthscale.training import _pack_losses, train_pack
-from depthscale.optim import RowAdam
-from depthscale.trainer import data_key, train_step
+from depthscale.train.training import _pack_losses, train_pack
+from depthscale.train.optim import RowAdam
+from depthscale.train.trainer import data_key, train_step
 
 CPU = torch.device("cpu")
 
@@ -117,7 +117,7 @@ def test_hand_written_backwards_pass_gradcheck():
 def test_flop_count_matches_torch_counter_and_hand_count(monkeypatch):
     from torch.utils.flop_counter import FlopCounterMode
 
-    from depthscale import kernels
+    from depthscale.data import kernels
 
     # torch's counter sees the torch path's matmuls (the fused kernel is opaque to it)
     monkeypatch.setattr(kernels, "use_fused", lambda X: False)
@@ -213,7 +213,7 @@ def test_bench_reports_every_key_on_the_smoke_preset():
 
 def test_batched_linear_pack_does_the_same_work_as_one_at_a_time():
     """bench_linear times the same runs both ways: same losses step by step."""
-    from depthscale.bench import linear_configs, run_packed
+    from depthscale.bench.speed import linear_configs, run_packed
 
     cfgs = linear_configs("smoke", L=2)
     dev = torch.device("cpu")
@@ -227,9 +227,9 @@ def test_roofline_ops_count_the_flops_of_the_flop_formula_and_every_big_pass():
     """step_ops' matmul FLOPs of forward and backward equal flops_per_step's (less the tiny E_l and
     gains terms it leaves out); its bytes are at least the passes over the B x T x P scores; the
     roofline of each op is the larger of its two times."""
-    from depthscale.bench import flops_per_step
-    from depthscale.machine import mem_bandwidth
-    from depthscale.roofline import roofline, step_ops
+    from depthscale.bench.speed import flops_per_step
+    from depthscale.bench.machine import mem_bandwidth
+    from depthscale.bench.roofline import roofline, step_ops
 
     d, N, P, B, groups = 16, 16, 64, 256, [[1, 2, 4], [1, 2, 4]]
     ops = step_ops(d, N, P, B, groups, "difficult", n_params=1000)
@@ -254,7 +254,7 @@ def test_the_one_pass_sampler_row_is_the_two_calls_work_moving_only_its_outputs(
     """step_ops(one_pass=True): one sampling row with the FLOPs and transcendental calls of the draws'
     and the transform's rows together, and bytes of the float32 contexts it writes (X, y, x_test, t,
     β, y*, O), no float64 draws."""
-    from depthscale.roofline import SAMPLER_DRAWS, SAMPLER_ONE_PASS, SAMPLER_TRANSFORM, step_ops
+    from depthscale.bench.roofline import SAMPLER_DRAWS, SAMPLER_ONE_PASS, SAMPLER_TRANSFORM, step_ops
 
     d, N, P, B, groups = 16, 16, 64, 32, [[1, 2], [4]]
     two = {o["op"]: o for o in step_ops(d, N, P, B, groups, "difficult", n_params=10)}
@@ -275,7 +275,7 @@ def test_roofline_counts_each_transcendental_call_at_its_rate(fused):
     """Issue 29: the softmax's exponentials (forward, and again in the fused backward that recomputes
     the row) and Box-Muller's log/sqrt/sin/cos per pair of Gaussians are counted, and each op's time is
     max(FLOPs / peak + Σ calls / rate, bytes / bandwidth) — checked against a hand count."""
-    from depthscale.roofline import PHILOX_OPS_PER_WORD, SAMPLER_DRAWS, roofline, step_ops
+    from depthscale.bench.roofline import PHILOX_OPS_PER_WORD, SAMPLER_DRAWS, roofline, step_ops
 
     d, N, P, B, groups = 16, 16, 64, 32, [[1, 2, 4], [1, 8]]
     ops = step_ops(d, N, P, B, groups, "difficult", n_params=10, fused=fused)
@@ -304,7 +304,7 @@ def test_roofline_counts_each_transcendental_call_at_its_rate(fused):
 
 
 def test_transcendental_rates_are_measured_for_every_function():
-    from depthscale.machine import TRANSCENDENTALS, transcendental_rates
+    from depthscale.bench.machine import TRANSCENDENTALS, transcendental_rates
 
     r = transcendental_rates("cpu", n=4096, repeats=3)
     for fn in TRANSCENDENTALS:

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale.report import report
-from depthscale.results import Theory
-from depthscale.store import Store
+from depthscale.report.reproduce import report
+from depthscale.analysis.results import Theory
+from depthscale.store.store import Store
 
 from test_report import fabricate
 

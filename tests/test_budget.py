@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from depthscale.experiments import budget
-from depthscale.registry import REGISTRY
+from depthscale.experiments.registry import REGISTRY
 from depthscale.experiments.budget import BUDGET_STEPS
-from depthscale.results import Results, Theory
+from depthscale.analysis.results import Results, Theory
 
 
 def _frame(alpha_of, L0=2.0, c=0.5, noise=0.002, drop_steps=()):
@@ -72,7 +72,8 @@ def test_decision_waits_for_the_largest_budget():
 def test_figure_table_and_export(tmp_path):
     from matplotlib import rc_context
 
-    from depthscale import figures, plotting
+    from depthscale.report import figures
+    from depthscale.analysis import plotting
 
     res = Results(_frame(_growing), "cpu")
     with rc_context(plotting.STYLE):
@@ -91,8 +92,8 @@ def test_figure_table_and_export(tmp_path):
 def test_the_ladder_runs_as_registered():
     """cpu: (0, 0), depths 1-64, 3 seeds, both starts, batch 512, budgets x2 up to 20,000 steps, each
     run to its cap; paper: the ten top-2 spectra, depths 1-256."""
-    from depthscale.config import PRESET_DEPTHS
-    from depthscale.paper import TOP2_SPECTRA
+    from depthscale.config.run import PRESET_DEPTHS
+    from depthscale.config.paper import TOP2_SPECTRA
 
     cpu = REGISTRY["budget"].configs("cpu")
     assert {(c.a, c.b) for c in cpu} == {(0.0, 0.0)} and {c.L for c in cpu} == set(PRESET_DEPTHS["cpu"])

@@ -1,6 +1,6 @@
 """The report's caption lines come from the claims' verdicts and numbers (issue 36), not fixed text."""
 
-from depthscale.pages import _caption_html, _caption_md, caption_lines, measured_summary
+from depthscale.report.pages import _caption_html, _caption_md, caption_lines, measured_summary
 
 
 def _claim(verdict, alpha=0.57, se=1.33, r2=0.62, uses=("fig6",)):

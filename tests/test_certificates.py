@@ -1,4 +1,4 @@
-"""Convergence certificates (SPEC §4, depthscale.certificates): the pure functions against direct
+"""Convergence certificates (SPEC §4, depthscale.analysis.certificates): the pure functions against direct
 computations on made-up per-context losses, the best stack's per-context errors against its mean
 and the best single head, and the store reader against paired.paired_difference and
 paired.floor_on_eval on smoke runs (d = 8, P = 16, 512 evaluation contexts) trained once."""
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import certificates as cm
-from depthscale import paired
-from depthscale import softmax_floor as sf
-from depthscale.config import make_config
-from depthscale.errors import InputError
-from depthscale.results import Results
-from depthscale.store import Store
-from depthscale.training import run_pack
+from depthscale.analysis import certificates as cm
+from depthscale.analysis import paired
+from depthscale.theory import softmax_floor as sf
+from depthscale.config.run import make_config
+from depthscale.base.errors import InputError
+from depthscale.analysis.results import Results
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack
 
 
 def test_paired_gap_is_the_mean_and_se_of_the_difference():
@@ -117,7 +117,7 @@ def test_fig6_panel_draws_B_L_and_marks_failing_depths(store):
     without models, the caption says none could be drawn."""
     from matplotlib.figure import Figure
 
-    from depthscale import plotting
+    from depthscale.analysis import plotting
     from depthscale.experiments.inverse_depth import certificate_marks
 
     res = Results.from_store(store, "smoke")

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from claims_world import DEPTHS, FakeCertificates, FakePaired, FakeTheory, World, noise, use_certificates, use_paired
-from depthscale import claims
-from depthscale.analysis import gap_fit, loss_fit
-from depthscale.claims import NEEDS_STORE
-from depthscale.errors import InputError
-from depthscale.registry import CLAIMS, check
-from depthscale.paper import (FIG14_K16, FIG3C_SPECTRUM, FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA, FIG7_MODES,
+from depthscale.analysis import claims
+from depthscale.analysis.curves import gap_fit, loss_fit
+from depthscale.analysis.claims import NEEDS_STORE
+from depthscale.base.errors import InputError
+from depthscale.experiments.registry import CLAIMS, check
+from depthscale.config.paper import (FIG14_K16, FIG3C_SPECTRUM, FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA, FIG7_MODES,
                               FIG7_SPECTRUM, PAPER, TABLE3_K16, TABLE3_K2, TOP2_SPECTRA, paper_L0_top2)
 
 B0 = [s for s in FIG56_SPECTRA if s[1] == 0]
@@ -377,8 +377,8 @@ def test_every_claim_states_its_part_which_is_its_experiments():
     """Claim.part, not the id, says whose claim it is: every claim states one of records.PARTS, the
     part of the experiment that owns it (register refuses another), and the paper's claims are
     SPEC §9's eleven numbered ones."""
-    from depthscale.records import PARTS, Experiment, register
-    from depthscale.registry import REGISTRY
+    from depthscale.config.records import PARTS, Experiment, register
+    from depthscale.experiments.registry import REGISTRY
 
     owner = {c.id: e.part for e in REGISTRY.values() for c in e.claims}
     assert all(c.part in PARTS and c.part == owner[c.id] for c in CLAIMS)
@@ -415,7 +415,7 @@ def test_shape_claims_store_certificates_and_power(monkeypatch, cid):
     assert any(any(m["certificates"]["failing"].values()) for m in bad)  # which certificate, which depths
     assert all(m["certificates"]["computed"] == ["doubling", "construction"] for m in items)
     assert all({"L", "R", "B", "doubling", "construction"} <= set(p) for m in items for p in m["certificates"]["per_depth"])
-    assert pm.certs.calls  # read through depthscale.certificates
+    assert pm.certs.calls  # read through depthscale.analysis.certificates
 
 
 @pytest.mark.parametrize("cid", SHAPE_CLAIMS)
@@ -432,12 +432,12 @@ def test_shape_claims_without_certificates_are_inconclusive(monkeypatch, cid):
 @pytest.mark.parametrize("cid", ["3", "10", "5c"])
 def test_paired_claims_fail_without_the_store_or_the_module(monkeypatch, cid):
     """Claims 3, 10 (paired tests) and 5c (the floor on the run's own evaluation contexts) need the
-    trained models: without a store, without depthscale.paired, or where it cannot read a model,
+    trained models: without a store, without depthscale.analysis.paired, or where it cannot read a model,
     they FAIL saying so: never a PASS."""
     variant = "pass"
     out, res, th, pm = judge(monkeypatch, cid, variant)
     assert out["pass"], out["detail"]
-    from depthscale.results import Results
+    from depthscale.analysis.results import Results
 
     no_store = Results(res.df, res.preset, None)
     got = check(cid, no_store, th)
@@ -561,12 +561,12 @@ def test_expected_is_spec_criterion():
 def test_fig13_draws_the_error_bars_claim_10_judges_by(monkeypatch):
     """Issue 36: fig13 (b) had no error bars with one seed although claim 10 uses bootstrap SEs;
     it now draws the same Delta Q and SE as the claim, on a linear axis like (a)."""
-    from depthscale import figures
+    from depthscale.report import figures
 
     w, th = World(), FakeTheory()
     pm = FakePaired(w)
     use_paired(monkeypatch, pm)
-    from depthscale.measurements import PERCENTILES
+    from depthscale.data.measurements import PERCENTILES
 
     q = np.asarray(PERCENTILES, float)
     r1, rL = w.series("nonlinear", "difficult", 2, 0.0, 0.0, [2.1, 2.0], depths=(1, DEPTHS[-1]),

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from claims_world import DEPTHS, FakeTheory, World
-from depthscale import claims
-from depthscale.claims import FAIL, INCONCLUSIVE, PASS
-from depthscale.records import Claim, variant_fields
-from depthscale.registry import check
-from depthscale.paper import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA
+from depthscale.analysis import claims
+from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS
+from depthscale.config.records import Claim, variant_fields
+from depthscale.experiments.registry import check
+from depthscale.config.paper import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA
 from depthscale.experiments.nonlinear_floor import table1
 
 
@@ -168,7 +168,7 @@ def test_certificates_not_computed_names_the_error(monkeypatch):
     assert cert is None and why == "certificates not computed (ValueError: no params.pt)"
     use_certificates(monkeypatch, None)
     assert claims.certified(World().results(), "nonlinear", "difficult", 2, 0.0, 0.0) == (
-        None, "certificates not computed (depthscale.certificates is not available)")
+        None, "certificates not computed (depthscale.analysis.certificates is not available)")
 
 
 def test_check_output_and_check_all_order():

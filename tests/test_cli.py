@@ -367,9 +367,10 @@ def _tree(root: Path) -> dict:
 
 
 def test_every_bad_input_gets_one_line_exit_2_and_changes_nothing(tmp_path, capsys, monkeypatch):
-    from depthscale import cli, memory
-    from depthscale.config import make_config
-    from depthscale.store import Store
+    from depthscale.cli import main as cli
+    from depthscale.train import memory
+    from depthscale.config.run import make_config
+    from depthscale.store.store import Store
 
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": GIB16)
     store = Store(tmp_path / "store")
@@ -445,7 +446,7 @@ def test_every_bad_input_gets_one_line_exit_2_and_changes_nothing(tmp_path, caps
 def test_diverged_train_run_has_its_own_state(tmp_path, capsys, lr, why):
     """`--lr 1e3` explodes (R ~ 1e18: was recorded as a normal finish), `--lr 1e6` goes NaN; both are
     `diverged` (with the step and the reason) in train --json, status and collect, and `L` is kept."""
-    from depthscale import cli
+    from depthscale.cli import main as cli
 
     store = tmp_path / "s"
     args = ["train", "--preset", "smoke", "--depth", "2", "--lr", lr, "--store", str(store), "--json"]
@@ -464,7 +465,7 @@ def test_diverged_train_run_has_its_own_state(tmp_path, capsys, lr, why):
     assert "(1 diverged: column state)" in capsys.readouterr().out
     row = pd.read_csv(tmp_path / "t.csv").iloc[0]
     assert row["state"] == "diverged" and row["diverged_step"] == rec["diverged_step"]
-    from depthscale.store import Store
+    from depthscale.store.store import Store
 
     assert Store(store, readonly=True).run_state(rec["run_id"]) == "diverged"
 

@@ -8,12 +8,13 @@ import re
 
 import pytest
 
-from depthscale import __version__, cli
-from depthscale import config
-from depthscale.config import (FIELD_DEFAULTS, FIELD_HELP, FIELD_NAMES, PRESETS, TASKS, config_and_sources,
+from depthscale import __version__
+from depthscale.cli import main as cli
+from depthscale.config import run as config
+from depthscale.config.run import (FIELD_DEFAULTS, FIELD_HELP, FIELD_NAMES, PRESETS, TASKS, config_and_sources,
                                depth_steps, geometry, make_config, preset_fields, recipe_fields)
-from depthscale.kind_registry import kind_names
-from depthscale.store import Store
+from depthscale.config.kind_registry import kind_names
+from depthscale.store.store import Store
 
 
 def run_cli(capsys, *argv):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import registry as ex
-from depthscale.config import make_config
-from depthscale.contexts import (clear_draw_cache, cluster_rotations, make_generator, sample_contexts, sample_for,
+from depthscale.experiments import registry as ex
+from depthscale.config.run import make_config
+from depthscale.data.contexts import (clear_draw_cache, cluster_rotations, make_generator, sample_contexts, sample_for,
                                  step_seed)
-from depthscale.measurements import (class_means, eval_contexts, layer_selection_loss, selection_loss,
+from depthscale.data.measurements import (class_means, eval_contexts, layer_selection_loss, selection_loss,
                                      specialisation_index)
 
 
@@ -43,7 +43,7 @@ def test_clusters_use_exactly_K_fixed_rotations_shared_by_seeds_and_streams(K):
         assert torch.equal(ctx.O_Bxdxd, fixed[ctx.cls_B])  # ... the one of each context's class
     assert _rotations(seen[0].O_Bxdxd) == want  # all K of them used in 400 contexts
     # fixed by (K, d) only: the cache cleared, a fresh draw is the same
-    from depthscale import contexts
+    from depthscale.data import contexts
     contexts._cluster_cache.clear()
     assert torch.equal(cluster_rotations(K, cfgs[0].d), fixed)
     assert not torch.equal(cluster_rotations(K + 1, cfgs[0].d)[:1], fixed[:1])
@@ -158,9 +158,9 @@ def test_registry_expansion_smoke_and_cpu():
 
 @pytest.fixture(scope="module")
 def smoke_store(tmp_path_factory):
-    from depthscale.results import Results, Theory
-    from depthscale.store import Store
-    from depthscale.sweeps import plan, run_sweep
+    from depthscale.analysis.results import Results, Theory
+    from depthscale.store.store import Store
+    from depthscale.runs.sweeps import plan, run_sweep
 
     root = tmp_path_factory.mktemp("clustered")
     n = torch.get_num_threads()
@@ -193,9 +193,9 @@ def test_runs_store_the_class_metrics(smoke_store):
 
 
 def test_figure_table_and_claims_build_on_smoke(smoke_store):
-    from depthscale.registry import check_all
-    from depthscale.figures import FIGURES, write_figure
-    from depthscale.tables import TABLES, write_table
+    from depthscale.experiments.registry import check_all
+    from depthscale.report.figures import FIGURES, write_figure
+    from depthscale.report.tables import TABLES, write_table
 
     root, res, th = smoke_store
     assert "clustered" in FIGURES and "clustered" in TABLES
@@ -210,7 +210,7 @@ def test_figure_table_and_claims_build_on_smoke(smoke_store):
     for c in claims:  # judged on smoke data (no science): a verdict with its numbers, never an error
         assert "error while checking" not in c["detail"], c["detail"]
     # a store without the clustered runs: every claim FAILs "missing runs"
-    from depthscale.results import Results
+    from depthscale.analysis.results import Results
 
     empty = Results(res.df[res.df["clusters"] == 0], "smoke", res.store)
     for c in check_all(empty, th, ["clustered"]):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from depthscale.config import PRESET_DEPTHS, ConfigError, RunConfig, make_config
+from depthscale.config.run import PRESET_DEPTHS, ConfigError, RunConfig, make_config
 
 
 @pytest.mark.parametrize("field,value,fragment", [
@@ -59,7 +59,7 @@ def test_faithful_start_is_the_default_and_spread_a_named_variant():
     # SPEC §3.4, §9 (issue 25): every nonlinear and layer_values run starts near uniform (small
     # independent W_q, W_k) with one rate for every depth, at every preset; the spread start is a
     # variant that only its own experiments use, centred per k on the best single head's temperature
-    from depthscale.registry import REGISTRY
+    from depthscale.experiments.registry import REGISTRY
 
     for preset in ("smoke", "cpu", "paper"):
         for model in ("nonlinear", "layer_values"):
@@ -99,7 +99,7 @@ def test_late_fields_at_their_default_leave_the_run_id_alone():
     import hashlib
     import json
 
-    from depthscale.config import FIELD_DEFAULTS, ID_OPTIONAL_FIELDS, config_dict, make_config
+    from depthscale.config.run import FIELD_DEFAULTS, ID_OPTIONAL_FIELDS, config_dict, make_config
 
     cfg = make_config("cpu", model="nonlinear", L=4)
     old = config_dict(cfg, ("preset",) + ID_OPTIONAL_FIELDS)  # the config as it was hashed before
@@ -111,7 +111,7 @@ def test_late_fields_at_their_default_leave_the_run_id_alone():
 
 
 def test_loop_must_divide_the_depth():
-    from depthscale.config import make_config
+    from depthscale.config.run import make_config
 
     with pytest.raises(ValueError, match=r"loop must be a divisor of L = 4"):
         make_config("cpu", L=4, loop=3)
@@ -125,7 +125,7 @@ def test_every_field_decides_whether_it_enters_the_run_id():
     change every stored run id) fails here, and `_field` has no default for the decision."""
     import dataclasses
 
-    from depthscale.config import (FIELD_HELP, ID_EXCLUDED_FIELDS, ID_OPTIONAL_FIELDS, RUN_ID_RULES, _field,
+    from depthscale.config.run import (FIELD_HELP, ID_EXCLUDED_FIELDS, ID_OPTIONAL_FIELDS, RUN_ID_RULES, _field,
                                    undecided_fields)
 
     assert undecided_fields(RunConfig) == []

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from depthscale import seeds
-from depthscale.config import ConfigError, make_config
+from depthscale.base import seeds
+from depthscale.config.run import ConfigError, make_config
 from depthscale.kinds.constructive import constructive_stack, monitor_moments
-from depthscale.measurements import eval_contexts, monitor
-from depthscale.models import build_pack
-from depthscale.softmax_floor import best_stack_on, stack_moments
+from depthscale.data.measurements import eval_contexts, monitor
+from depthscale.kinds.lookup import build_pack
+from depthscale.theory.softmax_floor import best_stack_on, stack_moments
 
 DEPTHS = (1, 2, 4)
 

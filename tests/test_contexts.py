@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.contexts import haar_orthogonal, make_generator, sample_contexts, spectrum, top_k_by_cosine
+from depthscale.data.contexts import haar_orthogonal, make_generator, sample_contexts, spectrum, top_k_by_cosine
 
 
 @pytest.mark.parametrize("a,b", [(0.0, 0.0), (1.0, 0.5)])
@@ -85,7 +85,7 @@ def test_shared_draws_give_the_same_numbers_bit_for_bit(task, k, noise):
     every tensor, and the stream's position afterwards, equals a fresh draw, bit for bit — for one
     stream per spectrum (training batches) and for chunks drawn in turn from one stream
     (evaluation sets)."""
-    from depthscale.contexts import clear_draw_cache
+    from depthscale.data.contexts import clear_draw_cache
 
     spectra = [(0.0, 0.0), (0.5, 2.0), (2.0, 0.5)]
 
@@ -113,7 +113,7 @@ def test_shared_draws_give_the_same_numbers_bit_for_bit(task, k, noise):
 
 
 def test_cached_draws_are_not_changed_by_callers():
-    from depthscale.contexts import clear_draw_cache
+    from depthscale.data.contexts import clear_draw_cache
 
     clear_draw_cache()
     for task in ("difficult", "easy"):
@@ -146,8 +146,8 @@ def test_the_stream_is_drawn_on_the_cpu_whatever_the_device():
     device, and contexts asked for another device are the CPU contexts moved: the
     'meta' device (no data, but a real second device) shows they are moved, not drawn there; the
     GPU check itself is benchmarks/device_stream.py (the numbers compared bit for bit on a CUDA machine)."""
-    from depthscale.config import make_config
-    from depthscale.contexts import make_generator, sample_for
+    from depthscale.config.run import make_config
+    from depthscale.data.contexts import make_generator, sample_for
 
     cfg = make_config("smoke", model="nonlinear", task="difficult")
     assert make_generator(5, "cuda").key == make_generator(5, "cpu").key

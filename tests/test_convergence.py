@@ -9,10 +9,10 @@ import re
 import pandas as pd
 import pytest
 
-from depthscale.config import grid_names
+from depthscale.config.run import grid_names
 from depthscale.experiments import convergence as cv
-from depthscale.registry import REGISTRY
-from depthscale.results import Results
+from depthscale.experiments.registry import REGISTRY
+from depthscale.analysis.results import Results
 
 PRESET = "cpu"
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)
@@ -109,9 +109,9 @@ def test_export_writes_the_grid_budgets_and_decision(tmp_path):
 
 @pytest.mark.slow
 def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
-    from depthscale.report import reproduce
+    from depthscale.report.reproduce import reproduce
 
-    from depthscale.store import Store
+    from depthscale.store.store import Store
 
     out = reproduce("convergence", "smoke", tmp_path / "s", tmp_path / "o", progress=False)
     res = Results.from_store(Store(tmp_path / "s"), "smoke")

@@ -1,4 +1,4 @@
-"""The decomposition of any residual model (depthscale.decompose) and the pre-LN Transformer
+"""The decomposition of any residual model (depthscale.data.decompose) and the pre-LN Transformer
 (depthscale.transformer): the identity R = C + (A - C)/L to float precision, f_l against a direct
 computation, agreement with measurements.py on the package's own models, and the contract."""
 
@@ -8,15 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from depthscale.config import make_config
-from depthscale.contexts import make_generator, sample_contexts
-from depthscale.decompose import ContractError, decompose, decomposition_stats, per_layer_predictors
-from depthscale.errors import InputError, UserError
-from depthscale.measurements import decomposition, eval_contexts, measure
-from depthscale.models import build_pack
+from depthscale.config.run import make_config
+from depthscale.data.contexts import make_generator, sample_contexts
+from depthscale.data.decompose import ContractError, decompose, decomposition_stats, per_layer_predictors
+from depthscale.base.errors import InputError, UserError
+from depthscale.data.measurements import decomposition, eval_contexts, measure
+from depthscale.kinds.lookup import build_pack
 from depthscale.kinds.base import rms_norm
-from depthscale.store import Store
-from depthscale.training import run_pack
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack
 from depthscale.kinds.transformer import Transformer, evaluate, label_scale
 
 IDENTITY_RTOL = 1e-9

@@ -12,18 +12,18 @@ import sys
 
 import pytest
 
-from depthscale.errors import InputError
-from depthscale.registry import PLUGIN_ENV, plugin_files
-from depthscale.store import Store
+from depthscale.base.errors import InputError
+from depthscale.experiments.registry import PLUGIN_ENV, plugin_files
+from depthscale.store.store import Store
 
 TOY = '''"""A toy experiment: the nonlinear model at (0,0), depths 1 and 2 (smoke), one figure, one table,
 one claim."""
 
 import pandas as pd
 
-from depthscale import plotting as pl
-from depthscale.claims import judged, num, require, yes
-from depthscale.records import Claim, Experiment, RunGroup, register
+from depthscale.analysis import plotting as pl
+from depthscale.analysis.claims import judged, num, require, yes
+from depthscale.config.records import Claim, Experiment, RunGroup, register
 
 SPECTRUM = (0.0, 0.0)
 

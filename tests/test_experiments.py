@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthscale.config import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
-from depthscale.registry import IDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
-from depthscale.paper import PAPER, SOFTMAX_GEOMETRY_FIELDS
-from depthscale.records import PRESET_SEEDS
-from depthscale.config import main_grid
-from depthscale.records import SHAPE_SEEDS, Experiment, resolve_seeds
-from depthscale.results import Results
+from depthscale.config.run import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
+from depthscale.experiments.registry import IDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.config.paper import PAPER, SOFTMAX_GEOMETRY_FIELDS
+from depthscale.config.records import PRESET_SEEDS
+from depthscale.config.run import main_grid
+from depthscale.config.records import SHAPE_SEEDS, Experiment, resolve_seeds
+from depthscale.analysis.results import Results
 
 SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
 
@@ -130,7 +130,7 @@ def test_resolve_ids():
 
 
 def test_group_words_and_the_beyond_part():
-    from depthscale.registry import BEYOND_IDS, parse_ids
+    from depthscale.experiments.registry import BEYOND_IDS, parse_ids
 
     assert all(REGISTRY[i].part == "paper" for i in IDS)
     assert all(REGISTRY[i].part == "beyond" for i in BEYOND_IDS)
@@ -147,7 +147,7 @@ def test_group_words_and_the_beyond_part():
 
 
 def test_group_fields_reach_the_configs_and_a_strict_view_reads_them_back():
-    from depthscale.records import Experiment, RunGroup
+    from depthscale.config.records import Experiment, RunGroup
 
     e = Experiment("x", "x", ("nonlinear",), "difficult", (2,), "(0,0)", "x",
                    (RunGroup("nonlinear", "difficult", 2, ((0.0, 0.0),), (1, 2, 99), (("N", 12), ("max_steps", 7))),),
@@ -243,7 +243,7 @@ def test_diverged_runs_are_left_out_of_means():
 
 def test_results_from_store_leave_diverged_runs_out(tmp_path):
     """An exploded run (finite R of 1e18) is `diverged` in the store and never enters a series."""
-    from depthscale.store import Store
+    from depthscale.store.store import Store
 
     store = Store(tmp_path / "s")
     cfgs = [make_config("smoke", model="nonlinear", task="difficult", a=0.0, b=0.0, L=2, seed=s) for s in (0, 1)]
@@ -260,9 +260,10 @@ def test_results_from_store_leave_diverged_runs_out(tmp_path):
 # ---------------------------------------------------------------- the experiment layer's shape
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
-BELOW = ["records.py", "paper.py", "plotting.py", "claims.py", "analysis.py", "results.py", "formatting.py"]
-ABOVE = {"depthscale.experiments", "depthscale.registry", "depthscale.figures", "depthscale.tables",
-         "depthscale.report", "depthscale.pages", "depthscale.cli"}
+BELOW = ["config/records.py", "config/paper.py", "analysis/plotting.py", "analysis/claims.py", "analysis/curves.py",
+         "analysis/results.py", "base/formatting.py"]
+ABOVE = {"depthscale.experiments", "depthscale.experiments.registry", "depthscale.report.figures", "depthscale.report.tables",
+         "depthscale.report.reproduce", "depthscale.report.pages", "depthscale.cli.main"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -286,17 +287,20 @@ def test_nothing_below_the_experiments_imports_them_or_the_lookup():
     def above(mods):
         return sorted(m for m in mods if any(m == a or m.startswith(a + ".") for a in ABOVE))
 
-    assert above(_imports(SRC / "registry.py"))  # (the check sees an import of the package)
+    assert above(_imports(SRC / "experiments" / "registry.py"))  # (the check sees an import of the package)
 
     bad = {n: above(_imports(SRC / n)) for n in BELOW}
     assert {n: m for n, m in bad.items() if m} == {}
     for p in sorted((SRC / "experiments").glob("*.py")):
-        got = [m for m in above(_imports(p)) if not m.startswith("depthscale.experiments")]
+        if p.name == "registry.py":  # the lookup itself
+            continue
+        got = [m for m in above(_imports(p)) if not m.startswith("depthscale.experiments")
+               or m.startswith("depthscale.experiments.registry")]
         assert got == [], (p.name, got)
 
 
 def test_every_experiment_is_one_record_with_its_claims():
-    from depthscale import registry
+    from depthscale.experiments import registry
 
     owners = {}
     for e in REGISTRY.values():
@@ -314,7 +318,7 @@ def test_every_experiment_is_one_record_with_its_claims():
 
 
 def test_register_refuses_a_second_record_with_the_same_id():
-    from depthscale.records import register
+    from depthscale.config.records import register
 
     e = REGISTRY["fig6"]
     assert register(e) is e  # the same record again: nothing happens

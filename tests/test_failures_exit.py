@@ -3,7 +3,7 @@ a worker process that dies leaves its runs *failed* with the reason, not pending
 tracker is one warning line; --executor slurm without SLURM refuses in one line; a full (read-only,
 unwritable, over-quota) disk is one line and exit 2 in train, sweep (before and mid-sweep) and
 report, with no empty store left behind. The failing workers are tests/failure_workers.py; a full
-disk is simulated by making depthscale.atomic's write (every file depthscale writes) raise."""
+disk is simulated by making depthscale.base.atomic's write (every file depthscale writes) raise."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-import depthscale.atomic
-import depthscale.training
-from depthscale import cli
-from depthscale.config import make_config
-from depthscale.errors import StorageError, SubmissionError
-from depthscale.store import Store
+import depthscale.base.atomic
+import depthscale.train.training
+from depthscale.cli import main as cli
+from depthscale.config.run import make_config
+from depthscale.base.errors import StorageError, SubmissionError
+from depthscale.store.store import Store
 
 import failure_workers
 
@@ -60,7 +60,7 @@ def status(capsys, root) -> dict:
 
 @pytest.mark.parametrize("executor", ["inline", "process"])
 def test_sweep_with_failed_runs_exits_3_and_says_how_many_and_where(tmp_path, grid, capsys, monkeypatch, executor):
-    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.raising_pack)
+    monkeypatch.setattr(depthscale.train.training, "run_pack", failure_workers.raising_pack)
     store = tmp_path / "store"
     code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
                              "--executor", executor, "--workers", 2)
@@ -75,7 +75,7 @@ def test_sweep_with_failed_runs_exits_3_and_says_how_many_and_where(tmp_path, gr
     code, text, _ = run_cli(capsys, "status", "--store", store)
     assert code == 0 and text.count("\nfailed ") == 4 and "RuntimeError: scripted failure" in text
     # the next sweep retries them: with a worker that trains, all finish and it exits 0
-    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.fake_worker.run_pack)
+    monkeypatch.setattr(depthscale.train.training, "run_pack", failure_workers.fake_worker.run_pack)
     code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store)
     assert code == 0 and "ran=4" in out and "failed=0" in out, err
 
@@ -84,7 +84,7 @@ def test_sweep_with_failed_runs_exits_3_and_says_how_many_and_where(tmp_path, gr
 def test_reproduce_with_failed_runs_exits_3(tmp_path, capsys, monkeypatch):
     """reproduce's sweep failed every run: the report is still written (it lists what it lacks),
     and the exit code and the line say the runs failed."""
-    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.raising_pack)
+    monkeypatch.setattr(depthscale.train.training, "run_pack", failure_workers.raising_pack)
     store = tmp_path / "store"
     code, out, err = run_cli(capsys, "reproduce", "fig3", "--preset", "smoke", "--store", store,
                              "--out", tmp_path / "out")
@@ -99,7 +99,7 @@ def test_sigkilled_worker_leaves_its_runs_failed_with_the_reason(tmp_path, grid,
     """The linear L=1 run's pack kills its own worker process (SIGKILL): its runs are failed with
     "worker process died (signal 9)"; runs the broken pool never started (or stopped) are failed
     naming that death; none is left pending or running, and the sweep exits 3 with the count."""
-    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.kill_self_pack)
+    monkeypatch.setattr(depthscale.train.training, "run_pack", failure_workers.kill_self_pack)
     store = tmp_path / "store"
     code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
                              "--executor", "process", "--workers", 2)
@@ -166,7 +166,7 @@ def test_slurm_without_a_cluster_refuses_in_one_line_before_writing(tmp_path, gr
                    "PATH); submit from a login node of the cluster, or use --executor process"], err
     assert not store.exists() and fake_submitit.asked == []
     # the library refuses too, before the store is written
-    from depthscale.sweeps import plan
+    from depthscale.runs.sweeps import plan
 
     lib = Store(tmp_path / "lib")
     with pytest.raises(SubmissionError, match="no SLURM cluster here"):
@@ -195,7 +195,7 @@ def test_slurm_with_sbatch_and_srun_submits_to_slurm_never_locally(tmp_path, gri
 
 
 def test_a_slurm_job_that_dies_leaves_its_runs_failed_with_the_reason(tmp_path, monkeypatch, fake_submitit):
-    from depthscale.sweeps import plan, run_sweep
+    from depthscale.runs.sweeps import plan, run_sweep
 
     class DeadJob:
         job_id = "4242_0"
@@ -221,13 +221,13 @@ REFUSALS = [errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT]
 
 
 class FullDisk:
-    """depthscale.atomic's write: the first `ok` writes succeed, every later one raises OSError(code)
+    """depthscale.base.atomic's write: the first `ok` writes succeed, every later one raises OSError(code)
     (as a full disk's write or fsync does); `written` lists the paths of the successful ones."""
 
     def __init__(self, monkeypatch, code: int = errno.ENOSPC, ok: int = 0):
         self.code, self.ok, self.written = code, ok, []
-        self._orig = depthscale.atomic._replace_with
-        monkeypatch.setattr(depthscale.atomic, "_replace_with", self)
+        self._orig = depthscale.base.atomic._replace_with
+        monkeypatch.setattr(depthscale.base.atomic, "_replace_with", self)
 
     def __call__(self, path, write):
         if len(self.written) >= self.ok:
@@ -322,7 +322,7 @@ def test_disk_full_mid_sweep_inline_keeps_finished_runs_and_resumes(tmp_path, gr
 
 
 def test_disk_full_in_a_process_worker_stops_the_sweep_in_one_line(tmp_path, grid, capsys, monkeypatch):
-    monkeypatch.setattr(depthscale.training, "run_pack", failure_workers.full_disk_pack)
+    monkeypatch.setattr(depthscale.train.training, "run_pack", failure_workers.full_disk_pack)
     store = tmp_path / "store"
     rc, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", store,
                            "--executor", "process", "--workers", 2)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from depthscale import cli
-from depthscale.config import make_config, run_id
-from depthscale.store import Store
+from depthscale.cli import main as cli
+from depthscale.config.run import make_config, run_id
+from depthscale.store.store import Store
 
 TINY = {"model": "nonlinear", "max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
         "eval_every": 10, "checkpoint_every": 10}
@@ -64,7 +64,7 @@ def states(capsys, root: Path) -> dict:
 def base(tmp_path_factory) -> dict:
     """A store with three done runs, one diverged run, and one running run (killed after its
     step-10 checkpoint, an earlier attempt's FAILED, a lease held by this live process)."""
-    from depthscale.training import run_pack
+    from depthscale.train.training import run_pack
 
     root = tmp_path_factory.mktemp("faults")
     grid = root / "grid.json"
@@ -227,9 +227,9 @@ def test_memory_estimate_is_close_to_a_measured_run():
     # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child of a large pytest
     # process would start with the parent's high-water mark
     code = ("import json\n"
-            "from depthscale.config import make_config\n"
-            "from depthscale.memory import pack_bytes\n"
-            "from depthscale.training import train_pack\n"
+            "from depthscale.config.run import make_config\n"
+            "from depthscale.train.memory import pack_bytes\n"
+            "from depthscale.train.training import train_pack\n"
             "def hwm():\n"
             "    for line in open('/proc/self/status'):\n"
             "        if line.startswith('VmHWM:'):\n"
@@ -246,7 +246,7 @@ def test_memory_estimate_is_close_to_a_measured_run():
 
 
 def test_memory_refusal_names_estimate_and_available(tmp_path, capsys, monkeypatch):
-    from depthscale import memory
+    from depthscale.train import memory
 
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 2**30)
     root = tmp_path / "s"
@@ -264,8 +264,9 @@ def test_memory_refusal_names_estimate_and_available(tmp_path, capsys, monkeypat
 def test_a_memory_estimate_starts_no_kernel_build_and_counts_the_one_pass_sampler(monkeypatch):
     # pack_bytes (a sweep's plan, --dry-run) asks kernels.expected(), never builds; with the kernels
     # on, a seed of one spectrum holds its batch's float32 contexts only, off its float64 draws too
-    from depthscale import kernels, memory
-    from depthscale.config import make_config
+    from depthscale.data import kernels
+    from depthscale.train import memory
+    from depthscale.config.run import make_config
 
     monkeypatch.setitem(kernels._STATE, "tried", False)
     monkeypatch.setitem(kernels._STATE, "ops", None)

@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import config, figures, plotting
-from depthscale import paper, records
-from depthscale import registry as ex
-from depthscale.registry import check
-from depthscale.results import Results, Theory
-from depthscale.store import Store
+from depthscale.config import run as config
+from depthscale.report import figures
+from depthscale.analysis import plotting
+from depthscale.config import paper, records
+from depthscale.experiments import registry as ex
+from depthscale.experiments.registry import check
+from depthscale.analysis.results import Results, Theory
+from depthscale.store.store import Store
 
 from test_report import fabricate
 
@@ -168,7 +170,7 @@ def test_every_figure_renders_without_title_and_with_truetype_fonts(deep, tmp_pa
 
 
 def test_tables_say_whether_a_fit_is_a_law(deep):
-    from depthscale import tables
+    from depthscale.report import tables
 
     _, th, res = deep
     t = tables.TABLES["table1"](res, th)
@@ -276,7 +278,7 @@ class _TwoMaps:
     preset = "cpu"
 
     def __init__(self):
-        from depthscale.results import Series
+        from depthscale.analysis.results import Series
 
         rng = np.random.default_rng(0)
         depths = np.array([1, 2, 4])

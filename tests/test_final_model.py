@@ -10,13 +10,13 @@ import math
 import pytest
 import torch
 
-from depthscale import seeds
-from depthscale.config import PRESETS, SHAPE_EVAL_CONTEXTS, make_config
-from depthscale.contexts import make_generator, sample_for, step_seed
-from depthscale.measurements import eval_contexts
-from depthscale.registry import REGISTRY
-from depthscale.schedule import lr_factor
-from depthscale.training import train_pack
+from depthscale.base import seeds
+from depthscale.config.run import PRESETS, SHAPE_EVAL_CONTEXTS, make_config
+from depthscale.data.contexts import make_generator, sample_for, step_seed
+from depthscale.data.measurements import eval_contexts
+from depthscale.experiments.registry import REGISTRY
+from depthscale.train.schedule import lr_factor
+from depthscale.train.training import train_pack
 
 SHAPE_EXPERIMENTS = ("fig6", "fig14", "table1", "table4", "table5")
 

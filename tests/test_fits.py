@@ -1,4 +1,4 @@
-"""Tests for depthscale.fits: power-law fits in log space (SPEC §6.1)."""
+"""Tests for depthscale.theory.fits: power-law fits in log space (SPEC §6.1)."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.fits import FitResult, fit_dict, fit_gap, fit_power_law
+from depthscale.theory.fits import FitResult, fit_dict, fit_gap, fit_power_law
 
 DEPTHS = 2.0 ** np.arange(9)  # 1, 2, ..., 256
 DENSE_DEPTHS = 2.0 ** np.arange(0, 8.25, 0.5)  # 17 depths, 14 residual dof with a floor
@@ -177,7 +177,7 @@ def test_degenerate_fits_say_why(L, R, floor, why):
 
 
 def test_degeneracy_rules():
-    from depthscale.fits import degeneracy
+    from depthscale.theory.fits import degeneracy
 
     assert degeneracy(9, True, 1.0, 0.1, 2.0, 0.1, 0.99) == ""
     assert "no finite SE of alpha" in degeneracy(9, True, 1.0, math.nan, 2.0, 0.1, 0.99)
@@ -198,7 +198,7 @@ def test_cli_fit_flags_the_degenerate_fit(capsys):
     """`depthscale fit --depths 1,2,4 --losses 3.62,3.18,3.28 --json` (the issue's example)."""
     import json
 
-    from depthscale import cli
+    from depthscale.cli import main as cli
 
     assert cli.main(["fit", "--depths", "1,2,4", "--losses", "3.62,3.18,3.28", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

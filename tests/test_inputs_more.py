@@ -8,9 +8,10 @@ import math
 
 import pytest
 
-from depthscale import cli, sweeps
-from depthscale.config import MAX_SIZE, MAX_STEPS, ConfigError, make_config
-from depthscale.memory import cluster_bytes, pack_bytes, theory_bytes
+from depthscale.cli import main as cli
+from depthscale.runs import sweeps
+from depthscale.config.run import MAX_SIZE, MAX_STEPS, ConfigError, make_config
+from depthscale.train.memory import cluster_bytes, pack_bytes, theory_bytes
 
 
 def test_a_ten_million_run_grid_is_refused_without_expanding_it(tmp_path, capsys, monkeypatch):
@@ -92,7 +93,7 @@ def test_numbers_are_bounded_in_the_config_itself():
 
 
 def test_lr_depth_exp_must_keep_the_rate_finite_and_positive():
-    from depthscale.schedule import base_lr
+    from depthscale.train.schedule import base_lr
 
     for exp in (1e308, 2000.0, -1e308, -2000.0):
         with pytest.raises(ConfigError, match="lr_depth_exp must be such that lr \\* L\\^lr_depth_exp is finite"):
@@ -111,7 +112,8 @@ def test_no_failed_run_is_left_by_refused_numbers(tmp_path, capsys):
 
 
 def test_the_memory_estimate_counts_clustering(monkeypatch):
-    from depthscale import kernels, memory
+    from depthscale.data import kernels
+    from depthscale.train import memory
 
     cfg = make_config("cpu")
     assert cluster_bytes(0, 16) == 0
@@ -136,7 +138,7 @@ def test_the_theory_estimate_counts_d_and_p():
 
 
 def test_a_link_to_a_regular_file_is_written_through(tmp_path, capsys):
-    from depthscale.store import Store
+    from depthscale.store.store import Store
 
     store = Store(tmp_path / "s")
     cfg = make_config("smoke")
@@ -152,7 +154,7 @@ def test_a_link_to_a_regular_file_is_written_through(tmp_path, capsys):
 
 
 def test_the_out_probe_leaves_nothing_behind(tmp_path):
-    from depthscale.userpaths import out_dir, out_file
+    from depthscale.base.userpaths import out_dir, out_file
 
     assert out_dir(str(tmp_path / "a" / "b" / "c")) == tmp_path / "a" / "b" / "c"
     assert out_file(str(tmp_path / "x" / "t.csv")) == tmp_path / "x" / "t.csv"
@@ -160,7 +162,7 @@ def test_the_out_probe_leaves_nothing_behind(tmp_path):
 
 
 def test_path_checks_accept_ordinary_paths_and_name_the_bad_part(tmp_path, monkeypatch):
-    from depthscale.userpaths import UsageError, path_arg
+    from depthscale.base.userpaths import UsageError, path_arg
 
     monkeypatch.setenv("HOME", str(tmp_path))
     assert path_arg("~/runs/x", "store") == tmp_path.__class__("~/runs/x")  # the Store expands it

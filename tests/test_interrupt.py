@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from depthscale.cli import interrupted_line
+from depthscale.cli.main import interrupted_line
 
 GRID = {"grid": [{"model": "nonlinear", "L": [1, 2], "max_steps": 4000, "eval_every": 20, "checkpoint_every": 20,
                   "eval_contexts": 64, "monitor_contexts": 64, "batch": 16, "min_steps": 4000}]}
@@ -60,7 +60,7 @@ def test_ctrl_c_mid_sweep(tmp_path, executor):
     last = err.strip().splitlines()[-1]
     assert last == interrupted_line(argv) and last.endswith(" ".join(["depthscale", *argv]))
     time.sleep(0.5)  # the workers (process executor) are gone: none holds a live lease
-    from depthscale.store import Store
+    from depthscale.store.store import Store
 
     store = Store(root, readonly=True)
     assert all(store.lease_info(r) is None for r in store.run_ids())

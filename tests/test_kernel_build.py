@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from depthscale import kernels
+from depthscale.data import kernels
 
 
 def test_two_installs_build_in_two_directories(tmp_path, monkeypatch):
@@ -20,7 +20,7 @@ def test_two_installs_build_in_two_directories(tmp_path, monkeypatch):
     a, b = kernels.build_directory(tmp_path / "a" / "depthscale"), kernels.build_directory(tmp_path / "b" / "depthscale")
     assert a != b and a.parent == b.parent == tmp_path
     assert a.name.startswith(kernels.extension_name()) and b.name.startswith(kernels.extension_name())
-    assert kernels.build_directory() == kernels.build_directory(Path(kernels.__file__).parent)  # this install's
+    assert kernels.build_directory() == kernels.build_directory(Path(kernels.__file__).parents[1])  # this install's
 
 
 def test_a_dead_holders_lock_is_taken_over_at_once(tmp_path, capsys):
@@ -90,7 +90,7 @@ def _builders(root: str) -> list[tuple[int, str]]:
     return found
 
 
-STATUS = "from depthscale import kernels; print(kernels.status()['available'])"
+STATUS = "from depthscale.data import kernels; print(kernels.status()['available'])"
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The fused CPU test-row kernel (depthscale.kernels, csrc/test_row.cpp) against an independent
+"""The fused CPU test-row kernel (depthscale.data.kernels, csrc/test_row.cpp) against an independent
 float64 computation of the same formula and against the torch path it replaces in training."""
 
 import math
@@ -7,13 +7,13 @@ import shutil
 import pytest
 import torch
 
-from depthscale import kernels
-from depthscale.config import make_config
-from depthscale.models import build_pack
+from depthscale.data import kernels
+from depthscale.config.run import make_config
+from depthscale.kinds.lookup import build_pack
 from depthscale.kinds.ops import RowReadout
-from depthscale.optim import RowAdam
-from depthscale.schedule import base_lrs
-from depthscale.trainer import train_step
+from depthscale.train.optim import RowAdam
+from depthscale.train.schedule import base_lrs
+from depthscale.train.trainer import train_step
 
 needs_kernel = pytest.mark.skipif(not kernels.enabled(), reason="DEPTHSCALE_FUSED=0 turns the kernel off")
 
@@ -133,7 +133,7 @@ def test_off_switch_falls_back(monkeypatch):
     monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
     assert kernels.fused_ops() is None and not kernels.use_fused(torch.zeros(1, 1, 1))
     cfgs, pack = _pack((0,))
-    from depthscale.contexts import make_generator, sample_for
+    from depthscale.data.contexts import make_generator, sample_for
 
     ctx = sample_for(cfgs[0], 8, make_generator(0))
     f, p = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, [0, 1], need_p=False)
@@ -196,8 +196,8 @@ def test_haar_q_is_the_sign_fixed_qr(d):
 
 @needs_kernel
 def test_haar_orthogonal_same_as_the_fused_samplers_rotations():
-    from depthscale import seeds
-    from depthscale.contexts import haar_orthogonal, make_generator
+    from depthscale.base import seeds
+    from depthscale.data.contexts import haar_orthogonal, make_generator
 
     key = seeds.StreamKey(seeds.ADHOC, 3)
     torch_path = haar_orthogonal(64, 16, make_generator(key), dtype=torch.float64)
@@ -208,8 +208,8 @@ def test_haar_orthogonal_same_as_the_fused_samplers_rotations():
 def test_run_config_records_whether_the_fused_kernels_trained_it(tmp_path):
     import json
 
-    from depthscale.store import Store
-    from depthscale.training import run_pack
+    from depthscale.store.store import Store
+    from depthscale.train.training import run_pack
 
     cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, a=0.0, b=0.0, L=1, seed=0, max_steps=3,
                         eval_every=3),
@@ -226,7 +226,7 @@ def test_run_config_records_whether_the_fused_kernels_trained_it(tmp_path):
 def test_inputs_that_need_gradients_take_the_torch_path():
     # the fused scales give no gradient for X: ensemble_forward must not take them for such inputs
     cfgs, pack = _pack((0,))
-    from depthscale.contexts import make_generator, sample_for
+    from depthscale.data.contexts import make_generator, sample_for
 
     ctx = sample_for(cfgs[0], 8, make_generator(0))
     X = ctx.X_BxPxd.clone().requires_grad_()
@@ -317,7 +317,7 @@ def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
     # _pack_losses runs the seeds' equal blocks of models as one ensemble_forward (groups = K);
     # against one call per seed: the same losses bit for bit, the same gradients to float rounding
     # (d M_g sums its contexts in per-thread parts, and the threads split K B contexts, not B)
-    from depthscale import trainer, training
+    from depthscale.train import trainer, training
 
     cfgs = [make_config("smoke", model=model, task="difficult", k=2, a=0.0, b=0.5, L=L, seed=s)
             for s in (0, 1, 2) for L in (1, 3)]

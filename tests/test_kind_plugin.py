@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from depthscale.kind_registry import PLUGIN_ENV
+from depthscale.config.kind_registry import PLUGIN_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.S | re.M)

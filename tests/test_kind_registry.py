@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from depthscale import kind_registry
-from depthscale.config import FIELD_CHOICES, ConfigError, make_config
-from depthscale.errors import InputError
-from depthscale.kind_registry import FACTS, METHODS, find_kind, kind_names, register_kind
+from depthscale.config import kind_registry
+from depthscale.config.run import FIELD_CHOICES, ConfigError, make_config
+from depthscale.base.errors import InputError
+from depthscale.config.kind_registry import FACTS, METHODS, find_kind, kind_names, register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelKind
 from depthscale.kinds.ensemble import Nonlinear
-from depthscale.plugins import plugin_files
+from depthscale.base.plugins import plugin_files
 
 STATED = dict(geometry="softmax", loopable=False, packs_across_depth=False, label_linear=True)
 
@@ -97,7 +97,7 @@ def test_the_kinds_validate_is_configs(registry):
 
 
 def test_importing_config_loads_no_kind():
-    code = "import sys, depthscale.config; print(sorted(m for m in sys.modules if m == 'torch' or 'kinds' in m))"
+    code = "import sys, depthscale.config.run; print(sorted(m for m in sys.modules if m == 'torch' or 'kinds' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -107,7 +107,7 @@ def test_plugin_files_and_a_broken_plugin_are_named(tmp_path):
     with pytest.raises(InputError, match="DEPTHSCALE_KINDS: no model kind file or directory"):
         plugin_files(kind_registry.PLUGIN_ENV, "model kind", str(tmp_path / "nope.py"))
     bad = tmp_path / "bad.py"
-    bad.write_text("from depthscale.kind_registry import register_kind\nfrom depthscale.kinds.base import ModelKind\n"
+    bad.write_text("from depthscale.config.kind_registry import register_kind\nfrom depthscale.kinds.base import ModelKind\n"
                    "@register_kind\nclass Half(ModelKind):\n    kind = 'half'\n    geometry = 'softmax'\n")
     r = subprocess.run([sys.executable, "-m", "depthscale", "train", "--preset", "smoke", "--store", str(tmp_path / "s")],
                        env={**os.environ, kind_registry.PLUGIN_ENV: str(bad)}, capture_output=True, text=True)
@@ -120,7 +120,7 @@ def test_plugin_files_and_a_broken_plugin_are_named(tmp_path):
                                   ["fit", "--help"], ["report", "--help"]])
 def test_a_command_other_than_train_builds_its_parser_without_the_kinds(argv):
     # train's per-field flags read defaults from the kinds' registrations (torch, ≈ 2 s); only train builds them
-    code = ("import sys; from depthscale import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys; from depthscale.cli import main\ntry:\n    main.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('depthscale.kinds')), file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from depthscale import lease
-from depthscale.atomic import write_json_atomic
-from depthscale.config import make_config, run_id
-from depthscale.store import Store
+from depthscale.store import lease
+from depthscale.base.atomic import write_json_atomic
+from depthscale.config.run import make_config, run_id
+from depthscale.store.store import Store
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_claim_release_and_live_lease_in_same_host(store, tmp_path):
 
 def test_stale_lease_of_dead_process_is_taken_over(store):
     rid = run_id(make_config("smoke"))
-    code = ("import sys; from depthscale.store import Store; "
+    code = ("import sys; from depthscale.store.store import Store; "
             "assert Store(sys.argv[1]).claim(sys.argv[2], 'doomed')")  # exits without release
     subprocess.run([sys.executable, "-c", code, str(store.root), rid], check=True)
     lease = json.loads((store.run_dir(rid) / "lease").read_text())

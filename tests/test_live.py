@@ -12,12 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from depthscale import cli, live
-from depthscale.config import FIELD_NAMES, make_config
-from depthscale.errors import StoreError
-from depthscale.store import CURVES_LIVE, Store
-from depthscale.training import run_pack, train_pack
-from depthscale.live import CURVE_KEYS
+from depthscale.cli import main as cli
+from depthscale.train import live
+from depthscale.config.run import FIELD_NAMES, make_config
+from depthscale.base.errors import StoreError
+from depthscale.store.store import CURVES_LIVE, Store
+from depthscale.train.training import run_pack, train_pack
+from depthscale.train.live import CURVE_KEYS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -133,7 +134,7 @@ def _collect_csv(store, tmp_path, capsys):
 
 def test_load_model_reproduces_the_stored_R(tmp_path):
     import depthscale
-    from depthscale.measurements import eval_contexts, measure
+    from depthscale.data.measurements import eval_contexts, measure
 
     store = Store(tmp_path / "s")
     cfg = small(L=3)
@@ -179,9 +180,9 @@ def test_the_trainer_triggers_named_hooks_that_the_logs_attach_to(tmp_path, monk
     due) and on_finish (a run's result is written). The trainer's own hooks run first: keep-best
     has seen the row, the store holds the checkpoint, TensorBoard (a stand-in SummaryWriter here)
     has logged each row as scalars and closed the run's writer; then the hooks a caller added."""
-    from depthscale.errors import InputError
-    from depthscale.models import build_pack
-    from depthscale.trainer import HOOKS, Trainer
+    from depthscale.base.errors import InputError
+    from depthscale.kinds.lookup import build_pack
+    from depthscale.train.trainer import HOOKS, Trainer
 
     events = []
 
@@ -226,7 +227,7 @@ def test_tensorboard_missing_is_one_line_naming_the_extra(tmp_path, capsys, monk
 
 
 def test_sweep_runs_every_experiment_of_a_comma_list(tmp_path, capsys, monkeypatch):
-    from depthscale import registry
+    from depthscale.experiments import registry
 
     full = registry.all_configs  # the experiments' own runs, shortened to keep the test in seconds
     monkeypatch.setattr(registry, "all_configs", lambda ids, preset, seeds=None, **kw: full(
@@ -302,7 +303,7 @@ def test_theory_subcommands_take_only_their_own_flags(capsys):
 
 
 def test_report_and_reproduce_print_json_or_text_never_a_dict(tmp_path, capsys, monkeypatch):
-    import depthscale.report as report_mod
+    import depthscale.report.reproduce as report_mod
 
     res = {"report_md": "o/report.md", "report_html": "o/report.html", "claims_json": "o/claims.json",
            "presets": ["smoke"], "passed": 3, "failed": 2, "errors": [], "diverged": [], "broken": []}

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from depthscale.experiments import looped_runs as lp
-from depthscale import registry as ex
-from depthscale.config import ConfigError, make_config
-from depthscale.contexts import make_generator, sample_contexts
-from depthscale.models import AttentionPack, build_pack
-from depthscale.training import train_one
-from depthscale.models import pack_key
-from depthscale.schedule import base_lr
+from depthscale.experiments import registry as ex
+from depthscale.config.run import ConfigError, make_config
+from depthscale.data.contexts import make_generator, sample_contexts
+from depthscale.kinds.lookup import AttentionPack, build_pack
+from depthscale.train.training import train_one
+from depthscale.kinds.lookup import pack_key
+from depthscale.train.schedule import base_lr
 
 d, N, P = 4, 6, 7
 KINDS = ("single_stream", "context_updates", "nonlinear", "layer_values")
@@ -154,10 +154,10 @@ def test_registry_expands_looped(preset, want):
 def test_figure_table_and_claims_build(tmp_path):
     """On made-up, paper-shaped metrics (test_report.fabricate): the figure and table build, every
     trained run is one table row; without the looped runs the claims FAIL naming missing runs."""
-    from depthscale import figures, tables
-    from depthscale.registry import check
-    from depthscale.results import Results, Theory
-    from depthscale.store import Store
+    from depthscale.report import figures, tables
+    from depthscale.experiments.registry import check
+    from depthscale.analysis.results import Results, Theory
+    from depthscale.store.store import Store
 
     from test_report import fabricate
 
@@ -188,7 +188,7 @@ def test_looped_run_stores_and_loads(tmp_path):
     """A looped run goes through the store: its params.pt holds B rows and load_model rebuilds the
     looped model (smoke, single_stream, B = 1 at L = 2)."""
     from depthscale import load_model
-    from depthscale.store import Store
+    from depthscale.store.store import Store
 
     store = Store(tmp_path / "store")
     cfg = make_config("smoke", model="single_stream", L=2, loop=1, max_steps=20)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from depthscale import cli
-from depthscale.config import make_config
-from depthscale.store import Store
-from depthscale.store_verify import MANIFEST, VOUCHED
+from depthscale.cli import main as cli
+from depthscale.config.run import make_config
+from depthscale.store.store import Store
+from depthscale.store.store_verify import MANIFEST, VOUCHED
 
 TINY = {"model": "nonlinear", "max_steps": 8, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
         "eval_every": 4, "checkpoint_every": 4}

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.config import make_config
-from depthscale.contexts import make_generator, sample_contexts
-from depthscale.measurements import decomposition, measure, rho_fit, selection_loss, eval_contexts
-from depthscale.models import AttentionPack, build_pack
+from depthscale.config.run import make_config
+from depthscale.data.contexts import make_generator, sample_contexts
+from depthscale.data.measurements import decomposition, measure, rho_fit, selection_loss, eval_contexts
+from depthscale.kinds.lookup import AttentionPack, build_pack
 
 KINDS = ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"]
 
@@ -98,10 +98,10 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     """Issue 15: on the CPU, measure() and the training monitor evaluate the 1,024-context chunks in
     slices of eval_batch contexts (the monitor also model by model). Every number equals the
     whole-chunk, all-models-at-once computation to float tolerance."""
-    import depthscale.measurements as meas
-    from depthscale import seeds
-    from depthscale.training import _monitor
-    from depthscale.trainer import spectrum_key
+    import depthscale.data.measurements as meas
+    from depthscale.base import seeds
+    from depthscale.train.training import _monitor
+    from depthscale.train.trainer import spectrum_key
 
     cfgs = [make_config("smoke", model=kind, task=task, k=2 if task == "difficult" else 1, L=4, a=a, b=b,
                         seed=s, qk_std=0.3) for (a, b), s in (((0.5, 0.5), 0), ((1.0, 0.0), 0), ((0.5, 0.5), 1))]

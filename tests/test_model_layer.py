@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale import memory
+from depthscale.train import memory
 from depthscale.experiments import looped_runs as looped
-from depthscale.config import FIELD_NAMES, GEOMETRIES, PRESETS, ConfigError, geometry, make_config
-from depthscale.errors import InputError
-from depthscale.kind_registry import FACTS, kind_names
+from depthscale.config.run import FIELD_NAMES, GEOMETRIES, PRESETS, ConfigError, geometry, make_config
+from depthscale.base.errors import InputError
+from depthscale.config.kind_registry import FACTS, kind_names
 from depthscale.kinds.base import ModelKind, ModelOutput
-from depthscale.measurements import eval_contexts
-from depthscale.models import build_pack, model_class, pack_key
-from depthscale.training import train_pack
+from depthscale.data.measurements import eval_contexts
+from depthscale.kinds.lookup import build_pack, model_class, pack_key
+from depthscale.train.training import train_pack
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
 NUMBERS = Path(__file__).with_name("data") / "model_layer_numbers.json"
@@ -103,7 +103,7 @@ def test_pack_key_and_memory_estimate_are_those_of_earlier_versions(kind, preset
     """The packs the pack key forms of 8 configs and each pack's memory estimate, against the
     numbers recorded before the registry (tests/data/kind_numbers.json says how; recorded with the
     fused kernels on, so pinned on here whatever this machine's build did)."""
-    from depthscale import kernels
+    from depthscale.data import kernels
 
     monkeypatch.setattr(kernels, "expected", lambda: True)
     cls = model_class(kind)
@@ -188,9 +188,9 @@ def test_no_module_outside_the_registry_tests_a_model_kinds_name():
 
 
 def test_the_model_layer_does_not_import_the_trainer():
-    code = ("import sys, depthscale.models, depthscale.kinds.transformer; "
-            "print(sorted(m for m in sys.modules if m in ('depthscale.training', 'depthscale.trainer', "
-            "'depthscale.store', 'depthscale.optim')))")
+    code = ("import sys, depthscale.kinds.lookup, depthscale.kinds.transformer; "
+            "print(sorted(m for m in sys.modules if m in ('depthscale.train.training', 'depthscale.train.trainer', "
+            "'depthscale.store.store', 'depthscale.train.optim')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

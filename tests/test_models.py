@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from depthscale.contexts import make_generator, sample_contexts
-from depthscale.models import AttentionPack
+from depthscale.data.contexts import make_generator, sample_contexts
+from depthscale.kinds.lookup import AttentionPack
 
 d, N, P = 4, 6, 7
 
@@ -291,8 +291,8 @@ def test_positive_gain_init_flips_only_the_readout(kind):
 
 
 def test_spread_init_starts_each_layer_at_its_temperature():
-    from depthscale.config import make_config
-    from depthscale.models import build_pack
+    from depthscale.config.run import make_config
+    from depthscale.kinds.lookup import build_pack
 
     L, tmin, tmax = 5, 4.0, 64.0
     cfg = make_config("smoke", d=6, N=6, L=L, qk_init="spread", qk_std=0.0, tau_min=tmin, tau_max=tmax,

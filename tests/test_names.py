@@ -67,31 +67,31 @@ def test_no_private_name_crosses_a_module():
 
 
 def test_the_check_sees_a_private_import(tmp_path):
-    """The checker itself: a planted `from depthscale.machine import _x` and `pages._y` are found."""
+    """The checker itself: a planted `from depthscale.bench.machine import _x` and `pages._y` are found."""
     pkg = tmp_path / "src" / "depthscale"
     pkg.mkdir(parents=True)
     bad = pkg / "bad.py"
-    bad.write_text("from depthscale.machine import _x, ok\nfrom depthscale import pages\npages._y()\n"
+    bad.write_text("from depthscale.bench.machine import _x, ok\nfrom depthscale.report import pages\npages._y()\n"
                    "from .plotting import _z\n_own = 1\n")
     global ROOT
     old = ROOT
     ROOT = tmp_path
     try:
-        found = private_crossings("depthscale.bad", bad, {"depthscale.pages": pkg / "pages.py"})
+        found = private_crossings("depthscale.bad", bad, {"depthscale.report.pages": pkg / "pages.py"})
     finally:
         ROOT = old
     assert [f.split(": ", 1)[1] for f in found] == [
-        "from depthscale.machine import _x", "from depthscale.plotting import _z", "pages._y"]
+        "from depthscale.bench.machine import _x", "from depthscale.plotting import _z", "pages._y"]
 
 
 def test_plot_curves_loads_no_experiment():
-    """`plot curves` draws with depthscale.plots: importing it and building a curves figure must not
+    """`plot curves` draws with depthscale.cli.plots: importing it and building a curves figure must not
     load the registry (and with it every experiment and plug-in)."""
     code = ("import sys, matplotlib; matplotlib.use('Agg')\n"
-            "import depthscale.plots as p\n"
+            "import depthscale.cli.plots as p\n"
             "cur = {'step': [0, 1, 2], 'R': [3.0, 2.0, 0.5]}\n"
             "p.curves_figure({'a': cur}, {'a': 'a'}, ['R'])\n"
-            "bad = sorted(m for m in sys.modules if m == 'depthscale.registry' or m.startswith('depthscale.experiments'))\n"
+            "bad = sorted(m for m in sys.modules if m == 'depthscale.experiments.registry' or m.startswith('depthscale.experiments'))\n"
             "print(bad)\n"
             "sys.exit(1 if bad else 0)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -133,7 +133,7 @@ def test_every_public_name_has_one_home():
 
 def test_the_reexport_check_sees_one(tmp_path):
     mod = tmp_path / "m.py"
-    mod.write_text("from depthscale.store import Store\nX = 1\ndef f(): pass\n"
+    mod.write_text("from depthscale.store.store import Store\nX = 1\ndef f(): pass\n"
                    "try:\n    import y\n    Y = 2\nexcept ImportError:\n    Y = None\n"
                    "__all__ = ['Store', 'X', 'f', 'Y']\n")
     assert reexports(mod) == ["Store"]

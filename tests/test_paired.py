@@ -1,4 +1,4 @@
-"""Per-context re-evaluation of stored runs and the softmax floor on given contexts (depthscale.paired,
+"""Per-context re-evaluation of stored runs and the softmax floor on given contexts (depthscale.analysis.paired,
 softmax_floor.floor_from_contexts). Smoke-sized runs (d = 8, P = 16, 512 evaluation contexts, 60 steps)
 trained once per module."""
 
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import cli, paired
-from depthscale import softmax_floor as sf
-from depthscale.config import make_config
-from depthscale.errors import InputError
-from depthscale.measurements import PERCENTILES, eval_contexts
-from depthscale.store import Store
-from depthscale.training import run_pack
+from depthscale.cli import main as cli
+from depthscale.analysis import paired
+from depthscale.theory import softmax_floor as sf
+from depthscale.config.run import make_config
+from depthscale.base.errors import InputError
+from depthscale.data.measurements import PERCENTILES, eval_contexts
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The counter-based generator (depthscale.philox, issue 35): Philox-4x32-10 against Random123's
+"""The counter-based generator (depthscale.data.philox, issue 35): Philox-4x32-10 against Random123's
 published known answers and a second, scalar implementation; the key and counter layout; the
 Gaussians' and integers' laws."""
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale import philox, seeds
+from depthscale.data import philox
+from depthscale.base import seeds
 
 # Random123's kat_vectors for philox4x32_10: (counter, key, output)
 KAT = [

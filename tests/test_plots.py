@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthscale import cli
-from depthscale.config import make_config
-from depthscale.plots import curve_labels, curves_figure, load_curves, parse_metrics
-from depthscale.store import Store
+from depthscale.cli import main as cli
+from depthscale.config.run import make_config
+from depthscale.cli.plots import curve_labels, curves_figure, load_curves, parse_metrics
+from depthscale.store.store import Store
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "notebook_sweep_to_figure.py"
 

@@ -1,4 +1,4 @@
-"""depthscale.power: the simulation against a closed form (a one-sided z-test), the vectorised fit
+"""depthscale.analysis.power: the simulation against a closed form (a one-sided z-test), the vectorised fit
 against fits.fit_power_law / fit_gap, and the power quoted in issue 33 for claim 5a."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from depthscale import power
-from depthscale.fits import fit_gap, fit_power_law
+from depthscale.analysis import power
+from depthscale.theory.fits import fit_gap, fit_power_law
 
 L = np.array([1, 2, 4, 8, 16, 32, 64], dtype=float)
 

@@ -1,14 +1,14 @@
-"""Sampling ahead in a background thread (depthscale.prefetch) changes when the batches are drawn,
+"""Sampling ahead in a background thread (depthscale.train.prefetch) changes when the batches are drawn,
 never which: a pack trained with the prefetcher on gives the same numbers bit for bit, and a change
 of the running models between steps is served with freshly drawn batches."""
 
 import numpy as np
 import torch
 
-from depthscale.config import make_config
-from depthscale.prefetch import Prefetcher, prefetch_enabled
-from depthscale.trainer import step_batches
-from depthscale.training import train_pack
+from depthscale.config.run import make_config
+from depthscale.train.prefetch import Prefetcher, prefetch_enabled
+from depthscale.train.trainer import step_batches
+from depthscale.train.training import train_pack
 
 
 def _cfgs():

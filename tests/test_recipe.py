@@ -9,12 +9,12 @@ import math
 import pytest
 import torch
 
-from depthscale.config import ConfigError, make_config
-from depthscale.models import build_pack
-from depthscale.training import train_pack
-from depthscale.optim import RowAdam, qk_lr_mults
-from depthscale.schedule import base_lrs
-from depthscale.trainer import train_step
+from depthscale.config.run import ConfigError, make_config
+from depthscale.kinds.lookup import build_pack
+from depthscale.train.training import train_pack
+from depthscale.train.optim import RowAdam, qk_lr_mults
+from depthscale.train.schedule import base_lrs
+from depthscale.train.trainer import train_step
 
 
 def _spiky(**kw):

@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale import figures, tables
-from depthscale import paper, records
-from depthscale import registry as ex
-from depthscale.claims import NEEDS_STORE
-from depthscale.registry import CLAIMS, check_all
-from depthscale.config import make_config
-from depthscale.registry import all_configs
-from depthscale.results import Results, Theory
-from depthscale.measurements import PERCENTILES
-from depthscale.report import report, reproduce
-from depthscale.store import Store
+from depthscale.report import figures, tables
+from depthscale.config import paper, records
+from depthscale.experiments import registry as ex
+from depthscale.analysis.claims import NEEDS_STORE
+from depthscale.experiments.registry import CLAIMS, check_all
+from depthscale.config.run import make_config
+from depthscale.experiments.registry import all_configs
+from depthscale.analysis.results import Results, Theory
+from depthscale.data.measurements import PERCENTILES
+from depthscale.report.reproduce import report, reproduce
+from depthscale.store.store import Store
 
 # every claim whose data exist at smoke, that needs no fit with a floor and no trained model passes
 # on the fixture; 8b and 9 need k = 16 (not in smoke); the claims built on a fit with a floor (or on
@@ -56,8 +56,8 @@ def one_thread():
 
 def fabricate(store: Store, th: Theory, ids="all", skip=lambda c: False) -> list:
     """TEST FIXTURE: write made-up, paper-shaped metrics for the registry's smoke configs."""
-    from depthscale.config import PRESET_DEPTHS
-    from depthscale.analysis import reference_slopes
+    from depthscale.config.run import PRESET_DEPTHS
+    from depthscale.analysis.curves import reference_slopes
 
     done = []
     for c in all_configs(ids, "smoke"):
@@ -302,9 +302,9 @@ def test_reproduce_process_computes_theory_during_the_sweep(tmp_path, monkeypatc
     pool (after the packs), each need as its own file beside theory.json: the report finds every
     need cached when it starts, with the numbers it would compute itself (same keys and seeds),
     and the theory seconds (measured where they were computed) still reach its timing table."""
-    import depthscale.report as rep
-    from depthscale.registry import theory_needs
-    from depthscale.results import compute_need, read_theory_entries
+    import depthscale.report.reproduce as rep
+    from depthscale.experiments.registry import theory_needs
+    from depthscale.analysis.results import compute_need, read_theory_entries
 
     store, out = tmp_path / "store", tmp_path / "out"
     ids = ["fig13", "fig8", "fig14"]  # 11 runs; fig8's sample and fig14's three softmax floors
@@ -340,7 +340,7 @@ def test_reproduce_process_computes_theory_during_the_sweep(tmp_path, monkeypatc
 def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):
     """Issue 27 item 5: a store with fig6's runs only draws fig6 (and fig8, theory only), lists
     the rest as not run, and reproduce fig6 and report print the same claim count."""
-    from depthscale.report import reproduce
+    from depthscale.report.reproduce import reproduce
 
     saved = records.FLOOR_SAMPLES["smoke"]
     records.FLOOR_SAMPLES["smoke"] = 1000

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale import training
-from depthscale.config import make_config
-from depthscale.store import Store
-from depthscale.training import run_pack
+from depthscale.train import training
+from depthscale.config.run import make_config
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack
 
 # runs that stop at different steps (converged at 20, 45 and 60, max_steps) and one whose loss is
 # NaN from the first step: every kind of stop happens while its pack-mates train on
@@ -139,8 +139,8 @@ def test_killed_twice_resumes_bit_identical(reference, poisoned, tmp_path):
 
 KILL_AT = """
 import os, signal, sys
-from depthscale import cli
-from depthscale.store import Store
+from depthscale.cli import main as cli
+from depthscale.store.store import Store
 n, k = [0], int(os.environ["KILL_AT_WRITE"])
 orig = Store.save_checkpoint
 def save(self, rid, obj):

@@ -8,10 +8,10 @@ import hashlib
 import json
 import random
 
-from depthscale import cli
-from depthscale.config import RunConfig, make_config, run_id
-from depthscale.store import Store
-from depthscale.store_verify import stored_id
+from depthscale.cli import main as cli
+from depthscale.config.run import RunConfig, make_config, run_id
+from depthscale.store.store import Store
+from depthscale.store.store_verify import stored_id
 
 # a typical config, every field explicit (so changing a preset's defaults does not change it)
 TYPICAL = {"d": 8, "P": 16, "a": 0.0, "b": 0.0, "task": "difficult", "k": 2, "noise": 0.0, "clusters": 0,
@@ -49,9 +49,9 @@ def test_a_run_stored_before_the_stream_field_verifies_and_is_refused_new_contex
     refusal (this version cannot draw that stream: never contexts of another stream in its place)."""
     import pytest
 
-    from depthscale.contexts import make_generator, sample_for
-    from depthscale.errors import InputError
-    from depthscale.store_verify import config_problem
+    from depthscale.data.contexts import make_generator, sample_for
+    from depthscale.base.errors import InputError
+    from depthscale.store.store_verify import config_problem
 
     assert config_problem(LEGACY_ID, {"run_id": LEGACY_ID, "config": LEGACY}) is None
     old = RunConfig.from_dict(LEGACY)
@@ -84,7 +84,7 @@ def test_negative_zero_is_zero():
 def test_negative_zero_run_still_verifies(tmp_path):
     """A config.json written with -0.0 (by an earlier version, under the id its -0.0 hashed to)
     still verifies: store_verify falls back to the id as stored."""
-    from depthscale.store_verify import config_problem
+    from depthscale.store.store_verify import config_problem
 
     raw = dict(TYPICAL, a=-0.0)
     old = _independent_id(raw)
@@ -155,7 +155,7 @@ def test_id_normalisation_changes_only_negative_zero():
     """Random nested values (numbers, strings with unicode, lists, dicts): the id's normal form
     writes as the value does once each -0.0 is 0.0, and a value and its copy with every zero's
     sign flipped have one normal form."""
-    from depthscale.config import _id_value
+    from depthscale.config.run import _id_value
 
     rng = random.Random(8)
     for _ in range(500):
@@ -172,7 +172,7 @@ def test_id_normal_form_property():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from depthscale.config import _id_value
+    from depthscale.config.run import _id_value
 
     scalars = (st.none() | st.booleans() | st.integers() | st.text()
                | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from([0.0, -0.0]))

@@ -9,8 +9,9 @@ import pytest
 import torch
 from scipy import stats
 
-from depthscale import contexts, kernels, philox, seeds
-from depthscale.contexts import (clear_draw_cache, draws_torch, haar_from_householder, haar_orthogonal,
+from depthscale.data import contexts, kernels, philox
+from depthscale.base import seeds
+from depthscale.data.contexts import (clear_draw_cache, draws_torch, haar_from_householder, haar_orthogonal,
                                  make_generator, sample_contexts, spectrum)
 
 HAVE_KERNEL = kernels.fused_ops() is not None
@@ -268,8 +269,8 @@ def test_the_one_pass_kernel_gives_the_two_calls_bits(d, P, task, k, noise, dtyp
 
 def test_a_training_batch_of_one_spectrum_per_seed_is_not_cached(monkeypatch):
     # step_batches: a seed whose draws serve two spectra caches them; a seed with one spectrum does not
-    from depthscale import trainer
-    from depthscale.config import make_config
+    from depthscale.train import trainer
+    from depthscale.config.run import make_config
 
     calls = []
     monkeypatch.setattr(trainer, "sample_for", lambda c, B, g, dev, cache_draws: calls.append((c.seed, cache_draws)))

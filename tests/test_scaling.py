@@ -10,16 +10,17 @@ import math
 import numpy as np
 import pytest
 
-from depthscale import figures, plotting, tables
-from depthscale import records
-from depthscale import registry as ex
+from depthscale.report import figures, tables
+from depthscale.analysis import plotting
+from depthscale.config import records
+from depthscale.experiments import registry as ex
 from depthscale.experiments import scaling
-from depthscale.analysis import fit_xy, time_curve, time_fit, time_window, width_series
-from depthscale.registry import check
-from depthscale.config import geometry
+from depthscale.analysis.curves import fit_xy, time_curve, time_fit, time_window, width_series
+from depthscale.experiments.registry import check
+from depthscale.config.run import geometry
 from depthscale.experiments.scaling import SCALING_TIME_DEPTHS
-from depthscale.results import Results, Theory
-from depthscale.store import Store
+from depthscale.analysis.results import Results, Theory
+from depthscale.store.store import Store
 
 
 # ---------------------------------------------------------------- registry
@@ -72,8 +73,8 @@ def test_time_window_follows_the_cosine_schedule():
     lo, hi = time_window(100, 4000, "early")
     assert lo == 100.0 and hi == pytest.approx(2050.0)
     # at hi the cosine factor of training.lr_factor is exactly one half
-    from depthscale.config import make_config
-    from depthscale.schedule import lr_factor
+    from depthscale.config.run import make_config
+    from depthscale.train.schedule import lr_factor
 
     cfg = make_config("cpu", model="nonlinear", task="difficult")
     assert lr_factor(cfg, int(time_window(cfg.warmup, cfg.max_steps, "early")[1])) == pytest.approx(0.5, abs=1e-3)

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale import cli
-from depthscale.atomic import RefusedPickle, load_torch_data
-from depthscale.config import make_config
-from depthscale.store import Store
-from depthscale.errors import StoreError
+from depthscale.cli import main as cli
+from depthscale.base.atomic import RefusedPickle, load_torch_data
+from depthscale.config.run import make_config
+from depthscale.store.store import Store
+from depthscale.base.errors import StoreError
 
 TINY = {"model": "nonlinear", "max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
         "eval_every": 10, "checkpoint_every": 10}
@@ -127,7 +127,7 @@ def test_checkpoint_of_wrong_shape_is_ignored(tmp_path):
 def test_malicious_params_are_refused(tmp_path):
     """params.pt replaced by a pickle that runs code, with DONE's checksum made to match: loading
     the model refuses it (StoreError, one line) and nothing runs."""
-    from depthscale.training import run_pack
+    from depthscale.train.training import run_pack
 
     store = Store(tmp_path / "s")
     cfg = make_config("smoke", **TINY)

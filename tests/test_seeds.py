@@ -1,4 +1,4 @@
-"""One place derives every random stream's seed (depthscale.seeds): the formulas are the ones every
+"""One place derives every random stream's seed (depthscale.base.seeds): the formulas are the ones every
 stored result was drawn with, and no other module seeds a generator itself."""
 
 import re
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from depthscale import seeds
-from depthscale.config import make_config
-from depthscale.contexts import make_generator, sample_for
+from depthscale.base import seeds
+from depthscale.config.run import make_config
+from depthscale.data.contexts import make_generator, sample_for
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"
 

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 import pandas as pd
 import pytest
 
-from depthscale.config import ConfigError, grid_names, grid_variant, main_grid, make_config
-from depthscale.errors import InputError
-from depthscale.results import Results
-from depthscale.selection import MONITOR_KEY, cells_from_results, envelope, main_envelope, select
+from depthscale.config.run import ConfigError, grid_names, grid_variant, main_grid, make_config
+from depthscale.base.errors import InputError
+from depthscale.analysis.results import Results
+from depthscale.analysis.selection import MONITOR_KEY, cells_from_results, envelope, main_envelope, select
 
 
 class MonitorOnlyRow(Mapping):
@@ -154,7 +154,7 @@ def test_main_envelope_leaves_a_one_recipe_store_as_it_is():
 
 
 def test_the_main_job_trains_both_points_with_three_seeds_for_the_shape_experiments():
-    from depthscale.registry import REGISTRY
+    from depthscale.experiments.registry import REGISTRY
 
     for i in ("fig6", "fig14"):
         got = {(c.qk_init, c.seed) for c in REGISTRY[i].configs("cpu")}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from depthscale.config import run_id
-from depthscale.store import Store
-from depthscale.sweeps import plan, run_sweep
+from depthscale.config.run import run_id
+from depthscale.store.store import Store
+from depthscale.runs.sweeps import plan, run_sweep
 
 import fake_worker
 from fake_worker import events

@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from depthscale.atomic import write_json_atomic
-from depthscale.collect import BrokenRunWarning
-from depthscale.config import make_config, run_id
-from depthscale.store import Store
-from depthscale.errors import StoreError
+from depthscale.base.atomic import write_json_atomic
+from depthscale.store.collect import BrokenRunWarning
+from depthscale.config.run import make_config, run_id
+from depthscale.store.store import Store
+from depthscale.base.errors import StoreError
 
 import fake_worker
 from test_lease import foreign_lease
@@ -129,7 +129,7 @@ def test_failed_write_keeps_old_content_and_leaves_no_temp(tmp_path, monkeypatch
     def broken_fsync(fd):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr("depthscale.atomic.os.fsync", broken_fsync)
+    monkeypatch.setattr("depthscale.base.atomic.os.fsync", broken_fsync)
     with pytest.raises(OSError):
         write_json_atomic(path, {"v": 2})
     assert json.loads(path.read_text()) == {"v": 1}

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from depthscale import cli
-from depthscale.errors import StoreError
-from depthscale.store import Store, load_model
-from depthscale.sweeps import expand_grid
+from depthscale.cli import main as cli
+from depthscale.base.errors import StoreError
+from depthscale.store.store import Store, load_model
+from depthscale.runs.sweeps import expand_grid
 
 TINY = {"max_steps": 4, "eval_every": 2, "checkpoint_every": 2, "eval_contexts": 64, "monitor_contexts": 64,
         "batch": 16}
@@ -236,7 +236,7 @@ def _returns(fn, timeout: float = 30):
     return box["value"]
 
 
-@pytest.mark.filterwarnings("ignore::depthscale.collect.BrokenRunWarning")
+@pytest.mark.filterwarnings("ignore::depthscale.store.collect.BrokenRunWarning")
 @pytest.mark.parametrize("name", ["DONE", "config.json", "curves.json", "params.pt", "lease", "manifest"])
 def test_any_fifo_is_read_without_blocking(base, store, capsys, name):
     rid, grid = base["ids"][4], base["grid"]
@@ -327,8 +327,8 @@ def test_live_curves_verdict_is_cached_until_the_file_changes(tmp_path, monkeypa
     """status asks for each pending run's verdict twice: the rows are read once while the file is
     unchanged, and again after an append (a bad row appended later is caught) or a rewrite. Rows
     with whitespace around them, cut short, or followed by extra data read as json.loads would."""
-    from depthscale import store
-    from depthscale.config import make_config
+    from depthscale.store import store
+    from depthscale.config.run import make_config
 
     st = Store(tmp_path / "s")
     cfg = make_config("smoke")
@@ -358,7 +358,7 @@ def test_live_curves_verdict_is_cached_until_the_file_changes(tmp_path, monkeypa
 def test_curve_row_check_names_the_first_bad_value(row, bad):
     """store_verify.curve_row_problem (with its fast path for sound rows) against the rule: a
     JSON object, an integer step (not a bool), every other value a number or null."""
-    from depthscale.store_verify import curve_row_problem
+    from depthscale.store.store_verify import curve_row_problem
 
     why = curve_row_problem(row)
     assert (why is None) == (bad is None), why
@@ -369,7 +369,8 @@ def test_curve_row_check_names_the_first_bad_value(row, bad):
 def test_fifos_among_timing_records_and_theory_entries_are_skipped(tmp_path):
     """The report reads the store's pack timing records and the theory cache's entries: a FIFO at a
     record's or entry's name (or at the cache's) is skipped, never read (it would block)."""
-    from depthscale import results, timing
+    from depthscale.analysis import results
+    from depthscale.base import timing
 
     tdir = timing.timing_dir(tmp_path / "store")
     tdir.mkdir(parents=True)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from depthscale.config import PRESET_DEPTHS, ConfigError, make_config, run_id
-from depthscale.errors import MissingExtraError
-from depthscale.store import Store
-from depthscale.executors import available_cores, execute_pack, pack_cost
-from depthscale.sweeps import expand_grid, load_grid, make_packs, parse_shard, plan, run_sweep
+from depthscale.config.run import PRESET_DEPTHS, ConfigError, make_config, run_id
+from depthscale.base.errors import MissingExtraError
+from depthscale.store.store import Store
+from depthscale.runs.executors import available_cores, execute_pack, pack_cost
+from depthscale.runs.sweeps import expand_grid, load_grid, make_packs, parse_shard, plan, run_sweep
 
 import fake_worker
 from fake_worker import events
@@ -330,7 +330,7 @@ class _FakeTorch:
 
 
 def test_worker_process_sets_torch_threads(tmp_path, monkeypatch):
-    from depthscale import executors
+    from depthscale.runs import executors
 
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(var, raising=False)  # all restored after the test
@@ -375,8 +375,8 @@ def test_empty_grids_are_refused():
 
 
 def test_sweep_refuses_packs_that_do_not_fit_before_writing(tmp_path, monkeypatch):
-    from depthscale import memory
-    from depthscale.memory import MemoryRefused
+    from depthscale.train import memory
+    from depthscale.train.memory import MemoryRefused
 
     store = Store(tmp_path / "s")
     cfgs = fake_worker.configs(6)
@@ -391,8 +391,8 @@ def test_sweep_refuses_packs_that_do_not_fit_before_writing(tmp_path, monkeypatc
 
 
 def test_sweep_splits_packs_to_fit_memory(tmp_path, monkeypatch):
-    from depthscale import memory
-    from depthscale.sweeps import pack_memory_budget
+    from depthscale.train import memory
+    from depthscale.runs.sweeps import pack_memory_budget
 
     cfgs = fake_worker.configs(6)
     whole = make_packs(cfgs, None)
@@ -446,7 +446,7 @@ def _alive(pid: int) -> bool:
 def test_process_workers_exit_when_the_sweep_is_killed(tmp_path, logdir):
     store_root = tmp_path / "s"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import fake_worker; "
-            "from depthscale.sweeps import plan, run_sweep\n"
+            "from depthscale.runs.sweeps import plan, run_sweep\n"
             "if __name__ == '__main__':\n"
             "    run_sweep(plan(fake_worker.configs(6), sys.argv[2], executor='process', workers=2, max_pack=3,"
             " pack_key=fake_worker.pack_key), sys.argv[2], worker=fake_worker.run_pack, progress=False)\n")
@@ -489,7 +489,7 @@ def test_worker_watchdog_exits_when_the_parent_is_gone():
     """The fallback where prctl is missing: a worker whose parent is already gone exits at once,
     and the watchdog thread exits it when the parent dies later (run in a child process)."""
     code = ("import os, sys, time\n"
-            "from depthscale import executors\n"
+            "from depthscale.runs import executors\n"
             "executors.sys.platform = 'other'  # no prctl: the watchdog alone\n"
             "executors.ORPHAN_POLL = 0.05\n"
             "if sys.argv[1] == 'gone':\n"
@@ -520,7 +520,8 @@ def test_a_sweep_is_planned_once_and_that_plan_is_run(tmp_path, monkeypatch, cap
     the plan it would run."""
     from collections import Counter
 
-    from depthscale import cli, sweeps
+    from depthscale.cli import main as cli
+    from depthscale.runs import sweeps
 
     calls: Counter = Counter()
     for name in ("pack_memory_budget", "make_packs", "check_memory"):
@@ -548,7 +549,8 @@ def test_a_sweep_is_planned_once_and_that_plan_is_run(tmp_path, monkeypatch, cap
 def test_run_sweep_runs_the_plan_it_is_given(tmp_path, monkeypatch, logdir):
     """The library's run_sweep plans nothing: the Plan's packs run as they are, its memory refusal
     stands unless allow_memory, and anything but a Plan is refused."""
-    from depthscale import memory, sweeps
+    from depthscale.train import memory
+    from depthscale.runs import sweeps
 
     store = Store(tmp_path / "s")
     cfgs = fake_worker.configs(5)

@@ -9,11 +9,11 @@ import pytest
 from scipy.linalg import lstsq
 from scipy.special import gammaln, roots_jacobi
 
-from depthscale import linear_floor as floors
-from depthscale import softmax_floor as softmax
-from depthscale import theory
-from depthscale.linear_floor import fig8_sample, floor, gamma_topk, linear_floor, predictable_component
-from depthscale.theory import constrained_curve, curve, exponents, free_curve, spectra, two_zeta, zeta
+from depthscale.theory import linear_floor as floors
+from depthscale.theory import softmax_floor as softmax
+from depthscale.theory import linear as theory
+from depthscale.theory.linear_floor import fig8_sample, floor, gamma_topk, linear_floor, predictable_component
+from depthscale.theory.linear import constrained_curve, curve, exponents, free_curve, spectra, two_zeta, zeta
 
 # paper Table 2: (a, b) -> (zeta, 2 zeta)
 TABLE2 = {(2, 0.5): (0.750, 1.500), (2, 1): (1.000, 2.000), (2, 1.5): (1.250, 2.500),
@@ -509,7 +509,7 @@ def test_the_finite_P_floor_is_the_same_bits_in_every_process():
     import subprocess
     import sys
 
-    code = ("import torch; torch.set_num_threads(1)\nfrom depthscale.linear_floor import sample_linear_floor\n"
+    code = ("import torch; torch.set_num_threads(1)\nfrom depthscale.theory.linear_floor import sample_linear_floor\n"
             "r = sample_linear_floor(0.0, 0.0, 2, 8, 16, samples=4000, seed=0)\nprint(repr(r['in_sample']), repr(r['held_out']))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(4)}

@@ -1,4 +1,4 @@
-"""The phase timer (depthscale.timing): exclusive nesting, records, the store's pack records and
+"""The phase timer (depthscale.base.timing): exclusive nesting, records, the store's pack records and
 the report's table; and that the workers of a sweep write them."""
 
 import json
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from depthscale import timing
+from depthscale.base import timing
 
 
 def test_phases_are_exclusive_and_add_up_to_the_record():
@@ -54,7 +54,7 @@ def test_timed_wraps_a_callable():
 
 
 def test_pack_records_and_the_experiment_table(tmp_path):
-    from depthscale.config import make_config
+    from depthscale.config.run import make_config
 
     a = [make_config("smoke", model="nonlinear", L=L) for L in (1, 2)]
     b = [make_config("smoke", model="linear", task="easy", L=1)]
@@ -82,10 +82,10 @@ def test_pack_records_and_the_experiment_table(tmp_path):
 
 
 def test_a_sweep_writes_one_record_per_pack_and_the_report_shows_them(tmp_path):
-    from depthscale import pages, report
-    from depthscale.registry import REGISTRY
-    from depthscale.store import Store
-    from depthscale.sweeps import plan, run_sweep
+    from depthscale.report import pages, reproduce as report
+    from depthscale.experiments.registry import REGISTRY
+    from depthscale.store.store import Store
+    from depthscale.runs.sweeps import plan, run_sweep
 
     cfgs = [c.replace(max_steps=20, eval_contexts=256, monitor_contexts=64) for c in REGISTRY["fig6"].configs("smoke")]
     store = Store(tmp_path / "store")

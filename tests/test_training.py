@@ -8,10 +8,10 @@ import sys
 import pytest
 import torch
 
-from depthscale.config import make_config
-from depthscale.store import Store
-from depthscale.training import run_pack, train_pack
-from depthscale.schedule import converged, lr_factor
+from depthscale.config.run import make_config
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack, train_pack
+from depthscale.train.schedule import converged, lr_factor
 
 
 def small(**kw):
@@ -69,7 +69,7 @@ def test_nan_stops_that_run_only():
     res = train_pack(pack_cfgs, progress=False)
     assert all(r["stopped_because"] == "max_steps" for r in res)
     # poison one model: a non-finite parameter makes its loss NaN at the first step
-    from depthscale import training
+    from depthscale.train import training
 
     orig = training.build_pack
 
@@ -102,7 +102,7 @@ def test_pack_equals_separate_training(recipe):
 def test_linear_pack_of_spectra_and_seeds_equals_separate_training():
     """Linear runs of one depth share a pack whatever their spectrum and seed (pack_key drops a, b);
     each model sees its own data, monitor and evaluation sets, exactly as when trained alone."""
-    from depthscale.models import pack_key
+    from depthscale.kinds.lookup import pack_key
 
     cfgs = [small(model="linear", task="easy", L=3, a=a, b=b, seed=s)
             for a, b, s in ((1.0, 0.5, 0), (0.0, 1.0, 0), (1.0, 0.5, 1))]
@@ -162,7 +162,7 @@ def test_cli_bad_input_exit_2(tmp_path, args, fragment):
 
 def test_batch_order_groups_shared_batches_and_changes_no_number(monkeypatch):
     from depthscale.kinds.ensemble import Nonlinear
-    from depthscale.trainer import batch_order
+    from depthscale.train.trainer import batch_order
 
     # depth-major, as a sweep lists them: the seeds' models interleave
     cfgs = [small(model="nonlinear", L=L, seed=s, max_steps=20) for L in (1, 2, 3) for s in (0, 1)]

@@ -1,6 +1,6 @@
 """The pre-LN Transformer as a registered experiment (`transformer`, beyond the paper): trained by
 training.train_pack through the store (metrics, curves, params, resume), its stored R, A, C equal to
-depthscale.decompose on the stored parameters, the registry's expansion, the figure, the table and
+depthscale.data.decompose on the stored parameters, the registry's expansion, the figure, the table and
 the claims. Smoke-sized: a few dozen steps at d = 8, P = 16."""
 
 import math
@@ -8,15 +8,16 @@ import math
 import pytest
 import torch
 
-from depthscale import cli, load_model
-from depthscale.config import ConfigError, make_config
-from depthscale.measurements import eval_contexts
-from depthscale.registry import BEYOND_IDS, IDS, REGISTRY, all_configs
+from depthscale.cli import main as cli
+from depthscale import load_model
+from depthscale.config.run import ConfigError, make_config
+from depthscale.data.measurements import eval_contexts
+from depthscale.experiments.registry import BEYOND_IDS, IDS, REGISTRY, all_configs
 from depthscale.experiments.transformer import TRANSFORMER_DEPTHS, transformer_depths
-from depthscale.results import Results, Theory
-from depthscale.store import Store
-from depthscale.sweeps import make_packs, plan, run_sweep
-from depthscale.training import run_pack, train_pack
+from depthscale.analysis.results import Results, Theory
+from depthscale.store.store import Store
+from depthscale.runs.sweeps import make_packs, plan, run_sweep
+from depthscale.train.training import run_pack, train_pack
 from depthscale.kinds.transformer import TransformerPack, evaluate
 
 # a smoke run, shorter still: the pipeline, not the science
@@ -72,7 +73,7 @@ def test_stored_metrics_satisfy_the_identity_and_equal_decompose(store):
         R, A, C, L = met["R"], met["A"], met["C"], c.L
         assert R == pytest.approx(C + (A - C) / L if L > 1 else A, rel=1e-12)
         assert abs(met["identity_residual"]) <= 1e-5 * R
-        # the stored parameters, decomposed afresh by depthscale.decompose, give the stored numbers
+        # the stored parameters, decomposed afresh by depthscale.data.decompose, give the stored numbers
         pack = load_model(store.root, c.run_id)
         assert isinstance(pack, TransformerPack)
         dec = evaluate(pack.model, eval_contexts(c, c.eval_contexts, c.eval_seed))
@@ -104,9 +105,9 @@ def test_a_transformer_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
 
 
 def test_figure_table_and_claims_build(store, tmp_path):
-    from depthscale.registry import check_all
-    from depthscale.figures import write_figure
-    from depthscale.tables import write_table
+    from depthscale.experiments.registry import check_all
+    from depthscale.report.figures import write_figure
+    from depthscale.report.tables import write_table
 
     res = Results.from_store(store, "smoke", overrides=FAST)  # read as the recipe they were trained with
     th = Theory("smoke")

@@ -2,15 +2,15 @@
 
 The module map (what each module owns and may import) is in README.md, section "The house"."""
 
-from depthscale.config import ConfigError, RunConfig, make_config
+from depthscale.config.run import ConfigError, RunConfig, make_config
 
-from depthscale.provenance import __version__, versions
+from depthscale.base.provenance import __version__, versions
 
 
 def __getattr__(name: str):
     # load_model is store.load_model, imported on first use (the store loads torch)
     if name == "load_model":
-        from depthscale.store import load_model
+        from depthscale.store.store import load_model
 
         return load_model
     raise AttributeError(f"module 'depthscale' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 import sys
 
-from depthscale.cli import main
+from depthscale.cli.main import main
 
 sys.exit(main())

@@ -8,7 +8,7 @@ environment variable DEPTHSCALE_EXPERIMENTS) that builds its record and register
                         groups=(RunGroup("nonlinear", "difficult", 2, ((0.0, 0.0),)),),
                         part="beyond", figure=draw, table=tabulate, claims=(Claim(..., part="beyond"),)))
 
-`depthscale.registry` imports every module of this package (pkgutil) and every plug-in file at
+`depthscale.experiments.registry` imports every module of this package (pkgutil) and every plug-in file at
 load; the experiment then appears in `depthscale sweep --experiment`, `reproduce`, the report and
 its claims. A module here may import the layers below it (records, paper, plotting, analysis,
 results, claims, formatting, fits, theory) and the other modules of this package; nothing below

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale import plotting as pl
-from depthscale.analysis import fit_series, fit_xy
-from depthscale.formatting import label
-from depthscale.paper import ORIGIN, TOP2_SPECTRA
-from depthscale.records import Experiment, RunGroup, depth_set, register, variant_fields
-from depthscale.results import Results, Theory
+from depthscale.analysis import plotting as pl
+from depthscale.analysis.curves import fit_series, fit_xy
+from depthscale.base.formatting import label
+from depthscale.config.paper import ORIGIN, TOP2_SPECTRA
+from depthscale.config.records import Experiment, RunGroup, depth_set, register, variant_fields
+from depthscale.analysis.results import Results, Theory
 
 # the budget ladder (SPEC §9, a study; docs/recipe.md §12): top-2, d = N = 16, P = 64, batch 512,
 # budgets x2 up to the paper's 20,000 steps; every run goes to its cap (min_steps = max_steps), on the
@@ -284,7 +284,7 @@ def export(res: Results, out_dir: str | Path) -> list[Path]:
     (ladder_runs.csv), the summary per start and budget (ladder.csv) and the decision (decision.json)."""
     import pandas as pd
 
-    from depthscale.atomic import write_json_atomic, write_text_atomic
+    from depthscale.base.atomic import write_json_atomic, write_text_atomic
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -18,13 +18,13 @@ import math
 
 import numpy as np
 
-from depthscale import plotting as pl
-from depthscale.analysis import fit_series
-from depthscale.claims import MissingRuns, cells_text, fit_problem, judged, num, seeds_text, verdict, yes
-from depthscale.fits import FitResult
-from depthscale.formatting import fit_status, label
-from depthscale.records import Claim, Experiment, RunGroup, register
-from depthscale.results import Results, Series, Theory
+from depthscale.analysis import plotting as pl
+from depthscale.analysis.curves import fit_series
+from depthscale.analysis.claims import MissingRuns, cells_text, fit_problem, judged, num, seeds_text, verdict, yes
+from depthscale.theory.fits import FitResult
+from depthscale.base.formatting import fit_status, label
+from depthscale.config.records import Claim, Experiment, RunGroup, register
+from depthscale.analysis.results import Results, Series, Theory
 
 CLUSTERED_SPECTRUM = (1.0, 0.0)
 CLUSTERED_KS = (1, 2, 4, 8)

@@ -3,7 +3,7 @@ measured depth shape that of converged models, and does it reach the paper's law
 
 Two phases at (0, 0), top-2, d = N = 16, P = 64 at cpu (the smoke preset: its own small geometry):
 1. the recipe grid (config.grid_names: start x rate x taper, 18 points) at one budget
-   (`GRID_STEPS`), `GRID_SEEDS`; depthscale.selection picks, per depth, the point with the lowest
+   (`GRID_STEPS`), `GRID_SEEDS`; depthscale.analysis.selection picks, per depth, the point with the lowest
    seed-mean *final monitor loss* (never the evaluation loss);
 2. the chosen points, and the faithful start as trained (faithful-3e-3-flat, the paper's
    procedure as far as it is known), at every budget of `BUDGETS` with `BUDGET_SEEDS`
@@ -11,9 +11,9 @@ Two phases at (0, 0), top-2, d = N = 16, P = 64 at cpu (the smoke preset: its ow
 Read per budget (`study_rows`): the envelope's seed-mean R_L with its per-seed values, C_L and
 A_L - C_L, the fit R_L = L0 + c L^-alpha of the seed-mean curve (alpha ± SE, R², L0) and claim 5a's
 criterion on it; the faithful start's R_L and fit beside it. Certificates (SPEC §4) and the power
-of 5a (SPEC §9) per row: `certify_row` (depthscale.certificates on the row's runs: doubling,
+of 5a (SPEC §9) per row: `certify_row` (depthscale.analysis.certificates on the row's runs: doubling,
 construction against B_L on their evaluation contexts, budget against half the budget) and
-`power_row` (depthscale.power: 5a's criterion simulated under R_L = L0 + c/L with each depth's SE
+`power_row` (depthscale.analysis.power: 5a's criterion simulated under R_L = L0 + c/L with each depth's SE
 over seeds); a row where they cannot be computed says why and is undetermined.
 
 The decision rule (SPEC §9): *reproduced* if the certified envelope passes 5a at the largest
@@ -27,17 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale import certificates, power
-from depthscale import plotting as pl
-from depthscale.analysis import fit_xy
-from depthscale.config import geometry, grid_names, grid_variant, make_config
-from depthscale.errors import InputError
-from depthscale.formatting import label
-from depthscale.paper import ORIGIN
-from depthscale.records import PRESET_DEPTHS, Experiment, RunGroup, register
-from depthscale.results import Results, Theory
-from depthscale.selection import RULE as SELECTION_RULE
-from depthscale.selection import cells_from_results, select
+from depthscale.analysis import certificates, power
+from depthscale.analysis import plotting as pl
+from depthscale.analysis.curves import fit_xy
+from depthscale.config.run import geometry, grid_names, grid_variant, make_config
+from depthscale.base.errors import InputError
+from depthscale.base.formatting import label
+from depthscale.config.paper import ORIGIN
+from depthscale.config.records import PRESET_DEPTHS, Experiment, RunGroup, register
+from depthscale.analysis.results import Results, Theory
+from depthscale.analysis.selection import RULE as SELECTION_RULE
+from depthscale.analysis.selection import cells_from_results, select
 
 FAITHFUL = "faithful-3e-3-flat"  # the faithful start as trained (SPEC §3.4: qk_std 0.02, lr 3e-3, one rate)
 STUDY_BATCH = {"smoke": 64, "cpu": 512, "paper": 512}
@@ -302,7 +302,7 @@ def export(res: Results, out_dir: str | Path) -> list[Path]:
     (grid.csv), the per-budget rows (budgets.csv) and the choice and decision (decision.json)."""
     import pandas as pd
 
-    from depthscale.atomic import write_json_atomic, write_text_atomic
+    from depthscale.base.atomic import write_json_atomic, write_text_atomic
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

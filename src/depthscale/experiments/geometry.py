@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from depthscale import plotting as pl
-from depthscale.formatting import label
-from depthscale.paper import FIG8_SPECTRUM
-from depthscale.records import Experiment, TheoryNeed, register
-from depthscale.results import Results, Theory
+from depthscale.analysis import plotting as pl
+from depthscale.base.formatting import label
+from depthscale.config.paper import FIG8_SPECTRUM
+from depthscale.config.records import Experiment, TheoryNeed, register
+from depthscale.analysis.results import Results, Theory
 
 
 def fig8(res: Results, th: Theory):

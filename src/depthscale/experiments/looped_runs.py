@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
-from depthscale.paper import ORIGIN
-from depthscale.records import RunGroup, preset_shape
-from depthscale.results import Results
+from depthscale.config.paper import ORIGIN
+from depthscale.config.records import RunGroup, preset_shape
+from depthscale.analysis.results import Results
 
 LOOPED_B = (1, 2, 4)
 LOOPED_MAX_DEPTH = 8
@@ -49,7 +49,7 @@ def n_params(model: str, d: int, N: int, L: int, loop: int = 0) -> int:
     """Trained scalars of one model of kind `model` (its class's `count_params`, SPEC §3): W_x,
     W_y, W_o, W_v (shared, or one per distinct layer), W_q and W_k per distinct layer, and the
     kind's scalars. A looped model counts its B distinct layers once."""
-    from depthscale.models import model_class  # (the model layer loads torch)
+    from depthscale.kinds.lookup import model_class  # (the model layer loads torch)
 
     return model_class(model).count_params(d, N, L, loop)
 
@@ -137,7 +137,7 @@ def rows(res: Results) -> list[dict]:
 
 
 def make_N(preset: str, model: str) -> int:
-    from depthscale.config import geometry
+    from depthscale.config.run import geometry
 
     return geometry(preset, model)["N"]
 

@@ -16,14 +16,14 @@ import math
 
 import numpy as np
 
-from depthscale import plotting as pl
-from depthscale.analysis import fit_series, fit_xy, time_curve, time_fit, time_window, width_series
-from depthscale.claims import (MissingRuns, cells_text, fit_problem, fitted, judged, num, require, seeds_text, verdict,
+from depthscale.analysis import plotting as pl
+from depthscale.analysis.curves import fit_series, fit_xy, time_curve, time_fit, time_window, width_series
+from depthscale.analysis.claims import (MissingRuns, cells_text, fit_problem, fitted, judged, num, require, seeds_text, verdict,
                                yes)
-from depthscale.config import geometry
-from depthscale.formatting import fit_status, label
-from depthscale.records import Claim, Experiment, RunGroup, depth_set, register
-from depthscale.results import Results, Theory
+from depthscale.config.run import geometry
+from depthscale.base.formatting import fit_status, label
+from depthscale.config.records import Claim, Experiment, RunGroup, depth_set, register
+from depthscale.analysis.results import Results, Theory
 
 SCALING_SPECTRA = ((0.0, 0.0), (1.0, 0.0))
 SCALING_WIDTHS = (24, 32, 48, 64)  # N beyond the preset's N = d

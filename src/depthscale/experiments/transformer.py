@@ -1,6 +1,6 @@
 """Beyond the paper: the decomposition in a standard pre-LN Transformer (issue 16 item 3;
 depthscale.kinds.transformer): fig6's task at (0,0), k = 2, read as an ensemble through f_l = z_0 + L d_l
-(depthscale.decompose), beside the controlled nonlinear model (fig6's runs). Figure, table and
+(depthscale.data.decompose), beside the controlled nonlinear model (fig6's runs). Figure, table and
 claims B3b-B3d.
 
 Choices: depths 1-8 keep it near 15 core-minutes at the cpu preset (a depth-8 step costs ~8x a
@@ -13,14 +13,14 @@ import math
 
 import numpy as np
 
-from depthscale import plotting as pl
-from depthscale.analysis import fit_series, rel_change_last_two
-from depthscale.claims import MissingRuns, judged, num, point_se, require, seeds_text, yes
-from depthscale.formatting import fit_status
-from depthscale.paper import ORIGIN
-from depthscale.config import PRESET_DEPTHS
-from depthscale.records import Claim, Experiment, RunGroup, register
-from depthscale.results import Results, Theory
+from depthscale.analysis import plotting as pl
+from depthscale.analysis.curves import fit_series, rel_change_last_two
+from depthscale.analysis.claims import MissingRuns, judged, num, point_se, require, seeds_text, yes
+from depthscale.base.formatting import fit_status
+from depthscale.config.paper import ORIGIN
+from depthscale.config.run import PRESET_DEPTHS
+from depthscale.config.records import Claim, Experiment, RunGroup, register
+from depthscale.analysis.results import Results, Theory
 
 TRANSFORMER_DEPTHS = (1, 2, 4, 8)
 
@@ -202,7 +202,7 @@ TRANSFORMER = register(Experiment(
     "transformer", "Beyond the paper: the decomposition in a pre-LN Transformer", ("transformer",),
     "difficult", (2,), "(0,0)",
     "a standard pre-LN Transformer (softmax attention + MLP blocks, one token stream) read as an "
-    "ensemble through the decomposition f_l = z_0 + L d_l (depthscale.decompose): loss, C_L, "
+    "ensemble through the decomposition f_l = z_0 + L d_l (depthscale.data.decompose): loss, C_L, "
     "A_L - C_L vs L beside the controlled nonlinear model (fig6's runs at (0,0))",
     (RunGroup("transformer", "difficult", 2, ORIGIN, TRANSFORMER_DEPTHS),),
     reuses=("fig6",), part="beyond", figure=figure, table=table, claims=CLAIMS))

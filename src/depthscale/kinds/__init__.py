@@ -1,8 +1,8 @@
 """The model kinds (SPEC §3), one class per kind, each meeting the protocol of `kinds.base.ModelKind`
 and registered once with `@kind_registry.register_kind` (its facts and estimates checked there).
 
-The registry (`depthscale.kind_registry`) imports every module of this package on its first question
-and maps a RunConfig's `model` to its class; the model layer asks it through `depthscale.models`
+The registry (`depthscale.config.kind_registry`) imports every module of this package on its first question
+and maps a RunConfig's `model` to its class; the model layer asks it through `depthscale.kinds.lookup`
 (`model_class`, `build_pack`): code outside the model layer asks the class, never the name.
 
     base.py             ModelKind (the protocol and its defaults), ModelOutput, rms_norm

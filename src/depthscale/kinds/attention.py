@@ -17,7 +17,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from depthscale.errors import InputError
+from depthscale.base.errors import InputError
 from depthscale.kinds.base import ModelKind, ModelOutput
 from depthscale.kinds.init import draw_params
 

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from depthscale.config import RunConfig
-    from depthscale.contexts import Contexts
+    from depthscale.config.run import RunConfig
+    from depthscale.data.contexts import Contexts
 
 RMS_EPS = 1e-6
 
@@ -55,9 +55,9 @@ class ModelKind(nn.Module):
     - `packs_across_seeds`, `packs_across_spectra`: with `packs_across_depth`, which of a run's
       fields may differ between the models of one pack (`pack_free_fields`, `models.pack_key`);
       False by default (a pack per seed, per spectrum: always right, only slower).
-    - `readout_by_hooks`: f_l is read off the forward by hooks (depthscale.decompose) beside the
+    - `readout_by_hooks`: f_l is read off the forward by hooks (depthscale.data.decompose) beside the
       model's own readout; the measurement checks the identity against that readout.
-    - `fused_cpu_kernels`: training may run depthscale.kernels (recorded in each run's config.json).
+    - `fused_cpu_kernels`: training may run depthscale.data.kernels (recorded in each run's config.json).
     - `layer_cost`, `cost_P_power`: the relative training cost of one layer of one context
       (times `cost_scale(cfg)`; the process executor starts the longest packs first).
 

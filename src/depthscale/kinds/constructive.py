@@ -15,9 +15,9 @@ import math
 
 import torch
 
-from depthscale import seeds
-from depthscale.measurements import eval_contexts
-from depthscale.softmax_floor import best_stack_on, stack_moments
+from depthscale.base import seeds
+from depthscale.data.measurements import eval_contexts
+from depthscale.theory.softmax_floor import best_stack_on, stack_moments
 
 _MOMENTS: dict[tuple, dict] = {}  # the cosine heads' moments per monitor set (one per spectrum and geometry)
 

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from depthscale import seeds
+from depthscale.base import seeds
 
 
 def draw_params(d: int, N: int, L: int, qk_std: float, seed: int, qk_init: str = "independent",

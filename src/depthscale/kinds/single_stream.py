@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from depthscale.kind_registry import register_kind
+from depthscale.config.kind_registry import register_kind
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelOutput, rms_norm
 

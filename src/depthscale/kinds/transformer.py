@@ -13,10 +13,10 @@ leaks). Block l: h <- h + Attn(LN(h)); h <- h + MLP(LN(h)). Prediction y_hat = s
 That makes the prediction a nonlinear function of the stream, and the readout increments
 d_l = z(h_l) - z(h_{l-1}) would then measure layer l's branch at a scale set by all the other
 layers, not layer l's own contribution. Without it the readout is affine, d_l = s w_o . (branch
-output of block l at the test token), and the decomposition of depthscale.decompose reads the
+output of block l at the test token), and the decomposition of depthscale.data.decompose reads the
 paper's ensemble f_l = z_0 + L d_l directly. (At depth <= 16 the stream's growth is mild; the
 readout is learned, so the missing normalisation costs nothing measurable here.) The network meets
-the contract of `depthscale.decompose`: `blocks` (one module per layer) and `readout`.
+the contract of `depthscale.data.decompose`: `blocks` (one module per layer) and `readout`.
 
 A Transformer run is a RunConfig with model = "transformer" (N the stream width, `heads`, `mlp`)
 and trains through the trainer like every other kind (`TransformerPack`, a pack of one run).
@@ -30,12 +30,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from depthscale import seeds
-from depthscale.config import ConfigError, shown
-from depthscale.contexts import spectrum
-from depthscale.decompose import Decomposition, decomposition_stats, per_layer_predictors
-from depthscale.errors import InputError
-from depthscale.kind_registry import register_kind
+from depthscale.base import seeds
+from depthscale.config.run import ConfigError, shown
+from depthscale.data.contexts import spectrum
+from depthscale.data.decompose import Decomposition, decomposition_stats, per_layer_predictors
+from depthscale.base.errors import InputError
+from depthscale.config.kind_registry import register_kind
 from depthscale.kinds.base import ModelKind, ModelOutput
 
 
@@ -100,7 +100,7 @@ class QueryReadout(nn.Module):
 
 class Transformer(nn.Module):
     """Pre-LN Transformer for in-context retrieval: forward(X_BxPxd, y_BxP, xq_Bxd) -> y_hat_B.
-    Meets the contract of depthscale.decompose (`blocks`, `readout`)."""
+    Meets the contract of depthscale.data.decompose (`blocks`, `readout`)."""
 
     def __init__(self, d: int, D: int = 32, H: int = 4, L: int = 1, mlp: int = 4, y_scale: float = 1.0,
                  seed: int = 0):
@@ -154,7 +154,7 @@ class TransformerPack(ModelKind):
     RunConfig's fields map to the network's: N is the stream width D, `heads` H, `mlp` the MLP width
     factor; init from `seed` (Transformer.init_params). Under gradients the forward is the plain one
     (y_hat only); without them (monitor, evaluation) it is read through the hooks of
-    depthscale.decompose, so f_BxL holds f_l = z_0 + L d_l (float64) and y_hat_B the model's own
+    depthscale.data.decompose, so f_BxL holds f_l = z_0 + L d_l (float64) and y_hat_B the model's own
     readout. `self.model` is the network (decompose(pack.model, ...) works on it)."""
 
     kind = "transformer"
@@ -210,7 +210,7 @@ class TransformerPack(ModelKind):
 
 
 def evaluate(model: Transformer, chunks: list, check_readout: bool = True) -> Decomposition:
-    """The decomposition (depthscale.decompose) of the model over evaluation chunks (Contexts)."""
+    """The decomposition (depthscale.data.decompose) of the model over evaluation chunks (Contexts)."""
     fs, ys, zs, ts = [], [], [], []
     for ctx in chunks:
         f, z0, y_hat = per_layer_predictors(model, (ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd), check_readout=check_readout)

@@ -1,0 +1,1 @@
+"""Speed: the packed engine against the naive loop, the roofline and the machine's rates."""

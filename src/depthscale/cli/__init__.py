@@ -1,0 +1,1 @@
+"""The `depthscale` command: argument parsing, the subcommands and their outputs."""

@@ -1,0 +1,149 @@
+"""The registry of model kinds (SPEC §3): each kind registers its class here once, and everything
+that needs a fact about a kind — config's validation and geometry, the model layer, the memory
+estimate, the experiments — asks it by RunConfig.model.
+
+A kind is one file: a class meeting `kinds.base.ModelKind`'s protocol, decorated with
+`@register_kind`, in `src/depthscale/kinds/` or in a plug-in file named by DEPTHSCALE_KINDS (files
+or directories, loaded as DEPTHSCALE_EXPERIMENTS's experiments are: `depthscale.base.plugins`):
+
+    @register_kind
+    class Toy(ModelKind):
+        kind = "toy"                  # RunConfig.model
+        geometry = "softmax"          # the presets' (d, P, N) it runs at: "linear" or "softmax"
+        loopable = False              # RunConfig.loop >= 1 (tied layers) is implemented
+        packs_across_depth = False    # models of different depths share a pack
+        label_linear = False          # y_hat is linear in the context labels (SPEC §5's mode-wise loss)
+
+        @classmethod
+        def activation_floats(cls, cfg): ...   # the memory estimate (memory.pack_bytes) ...
+        @classmethod
+        def layer_matrices(cls, cfg): ...      # ... with its N x N matrices per layer
+        @classmethod
+        def validate(cls, cfg): ...            # the kind's own rules on a RunConfig (ConfigError)
+
+None of them has a default. A fact of FACTS is stated by the kind's class or by a registered kind it
+extends (layer_values extends nonlinear), never by a shared base class; a method of METHODS is
+written by the kind or a class it extends (ModelKind writes none). A kind that lacks one is refused
+when it registers, with an error naming what it lacks.
+
+This module is a leaf of the layers: it imports no kind. The kinds are loaded by name on the first
+question (every module of the package `depthscale.kinds`, then the plug-in files), so importing
+config loads no torch; validating a RunConfig does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+from typing import Sequence
+
+from depthscale.base.errors import InputError
+from depthscale.base.plugins import load_plugin, plugin_files
+
+PLUGIN_ENV = "DEPTHSCALE_KINDS"
+KINDS_PACKAGE = "depthscale.kinds"
+# the geometries config.GEOMETRIES has presets for: the linear model's, and every softmax model's
+GEOMETRY_KINDS = ("linear", "softmax")
+# the class facts every kind states: name -> (what it says, its values)
+FACTS: dict[str, tuple[str, tuple]] = {
+    "geometry": ("the presets' (d, P, N) it runs at", GEOMETRY_KINDS),
+    "loopable": ("whether tied layers (RunConfig.loop >= 1) are implemented", (True, False)),
+    "packs_across_depth": ("whether models of different depths share a pack", (True, False)),
+    "label_linear": ("whether y_hat is linear in the context labels (SPEC §5's mode-wise loss)", (True, False)),
+}
+# the class methods every kind writes: name -> what it is
+METHODS: dict[str, str] = {
+    "activation_floats": "its memory estimate: floats one context keeps for the backward pass, per layer and per model",
+    "layer_matrices": "its memory estimate: N x N parameter matrices per layer",
+    "validate": "its own rules on a RunConfig's fields (raise config.ConfigError; nothing to check: return None)",
+}
+
+_KINDS: dict[str, type] = {}
+PLUGIN_SOURCES: dict[str, Path] = {}  # the kinds the plug-ins registered: name -> the file
+_loaded = False
+
+
+def _stated_by(cls: type, name: str) -> type | None:
+    """The class whose body states attribute `name` for `cls`: `cls` itself or a registered kind it
+    extends (None where no class does, or only a base that is no kind)."""
+    owner = next((c for c in cls.__mro__ if name in vars(c)), None)
+    return owner if owner is cls or owner in _KINDS.values() else None
+
+
+def _check(cls: type) -> str:
+    """The kind's name, after checking that it states every fact and method; InputError otherwise."""
+    kind = vars(cls).get("kind")
+    if not isinstance(kind, str) or not kind.isidentifier():
+        raise InputError(f"model kind {cls.__qualname__}: its class must state kind = '<name>' (RunConfig.model, "
+                         f"an identifier), got {kind!r}")
+    for fact, (what, values) in FACTS.items():
+        if _stated_by(cls, fact) is None:
+            raise InputError(f"model kind {kind!r} ({cls.__qualname__}) does not state {fact} ({what}: one of "
+                             f"{', '.join(map(repr, values))}); every kind states it (kind_registry.FACTS)")
+        value = getattr(cls, fact)
+        if not any(value is v or (isinstance(v, str) and value == v) for v in values):
+            raise InputError(f"model kind {kind!r}: {fact} must be one of {', '.join(map(repr, values))}, got {value!r}")
+    for method, what in METHODS.items():
+        if not callable(getattr(cls, method, None)):
+            raise InputError(f"model kind {kind!r} ({cls.__qualname__}) does not write the class method {method} "
+                             f"({what}); every kind writes it (kind_registry.METHODS)")
+    old = _KINDS.get(kind)
+    if old is not None and old is not cls:
+        raise InputError(f"model kind {kind!r} is registered twice ({old.__module__}.{old.__qualname__} and "
+                         f"{cls.__module__}.{cls.__qualname__})")
+    return kind
+
+
+def register_kind(cls: type) -> type:
+    """Class decorator: register the model kind `cls` under its `kind` (checked: _check); returns it."""
+    _KINDS[_check(cls)] = cls
+    return cls
+
+
+def _load() -> None:
+    """Import every module of the kinds package, then the plug-in files (once; again after a failure)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True  # set first: a kind module that asks while it loads sees the kinds registered so far
+    try:
+        package = importlib.import_module(KINDS_PACKAGE)  # by name: the kinds sit above this leaf
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{KINDS_PACKAGE}.{info.name}")
+        for path in plugin_files(PLUGIN_ENV, "model kind"):
+            before = set(_KINDS)
+            load_plugin(path, PLUGIN_ENV, "model kind")
+            PLUGIN_SOURCES.update(dict.fromkeys(set(_KINDS) - before, path))
+    except BaseException:
+        _loaded = False
+        raise
+
+
+def kind_names() -> tuple[str, ...]:
+    """Every registered kind's name (RunConfig.model), sorted."""
+    _load()
+    return tuple(sorted(_KINDS))
+
+
+def find_kind(name: object) -> type | None:
+    """The class registered as `name`, or None where none is."""
+    _load()
+    return _KINDS.get(name) if isinstance(name, str) else None
+
+
+class KindNames(Sequence):
+    """kind_names() as a sequence read when it is used (config.FIELD_CHOICES: importing config loads no kind)."""
+
+    def __getitem__(self, i):
+        return kind_names()[i]
+
+    def __len__(self) -> int:
+        return len(kind_names())
+
+    def __repr__(self) -> str:
+        return repr(kind_names())
+
+
+__all__ = ["register_kind", "kind_names", "find_kind", "KindNames", "FACTS", "METHODS", "GEOMETRY_KINDS",
+           "PLUGIN_ENV", "PLUGIN_SOURCES"]

@@ -1,0 +1,278 @@
+"""Measurements on fresh evaluation contexts (SPEC §5).
+
+R_L with its standard error; the exact decomposition R_L = C_L + (A_L - C_L)/L; mode-wise losses;
+top-1 attention mass; selection loss and its percentiles; learned m, mean A_1 and its rho fit; and
+the training monitor (`monitor`: R, A, C and top-1 mass on the fixed monitor contexts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from depthscale.base import seeds
+from depthscale.data.contexts import Contexts, make_generator, sample_for
+
+PERCENTILES = tuple(range(0, 101, 5))
+
+
+def decomposition(f_BxL: torch.Tensor, ystar_B: torch.Tensor) -> dict:
+    """R_L, its SE, A_L, C_L from per-layer predictors; R_L = C_L + (A_L - C_L)/L exactly."""
+    e_BxL = (f_BxL - ystar_B.unsqueeze(1)).double()
+    L = e_BxL.shape[1]
+    sq_B = (e_BxL.mean(1)) ** 2
+    n = sq_B.numel()
+    R = sq_B.mean().item()
+    se = (sq_B.std(unbiased=True).item() / math.sqrt(n)) if n > 1 else float("nan")
+    A = e_BxL.pow(2).mean().item()
+    if L > 1:
+        cross = e_BxL.sum(1).pow(2) - e_BxL.pow(2).sum(1)  # sum over l != m of e_l e_m
+        C = (cross.mean() / (L * (L - 1))).item()
+    else:
+        C = float("nan")
+    return {"R": R, "R_se": se, "A": A, "C": C}
+
+
+def input_weights(pack, m: int, ctx: Contexts) -> tuple[torch.Tensor, torch.Tensor]:
+    """w = d y_hat / d y_in (exact: y_hat is linear in the labels for every model but
+    single_stream), and the model's output. Returns (w_BxP, y_hat_B)."""
+    y = ctx.y_BxP.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = pack(ctx.X_BxPxd, y, ctx.xq_Bxd, models=[m])[0]
+        (w,) = torch.autograd.grad(out.y_hat_B.sum(), y)
+    return w, out
+
+
+def modewise(u_Bxd: torch.Tensor, ctx: Contexts) -> torch.Tensor:
+    """Per-context mode losses omega_k ((O^T (u - t))_k)^2, Bxd; their mean over contexts is R_k."""
+    v = torch.einsum("bij,bi->bj", ctx.O_Bxdxd, u_Bxd - ctx.t_Bxd)
+    return ctx.omega_d * v.pow(2)
+
+
+def selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
+    """E_L(c) = || p_bar_L(c) - p* ||^2, p* = 1/k on the selected tokens (SPEC §5)."""
+    pbar = p_BxLxP.mean(1)
+    k = sel_Bxk.shape[1]
+    pstar = torch.zeros_like(pbar).scatter_(1, sel_Bxk, 1.0 / k)
+    return (pbar - pstar).pow(2).sum(1)
+
+
+def layer_selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
+    """Each layer's own selection loss || p_l(c) - p* ||^2, BxL (`selection_loss` on p_BxLxP[:, l])."""
+    k = sel_Bxk.shape[1]
+    pstar = torch.zeros_like(p_BxLxP[:, 0]).scatter_(1, sel_Bxk, 1.0 / k)
+    return (p_BxLxP - pstar.unsqueeze(1)).pow(2).sum(2)
+
+
+def class_means(v_BxL: np.ndarray, cls_B: np.ndarray, K: int) -> np.ndarray:
+    """Mean of v over the contexts of each class, LxK (NaN for a class without contexts)."""
+    v = np.asarray(v_BxL, dtype=float)
+    v = v[:, None] if v.ndim == 1 else v
+    out = np.full((v.shape[1], K), np.nan)
+    for c in range(K):
+        sel = cls_B == c
+        if sel.any():
+            out[:, c] = v[sel].mean(0)
+    return out
+
+
+def specialisation_index(E_LxK: np.ndarray) -> dict:
+    """How unevenly each layer's selection loss spreads over the context classes (clustered contexts).
+
+    E[l, c]: layer l's mean selection loss on the contexts of class c. Per layer the coefficient of
+    variation over classes (population std / mean), averaged over layers:
+    - class_cv: of E[l, :] itself; > 0 also when some classes are harder for every layer alike;
+    - specialisation: of E[l, c] / mean_l' E[l', c], each class divided by its mean over layers,
+      which removes how hard the class is for the model as a whole: it is 0 when every layer has the
+      same profile over the classes (no layer is relatively better at some class than the others),
+      exactly 0 at L = 1 and at K = 1, and grows as layers divide the classes between them.
+    Classes without contexts (NaN) are left out."""
+    E = np.asarray(E_LxK, dtype=float)
+    E = E[:, ~np.isnan(E).any(0)]
+    if E.size == 0:
+        return {"class_cv": float("nan"), "specialisation": float("nan")}
+
+    def cv(M):
+        m = M.mean(1)
+        return float(np.mean(np.where(m > 0, M.std(1) / np.where(m > 0, m, 1.0), 0.0)))
+
+    colmean = E.mean(0, keepdims=True)
+    rel = E / np.where(colmean > 0, colmean, 1.0)
+    return {"class_cv": cv(E), "specialisation": cv(rel)}
+
+
+SPECIALISATION_NULL_SEED = seeds.SPECIALISATION_NULL_SEED  # the class labels' permutation of `specialisation_null`
+
+
+def top1_mass(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
+    """Attention on the matching token, averaged over layers, per context (easy task)."""
+    return torch.gather(p_BxLxP, 2, sel_Bxk[:, :1].unsqueeze(1).expand(-1, p_BxLxP.shape[1], 1)).squeeze(-1).mean(1)
+
+
+def rho_fit(A_PxP: np.ndarray) -> dict:
+    """Least squares A ~ rho I + (1 - rho) 11^T/P: rho and R^2 over the matrix entries."""
+    P = A_PxP.shape[0]
+    J = np.full((P, P), 1.0 / P)
+    D = np.eye(P) - J
+    rho = float(((A_PxP - J) * D).sum() / (D * D).sum())
+    fit = rho * np.eye(P) + (1 - rho) * J
+    ss_res = float(((A_PxP - fit) ** 2).sum())
+    ss_tot = float(((A_PxP - A_PxP.mean()) ** 2).sum())
+    return {"rho": rho, "rho_r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")}
+
+
+def eval_contexts(cfg, n: int, seed: int, device="cpu", chunk: int = 1024):
+    """The fixed evaluation set of a data config, as chunks (same for every model and depth)."""
+    gen = make_generator(seed, device)
+    out, left = [], n
+    while left > 0:
+        b = min(chunk, left)
+        out.append(sample_for(cfg, b, gen, device))
+        left -= b
+    return out
+
+
+# Contexts one evaluation forward takes at a time on the CPU. The evaluation and monitor sets come
+# in chunks of 1,024 (eval_contexts); a whole chunk's per-layer temporaries (the linear model's
+# B x d x N label states: 4 MB per layer and model at d = N = 32) fall out of the caches, and the
+# same forward, or forward and backward (input_weights), costs 1.5-2x more CPU than in slices of
+# 256 (docs/performance.md, issue 15). Every measurement is per context, so slicing changes no
+# number. On a GPU the whole chunk is one batch (None).
+CPU_EVAL_BATCH = 256
+
+
+def eval_batch(device) -> int | None:
+    """Contexts per evaluation forward on `device`: CPU_EVAL_BATCH on the CPU, else None (a whole chunk)."""
+    return CPU_EVAL_BATCH if torch.device(device).type == "cpu" else None
+
+
+def split_contexts(ctx: Contexts, size: int | None) -> list[Contexts]:
+    """`ctx` as consecutive slices of at most `size` contexts (views; the spectra and the other
+    per-set fields are shared). Batch fields are those whose shape suffix starts with B (X_BxPxd,
+    cls_B, ...). With size None, or no more contexts than that, [ctx] itself."""
+    if size is None or ctx.B <= size:
+        return [ctx]
+    batch = [f.name for f in dataclasses.fields(ctx)
+             if f.name.rsplit("_", 1)[-1].startswith("B") and isinstance(getattr(ctx, f.name), torch.Tensor)]
+    return [dataclasses.replace(ctx, **{n: getattr(ctx, n)[s:s + size] for n in batch})
+            for s in range(0, ctx.B, size)]
+
+
+def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
+    """Every SPEC §5 measurement of model m of the pack on the evaluation chunks. What the kind
+    allows is the pack's to say (kinds.base.ModelKind): `label_linear` (input weights and the
+    mode-wise loss), `readout_by_hooks` (the identity checked against the model's own readout),
+    `extra_measurements` (the kind's own numbers, from the means of its outputs' extras)."""
+    L = pack.depths[m]
+    f_all, ys_all, mode_all, sel_all, top1_all, ystar_all = [], [], [], [], [], []
+    layer_sel_all, cls_all = [], []  # clustered contexts: per-layer selection loss and class per context
+    extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
+    n_extra = 0
+    size = eval_batch(chunks[0].X_BxPxd.device) if chunks else None
+    yhat_all = []  # the model's own prediction (readout_by_hooks: its readout, beside the hooks' f_l)
+    for ctx in (part for chunk in chunks for part in split_contexts(chunk, size)):
+        if pack.label_linear:
+            w, out = input_weights(pack, m, ctx)
+            u = torch.einsum("bp,bpd->bd", w, ctx.X_BxPxd)
+            mode_all.append(modewise(u, ctx).double().sum(0))
+        else:
+            with torch.no_grad():
+                out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
+        f_all.append(out.f_BxL.detach())
+        yhat_all.append(out.y_hat_B.detach())
+        ys_all.append(ctx.ystar_B)
+        ystar_all.append(ctx.ystar_B.double())
+        if out.p_BxLxP is not None:
+            p = out.p_BxLxP.detach()
+            if task == "easy":
+                top1_all.append(top1_mass(p, ctx.sel_Bxk))
+            else:
+                sel_all.append(selection_loss(p, ctx.sel_Bxk))
+                if ctx.cls_B is not None:
+                    layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
+        if ctx.cls_B is not None:
+            cls_all.append(ctx.cls_B.cpu())
+        if out.extras:
+            for key, t in out.extras.items():
+                s = t.detach().double().sum(0)
+                extra_sum[key] = s if key not in extra_sum else extra_sum[key] + s
+            n_extra += ctx.B
+    f = torch.cat(f_all)
+    ystar = torch.cat(ys_all)
+    res = decomposition(f, ystar)
+    n = f.shape[0]
+    res.update(L=L, n_eval=n, var_ystar=torch.cat(ystar_all).var().item())
+    res["R_rel"] = res["R"] / res["var_ystar"]
+    if pack.readout_by_hooks:  # f_l read by hooks (depthscale.data.decompose): checked against the model's own loss
+        R_model = (torch.cat(yhat_all).double() - ystar.double()).pow(2).mean().item()
+        res["R_model"] = R_model
+        res["identity_residual"] = R_model - (res["C"] + (res["A"] - res["C"]) / L if L > 1 else res["A"])
+    if mode_all:
+        Rk = (torch.stack(mode_all).sum(0) / n).cpu().numpy()
+        res["mode_R"] = Rk.tolist()
+        res["mode_R_sum"] = float(Rk.sum())
+    if top1_all:
+        res["top1_mass"] = torch.cat(top1_all).double().mean().item()
+    if sel_all:
+        E = torch.cat(sel_all).double().cpu().numpy()
+        res["selection_mean"] = float(E.mean())
+        res["selection_percentiles"] = np.percentile(E, PERCENTILES).tolist()
+    if cls_all:  # clustered contexts (RunConfig.clusters = K): per-class loss and layer specialisation
+        K = chunks[0].clusters
+        cls = torch.cat(cls_all).numpy()
+        e2 = ((f.double().mean(1) - ystar.double()) ** 2).cpu().numpy()
+        res["R_class"] = class_means(e2, cls, K)[0].tolist()
+        if sel_all:
+            res["selection_class"] = class_means(E, cls, K)[0].tolist()
+        if layer_sel_all:
+            El = torch.cat(layer_sel_all).numpy()
+            E_LxK = class_means(El, cls, K)
+            res["selection_layer_class"] = E_LxK.tolist()
+            res.update(specialisation_index(E_LxK))
+            perm = np.random.default_rng(SPECIALISATION_NULL_SEED).permutation(cls)
+            res["specialisation_null"] = specialisation_index(class_means(El, perm, K))["specialisation"]
+    res.update(pack.extra_measurements(m, {key: t / n_extra for key, t in extra_sum.items()}))
+    return res
+
+
+def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
+    """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
+    ys.append(ctx.ystar_B)
+    f_acc.append(o.f_BxL)
+    if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
+        t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+
+
+@torch.no_grad()
+def monitor(pack, models: list[int], chunks_of) -> dict:
+    """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
+    `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
+    f_acc = {m: [] for m in models}
+    t1 = {m: [] for m in models}
+    ys = {m: [] for m in models}
+    chunks = {m: chunks_of(m) for m in models}
+    # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
+    # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
+    size = eval_batch(next(pack.parameters()).device)
+    for group in ([models] if size is None else [[m] for m in models]):
+        for c in range(len(chunks[group[0]])):
+            parts = {m: split_contexts(chunks[m][c], size) for m in group}
+            for s in range(len(parts[group[0]])):
+                outs = pack(None, None, None, models=group,
+                            X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
+                for m, o in zip(group, outs):
+                    _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
+    res = {}
+    for m in models:
+        dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))
+        dec["top1_mass"] = torch.cat(t1[m]).double().mean().item() if t1[m] else float("nan")
+        res[m] = dec
+    return res
+
+
+__all__ = ["decomposition", "input_weights", "modewise", "selection_loss", "top1_mass",
+           "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
+           "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

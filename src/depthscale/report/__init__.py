@@ -1,0 +1,1 @@
+"""The report: reproduce experiments and write their figures, tables, claims and pages."""

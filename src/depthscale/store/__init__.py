@@ -1,0 +1,2 @@
+"""The run store: run directories, their verification, leases, collection and
+divergence. It never trains."""

@@ -1,0 +1,280 @@
+"""Memory a training pack needs, estimated before anything is allocated, and what is available.
+
+`pack_bytes(cfgs)` is a deliberately simple model of the peak of `training.train_pack` (float32
+throughout): the training contexts of one step, the activations autograd keeps for its backward
+pass, the parameters with their gradients and Adam moments, and the evaluation and monitor sets
+held for the whole run with one chunk's forward on them. It is between 0.8 and 1.7 times the
+measured peak (resident memory above the imports) on the configurations it was checked on and only
+decides whether to refuse a run that cannot fit (it errs on the large side): `check_packs` raises MemoryRefused, a one-line
+user error naming the estimate and the available memory, unless told to allow it.
+
+Available memory: the device's free memory for CUDA; on the CPU, /proc/meminfo's MemAvailable,
+lowered to the cgroup's limit (memory.max - memory.current) inside a container.
+
+Measured memory (what the estimate was checked against; bench.py reports it): `PeakMemory`, the
+peak of a block above its start, and `rss_bytes`, this process's resident set.
+
+The allocator: `tune_allocator` keeps freed memory in the process (glibc), so a training step's
+temporaries are reused; the bench and the sweep workers call it.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+from collections import Counter
+from typing import Sequence
+
+from depthscale.config.run import ConfigError, RunConfig
+
+FLOAT = 4  # bytes: every tensor of a training step is float32
+EVAL_CHUNK = 1024  # measurements.eval_contexts' chunk: one chunk's forward is alive at a time
+HEADROOM = 1.0  # refuse when the estimate exceeds this fraction of the available memory
+
+
+class MemoryRefused(ConfigError):
+    """A run or pack that would not fit in memory; the message is one line with both numbers."""
+
+
+def _stored_context(cfg: RunConfig) -> int:
+    """Floats of one stored context (contexts.Contexts: inputs, labels, rotation, targets)."""
+    P, d = cfg.P, cfg.d
+    return P * d + d * d + P + 5 * d + 2 * cfg.k
+
+
+def _per_context(cfg: RunConfig) -> int:
+    """Floats of one context while it is sampled (the stored one and its temporaries)."""
+    P, d = cfg.P, cfg.d
+    return 5 * (P + 1) * d + 2 * d * d + 3 * P + 5 * d + 2 * cfg.k
+
+
+def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
+    """Estimated peak bytes of training `cfgs` as one pack (they share a pack key)."""
+    cfgs = list(cfgs)
+    if not cfgs:
+        return 0
+    from depthscale.data import kernels
+    from depthscale.kinds.lookup import model_class
+
+    c0 = cfgs[0]
+    kind = model_class(c0.model)
+    B, d, N = c0.batch, c0.d, c0.N
+    T = sum(c.L for c in cfgs)  # layers of the whole pack
+    M = len(cfgs)
+    spectra = len({(c.a, c.b) for c in cfgs})  # distinct evaluation and monitor sets
+    # floats one context keeps for the backward pass, per layer of one model and per model
+    per_layer, per_model = kind.activation_floats(c0)
+    params = T * kind.layer_matrices(c0) * N * N + M * (N * d + N * N + 3 * N)
+    # a seed with one spectrum draws its batch in one pass (contexts.sample_contexts, cache_draws=False:
+    # no float64 draws held) where the fused kernels run; a seed's draws serving several spectra are cached
+    seeds = Counter(s for s, _, _ in {(c.seed, c.a, c.b) for c in cfgs})
+    one_pass = kernels.expected() and not c0.clusters  # (no build started to estimate)
+    batch = sum((_stored_context(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
+    train = B * batch + B * (T * per_layer + M * per_model)
+    # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)
+    held = ((c0.eval_contexts + spectra * c0.monitor_contexts) * _stored_context(c0) * 3 // 2
+            + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0))
+    Lmax = max(c.L for c in cfgs)
+    evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
+    monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
+    return FLOAT * (4 * params + train + held + max(evaluate, monitor)) + cluster_bytes(c0.clusters, d)
+
+
+def cluster_bytes(K: int, d: int) -> int:
+    """Peak bytes of clustered contexts' K fixed rotations (contexts.cluster_rotations): the float64
+    Gaussians, their QR (Q, R) and the sign-fixed Q, then the cached float64 rotations and their
+    float32 copy: about 4.5 float64 K x d x d arrays (0 for clusters = 0)."""
+    return 36 * K * d * d if K else 0
+
+
+# Theory (commands/theory.py): the float64 arrays each computation holds at its peak, in bytes.
+DF = 8  # bytes of a float64
+CURVE_GRID = 257  # theory.constrained_curve's grid of steps
+BASIS_CONTEXTS = 256  # theory.poly_basis's sample S's (finite P)
+CURVE_CHUNK = 2**24  # theory._poly_features: context entries (P d) per chunk
+FLOOR_CHUNK = 2**21  # linear_floor.linear_floor: context entries per batch
+
+
+def theory_bytes(what: str, d: int, P: int = 1, k: int = 1, samples: int = 0, temperatures: int = 101,
+                 max_depth: int = 64, finite_P: bool = False) -> int:
+    """Estimated peak bytes of `depthscale theory WHAT` (curve, floor, softmax-floor; 0 for exponents):
+    the spectra (3 d), the arrays of the chunk of contexts computed at once (each chunk is at least
+    one context of P x d, so P and d alone can make it huge), and the per-sample terms measured
+    before (floor: 8 float64 per input dimension; softmax-floor: 8 per temperature; the finite-P
+    curve: 2 per entry of a d x d matrix)."""
+    spectra = 3 * DF * d
+    if what == "curve":
+        L = min(max_depth, d) + 1
+        need = spectra + DF * d * (2 * CURVE_GRID + L)  # constrained curve's d x grid arrays, the Lanczos basis
+        if finite_P:
+            c = min(samples, max(1, CURVE_CHUNK // (P * d)))  # contexts per chunk (_poly_features)
+            L = min(max_depth, BASIS_CONTEXTS * d) + 1  # the basis is Lanczos on the sample S's eigenvalues
+            need += DF * BASIS_CONTEXTS * (2 * P * d + 3 * d * d)  # the basis' sample S's and their eigh
+            need += DF * BASIS_CONTEXTS * d * L  # its Lanczos vectors
+            need += DF * c * (2 * P * d + d * d + L * d)  # a chunk's inputs, S and the basis images
+            need += DF * 2 * samples * L + 16 * d * d * samples
+        return need
+    if what == "floor":
+        m = min(128, P)  # queries per context
+        c = max(1, FLOOR_CHUNK // (P * d))  # contexts per batch
+        return spectra + DF * c * (3 * P * d + 2 * m * P + m * (k + 2) * d) + 64 * d * samples
+    if what == "softmax-floor":
+        c = min(samples, max(1, min(4096, 2**22 // (temperatures * P))))  # softmax_floor._chunk
+        return spectra + DF * c * (3 * P * d + 2 * temperatures * P + 3 * d) + 64 * temperatures * samples
+    return 0
+
+
+def available_bytes(device: str = "cpu") -> int | None:
+    """Free memory of `device` in bytes; None where it cannot be told."""
+    if str(device).startswith("cuda"):
+        try:
+            import torch
+
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except Exception:  # noqa: BLE001 - no CUDA here: the device check reports that
+            return None
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    limit = _cgroup_free()
+    if limit is not None:
+        avail = limit if avail is None else min(avail, limit)
+    return avail
+
+
+def _cgroup_free() -> int | None:
+    """memory.max - memory.current of this process's cgroup (v2), None without a limit."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            rel = next((ln.split(":", 2)[2].strip() for ln in fh if ln.startswith("0::")), None)
+        if rel is None:
+            return None
+        base = "/sys/fs/cgroup" + rel.rstrip("/")
+        with open(base + "/memory.max") as fh:
+            mx = fh.read().strip()
+        if mx == "max":
+            return None
+        with open(base + "/memory.current") as fh:
+            cur = int(fh.read().strip())
+        return max(0, int(mx) - cur)
+    except (OSError, ValueError, StopIteration):
+        return None
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process now (Linux); elsewhere its high-water mark."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux: high-water mark only
+        import resource
+
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+class PeakMemory:
+    """Peak memory of a block above its start: CUDA's allocator peak on a GPU; on the CPU, the
+    process's resident set sampled every `interval` s by a background thread."""
+
+    def __init__(self, dev, interval: float = 0.002):
+        self.dev, self.interval, self.peak_bytes = dev, interval, 0
+
+    def __enter__(self):
+        gc.collect()
+        if self.dev.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.dev)
+            torch.cuda.reset_peak_memory_stats(self.dev)
+            self._base = torch.cuda.memory_allocated(self.dev)
+        else:
+            self._base = self._max = rss_bytes()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.wait(self.interval):
+            self._max = max(self._max, rss_bytes())
+
+    def __exit__(self, *exc):
+        if self.dev.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.dev)
+            self.peak_bytes = torch.cuda.max_memory_allocated(self.dev) - self._base
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak_bytes = max(self._max, rss_bytes()) - self._base
+        return False
+
+
+def tune_allocator(threshold: int = 1 << 30) -> bool:
+    """Keep freed memory in the process (glibc malloc: mmap and trim thresholds raised to
+    `threshold`), so that the large temporaries of every training step are not handed back to the
+    OS and page-faulted in again at the next step. A standard CPU tuning step (PyTorch's own guide
+    suggests jemalloc or tcmalloc for the same reason); it speeds up every engine, the naive loop
+    included, and costs resident memory that is not returned. Returns whether it applied."""
+    if sys.platform != "linux":
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)) and bool(libc.mallopt(M_TRIM_THRESHOLD, threshold))
+    except (OSError, AttributeError):  # not glibc
+        return False
+
+
+def fmt_bytes(n: float) -> str:
+    if n >= 2**40 * 10**15:  # (an integer that large would overflow a float below)
+        return f"more than 10^15 TiB ({len(str(int(n)))}-digit bytes)"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def describe(cfgs: Sequence[RunConfig]) -> str:
+    c0 = cfgs[0]
+    if len(cfgs) == 1:
+        return f"run {c0.run_id} ({c0.model}, L = {c0.L}, batch {c0.batch}, P = {c0.P}, d = {c0.d}, N = {c0.N})"
+    depths = sorted({c.L for c in cfgs})
+    span = f"L = {depths[0]}" if len(depths) == 1 else f"L = {depths[0]}..{depths[-1]}"
+    return f"a pack of {len(cfgs)} {c0.model} runs ({span}, batch {c0.batch}, P = {c0.P}, d = {c0.d}, N = {c0.N})"
+
+
+def check_packs(packs: Sequence[Sequence[RunConfig]], device: str = "cpu", concurrent: int = 1,
+                allow: bool = False, flag: str = "--allow-memory") -> int:
+    """Refuse (MemoryRefused) packs whose estimated peak, for the `concurrent` largest running at
+    once, exceeds HEADROOM of the available memory. Returns the estimate in bytes."""
+    sizes = sorted(((pack_bytes(p), i) for i, p in enumerate(packs) if p), reverse=True)
+    if not sizes:
+        return 0
+    top = sizes[:max(1, concurrent)]
+    need = sum(s for s, _ in top)
+    avail = available_bytes(device)
+    if allow or avail is None or need <= HEADROOM * avail:
+        return need
+    what = describe(packs[top[0][1]])
+    if len(top) > 1:
+        what += f" and {len(top) - 1} more pack(s) at once"
+    raise MemoryRefused(f"{what} needs about {fmt_bytes(need)} of memory (estimate); "
+                        f"{fmt_bytes(avail)} is available on {device}: make it smaller, or pass {flag} to try anyway")
+
+
+__all__ = ["tune_allocator", "cluster_bytes", "theory_bytes",
+           "pack_bytes", "available_bytes", "check_packs", "MemoryRefused", "fmt_bytes", "HEADROOM", "PeakMemory",
+           "rss_bytes"]
