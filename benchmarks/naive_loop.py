@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from depthscale.config.run import PRESET_DEPTHS, make_config
 from depthscale.bench.naive import train_naive
+from depthscale.config.run import PRESET_DEPTHS, make_config
 
 
 def main() -> None:

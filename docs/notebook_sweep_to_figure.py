@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale.theory.fits import fit_power_law
-from depthscale.store.store import Store
 from depthscale.runs.sweeps import expand_grid, plan, run_sweep
+from depthscale.store.store import Store
+from depthscale.theory.fits import fit_power_law
 
 PRESET = os.environ.get("DEPTHSCALE_NOTEBOOK_PRESET", "smoke")
 OUT = Path(os.environ.get("DEPTHSCALE_NOTEBOOK_OUT") or tempfile.mkdtemp(prefix="depthscale-notebook-"))

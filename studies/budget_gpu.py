@@ -15,9 +15,9 @@ import multiprocessing as mp
 import time
 
 from depthscale.experiments.registry import REGISTRY
+from depthscale.kinds.lookup import pack_key
 from depthscale.store.store import Store
 from depthscale.train.training import run_pack
-from depthscale.kinds.lookup import pack_key
 
 
 def _run(cfgs, store_dir, device):

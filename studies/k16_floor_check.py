@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale.base.atomic import write_json_atomic
 from depthscale.analysis.paired import evaluate_on, floor_on_eval, per_context
+from depthscale.base.atomic import write_json_atomic
 from depthscale.store.store import Store
 
 OUT = Path(__file__).parent / "results" / "k16_floor_check.json"

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from depthscale.analysis import claims
-from depthscale.config.run import make_config
-from depthscale.config.records import depth_set, model_depths
 from depthscale.analysis.results import Results
+from depthscale.config.records import depth_set, model_depths
+from depthscale.config.run import make_config
 
 PRESET = "cpu"
 DEPTHS = depth_set(PRESET, "all")  # 1 .. 64

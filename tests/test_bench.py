@@ -5,16 +5,16 @@ import pytest
 import torch
 
 from depthscale.bench import naive
-from depthscale.bench.speed import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
 from depthscale.bench.machine import matmul_peak
+from depthscale.bench.speed import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
 from depthscale.config.run import make_config
 from depthscale.data.contexts import make_generator, sample_contexts, sample_for, step_seed
-from depthscale.train.memory import PeakMemory
 from depthscale.kinds.lookup import AttentionPack, build_pack
 from depthscale.kinds.ops import RmsScale, RowReadout
-from depthscale.train.training import _pack_losses, train_pack
+from depthscale.train.memory import PeakMemory
 from depthscale.train.optim import RowAdam
 from depthscale.train.trainer import data_key, train_step
+from depthscale.train.training import _pack_losses, train_pack
 
 CPU = torch.device("cpu")
 

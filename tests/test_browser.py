@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale.report.reproduce import report
 from depthscale.analysis.results import Theory
+from depthscale.report.reproduce import report
 from depthscale.store.store import Store
 
 from test_report import fabricate

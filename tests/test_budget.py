@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthscale.experiments import budget
-from depthscale.experiments.registry import REGISTRY
-from depthscale.experiments.budget import BUDGET_STEPS
 from depthscale.analysis.results import Results, Theory
+from depthscale.experiments import budget
+from depthscale.experiments.budget import BUDGET_STEPS
+from depthscale.experiments.registry import REGISTRY
 
 
 def _frame(alpha_of, L0=2.0, c=0.5, noise=0.002, drop_steps=()):

@@ -13,11 +13,11 @@ import torch
 
 from depthscale.analysis import certificates as cm
 from depthscale.analysis import paired
-from depthscale.theory import softmax_floor as sf
-from depthscale.config.run import make_config
-from depthscale.base.errors import InputError
 from depthscale.analysis.results import Results
+from depthscale.base.errors import InputError
+from depthscale.config.run import make_config
 from depthscale.store.store import Store
+from depthscale.theory import softmax_floor as sf
 from depthscale.train.training import run_pack
 
 

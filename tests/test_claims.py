@@ -15,8 +15,8 @@ import pytest
 
 from claims_world import DEPTHS, FakeCertificates, FakePaired, FakeTheory, World, noise, use_certificates, use_paired
 from depthscale.analysis import claims
-from depthscale.analysis.curves import gap_fit, loss_fit
 from depthscale.analysis.claims import NEEDS_STORE
+from depthscale.analysis.curves import gap_fit, loss_fit
 from depthscale.base.errors import InputError
 from depthscale.experiments.registry import CLAIMS, check
 from depthscale.config.paper import (FIG14_K16, FIG3C_SPECTRUM, FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA, FIG7_MODES,

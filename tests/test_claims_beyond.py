@@ -14,9 +14,9 @@ import pytest
 
 from claims_world import DEPTHS, FakeTheory, World, noise
 from depthscale.experiments import looped_runs as lp
+from depthscale.experiments.clustered import CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM
 from depthscale.experiments.registry import CLAIMS, check
 from depthscale.experiments.registry import REGISTRY
-from depthscale.experiments.clustered import CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM
 from depthscale.experiments.scaling import SCALING_DEPTHS, SCALING_SPECTRA, SCALING_WIDTHS
 from depthscale.experiments.transformer import TRANSFORMER_DEPTHS
 

@@ -12,10 +12,10 @@ import pytest
 from claims_world import DEPTHS, FakeTheory, World
 from depthscale.analysis import claims
 from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS
-from depthscale.config.records import Claim, variant_fields
-from depthscale.experiments.registry import check
 from depthscale.config.paper import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA
+from depthscale.config.records import Claim, variant_fields
 from depthscale.experiments.nonlinear_floor import table1
+from depthscale.experiments.registry import check
 
 
 def test_as_verdict_and_combine():

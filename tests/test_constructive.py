@@ -8,8 +8,8 @@ import torch
 
 from depthscale.base import seeds
 from depthscale.config.run import ConfigError, make_config
-from depthscale.kinds.constructive import constructive_stack, monitor_moments
 from depthscale.data.measurements import eval_contexts, monitor
+from depthscale.kinds.constructive import constructive_stack, monitor_moments
 from depthscale.kinds.lookup import build_pack
 from depthscale.theory.softmax_floor import best_stack_on, stack_moments
 

@@ -9,10 +9,10 @@ import re
 import pandas as pd
 import pytest
 
+from depthscale.analysis.results import Results
 from depthscale.config.run import grid_names
 from depthscale.experiments import convergence as cv
 from depthscale.experiments.registry import REGISTRY
-from depthscale.analysis.results import Results
 
 PRESET = "cpu"
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)

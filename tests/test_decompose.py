@@ -8,16 +8,16 @@ import pytest
 import torch
 from torch import nn
 
+from depthscale.base.errors import InputError, UserError
 from depthscale.config.run import make_config
 from depthscale.data.contexts import make_generator, sample_contexts
 from depthscale.data.decompose import ContractError, decompose, decomposition_stats, per_layer_predictors
-from depthscale.base.errors import InputError, UserError
 from depthscale.data.measurements import decomposition, eval_contexts, measure
-from depthscale.kinds.lookup import build_pack
 from depthscale.kinds.base import rms_norm
+from depthscale.kinds.lookup import build_pack
+from depthscale.kinds.transformer import Transformer, evaluate, label_scale
 from depthscale.store.store import Store
 from depthscale.train.training import run_pack
-from depthscale.kinds.transformer import Transformer, evaluate, label_scale
 
 IDENTITY_RTOL = 1e-9
 

@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from depthscale.config.run import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
-from depthscale.experiments.registry import IDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.analysis.results import Results
 from depthscale.config.paper import PAPER, SOFTMAX_GEOMETRY_FIELDS
 from depthscale.config.records import PRESET_SEEDS
-from depthscale.config.run import main_grid
 from depthscale.config.records import SHAPE_SEEDS, Experiment, resolve_seeds
-from depthscale.analysis.results import Results
+from depthscale.config.run import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
+from depthscale.config.run import main_grid
+from depthscale.experiments.registry import IDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
 
 SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
 

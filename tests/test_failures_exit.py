@@ -19,9 +19,9 @@ import pytest
 
 import depthscale.base.atomic
 import depthscale.train.training
+from depthscale.base.errors import StorageError, SubmissionError
 from depthscale.cli import main as cli
 from depthscale.config.run import make_config
-from depthscale.base.errors import StorageError, SubmissionError
 from depthscale.store.store import Store
 
 import failure_workers

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from depthscale.report.figcheck import check
 from depthscale.analysis.plotting import new_figure, panel_title
+from depthscale.report.figcheck import check
 
 
 def _clean():

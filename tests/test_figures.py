@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.config import run as config
-from depthscale.report import figures
 from depthscale.analysis import plotting
+from depthscale.analysis.results import Results, Theory
 from depthscale.config import paper, records
+from depthscale.config import run as config
 from depthscale.experiments import registry as ex
 from depthscale.experiments.registry import check
-from depthscale.analysis.results import Results, Theory
+from depthscale.report import figures
 from depthscale.store.store import Store
 
 from test_report import fabricate

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from depthscale.cli import main as cli
-from depthscale.runs import sweeps
 from depthscale.config.run import MAX_SIZE, MAX_STEPS, ConfigError, make_config
+from depthscale.runs import sweeps
 from depthscale.train.memory import cluster_bytes, pack_bytes, theory_bytes
 
 

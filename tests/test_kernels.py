@@ -7,8 +7,8 @@ import shutil
 import pytest
 import torch
 
-from depthscale.data import kernels
 from depthscale.config.run import make_config
+from depthscale.data import kernels
 from depthscale.kinds.lookup import build_pack
 from depthscale.kinds.ops import RowReadout
 from depthscale.train.optim import RowAdam

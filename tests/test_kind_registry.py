@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from depthscale.config import kind_registry
-from depthscale.config.run import FIELD_CHOICES, ConfigError, make_config
 from depthscale.base.errors import InputError
+from depthscale.base.plugins import plugin_files
+from depthscale.config import kind_registry
 from depthscale.config.kind_registry import FACTS, METHODS, find_kind, kind_names, register_kind
+from depthscale.config.run import FIELD_CHOICES, ConfigError, make_config
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelKind
 from depthscale.kinds.ensemble import Nonlinear
-from depthscale.base.plugins import plugin_files
 
 STATED = dict(geometry="softmax", loopable=False, packs_across_depth=False, label_linear=True)
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from depthscale.store import lease
 from depthscale.base.atomic import write_json_atomic
 from depthscale.config.run import make_config, run_id
+from depthscale.store import lease
 from depthscale.store.store import Store
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from depthscale.cli import main as cli
-from depthscale.train import live
-from depthscale.config.run import FIELD_NAMES, make_config
 from depthscale.base.errors import StoreError
+from depthscale.cli import main as cli
+from depthscale.config.run import FIELD_NAMES, make_config
 from depthscale.store.store import CURVES_LIVE, Store
-from depthscale.train.training import run_pack, train_pack
+from depthscale.train import live
 from depthscale.train.live import CURVE_KEYS
+from depthscale.train.training import run_pack, train_pack
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

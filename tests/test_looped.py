@@ -11,14 +11,14 @@ import math
 import pytest
 import torch
 
-from depthscale.experiments import looped_runs as lp
-from depthscale.experiments import registry as ex
 from depthscale.config.run import ConfigError, make_config
 from depthscale.data.contexts import make_generator, sample_contexts
+from depthscale.experiments import looped_runs as lp
+from depthscale.experiments import registry as ex
 from depthscale.kinds.lookup import AttentionPack, build_pack
-from depthscale.train.training import train_one
 from depthscale.kinds.lookup import pack_key
 from depthscale.train.schedule import base_lr
+from depthscale.train.training import train_one
 
 d, N, P = 4, 6, 7
 KINDS = ("single_stream", "context_updates", "nonlinear", "layer_values")

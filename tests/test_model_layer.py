@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale.train import memory
-from depthscale.experiments import looped_runs as looped
-from depthscale.config.run import FIELD_NAMES, GEOMETRIES, PRESETS, ConfigError, geometry, make_config
 from depthscale.base.errors import InputError
 from depthscale.config.kind_registry import FACTS, kind_names
-from depthscale.kinds.base import ModelKind, ModelOutput
+from depthscale.config.run import FIELD_NAMES, GEOMETRIES, PRESETS, ConfigError, geometry, make_config
 from depthscale.data.measurements import eval_contexts
+from depthscale.experiments import looped_runs as looped
+from depthscale.kinds.base import ModelKind, ModelOutput
 from depthscale.kinds.lookup import build_pack, model_class, pack_key
+from depthscale.train import memory
 from depthscale.train.training import train_pack
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "depthscale"

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.cli import main as cli
 from depthscale.analysis import paired
-from depthscale.theory import softmax_floor as sf
-from depthscale.config.run import make_config
 from depthscale.base.errors import InputError
+from depthscale.cli import main as cli
+from depthscale.config.run import make_config
 from depthscale.data.measurements import PERCENTILES, eval_contexts
 from depthscale.store.store import Store
+from depthscale.theory import softmax_floor as sf
 from depthscale.train.training import run_pack
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthscale.data import philox
 from depthscale.base import seeds
+from depthscale.data import philox
 
 # Random123's kat_vectors for philox4x32_10: (counter, key, output)
 KAT = [

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from depthscale.cli import main as cli
-from depthscale.config.run import make_config
 from depthscale.cli.plots import curve_labels, curves_figure, load_curves, parse_metrics
+from depthscale.config.run import make_config
 from depthscale.store.store import Store
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "notebook_sweep_to_figure.py"

@@ -11,10 +11,10 @@ import torch
 
 from depthscale.config.run import ConfigError, make_config
 from depthscale.kinds.lookup import build_pack
-from depthscale.train.training import train_pack
 from depthscale.train.optim import RowAdam, qk_lr_mults
 from depthscale.train.schedule import base_lrs
 from depthscale.train.trainer import train_step
+from depthscale.train.training import train_pack
 
 
 def _spiky(**kw):

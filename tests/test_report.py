@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.report import figures, tables
-from depthscale.config import paper, records
-from depthscale.experiments import registry as ex
 from depthscale.analysis.claims import NEEDS_STORE
-from depthscale.experiments.registry import CLAIMS, check_all
-from depthscale.config.run import make_config
-from depthscale.experiments.registry import all_configs
 from depthscale.analysis.results import Results, Theory
+from depthscale.config import paper, records
+from depthscale.config.run import make_config
 from depthscale.data.measurements import PERCENTILES
+from depthscale.experiments import registry as ex
+from depthscale.experiments.registry import CLAIMS, check_all
+from depthscale.experiments.registry import all_configs
+from depthscale.report import figures, tables
 from depthscale.report.reproduce import report, reproduce
 from depthscale.store.store import Store
 

@@ -11,9 +11,9 @@ import warnings
 
 import pytest
 
+from depthscale.analysis.results import THEORY_CACHE_FORMAT, StaleCacheWarning, Theory, read_theory_cache
 from depthscale.cli import main as cli
 from depthscale.report.reproduce import read_build_timing
-from depthscale.analysis.results import THEORY_CACHE_FORMAT, StaleCacheWarning, Theory, read_theory_cache
 
 TINY = {"max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16, "eval_every": 10}
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale.train import training
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
+from depthscale.train import training
 from depthscale.train.training import run_pack
 
 # runs that stop at different steps (converged at 20, 45 and 60, max_steps) and one whose loss is

@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from depthscale.data import contexts, kernels, philox
 from depthscale.base import seeds
+from depthscale.data import contexts, kernels, philox
 from depthscale.data.contexts import (clear_draw_cache, draws_torch, haar_from_householder, haar_orthogonal,
                                  make_generator, sample_contexts, spectrum)
 

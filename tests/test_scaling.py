@@ -10,16 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from depthscale.report import figures, tables
 from depthscale.analysis import plotting
+from depthscale.analysis.curves import fit_xy, time_curve, time_fit, time_window, width_series
+from depthscale.analysis.results import Results, Theory
 from depthscale.config import records
+from depthscale.config.run import geometry
 from depthscale.experiments import registry as ex
 from depthscale.experiments import scaling
-from depthscale.analysis.curves import fit_xy, time_curve, time_fit, time_window, width_series
 from depthscale.experiments.registry import check
-from depthscale.config.run import geometry
 from depthscale.experiments.scaling import SCALING_TIME_DEPTHS
-from depthscale.analysis.results import Results, Theory
+from depthscale.report import figures, tables
 from depthscale.store.store import Store
 
 

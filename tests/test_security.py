@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from depthscale.cli import main as cli
 from depthscale.base.atomic import RefusedPickle, load_torch_data
+from depthscale.base.errors import StoreError
+from depthscale.cli import main as cli
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
-from depthscale.base.errors import StoreError
 
 TINY = {"model": "nonlinear", "max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
         "eval_every": 10, "checkpoint_every": 10}

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 import pandas as pd
 import pytest
 
-from depthscale.config.run import ConfigError, grid_names, grid_variant, main_grid, make_config
-from depthscale.base.errors import InputError
 from depthscale.analysis.results import Results
 from depthscale.analysis.selection import MONITOR_KEY, cells_from_results, envelope, main_envelope, select
+from depthscale.base.errors import InputError
+from depthscale.config.run import ConfigError, grid_names, grid_variant, main_grid, make_config
 
 
 class MonitorOnlyRow(Mapping):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from depthscale.config.run import run_id
-from depthscale.store.store import Store
 from depthscale.runs.sweeps import plan, run_sweep
+from depthscale.store.store import Store
 
 import fake_worker
 from fake_worker import events

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from depthscale.base.atomic import write_json_atomic
-from depthscale.store.collect import BrokenRunWarning
-from depthscale.config.run import make_config, run_id
-from depthscale.store.store import Store
 from depthscale.base.errors import StoreError
+from depthscale.config.run import make_config, run_id
+from depthscale.store.collect import BrokenRunWarning
+from depthscale.store.store import Store
 
 import fake_worker
 from test_lease import foreign_lease

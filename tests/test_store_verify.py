@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from depthscale.cli import main as cli
 from depthscale.base.errors import StoreError
-from depthscale.store.store import Store, load_model
+from depthscale.cli import main as cli
 from depthscale.runs.sweeps import expand_grid
+from depthscale.store.store import Store, load_model
 
 TINY = {"max_steps": 4, "eval_every": 2, "checkpoint_every": 2, "eval_contexts": 64, "monitor_contexts": 64,
         "batch": 16}

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from depthscale.config.run import PRESET_DEPTHS, ConfigError, make_config, run_id
 from depthscale.base.errors import MissingExtraError
-from depthscale.store.store import Store
+from depthscale.config.run import PRESET_DEPTHS, ConfigError, make_config, run_id
 from depthscale.runs.executors import available_cores, execute_pack, pack_cost
 from depthscale.runs.sweeps import expand_grid, load_grid, make_packs, parse_shard, plan, run_sweep
+from depthscale.store.store import Store
 
 import fake_worker
 from fake_worker import events

@@ -9,11 +9,11 @@ import pytest
 from scipy.linalg import lstsq
 from scipy.special import gammaln, roots_jacobi
 
+from depthscale.theory import linear as theory
 from depthscale.theory import linear_floor as floors
 from depthscale.theory import softmax_floor as softmax
-from depthscale.theory import linear as theory
-from depthscale.theory.linear_floor import fig8_sample, floor, gamma_topk, linear_floor, predictable_component
 from depthscale.theory.linear import constrained_curve, curve, exponents, free_curve, spectra, two_zeta, zeta
+from depthscale.theory.linear_floor import fig8_sample, floor, gamma_topk, linear_floor, predictable_component
 
 # paper Table 2: (a, b) -> (zeta, 2 zeta)
 TABLE2 = {(2, 0.5): (0.750, 1.500), (2, 1): (1.000, 2.000), (2, 1.5): (1.250, 2.500),

@@ -10,8 +10,8 @@ import torch
 
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
-from depthscale.train.training import run_pack, train_pack
 from depthscale.train.schedule import converged, lr_factor
+from depthscale.train.training import run_pack, train_pack
 
 
 def small(**kw):

@@ -8,17 +8,17 @@ import math
 import pytest
 import torch
 
-from depthscale.cli import main as cli
 from depthscale import load_model
+from depthscale.analysis.results import Results, Theory
+from depthscale.cli import main as cli
 from depthscale.config.run import ConfigError, make_config
 from depthscale.data.measurements import eval_contexts
 from depthscale.experiments.registry import BEYOND_IDS, IDS, REGISTRY, all_configs
 from depthscale.experiments.transformer import TRANSFORMER_DEPTHS, transformer_depths
-from depthscale.analysis.results import Results, Theory
-from depthscale.store.store import Store
-from depthscale.runs.sweeps import make_packs, plan, run_sweep
-from depthscale.train.training import run_pack, train_pack
 from depthscale.kinds.transformer import TransformerPack, evaluate
+from depthscale.runs.sweeps import make_packs, plan, run_sweep
+from depthscale.store.store import Store
+from depthscale.train.training import run_pack, train_pack
 
 # a smoke run, shorter still: the pipeline, not the science
 FAST = dict(max_steps=20, eval_every=10, checkpoint_every=10, eval_contexts=256, monitor_contexts=128)

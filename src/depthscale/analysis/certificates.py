@@ -29,8 +29,8 @@ from typing import Mapping
 import numpy as np
 
 from depthscale.analysis import paired
-from depthscale.base.errors import InputError
 from depthscale.analysis.results import Results
+from depthscale.base.errors import InputError
 
 NAMES = ("doubling", "construction", "budget")
 

@@ -54,11 +54,11 @@ from typing import Iterable
 
 import numpy as np
 
+from depthscale.analysis.power import MAX_SEEDS, TARGET
+from depthscale.analysis.results import Results, Series, Theory
 from depthscale.base.atomic import plain
 from depthscale.base.formatting import label, number
-from depthscale.analysis.power import MAX_SEEDS, TARGET
 from depthscale.config.records import PARTS, PRESET_KS, Claim
-from depthscale.analysis.results import Results, Series, Theory
 
 
 class MissingRuns(Exception):

@@ -15,10 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from depthscale.theory.fits import FitResult, fit_gap, fit_power_law
-from depthscale.data.measurements import PERCENTILES
-from depthscale.config.records import depth_set
 from depthscale.analysis.results import Results, Series, Theory, as_array
+from depthscale.config.records import depth_set
+from depthscale.data.measurements import PERCENTILES
+from depthscale.theory.fits import FitResult, fit_gap, fit_power_law
 
 MODE_FLOOR = 0.02  # normalised mode-wise loss that counts as learned (Fig. 3c)
 

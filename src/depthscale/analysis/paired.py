@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from depthscale.base.atomic import write_atomic
-from depthscale.config.run import RunConfig
 from depthscale.base.errors import InputError
+from depthscale.config.run import RunConfig
 from depthscale.data.measurements import PERCENTILES, eval_batch, eval_contexts, selection_loss, split_contexts
 from depthscale.theory.softmax_floor import floor_from_contexts
 

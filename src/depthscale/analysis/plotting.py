@@ -30,11 +30,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from depthscale.base.atomic import write_atomic
 from depthscale.analysis.curves import fit_series
+from depthscale.analysis.results import Results, Theory
+from depthscale.base.atomic import write_atomic
 from depthscale.base.formatting import label
 from depthscale.config.records import PRESET_KS, depth_set
-from depthscale.analysis.results import Results, Theory
 
 DPI = 200
 LEGEND_PT = 8.0

@@ -31,12 +31,12 @@ from depthscale.base.atomic import as_float, plain, read_regular, write_json_ato
 from depthscale.config.run import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS,
                                PRESET_DEPTHS, ConfigError, config_dict, make_config)
 from depthscale.base.errors import InputError
-from depthscale.theory.linear_floor import fig8_sample, linear_floor, sample_linear_floor
 from depthscale.config.paper import FIG8_SPECTRUM
+from depthscale.theory.linear_floor import fig8_sample, linear_floor, sample_linear_floor
 from depthscale.config.records import (FINITE_P_SAMPLES, FLOOR_SAMPLES, SOFTMAX_FLOOR_SAMPLES, THEORY_SEED, Experiment,
                                 TheoryNeed, check_preset, depth_set, model_depths, preset_shape)
-from depthscale.theory.softmax_floor import softmax_floor
 from depthscale.theory.linear import constrained_curve, free_curve, sample_constrained_curve, sample_free_curve, spectra, zeta
+from depthscale.theory.softmax_floor import softmax_floor
 
 
 # --- theory (computed on demand, cached as JSON) ---

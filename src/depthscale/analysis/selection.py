@@ -23,8 +23,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from depthscale.config.run import grid_names, grid_variant, main_grid, make_config
 from depthscale.base.errors import InputError
+from depthscale.config.run import grid_names, grid_variant, main_grid, make_config
 
 MONITOR_KEY = "final_monitor_loss"  # the trainer's metric: the monitor loss at the run's last step
 RULE = ("per depth and spectrum, the grid point with the lowest seed-mean final monitor loss "

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 
 import torch
 
-from depthscale.data import kernels
 from depthscale.base import seeds
 from depthscale.base.errors import InputError
+from depthscale.data import kernels
 
 DTYPES = ("float32", "tf32", "bf16")
 DEVICES = ("cpu", "cuda", "auto")

@@ -21,12 +21,12 @@ import time
 import torch
 from torch import nn
 
+from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
 from depthscale.data.contexts import make_generator, sample_for, step_seed
-from depthscale.base.errors import InputError
-from depthscale.kinds.lookup import model_class
 from depthscale.kinds.base import rms_norm
 from depthscale.kinds.ensemble import Nonlinear
+from depthscale.kinds.lookup import model_class
 from depthscale.train.schedule import base_lr, lr_factor
 
 

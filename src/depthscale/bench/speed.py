@@ -30,15 +30,15 @@ from typing import Callable
 import torch
 
 from depthscale.base import seeds
-from depthscale.data import kernels
-from depthscale.config.run import PRESET_DEPTHS, RunConfig, make_config
-from depthscale.data.contexts import one_pass_available
 from depthscale.base.errors import InputError
-from depthscale.train.memory import PeakMemory, rss_bytes, tune_allocator
-from depthscale.kinds.lookup import build_pack, model_class
 from depthscale.bench.naive import train_naive
-from depthscale.train.prefetch import Prefetcher
 from depthscale.config.paper import FIG3_SPECTRA
+from depthscale.config.run import PRESET_DEPTHS, RunConfig, make_config
+from depthscale.data import kernels
+from depthscale.data.contexts import one_pass_available
+from depthscale.kinds.lookup import build_pack, model_class
+from depthscale.train.memory import PeakMemory, rss_bytes, tune_allocator
+from depthscale.train.prefetch import Prefetcher
 from depthscale.bench.machine import (TRANSCENDENTALS, autocast_dtype, check_dtype, matmul_peak, mem_bandwidth, precision,
                                 resolve_device, sync_device, transcendental_rates)
 from depthscale.bench.roofline import roofline, step_ops

@@ -16,8 +16,8 @@ import json
 import math
 from pathlib import Path
 
-from depthscale.config.run import FIELD_NAMES
 from depthscale.base.errors import InputError, StoreError
+from depthscale.config.run import FIELD_NAMES
 
 METRICS = ("R", "R_se", "A", "C", "steps", "stopped_because")  # shown side by side for two runs
 PROVENANCE = ("device", "fused_cpu_kernels", "versions")  # config.json's entries besides the config

@@ -14,12 +14,12 @@ import os
 import sys
 import warnings
 
-from depthscale.cli.arguments import Parser, add_spelling_aliases, help_context
 from depthscale.base.userpaths import UsageError
+from depthscale.cli.arguments import Parser, add_spelling_aliases, help_context
 from depthscale.cli.commands import outputs, runs, theory
 # the commands' handlers and names, as this module held them before they moved to depthscale.cli.commands
-from depthscale.config.run import ConfigError
 from depthscale.base.errors import UserError, first_refused, is_storage_error
+from depthscale.config.run import ConfigError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports it

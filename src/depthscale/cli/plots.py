@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale.cli.compare import differing_fields, find_run, run_label
 from depthscale.base.errors import InputError
+from depthscale.cli.compare import differing_fields, find_run, run_label
 
 # metric -> (y label, how to get it from a curves dict)
 METRICS = {

@@ -16,16 +16,16 @@ Shapes: B contexts, P context pairs, d input dims, k selected tokens.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from depthscale.data import kernels, philox
 from depthscale.base import seeds
-from depthscale.config.run import CONTEXT_STREAM, MAX_SIZE, shown
 from depthscale.base.errors import InputError
+from depthscale.config.run import CONTEXT_STREAM, MAX_SIZE, shown
+from depthscale.data import kernels, philox
 
 
 def spectrum(d: int, exponent: float, dtype=torch.float32, device="cpu") -> torch.Tensor:
@@ -338,6 +338,14 @@ def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: st
     return (*out, None)
 
 
+def spectra_per_seed(cfgs) -> Counter:
+    """How many spectra (a, b) each seed's training stream serves in a pack. A seed serving one draws
+    its batch in one pass (`sample_contexts(..., cache_draws=False)`: no draws held); a seed serving
+    several caches its draws for the others. The trainer samples by this rule and the memory
+    estimate counts by it."""
+    return Counter(s for s, _, _ in {(c.seed, c.a, c.b) for c in cfgs})
+
+
 def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32, cache_draws: bool = True) -> Contexts:
     """Contexts for a RunConfig's data fields; a run of another context stream (config.STREAMS:
     a "legacy" run stored by an earlier version) is refused in one line, never given this one's."""
@@ -362,5 +370,5 @@ CLUSTER_SEED = seeds.CLUSTER_SEED
 
 
 __all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations", "CLUSTER_SEED",
-           "clear_draw_cache", "one_pass_available", "sample_for", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
+           "clear_draw_cache", "one_pass_available", "sample_for", "spectra_per_seed", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
            "top_k_by_cosine", "make_generator", "step_seed", "transform_torch"]

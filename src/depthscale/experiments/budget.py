@@ -33,10 +33,10 @@ import numpy as np
 
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import fit_series, fit_xy
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import label
 from depthscale.config.paper import ORIGIN, TOP2_SPECTRA
 from depthscale.config.records import Experiment, RunGroup, depth_set, register, variant_fields
-from depthscale.analysis.results import Results, Theory
 
 # the budget ladder (SPEC §9, a study; docs/recipe.md §12): top-2, d = N = 16, P = 64, batch 512,
 # budgets x2 up to the paper's 20,000 steps; every run goes to its cap (min_steps = max_steps), on the

@@ -19,12 +19,12 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import fit_series
 from depthscale.analysis.claims import MissingRuns, cells_text, fit_problem, judged, num, seeds_text, verdict, yes
-from depthscale.theory.fits import FitResult
+from depthscale.analysis.curves import fit_series
+from depthscale.analysis.results import Results, Series, Theory
 from depthscale.base.formatting import fit_status, label
 from depthscale.config.records import Claim, Experiment, RunGroup, register
-from depthscale.analysis.results import Results, Series, Theory
+from depthscale.theory.fits import FitResult
 
 CLUSTERED_SPECTRUM = (1.0, 0.0)
 CLUSTERED_KS = (1, 2, 4, 8)

@@ -30,14 +30,14 @@ import numpy as np
 from depthscale.analysis import certificates, power
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import fit_xy
-from depthscale.config.run import geometry, grid_names, grid_variant, make_config
+from depthscale.analysis.results import Results, Theory
+from depthscale.analysis.selection import RULE as SELECTION_RULE
+from depthscale.analysis.selection import cells_from_results, select
 from depthscale.base.errors import InputError
 from depthscale.base.formatting import label
 from depthscale.config.paper import ORIGIN
 from depthscale.config.records import PRESET_DEPTHS, Experiment, RunGroup, register
-from depthscale.analysis.results import Results, Theory
-from depthscale.analysis.selection import RULE as SELECTION_RULE
-from depthscale.analysis.selection import cells_from_results, select
+from depthscale.config.run import geometry, grid_names, grid_variant, make_config
 
 FAITHFUL = "faithful-3e-3-flat"  # the faithful start as trained (SPEC §3.4: qk_std 0.02, lr 3e-3, one rate)
 STUDY_BATCH = {"smoke": 64, "cpu": 512, "paper": 512}

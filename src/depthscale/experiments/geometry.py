@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from depthscale.analysis import plotting as pl
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG8_SPECTRUM
 from depthscale.config.records import Experiment, TheoryNeed, register
-from depthscale.analysis.results import Results, Theory
 
 
 def fig8(res: Results, th: Theory):

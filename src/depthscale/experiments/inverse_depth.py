@@ -29,8 +29,8 @@ from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import loss_fit, rel_change_last_two
 from depthscale.analysis.claims import (cert_text, certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
                                power_text, require, series_se, shape_verdict, yes)
-from depthscale.base.errors import InputError
 from depthscale.analysis.power import criterion_5a, criterion_6, law_fit, power_report
+from depthscale.base.errors import InputError
 from depthscale.base.formatting import fit_status, label
 from depthscale.config.paper import FIG14_K2, FIG14_K16, FIG56_SPECTRA, PAPER, TOP2_SPECTRA
 from depthscale.config.records import (PRESET_KS, SHAPE_SEEDS, Claim, Experiment, RunGroup, register, softmax_floor_needs,

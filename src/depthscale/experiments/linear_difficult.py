@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import plateau
 from depthscale.analysis.claims import MissingRuns, judged, left_out, num, point_se, present_ks, require, seeds_text, yes
+from depthscale.analysis.curves import plateau
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16
 from depthscale.config.records import (PRESET_KS, Claim, Experiment, RunGroup, depth_set, floor_needs, preset_shape,

@@ -19,12 +19,12 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import MODE_FLOOR, loss_fit, mode_crossings, normalised_modes, reference_slopes
 from depthscale.analysis.claims import MissingRuns, fit_problem, fitted, judged, num, require, verdict, yes
+from depthscale.analysis.curves import MODE_FLOOR, loss_fit, mode_crossings, normalised_modes, reference_slopes
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import fit_status, label
 from depthscale.config.paper import FIG3_SPECTRA, FIG3C_MODES, FIG3C_SPECTRUM, PAPER
 from depthscale.config.records import Claim, Experiment, RunGroup, TheoryNeed, preset_shape, register
-from depthscale.analysis.results import Results, Theory
 from depthscale.theory.linear import two_zeta, zeta
 
 R2_1 = 0.98  # claim 1's R² threshold (SPEC §9): a fit below it is drawn dashed

@@ -22,10 +22,10 @@ import numpy as np
 
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.claims import MissingRuns, cells_text, judged, num, point_se, seeds_text, yes
-from depthscale.config.run import geometry
+from depthscale.analysis.results import Results, Theory
 from depthscale.config.paper import ORIGIN
 from depthscale.config.records import Claim, Experiment, RunGroup, preset_shape, register
-from depthscale.analysis.results import Results, Theory
+from depthscale.config.run import geometry
 
 from depthscale.experiments import looped_runs as lp
 from depthscale.experiments.looped_runs import (LOOPED_B, LOOPED_DEPTHS, LOOPED_GROUPS, LOOPED_MAX_DEPTH,  # noqa: F401

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
+from depthscale.analysis.results import Results
 from depthscale.config.paper import ORIGIN
 from depthscale.config.records import RunGroup, preset_shape
-from depthscale.analysis.results import Results
 
 LOOPED_B = (1, 2, 4)
 LOOPED_MAX_DEPTH = 8

@@ -19,12 +19,12 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import mode_curves, reducible_modes, reducible_modes_judged
 from depthscale.analysis.claims import judged, num, require, yes
+from depthscale.analysis.curves import mode_curves, reducible_modes, reducible_modes_judged
+from depthscale.analysis.results import Results, Series, Theory
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG3C_MODES, FIG3C_SPECTRUM, FIG7_MODES, FIG7_SPECTRUM
 from depthscale.config.records import Claim, Experiment, RunGroup, preset_shape, register
-from depthscale.analysis.results import Results, Series, Theory
 
 
 def fig7(res: Results, th: Theory):

@@ -16,10 +16,10 @@ import numpy as np
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.claims import (MissingRuns, call_paired, finite_runs, judged, num, paired_or_fail, require,
                                seeds_text, yes)
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG4_SPECTRA
 from depthscale.config.records import Claim, Experiment, RunGroup, depth_set, register
-from depthscale.analysis.results import Results, Theory
 
 G4 = RunGroup("nonlinear", "easy", 1, FIG4_SPECTRA)
 

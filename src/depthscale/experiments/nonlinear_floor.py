@@ -34,12 +34,12 @@ from depthscale.analysis.curves import gap_fit, loss_fit
 from depthscale.analysis.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, cert_text, certified, combine, mark,
                                outcome, power_text, series_se, shape_verdict, finite_runs, fit_problem, fitted, item_label,
                                judged, left_out, num, paired_or_fail, require, verdict, yes)
+from depthscale.analysis.power import criterion_11, power_report
+from depthscale.base.formatting import fit_status, label
+from depthscale.config.paper import FIG56_SPECTRA, PAPER, SOFTMAX_GEOMETRY_FIELDS, TOP2_SPECTRA, paper_L0_top2
 from depthscale.config.run import geometry
 from depthscale.experiments.inverse_depth import FIG6, G14, G14_CONSTRUCTIVE
 from depthscale.experiments.linear_difficult import G5
-from depthscale.base.formatting import fit_status, label
-from depthscale.analysis.power import criterion_11, power_report
-from depthscale.config.paper import FIG56_SPECTRA, PAPER, SOFTMAX_GEOMETRY_FIELDS, TOP2_SPECTRA, paper_L0_top2
 from depthscale.config.records import (PRESET_KS, Claim, Experiment, RunGroup, floor_needs, preset_shape, register,
                                 softmax_floor_needs)
 from depthscale.analysis.results import Results, Theory

@@ -4,13 +4,13 @@ figs 3-6)."""
 from __future__ import annotations
 
 from depthscale.analysis import plotting as pl
+from depthscale.analysis.results import Results, Theory
+from depthscale.config.paper import FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA
+from depthscale.config.records import Experiment, register
 from depthscale.experiments.inverse_depth import FIG6
 from depthscale.experiments.linear_difficult import FIG5
 from depthscale.experiments.linear_easy import FIG3
 from depthscale.experiments.nonlinear_easy import FIG4
-from depthscale.config.paper import FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA
-from depthscale.config.records import Experiment, register
-from depthscale.analysis.results import Results, Theory
 
 
 def fig1(res: Results, th: Theory):

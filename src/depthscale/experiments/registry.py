@@ -29,9 +29,9 @@ from typing import Iterable, Sequence
 import depthscale.experiments as _package
 from depthscale.analysis import claims as _claims
 from depthscale.base import plugins
-from depthscale.config.run import PRESETS, RunConfig
 from depthscale.base.errors import InputError
 from depthscale.config.records import Claim, Experiment, PARTS, TheoryNeed, registered
+from depthscale.config.run import PRESETS, RunConfig
 
 
 PLUGIN_ENV = "DEPTHSCALE_EXPERIMENTS"

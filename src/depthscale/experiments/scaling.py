@@ -20,10 +20,10 @@ from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import fit_series, fit_xy, time_curve, time_fit, time_window, width_series
 from depthscale.analysis.claims import (MissingRuns, cells_text, fit_problem, fitted, judged, num, require, seeds_text, verdict,
                                yes)
-from depthscale.config.run import geometry
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import fit_status, label
 from depthscale.config.records import Claim, Experiment, RunGroup, depth_set, register
-from depthscale.analysis.results import Results, Theory
+from depthscale.config.run import geometry
 
 SCALING_SPECTRA = ((0.0, 0.0), (1.0, 0.0))
 SCALING_WIDTHS = (24, 32, 48, 64)  # N beyond the preset's N = d

@@ -14,11 +14,11 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import selection_quantiles
 from depthscale.analysis.claims import MissingRuns, call_paired, finite_runs, judged, num, paired_or_fail, require, yes
+from depthscale.analysis.curves import selection_quantiles
+from depthscale.analysis.results import Results, Theory
 from depthscale.config.paper import ORIGIN
 from depthscale.config.records import Claim, Experiment, RunGroup, depth_set, register
-from depthscale.analysis.results import Results, Theory
 
 
 def fig13(res: Results, th: Theory):

@@ -14,13 +14,13 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import fit_series, rel_change_last_two
 from depthscale.analysis.claims import MissingRuns, judged, num, point_se, require, seeds_text, yes
+from depthscale.analysis.curves import fit_series, rel_change_last_two
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import fit_status
 from depthscale.config.paper import ORIGIN
-from depthscale.config.run import PRESET_DEPTHS
 from depthscale.config.records import Claim, Experiment, RunGroup, register
-from depthscale.analysis.results import Results, Theory
+from depthscale.config.run import PRESET_DEPTHS
 
 TRANSFORMER_DEPTHS = (1, 2, 4, 8)
 

@@ -19,11 +19,11 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.curves import loss_fit
 from depthscale.analysis.claims import MissingRuns, fit_problem, fitted, judged, num, present_ks, require, verdict, yes
+from depthscale.analysis.curves import loss_fit
+from depthscale.analysis.results import Results, Theory
 from depthscale.config.paper import ORIGIN, PAPER
 from depthscale.config.records import PRESET_KS, Claim, Experiment, RunGroup, register
-from depthscale.analysis.results import Results, Theory
 
 R2_8A = 0.95  # claim 8a's R² threshold (SPEC §9): a fit below it is drawn dashed
 

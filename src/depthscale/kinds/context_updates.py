@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from depthscale.config.kind_registry import register_kind
+from depthscale.data.measurements import rho_fit
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelOutput, rms_norm
-from depthscale.data.measurements import rho_fit
 
 
 @register_kind

@@ -13,8 +13,8 @@ from typing import Callable
 
 import torch
 
-from depthscale.data import kernels
 from depthscale.config.kind_registry import register_kind
+from depthscale.data import kernels
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import RMS_EPS, ModelOutput
 from depthscale.kinds.ops import RmsScale, RowReadout

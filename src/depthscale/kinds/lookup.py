@@ -17,9 +17,9 @@ is the kind's to say (`pack_key`).
 
 from __future__ import annotations
 
-from depthscale.config.run import RunConfig, config_dict
 from depthscale.base.errors import InputError
 from depthscale.config.kind_registry import find_kind, kind_names
+from depthscale.config.run import RunConfig, config_dict
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import ModelKind
 

@@ -31,11 +31,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from depthscale.base import seeds
+from depthscale.base.errors import InputError
+from depthscale.config.kind_registry import register_kind
 from depthscale.config.run import ConfigError, shown
 from depthscale.data.contexts import spectrum
 from depthscale.data.decompose import Decomposition, decomposition_stats, per_layer_predictors
-from depthscale.base.errors import InputError
-from depthscale.config.kind_registry import register_kind
 from depthscale.kinds.base import ModelKind, ModelOutput
 
 

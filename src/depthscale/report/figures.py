@@ -14,8 +14,8 @@ from typing import Callable
 
 from depthscale.analysis import plotting
 from depthscale.analysis.plotting import logx, logy, render
-from depthscale.experiments.registry import REGISTRY
 from depthscale.analysis.results import Results, Theory
+from depthscale.experiments.registry import REGISTRY
 
 FIGURES: dict[str, Callable] = {i: e.figure for i, e in REGISTRY.items() if e.figure is not None}
 

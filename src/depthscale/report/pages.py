@@ -14,8 +14,8 @@ import base64
 import html
 from pathlib import Path
 
-from depthscale.base import timing
 from depthscale.analysis.claims import claim_verdict, count_text
+from depthscale.base import timing
 from depthscale.base.formatting import markdown_table, number
 from depthscale.config.paper import GEOMETRY_EVIDENCE
 from depthscale.experiments.registry import BEYOND_IDS, REGISTRY

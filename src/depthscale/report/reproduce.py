@@ -40,22 +40,22 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from depthscale.analysis import claims, plotting
-from depthscale.report import figcheck
-from depthscale.base import timing
-from depthscale.base.provenance import versions
-from depthscale.base.atomic import as_float, write_json_atomic, write_text_atomic
 from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS, count
-from depthscale.config.run import PRESETS
+from depthscale.base import timing
+from depthscale.base.atomic import as_float, write_json_atomic, write_text_atomic
 from depthscale.base.errors import InputError, is_storage_error
+from depthscale.base.provenance import versions
+from depthscale.config.run import PRESETS
+from depthscale.report import figcheck
 from depthscale.report.pages import render_html, render_markdown
 from depthscale.experiments.registry import (BEYOND_IDS, IDS, PLUGIN_SOURCES, REGISTRY, all_configs, claims_of, resolve_ids,
                                  summary, theory_needs)
-from depthscale.config.paper import PAPER
-from depthscale.config.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
 from depthscale.analysis.results import Results, Theory, read_checked_cache, split_diverged, theory_jobs
 from depthscale.analysis.selection import main_envelope
-from depthscale.store.store import Store
+from depthscale.config.paper import PAPER
+from depthscale.config.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
 from depthscale.report.tables import write_table
+from depthscale.store.store import Store
 
 log = logging.getLogger(__name__)
 

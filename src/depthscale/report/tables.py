@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from depthscale.analysis.results import Results, Theory
 from depthscale.base.atomic import write_atomic, write_text_atomic
 from depthscale.base.formatting import markdown_table
 from depthscale.experiments.registry import REGISTRY
-from depthscale.analysis.results import Results, Theory
 
 TABLES: dict[str, Callable] = {i: e.table for i, e in REGISTRY.items() if e.table is not None}
 

@@ -22,13 +22,13 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
-from depthscale.store import lease
 from depthscale.base import timing
 from depthscale.config.run import ConfigError, RunConfig, run_id
+from depthscale.store import lease
 from depthscale.base.errors import (MissingExtraError, StorageError, SubmissionError, first_refused, is_storage_error,
                                storage_error)
-from depthscale.train.memory import tune_allocator
 from depthscale.store.store import Store
+from depthscale.train.memory import tune_allocator
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from depthscale.config.run import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id, shown
 from depthscale.base.errors import StoreError
+from depthscale.config.run import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id, shown
 from depthscale.runs.executors import (COUNT_KEYS, EXECUTORS, check_slurm_options, concurrent_packs, import_submitit,
                                   resolve_worker, run_inline, run_process, run_slurm)
-from depthscale.train.memory import MemoryRefused
 from depthscale.store.store import Store
+from depthscale.train.memory import MemoryRefused
 
 
 # --- grids -----------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Iterable
 
 from depthscale.base.atomic import write_atomic, write_text_atomic
-from depthscale.store.divergence import diverged
 from depthscale.base.errors import StoreError
+from depthscale.store.divergence import diverged
 
 RUN_STATES = ("done", "diverged", "broken", "running", "failed", "pending")
 

@@ -65,13 +65,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
-from depthscale.store import collect, divergence, lease
 from depthscale.base.provenance import versions
+from depthscale.store import collect, divergence, lease
 from depthscale.base.atomic import (FILE_MODE, RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
                                remove_temp_files, remove_unless_file, save_torch_atomic, write_atomic,
                                write_json_atomic, write_text_atomic)
-from depthscale.config.run import ConfigError, RunConfig, run_id
 from depthscale.base.errors import StoreError
+from depthscale.config.run import ConfigError, RunConfig, run_id
 from depthscale.store.store_verify import (LIVE_FILES, MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curve_row_problem,
                                      curves_problem, file_signature, manifest_entry, manifest_problem, metrics_problem,
                                      params_problem, squatter, stat_key)

@@ -9,8 +9,8 @@ import math
 import sys
 import time
 
-from depthscale.config.run import RunConfig
 from depthscale.base.errors import InputError, MissingExtraError
+from depthscale.config.run import RunConfig
 
 # what each monitor evaluation records per run (curves.json, the live curves.jsonl, TensorBoard):
 # the step, the monitor loss R (same name as the final R of metrics.json), A, C, the top-1 mass

@@ -24,7 +24,6 @@ import gc
 import os
 import sys
 import threading
-from collections import Counter
 from typing import Sequence
 
 from depthscale.config.run import ConfigError, RunConfig
@@ -56,6 +55,7 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     if not cfgs:
         return 0
     from depthscale.data import kernels
+    from depthscale.data.contexts import spectra_per_seed
     from depthscale.kinds.lookup import model_class
 
     c0 = cfgs[0]
@@ -67,9 +67,9 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     # floats one context keeps for the backward pass, per layer of one model and per model
     per_layer, per_model = kind.activation_floats(c0)
     params = T * kind.layer_matrices(c0) * N * N + M * (N * d + N * N + 3 * N)
-    # a seed with one spectrum draws its batch in one pass (contexts.sample_contexts, cache_draws=False:
-    # no float64 draws held) where the fused kernels run; a seed's draws serving several spectra are cached
-    seeds = Counter(s for s, _, _ in {(c.seed, c.a, c.b) for c in cfgs})
+    # the trainer's sampling rule (contexts.spectra_per_seed): a seed with one spectrum draws in one pass
+    # (no float64 draws held) where the fused kernels run; a seed's draws serving several are cached
+    seeds = spectra_per_seed(cfgs)
     one_pass = kernels.expected() and not c0.clusters  # (no build started to estimate)
     batch = sum((_stored_context(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
     train = B * batch + B * (T * per_layer + M * per_model)

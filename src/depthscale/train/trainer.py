@@ -40,23 +40,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 
 from depthscale.base import seeds
-from depthscale.train.prefetch import Prefetcher
-from depthscale.base.provenance import versions
-from depthscale.config.run import RunConfig
-from depthscale.data.contexts import make_generator, sample_for, step_seed
 from depthscale.base.errors import InputError
+from depthscale.base.provenance import versions
+from depthscale.base.timing import phase
+from depthscale.config.run import RunConfig
+from depthscale.data.contexts import make_generator, sample_for, spectra_per_seed, step_seed
+from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.kinds.base import ModelKind
 from depthscale.train.live import CURVE_KEYS, LiveLog, LiveStore, TensorBoardLog
-from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.train.optim import RowAdam, qk_lr_mults
+from depthscale.train.prefetch import Prefetcher
 from depthscale.train.schedule import base_lrs, converged, lr_factor
-from depthscale.base.timing import phase
 
 MONITOR_SEED_OFFSET = seeds.MONITOR_SEED_OFFSET  # the monitor set's seed: seeds.monitor_seed
 CARRIED = "carried"  # stopped_because of a member that finished in an earlier attempt of its pack
@@ -104,7 +103,7 @@ def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> di
     firsts: dict[tuple, RunConfig] = {}
     for i in idx:
         firsts.setdefault(data_key(cfgs[i]), cfgs[i])
-    per_seed = Counter(c.seed for c in firsts.values())  # a seed's draws serve each of its spectra: cache them
+    per_seed = spectra_per_seed(firsts.values())
     return {key: sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device,
                             cache_draws=per_seed[c.seed] > 1)
             for key, c in sorted(firsts.items())}

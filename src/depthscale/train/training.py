@@ -17,11 +17,11 @@ import contextlib
 
 import torch
 
-from depthscale.data import kernels
-from depthscale.config.run import RunConfig
 from depthscale.base.errors import InputError
-from depthscale.kinds.lookup import build_pack, model_class, pack_key
+from depthscale.config.run import RunConfig
+from depthscale.data import kernels
 from depthscale.data.measurements import monitor
+from depthscale.kinds.lookup import build_pack, model_class, pack_key
 from depthscale.train.trainer import Trainer, batch_order, pack_losses
 
 _monitor = monitor  # (the names of earlier versions)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from depthscale.cli.arguments import Parser, check_theory, existing_store, help_text, parse_depths, parse_floats
 from depthscale.base.userpaths import UsageError
+from depthscale.cli.arguments import Parser, check_theory, existing_store, help_text, parse_depths, parse_floats
 from depthscale.cli.commands.common import allow_memory_flag, emit, json_flag
 
 
