@@ -104,7 +104,13 @@ def test_export_writes_the_grid_budgets_and_decision(tmp_path):
     grid = pd.read_csv(paths[0])
     assert len(grid) == len(grid_names()) * len(DEPTHS) and grid["chosen"].sum() == len(DEPTHS)
     assert len(pd.read_csv(paths[1])) == 6
-    assert "undetermined" in paths[2].read_text()
+    curves = pd.read_csv(paths[2])  # per (series, budget, depth); no store here: no B_L, no certificates
+    assert len(curves) == 6 * len(DEPTHS) and curves["B_L"].isna().all()
+    top = curves[(curves["series"] == "envelope") & (curves["steps"] == 20000)]
+    assert list(top["recipe"]) == [WINNER[L] for L in DEPTHS]
+    assert top["R"].to_numpy() == pytest.approx([_inverse(L, 20000) for L in DEPTHS], rel=2e-3)
+    assert all(len(s.split()) == len(cv.BUDGET_SEEDS) for s in top["R_seeds"])
+    assert "undetermined" in paths[3].read_text()
 
 
 @pytest.mark.slow
@@ -131,3 +137,9 @@ def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
     assert all({"doubling", "construction"} <= set(v) or L == min(top["depths"])
                for L, v in top["certificates"].items())
     assert all("budget" in v for v in top["certificates"].values())  # half of 160 steps is 80, a budget
+    curves = pd.DataFrame(cv.curve_rows(rows))  # what curves.csv holds: B_L and each certificate's numbers
+    mine = curves[(curves["series"] == "envelope") & (curves["steps"] == cv.BUDGETS["smoke"][-1])]
+    assert mine["B_L"].notna().all() and (mine["B_L"] > 0).all()
+    for _, c in mine.iterrows():
+        assert c["budget_ok"] == top["certificates"][c["L"]]["budget"]
+        assert c["budget_ok"] == (c["budget_diff"] <= 2 * c["budget_se"])

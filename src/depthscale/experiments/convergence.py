@@ -145,6 +145,8 @@ def certify_row(res: Results, row: dict, picks: dict) -> dict | None:
         row["certificates_why"] = f"{type(e).__name__}: {e}"
         return None
     row["certificates_text"] = certificates.summary_text(cert)
+    row["certificate_detail"] = {int(L): {"B": p["B"], **{n: p[n] for n in certificates.NAMES if p[n] is not None}}
+                                 for L, p in cert["per_depth"].items()}
     return {int(c["L"]): {n: c[n] for n in certificates.NAMES if c[n] is not None} for c in certificates.curve(cert)}
 
 
@@ -227,12 +229,26 @@ def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
             "certified": certified if cert is not None else None, "power_5a": pw}
 
 
+def _stack_line(rows: list[dict]) -> tuple[list, list]:
+    """B_L over depth (the best cosine stack on the evaluation contexts the study's runs share), from
+    the certificates of the largest budget's row that has them."""
+    for r in sorted(rows, key=lambda r: -r["steps"]):
+        det = r.get("certificate_detail") or {}
+        pts = sorted((L, v["B"]) for L, v in det.items() if v.get("B") is not None and math.isfinite(v["B"]))
+        if pts:
+            return [L for L, _ in pts], [B for _, B in pts]
+    return [], []
+
+
 def figure(res: Results, th: Theory):
     """(a) the envelope's R_L per budget with each seed's value; (b) the faithful start as trained;
-    (c) fitted alpha vs budget, claim 5a's window shaded; (d) A_L - C_L of the envelope per budget."""
+    both beside B_L, the best stack of L cosine heads on the same evaluation contexts (the
+    construction certificate's reference); (c) fitted alpha vs budget, claim 5a's window shaded;
+    (d) A_L - C_L of the envelope per budget."""
     rows = study_rows(res)
     fig, ax = pl.new_figure(2, 2, width=4.6, height=3.6)
     cols = pl.colors(len(BUDGETS[res.preset]))
+    BL, B = _stack_line(rows)
     for j, series in enumerate(("envelope", "faithful")):
         rr = [r for r in rows if r["series"] == series]
         for r in rr:
@@ -240,10 +256,12 @@ def figure(res: Results, th: Theory):
             ax[j].plot(r["depths"], r["R"], marker="o", ms=3, color=col, label=f"{r['steps']:,} steps")
             for L, vals in zip(r["depths"], r["R_seeds"]):
                 ax[j].plot([L] * len(vals), vals, ls="none", marker=".", ms=2, color=col, alpha=0.6)
+        if BL:
+            ax[j].plot(BL, B, ls="-.", color="k", lw=1, label="$B_L$: best cosine stack")
         if not rr:
             pl.missing(ax[j])
         pl.loglog(ax[j])
-        pl.finish_legend(ax[j], len(rr), "budget (dots: seeds)")
+        pl.finish_legend(ax[j], len(rr) + bool(BL), "budget (dots: seeds)")
         pl.panel_title(ax[j], "ab"[j], f"$R_L$, {series}" + (" (chosen by the monitor)" if j == 0 else " start as trained"))
     ax[2].axhspan(*ALPHA_WINDOW, color="0.9", zorder=0, label="claim 5a window")
     for i, series in enumerate(("envelope", "faithful")):
@@ -299,7 +317,8 @@ def notes(res: Results) -> list[str]:
 
 def export(res: Results, out_dir: str | Path) -> list[Path]:
     """The study's small result files (studies/results/convergence/): the grid's whole table
-    (grid.csv), the per-budget rows (budgets.csv) and the choice and decision (decision.json)."""
+    (grid.csv), the per-budget rows (budgets.csv), the per-depth curves with B_L and the certificates
+    (curves.csv) and the choice and decision (decision.json)."""
     import pandas as pd
 
     from depthscale.base.atomic import write_json_atomic, write_text_atomic
@@ -312,11 +331,30 @@ def export(res: Results, out_dir: str | Path) -> list[Path]:
     write_text_atomic(p1, pd.DataFrame(grid).to_csv(index=False) if grid else "")
     p2 = out_dir / "budgets.csv"
     write_text_atomic(p2, pd.DataFrame(table(res)).to_csv(index=False))
-    p3 = out_dir / "decision.json"
     rows = study_rows(res)
+    p4 = out_dir / "curves.csv"
+    write_text_atomic(p4, pd.DataFrame(curve_rows(rows)).to_csv(index=False))
+    p3 = out_dir / "decision.json"
     write_json_atomic(p3, {"rule": RULE, "preset": res.preset, "chosen": sel["chosen"],
                            "decisions": [decision(rows, a, b) for a, b in STUDY_SPECTRA]})
-    return [p1, p2, p3]
+    return [p1, p2, p4, p3]
+
+
+def curve_rows(rows: list[dict]) -> list[dict]:
+    """One row per (series, budget, spectrum, depth): the seed mean and each seed's R_L, C_L, A_L - C_L,
+    the recipe, B_L and each certificate's difference, SE and pass (empty where it does not apply)."""
+    out = []
+    for r in rows:
+        det = r.get("certificate_detail") or {}
+        for i, L in enumerate(r["depths"]):
+            c = det.get(L, {})
+            row = {"series": r["series"], "steps": r["steps"], "a": r["a"], "b": r["b"], "L": L, "recipe": r["recipe"][i],
+                   "seeds": r["n"][i], "R": r["R"][i], "R_seeds": " ".join(f"{v:.6f}" for v in r["R_seeds"][i]),
+                   "C": r["C"][i], "A_minus_C": r["gap"][i], "B_L": c.get("B")}
+            for n in certificates.NAMES:
+                row |= {f"{n}_diff": c[n]["diff"], f"{n}_se": c[n]["se"], f"{n}_ok": c[n]["ok"]} if n in c else {}
+            out.append(row)
+    return out
 
 
 CONVERGENCE = register(Experiment(
@@ -329,4 +367,4 @@ CONVERGENCE = register(Experiment(
 
 __all__ = ["CONVERGENCE", "FAITHFUL", "STUDY_BATCH", "GRID_STEPS", "BUDGETS", "GRID_SEEDS", "BUDGET_SEEDS",
            "study_fields", "grid_groups", "selection_at", "followup", "study_rows", "decision", "figure", "table",
-           "table_frame", "notes", "export", "RULE"]
+           "table_frame", "notes", "export", "curve_rows", "RULE"]
