@@ -26,13 +26,13 @@ def write_study(study, res: Results, out: Path, png_name: str, md_name: str) -> 
     study.table_frame with study.notes as `md_name`, all under `out`; the paths written."""
     from matplotlib import rc_context
 
-    from depthscale.analysis.plotting import STYLE
+    from depthscale.analysis.plotting import STYLE, render
     from depthscale.base.formatting import markdown_table
 
     paths = study.export(res, out)
-    with rc_context(STYLE):
-        png = out / png_name
-        study.figure(res, Theory(res.preset)).savefig(png, dpi=100)
+    png = out / png_name
+    with rc_context(STYLE):  # render: the figure with its caption (the remarks its panels made)
+        render(study.figure, res, Theory(res.preset)).savefig(png, dpi=100, bbox_inches="tight")
     md = out / md_name
     md.write_text(markdown_table(study.table_frame(res, None)) + "\n\n" + "\n\n".join(study.notes(res)) + "\n")
     return list(paths) + [png, md]

@@ -240,6 +240,21 @@ def _stack_line(rows: list[dict]) -> tuple[list, list]:
     return [], []
 
 
+def _mark_failing(ax, rows: list[dict]) -> None:
+    """A red x on every depth of `rows` that fails a certificate (as fig6 and fig14 mark them), and a
+    caption line naming the failures per budget."""
+    failing = []
+    for r in rows:
+        bad = sorted(L for L, c in (r.get("certificates") or {}).items() if not all(c.values()))
+        if bad:
+            R = dict(zip(r["depths"], r["R"]))
+            ax.plot(bad, [R[L] for L in bad], ls="none", marker="x", ms=8, mew=1.6, color="tab:red", zorder=5)
+            failing.append(f"{r['steps']:,} steps: " + ", ".join(
+                f"L={L} " + "+".join(n for n, ok in r["certificates"][L].items() if not ok) for L in bad))
+    if failing:
+        pl.note(ax, "x: a depth failing a convergence certificate (SPEC §4) — " + "; ".join(failing))
+
+
 def figure(res: Results, th: Theory):
     """(a) the envelope's R_L per budget with each seed's value; (b) the faithful start as trained;
     both beside B_L, the best stack of L cosine heads on the same evaluation contexts (the
@@ -258,6 +273,7 @@ def figure(res: Results, th: Theory):
                 ax[j].plot([L] * len(vals), vals, ls="none", marker=".", ms=2, color=col, alpha=0.6)
         if BL:
             ax[j].plot(BL, B, ls="-.", color="k", lw=1, label="$B_L$: best cosine stack")
+        _mark_failing(ax[j], rr)
         if not rr:
             pl.missing(ax[j])
         pl.loglog(ax[j])
