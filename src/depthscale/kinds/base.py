@@ -53,7 +53,7 @@ class ModelKind(nn.Module):
       (y_hat is linear in the context labels, so `measurements.measure` takes the input weights
       w = d y_hat / d y_in and the mode-wise loss, SPEC §5).
     - `packs_across_seeds`, `packs_across_spectra`: with `packs_across_depth`, which of a run's
-      fields may differ between the models of one pack (`pack_free_fields`, `models.pack_key`);
+      fields may differ between the models of one pack (`pack_free_fields`, `kinds.lookup.pack_key`);
       False by default (a pack per seed, per spectrum: always right, only slower).
     - `readout_by_hooks`: f_l is read off the forward by hooks (depthscale.data.decompose) beside the
       model's own readout; the measurement checks the identity against that readout.

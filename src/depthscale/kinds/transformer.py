@@ -175,7 +175,7 @@ class TransformerPack(ModelKind):
     def __init__(self, cfgs: list):
         super().__init__()
         if len(cfgs) != 1:
-            raise InputError(f"a transformer pack holds one run, got {len(cfgs)} (models.pack_key keeps seeds apart)")
+            raise InputError(f"a transformer pack holds one run, got {len(cfgs)} (kinds.lookup.pack_key keeps seeds apart)")
         c = cfgs[0]
         self.M, self.depths, self.seeds = 1, [c.L], [c.seed]
         self.model = Transformer.from_config(c)

@@ -1,6 +1,6 @@
 """Online training of a pack of models (SPEC §4), in named parts that know nothing of the model kind.
 
-A pack is a list of RunConfigs with one `models.pack_key`; a single run is a pack of one. Every
+A pack is a list of RunConfigs with one `kinds.lookup.pack_key`; a single run is a pack of one. Every
 model sees fresh contexts each step, drawn from a stream that depends only on (seed, step), so
 models that share a seed share their data whatever their depth and a resumed run needs no RNG
 state. The optimiser is Adam applied row-wise (optim.RowAdam): a model in a pack is updated
