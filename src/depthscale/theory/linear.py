@@ -21,13 +21,20 @@ import math
 
 import numpy as np
 import torch
-from scipy.optimize import minimize_scalar
 
 from depthscale.base import seeds
 from depthscale.base.errors import InputError
 
 
 # ---------------------------------------------------------------- input checks (shared by the floors)
+
+
+def _minimize_scalar(*args, **kw):
+    """scipy.optimize.minimize_scalar, imported on first use: scipy.optimize takes ~0.6 s to import and
+    every command that validates a config loads this module (through the constructive start)."""
+    from scipy.optimize import minimize_scalar
+
+    return minimize_scalar(*args, **kw)
 
 
 def check_int(name: str, value, lo: int) -> int:
@@ -125,7 +132,7 @@ def constrained_curve(lam, omega, depths) -> np.ndarray:
         values = wn @ np.power(1.0 - np.outer(lam, grid), 2 * L)
         j = int(np.argmin(values))
         lo, hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
-        res = minimize_scalar(objective, bounds=(lo, hi), method="bounded",
+        res = _minimize_scalar(objective, bounds=(lo, hi), method="bounded",
                               options=dict(xatol=1e-15 * x_max, maxiter=500))
         out[i] = scale * min(float(res.fun), float(values[j]))
     return out
@@ -344,7 +351,7 @@ def sample_constrained_curve(a: float, b: float, d: int, P: int, depths, samples
     fit, held, se, gammas = [], [], [], []
     for L in depths.tolist():
         g_max = 2.0 * L / float(s_fit.max())  # beyond it the top sample mode grows with L
-        res = minimize_scalar(lambda g: float(errors(s_fit, v_fit, g, L).mean()), bounds=(0.0, g_max),
+        res = _minimize_scalar(lambda g: float(errors(s_fit, v_fit, g, L).mean()), bounds=(0.0, g_max),
                               method="bounded", options=dict(xatol=1e-10 * g_max, maxiter=500))
         g = float(res.x)
         e2 = errors(s_out, v_out, g, L)
