@@ -143,3 +143,29 @@ def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
     for _, c in mine.iterrows():
         assert c["budget_ok"] == top["certificates"][c["L"]]["budget"]
         assert c["budget_ok"] == (c["budget_diff"] <= 2 * c["budget_se"])
+
+
+def test_the_committed_cpu_study_files_tell_one_story():
+    """studies/results/convergence/: the decision names exactly the certificates curves.csv fails at
+    the largest budget, its fit is budgets.csv's, and recipe.md §13 and the README quote its outcome."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    d = root / "studies" / "results" / "convergence"
+    if not (d / "decision.json").exists():
+        pytest.skip("the cpu study's results are not committed")
+    dec = json.loads((d / "decision.json").read_text())["decisions"][0]
+    curves, budgets = pd.read_csv(d / "curves.csv"), pd.read_csv(d / "budgets.csv")
+    top = curves[(curves["series"] == "envelope") & (curves["steps"] == dec["budget"])]
+    failing = [f"L={int(r['L'])} {n}" for _, r in top.iterrows() for n in ("doubling", "construction", "budget")
+               if str(r[f"{n}_ok"]) == "False"]
+    assert dec["certified"] == (not failing)
+    named = re.findall(r"L=(\d+) (doubling|construction|budget) [+-]", dec["text"])
+    assert sorted(f"L={L} {n}" for L, n in named) == sorted(failing)
+    row = budgets[(budgets["series"] == "envelope") & (budgets["steps"] == dec["budget"])].iloc[0]
+    assert f"α {row['alpha']:.2f} ± {row['alpha SE']:.2f}" in dec["text"]
+    assert (row["5a"] == "pass") == dec["passes_5a"]
+    for doc in ("docs/recipe.md", "README.md"):
+        text = (root / doc).read_text()
+        assert dec["outcome"] in text and f"{row['alpha']:.2f} ± {row['alpha SE']:.2f}" in text, doc
