@@ -15,13 +15,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "depthscale"
 
 
-def _layers() -> list[str]:
+def _contracts() -> list[dict]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         pytest.skip("tomllib needs Python 3.11")
-    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    return next(c for c in cfg["contracts"] if c["type"] == "layers")["layers"]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def _layers() -> list[str]:
+    return next(c for c in _contracts() if c["type"] == "layers")["layers"]
 
 
 def test_import_linter_contracts_hold():
@@ -47,10 +50,7 @@ def test_every_module_is_in_a_tier_package():
 def test_the_contract_states_rules_beside_the_order():
     """The order alone says what may import what; the forbidden contracts say why, in words, and each
     names only packages that exist."""
-    import tomllib
-
-    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    rules = [c for c in cfg if c["type"] == "forbidden"]
+    rules = [c for c in _contracts() if c["type"] == "forbidden"]
     assert len(rules) >= 4
     for c in rules:
         for m in c["source_modules"] + c["forbidden_modules"]:

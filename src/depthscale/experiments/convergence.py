@@ -145,9 +145,10 @@ def certify_row(res: Results, row: dict, picks: dict) -> dict | None:
         row["certificates_why"] = f"{type(e).__name__}: {e}"
         return None
     row["certificates_text"] = certificates.summary_text(cert)
-    row["certificate_detail"] = {int(L): {"B": p["B"], **{n: p[n] for n in certificates.NAMES if p[n] is not None}}
-                                 for L, p in cert["per_depth"].items()}
-    return {int(c["L"]): {n: c[n] for n in certificates.NAMES if c[n] is not None} for c in certificates.curve(cert)}
+    detail = {int(L): {"B": p["B"], **{n: p[n] for n in certificates.NAMES if p[n] is not None}}
+              for L, p in cert["per_depth"].items()}
+    row["certificate_detail"] = detail  # B_L and each certificate's diff, se, ok: curves.csv and the figure
+    return {L: {n: bool(d[n]["ok"]) for n in certificates.NAMES if n in d} for L, d in detail.items()}
 
 
 def power_row(row: dict) -> float | None:
