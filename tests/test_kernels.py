@@ -373,3 +373,44 @@ def test_scales_same_floats_in_either_vector_width():
         finally:
             ops.lanes(before)
     assert torch.equal(out[0], out[1])
+
+
+def _grad_nodes(root) -> set[str]:
+    seen, todo, names = set(), [root], set()
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        names.add(type(fn).__name__)
+        todo.extend(f for f, _ in fn.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_whole_pack_takes_its_parameters_without_slicing_and_the_same_gradients(monkeypatch, fused):
+    # every model of the pack selected: the parameters themselves, not full slices (whose backward
+    # copies each gradient into a zero tensor); the gradients equal a selection by slices bit for bit
+    if fused and kernels.fused_ops() is None:
+        pytest.skip("no C++ compiler: the fused kernels are not built")
+    monkeypatch.setattr(kernels, "use_fused", (lambda X: True) if fused else (lambda X: False))
+    from depthscale.data.contexts import make_generator, sample_for
+
+    cfgs, pack = _pack((0, 1, 2))
+    ctx = sample_for(cfgs[0], 12, make_generator(0))
+    models = list(range(pack.M))
+    grads = {}
+    for whole in (True, False):
+        if not whole:  # the same selection by (full-range) slices, as before the identity
+            off = pack.offsets
+            monkeypatch.setattr(pack, "_selectors", lambda ms, dev: ((lambda t: t[0:len(ms)]),
+                                                                    (lambda t: t[off[0]:off[len(ms)]])))
+        f, _ = pack.ensemble_forward(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models, need_p=not fused)
+        nodes = _grad_nodes(f.grad_fn)
+        assert ("SliceBackward0" in nodes) == (not whole), nodes
+        pack.zero_grad(set_to_none=True)
+        f.square().sum().backward()
+        grads[whole] = {n: p.grad.clone() for n, p in pack.named_parameters() if p.grad is not None}
+    assert grads[True].keys() == grads[False].keys() and grads[True]
+    for n, g in grads[True].items():
+        assert torch.equal(g, grads[False][n]), n
