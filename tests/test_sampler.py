@@ -305,3 +305,31 @@ def test_task_statistics_match_the_old_stream_within_their_se():
         v = torch.cat(acc[k])
         se = v.std().item() / math.sqrt(len(v))
         assert abs(v.mean().item() - old) < 4 * math.hypot(se, old_se), (k, v.mean().item(), old)
+
+
+def _fma(a: float, b: float, c: float) -> float:
+    """a b + c rounded once (exact rationals; int / int is correctly rounded)."""
+    from fractions import Fraction
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+@needs_kernel
+@pytest.mark.parametrize("d", [8, 12, 16, 32])
+def test_the_kernels_labels_are_the_streams_chain_of_products(d):
+    # y_p = sum_i X_pi beta_i in order of i, then + noise zn_p: the kernel's labels are fused
+    # multiply-adds at d = 8 and 16 and a rounded product then a rounded sum at other d (what the
+    # compiler made of the first kernel, now written out), the noise a fused multiply-add at every d
+    # -- computed here exactly, element by element, so that an optimisation changing them fails
+    ops = kernels.fused_ops()
+    B, P, noise = 3, 9, 0.3
+    O, zX, zq, zb, zn, j, _ = ops.sampler_draws(3, 5, 1, 7, 0, B, d, P, True, True, 0, 0)
+    sl, so = spectrum(d, 1.0, torch.float64).sqrt(), spectrum(d, 0.5, torch.float64).sqrt()
+    X, y, _, _, _, _, beta = ops.sampler_transform(O, zX, zq, zb, zn, j, sl, so, noise, 2, False)
+    fused = d in (8, 16)
+    for b in range(B):
+        for p in range(P):
+            acc = 0.0
+            for i in range(d):
+                x, w = float(X[b, p, i]), float(beta[b, i])
+                acc = _fma(x, w, acc) if fused else acc + x * w
+            assert float(y[b, p]) == _fma(noise, float(zn[b, p]), acc), (b, p)

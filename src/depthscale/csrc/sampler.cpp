@@ -9,6 +9,9 @@
 // counter = (block, context index, purpose | kind << 8, step).
 
 #include <ATen/ATen.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -52,8 +55,35 @@ inline void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
 // blocks is vectorised (the rounds unrolled), each block computed alone
 void philox_blocks(const Stream& s, uint32_t ctx, uint32_t c2, int64_t n, uint32_t* w0, uint32_t* w1, uint32_t* w2,
                    uint32_t* w3) {
+  int64_t i0 = 0;
+#ifdef __AVX512F__
+  // eight blocks at a time, a word in each 64-bit lane: the 32 x 32 -> 64 bit products are one
+  // vpmuludq each (the loop below, vectorised by the compiler, widens and multiplies 64 x 64 bits)
+  const __m512i m0 = _mm512_set1_epi64(kM0), m1 = _mm512_set1_epi64(kM1), low = _mm512_set1_epi64(0xFFFFFFFFll);
+  const __m512i step8 = _mm512_set1_epi64(8);
+  __m512i idx = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  for (; i0 + 8 <= n; i0 += 8, idx = _mm512_add_epi64(idx, step8)) {
+    __m512i x0 = idx, x1 = _mm512_set1_epi64(ctx), x2 = _mm512_set1_epi64(c2), x3 = _mm512_set1_epi64(s.step);
+    uint32_t k0 = s.k0, k1 = s.k1;
+    for (int r = 0; r < 10; ++r) {
+      const __m512i p0 = _mm512_mul_epu32(x0, m0), p1 = _mm512_mul_epu32(x2, m1);
+      const __m512i y0 = _mm512_xor_si512(_mm512_xor_si512(_mm512_srli_epi64(p1, 32), x1), _mm512_set1_epi64(k0));
+      const __m512i y2 = _mm512_xor_si512(_mm512_xor_si512(_mm512_srli_epi64(p0, 32), x3), _mm512_set1_epi64(k1));
+      x0 = y0;
+      x1 = _mm512_and_si512(p1, low);
+      x2 = y2;
+      x3 = _mm512_and_si512(p0, low);
+      k0 += kW0;
+      k1 += kW1;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w0 + i0), _mm512_cvtepi64_epi32(x0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w1 + i0), _mm512_cvtepi64_epi32(x1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w2 + i0), _mm512_cvtepi64_epi32(x2));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w3 + i0), _mm512_cvtepi64_epi32(x3));
+  }
+#endif
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = i0; i < n; ++i) {
     uint32_t x0 = uint32_t(i), x1 = ctx, x2 = c2, x3 = s.step, k0 = s.k0, k1 = s.k1;
 #pragma GCC unroll 10
     for (int r = 0; r < 10; ++r) {
@@ -318,13 +348,28 @@ struct Out {
 };
 
 // out[r, i] = sum_c O[i, c] (z[r, c] s[c]) for rows r < n (Ot = O transposed), each sum in order of c:
-// eight lanes of i at a time where d is a multiple of 8 known at compile time (the same arithmetic)
+// eight lanes of i at a time where d is a multiple of 8 known at compile time, and R rows at once so
+// that 8 accumulators are in flight (one row's sums alone wait on the FMA latency; the same arithmetic)
 template <int DT>
 inline void rotate(const double* Ot, const double* z, const double* s, int64_t n, int64_t dd, double* out) {
   const int64_t d = DT > 0 ? DT : dd;
   if constexpr (DT > 0 && DT % 8 == 0) {
-    constexpr int NV = DT / 8;
-    for (int64_t r = 0; r < n; ++r) {
+    constexpr int NV = DT / 8, R = NV >= 8 ? 1 : 8 / NV;
+    int64_t r0 = 0;
+    for (; r0 + R <= n; r0 += R) {
+      v8d acc[R][NV] = {};
+      for (int64_t c = 0; c < DT; ++c) {
+        v8d o[NV];
+        for (int v = 0; v < NV; ++v) o[v] = load8(Ot + c * DT + 8 * v);
+        for (int q = 0; q < R; ++q) {
+          const double zc = z[(r0 + q) * DT + c] * s[c];
+          for (int v = 0; v < NV; ++v) acc[q][v] += zc * o[v];
+        }
+      }
+      for (int q = 0; q < R; ++q)
+        for (int v = 0; v < NV; ++v) store8(out + (r0 + q) * DT + 8 * v, acc[q][v]);
+    }
+    for (int64_t r = r0; r < n; ++r) {
       v8d acc[NV] = {};
       for (int64_t c = 0; c < DT; ++c) {
         const double zc = z[r * DT + c] * s[c];
@@ -342,6 +387,59 @@ inline void rotate(const double* Ot, const double* z, const double* s, int64_t n
       }
     }
   }
+}
+
+// y[p] = sum_i X[p, i] beta[i] (+ noise zn[p]) for p < P, each sum in order of i, four rows at once
+// (independent chains; the same arithmetic as one row at a time). The stream's labels are what the
+// compiler made of one row's chain `acc += X beta[i]`: fused multiply-adds where d was 8 or 16, a
+// product then a sum at other d (GCC 12, -O3 -march=native), the noise added by a fused multiply-add
+// at every d -- now written out, so that they no longer depend on its choices (std::fma; contraction
+// switched off for the plain chain).
+template <int DT>
+inline void labels_fma(const double* X, const double* beta, const double* zn, double noise, int64_t P, int64_t dd,
+                       double* y) {
+  const int64_t d = DT > 0 ? DT : dd;
+  int64_t p = 0;
+  for (; p + 4 <= P; p += 4) {
+    const double *x0 = X + p * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    for (int64_t i = 0; i < d; ++i) {
+      const double bi = beta[i];
+      a0 = std::fma(x0[i], bi, a0);
+      a1 = std::fma(x1[i], bi, a1);
+      a2 = std::fma(x2[i], bi, a2);
+      a3 = std::fma(x3[i], bi, a3);
+    }
+    y[p] = a0;
+    y[p + 1] = a1;
+    y[p + 2] = a2;
+    y[p + 3] = a3;
+  }
+  for (; p < P; ++p) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < d; ++i) acc = std::fma(X[p * d + i], beta[i], acc);
+    y[p] = acc;
+  }
+  if (zn)
+    for (int64_t q = 0; q < P; ++q) y[q] = std::fma(noise, zn[q], y[q]);
+}
+
+__attribute__((optimize("fp-contract=off"))) void labels_plain(const double* X, const double* beta, const double* zn,
+                                                               double noise, int64_t P, int64_t d, double* y) {
+  int64_t p = 0;
+  for (; p + 4 <= P; p += 4) {
+    double a[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int64_t i = 0; i < d; ++i)
+      for (int q = 0; q < 4; ++q) a[q] = a[q] + X[(p + q) * d + i] * beta[i];
+    for (int q = 0; q < 4; ++q) y[p + q] = a[q];
+  }
+  for (; p < P; ++p) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < d; ++i) acc = acc + X[p * d + i] * beta[i];
+    y[p] = acc;
+  }
+  if (zn)
+    for (int64_t q = 0; q < P; ++q) y[q] = std::fma(noise, zn[q], y[q]);
 }
 
 // x . qh / max(|x|, 1e-8) as torch's cosine computes it (x / |x| first), each sum in a fixed order:
@@ -382,11 +480,9 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
     for (int64_t c = 0; c < d; ++c) Ot[c * d + i] = O[i * d + c];
   rotate<DT>(Ot, in.zX + b * P * d, in.sl, P, d, X);
   rotate<DT>(Ot, in.zb + b * d, in.so, 1, d, beta);
-  for (int64_t p = 0; p < P; ++p) {
-    double acc = 0.0;
-    for (int64_t i = 0; i < d; ++i) acc += X[p * d + i] * beta[i];
-    y[p] = in.zn ? acc + in.noise * in.zn[b * P + p] : acc;
-  }
+  const double* zn = in.zn ? in.zn + b * P : nullptr;
+  if constexpr (DT == 8 || DT == 16) labels_fma<DT>(X, beta, zn, in.noise, P, d, y);
+  else labels_plain(X, beta, zn, in.noise, P, d, y);
   int64_t* sel = o.sel;
   if (in.j) {
     sel[0] = in.j[b];
