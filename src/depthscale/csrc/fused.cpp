@@ -547,9 +547,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
                 "depthscale fused test row: dpy, py and lse must be contiguous float32 B x T");
   }
   at::Tensor du = at::empty({B, T, D}, u.options());
-  at::Tensor drc = at::zeros({B, G, P}, u.options());
-  at::Tensor dX = need_dX ? at::zeros({B, P, D}, u.options()) : at::empty({0}, u.options());
-  at::Tensor dy = need_dy ? at::zeros({B, P}, u.options()) : at::empty({0}, u.options());
+  // the accumulated gradients, zeroed context by context in the loop below by the thread that sums
+  // into them (a zeros() here was a serial pass over fresh pages before the parallel one)
+  at::Tensor drc = at::empty({B, G, P}, u.options());
+  at::Tensor dX = need_dX ? at::empty({B, P, D}, u.options()) : at::empty({0}, u.options());
+  at::Tensor dy = need_dy ? at::empty({B, P}, u.options()) : at::empty({0}, u.options());
   const float* DPY = dpy.data_ptr<float>();
   const float* PY = py.data_ptr<float>();
   const float* LSE = lse.data_ptr<float>();
@@ -568,6 +570,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
         float* drb = DRC + b * G * P;
         float* dXb = DX ? DX + b * P * D : nullptr;
         float* dyb = DY ? DY + b * P : nullptr;
+        std::fill(drb, drb + G * P, 0.0f);
+        if (dXb) std::fill(dXb, dXb + P * D, 0.0f);
+        if (dyb) std::fill(dyb, dyb + P, 0.0f);
         if constexpr (kVector<DT, PT>) {
           with_row<DT, PT>([&]<typename VR>() {
             in_pairs(T, [&]<int NR>(int64_t t) {

@@ -116,11 +116,9 @@ class Nonlinear(AttentionStack):
             f_KxBxT = f_BxT.view(k, -1, f_BxT.shape[1])
             # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
             # whose loss is NaN (masked by the trainer) cannot leak NaN into another model's gradient
-            yhat, r0 = [], 0
-            for i in ms[:len(ms) // k]:
-                yhat.append(f_KxBxT[:, :, r0:r0 + self.depths[i]].mean(2))
-                r0 += self.depths[i]
-            yhat_KxBxG = torch.stack(yhat, 2)
+            # (one split, not a slice per model: each slice's backward fills a zero K x B x T tensor)
+            pieces = torch.split(f_KxBxT, [self.depths[i] for i in ms[:len(ms) // k]], 2)
+            yhat_KxBxG = torch.stack([f.mean(2) for f in pieces], 2)
             parts.append((yhat_KxBxG - ystar.view(k, -1, 1)).pow(2).mean(1).view(-1))
             order += ms
         losses = torch.cat(parts)
