@@ -333,3 +333,26 @@ def test_the_kernels_labels_are_the_streams_chain_of_products(d):
                 x, w = float(X[b, p, i]), float(beta[b, i])
                 acc = _fma(x, w, acc) if fused else acc + x * w
             assert float(y[b, p]) == _fma(noise, float(zn[b, p]), acc), (b, p)
+
+
+@needs_kernel
+@pytest.mark.parametrize("task,k,noise,dtype", [("difficult", 2, 0.0, torch.float32), ("easy", 1, 0.1, torch.float32),
+                                               ("difficult", 3, 0.0, torch.float64)])
+def test_streams_drawn_in_one_call_are_each_streams_own_contexts(task, k, noise, dtype):
+    from depthscale.config.run import make_config
+    from depthscale.data.contexts import joined, sample_for, sample_streams
+
+    cfg = make_config("smoke", model="nonlinear", task=task, k=k, noise=noise, a=1.0, b=0.5)
+    keys = [seeds.step_seed(s, 7) for s in (0, 3, 11)]
+    together = sample_streams(cfg, keys, 24, dtype)
+    for key, ctx in zip(keys, together):
+        clear_draw_cache()
+        alone = sample_for(cfg, 24, make_generator(key), dtype=dtype, cache_draws=False)
+        _equal(ctx, alone)
+    X = joined([c.X_BxPxd for c in together])  # the whole batch, a view of the kernel's one buffer
+    assert X.data_ptr() == together[0].X_BxPxd.data_ptr()
+    assert torch.equal(X, torch.cat([c.X_BxPxd for c in together]))
+    swapped = joined([together[1].X_BxPxd, together[0].X_BxPxd])  # not in buffer order: a copy
+    assert swapped.data_ptr() != together[1].X_BxPxd.data_ptr()
+    assert torch.equal(swapped, torch.cat([together[1].X_BxPxd, together[0].X_BxPxd]))
+    assert sample_streams(cfg, [keys[0], seeds.StreamKey(seeds.EVAL, 5)], 4) is None  # two kinds: not one call

@@ -185,3 +185,31 @@ def test_batch_order_groups_shared_batches_and_changes_no_number(monkeypatch):
                 continue
             assert a == b, (i, key, a, b)
             assert math.isclose(a, c, rel_tol=1e-5), (i, key, a, c)
+
+
+def test_the_seeds_batches_drawn_as_one_change_no_number(monkeypatch):
+    # step_batches draws the seeds of a pack (same data but the seed, one spectrum each) in one
+    # kernel call into one buffer, which the grouped forward takes without a copy: the batches, and a
+    # whole training, the same bits as each seed drawn alone
+    from depthscale.data import contexts
+    from depthscale.train import trainer
+
+    if not contexts.one_pass_available():
+        pytest.skip("no C++ compiler: the one-pass kernel is not built")
+    cfgs = [small(model="nonlinear", L=L, seed=s, max_steps=12) for s in (0, 1, 2) for L in (1, 2)]
+    idx = list(range(len(cfgs)))
+    joint = trainer.step_batches(cfgs, idx, 5, "cpu")
+    ptrs = {b.X_BxPxd.untyped_storage().data_ptr() for b in joint.values()}
+    assert len(joint) == 3 and len(ptrs) == 1  # three seeds, one buffer
+    together = train_pack(cfgs, progress=False)
+    with monkeypatch.context() as m:
+        m.setattr(trainer, "sample_streams", lambda *a, **k: None)
+        alone = trainer.step_batches(cfgs, idx, 5, "cpu")
+        separately = train_pack(cfgs, progress=False)
+    assert joint.keys() == alone.keys()
+    for key in joint:
+        for f in ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B", "sel_Bxk", "t_Bxd", "beta_Bxd", "O_Bxdxd"):
+            assert torch.equal(getattr(joint[key], f), getattr(alone[key], f)), (key, f)
+    for a, b in zip(together, separately):
+        for key in ("R", "A", "final_monitor_loss"):
+            assert a[key] == b[key], (key, a[key], b[key])

@@ -609,41 +609,74 @@ std::vector<at::Tensor> sampler_transform(const at::Tensor& O_, const at::Tensor
   return out;
 }
 
-// sampler_draws and sampler_transform in one pass, context by context (no classes): each context's
-// draws stay in a per-thread buffer, so no float64 batch is written or read back; the same numbers
-// as the two calls. Returns X, y, x_test, y*, sel, t, beta and O, all but sel in float32 where f32.
-std::vector<at::Tensor> sampler_contexts(int64_t k0, int64_t k1, int64_t kind, int64_t step, int64_t start,
-                                         int64_t B, int64_t d, int64_t P, bool query, bool noisy, int64_t match,
-                                         const at::Tensor& sl_, const at::Tensor& so_, double noise, int64_t k,
-                                         bool f32) {
+void check_key(int64_t k0, int64_t k1, int64_t kind, int64_t step) {
   TORCH_CHECK(k0 >= 0 && k0 < (int64_t(1) << 32) && k1 >= 0 && k1 < (int64_t(1) << 32) && kind >= 0 && kind < 256 &&
-                  step >= 0 && step < (int64_t(1) << 32) && start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32),
-              "depthscale sampler_contexts: a key word, kind, step or context index out of range");
+                  step >= 0 && step < (int64_t(1) << 32),
+              "depthscale sampler_contexts: a key word, kind or step out of range");
+}
+
+// sampler_draws and sampler_transform in one pass, context by context (no classes), for contexts
+// start..start+B-1 of each stream in `streams`, stream by stream in the outputs (K B contexts): each
+// context's draws stay in a per-thread buffer, so no float64 batch is written or read back; the same
+// numbers as the two calls. Returns X, y, x_test, y*, sel, t, beta and O, all but sel in float32
+// where f32.
+std::vector<at::Tensor> one_pass(const std::vector<Stream>& streams, int64_t start, int64_t B, int64_t d, int64_t P,
+                                 bool query, bool noisy, int64_t match, const at::Tensor& sl_, const at::Tensor& so_,
+                                 double noise, int64_t k, bool f32) {
+  TORCH_CHECK(start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32),
+              "depthscale sampler_contexts: a context index out of range");
   at::Tensor sl = c64(sl_), so = c64(so_);
   TORCH_CHECK(sl.numel() == d && so.numel() == d && (query ? (k >= 1 && k <= P && match == 0) : (k == 1 && match > 0)),
               "depthscale sampler_contexts: inconsistent shapes");
-  const Stream s{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)};
   const Shape sh{d, P, query, noisy, match, 0};
-  std::vector<at::Tensor> out = outputs(B, d, P, k, f32, true);
+  const int64_t n = int64_t(streams.size()) * B;
+  std::vector<at::Tensor> out = outputs(n, d, P, k, f32, true);
   dispatch(d, f32, [&]<int DT, typename T>() {
     const Dest<T> dst = dest<T>(out);
-    at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
+    at::parallel_for(0, n, 8, [&](int64_t i0, int64_t i1) {
       std::vector<double> v(d * (d + 1) / 2), u(2 * d), O(d * d), zX(P * d), zq(d), zb(d), zn(P);
       int64_t j = 0, cls = 0;
       Scratch t;
       OneContext one(d, P, k);
       const Draws in{O.data(), zX.data(), query ? zq.data() : nullptr, zb.data(), noisy ? zn.data() : nullptr,
                      sl.data_ptr<double>(), so.data_ptr<double>(), query ? nullptr : &j, d, P, k, noise};
-      for (int64_t b = b0; b < b1; ++b) {
-        draw_one(s, uint32_t(start + b), sh, O.data(), zX.data(), zq.data(), zb.data(), zn.data(), &j, &cls, v.data(),
-                 u.data(), t);
+      for (int64_t i = i0; i < i1; ++i) {
+        draw_one(streams[i / B], uint32_t(start + i % B), sh, O.data(), zX.data(), zq.data(), zb.data(), zn.data(), &j,
+                 &cls, v.data(), u.data(), t);
         transform_one<DT>(in, one.o, 0, one.sc, one.idx);
-        store_one(one.o, dst, b, d, P, k);
-        for (int64_t i = 0; i < d * d; ++i) dst.O[b * d * d + i] = T(O[i]);
+        store_one(one.o, dst, i, d, P, k);
+        for (int64_t e = 0; e < d * d; ++e) dst.O[i * d * d + e] = T(O[e]);
       }
     });
   });
   return out;
+}
+
+std::vector<at::Tensor> sampler_contexts(int64_t k0, int64_t k1, int64_t kind, int64_t step, int64_t start,
+                                         int64_t B, int64_t d, int64_t P, bool query, bool noisy, int64_t match,
+                                         const at::Tensor& sl, const at::Tensor& so, double noise, int64_t k,
+                                         bool f32) {
+  check_key(k0, k1, kind, step);
+  return one_pass({Stream{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)}}, start, B, d, P, query, noisy,
+                  match, sl, so, noise, k, f32);
+}
+
+// sampler_contexts of K streams of one kind in one call (keys: K x 3 int64, each row k0, k1, step):
+// contexts start..start+B-1 of stream 0, then of stream 1, ... (the seeds of a pack: one batch, one
+// parallel loop; each context the same numbers as in its own stream's call)
+std::vector<at::Tensor> sampler_contexts_keys(const at::Tensor& keys_, int64_t kind, int64_t start, int64_t B,
+                                              int64_t d, int64_t P, bool query, bool noisy, int64_t match,
+                                              const at::Tensor& sl, const at::Tensor& so, double noise, int64_t k,
+                                              bool f32) {
+  const at::Tensor keys = keys_.to(at::kLong).contiguous();
+  TORCH_CHECK(keys.dim() == 2 && keys.size(1) == 3, "depthscale sampler_contexts_keys: keys must be K x 3");
+  const int64_t* kp = keys.data_ptr<int64_t>();
+  std::vector<Stream> streams;
+  for (int64_t r = 0; r < keys.size(0); ++r) {
+    check_key(kp[3 * r], kp[3 * r + 1], kind, kp[3 * r + 2]);
+    streams.push_back(Stream{uint32_t(kp[3 * r]), uint32_t(kp[3 * r + 1]), uint32_t(kind), uint32_t(kp[3 * r + 2])});
+  }
+  return one_pass(streams, start, B, d, P, query, noisy, match, sl, so, noise, k, f32);
 }
 
 // Philox-4x32-10 of counters ctr (n x 4, int64 holding 32-bit words) under key (k0, k1), for tests
@@ -674,5 +707,8 @@ TORCH_LIBRARY_FRAGMENT(depthscale_fused, m) {
   m.def("sampler_contexts(int k0, int k1, int kind, int step, int start, int B, int d, int P, bool query, "
         "bool noisy, int match, Tensor sl, Tensor so, float noise, int k, bool f32) -> Tensor[]",
         &sampler_contexts);
+  m.def("sampler_contexts_keys(Tensor keys, int kind, int start, int B, int d, int P, bool query, bool noisy, "
+        "int match, Tensor sl, Tensor so, float noise, int k, bool f32) -> Tensor[]",
+        &sampler_contexts_keys);
   m.def("philox4x32_10(Tensor ctr, int k0, int k1) -> Tensor", &philox4x32_10);
 }

@@ -338,6 +338,46 @@ def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: st
     return (*out, None)
 
 
+def sample_streams(cfg, keys: list, B: int, dtype=torch.float32) -> list[Contexts] | None:
+    """Contexts 0..B-1 of each stream in `keys` (StreamKeys of one kind: the seeds of a pack at one
+    step) for `cfg`'s data fields, made by one call of the fused one-pass kernel into one buffer:
+    stream i's contexts are rows iB..(i+1)B of it, as views (`joined` gives them back as the whole,
+    without a copy). Each the same numbers as `sample_for` on that stream with cache_draws=False
+    (test). None where the one-pass kernel is not built, the keys are of several kinds, or the
+    task draws classes (clusters)."""
+    _check_stream(cfg)
+    if getattr(cfg, "clusters", 0) or len({key.kind for key in keys}) != 1 or not one_pass_available():
+        return None
+    if cfg.task not in ("easy", "difficult"):
+        raise InputError(f"task must be easy or difficult, got {cfg.task!r}")
+    d, P, easy = cfg.d, cfg.P, cfg.task == "easy"
+    k = 1 if easy else int(cfg.k)
+    sl, so = spectrum(d, cfg.a, torch.float64).sqrt(), spectrum(d, cfg.b, torch.float64).sqrt()
+    words = torch.tensor([[key.seed & 0xFFFFFFFF, key.seed >> 32, key.step] for key in keys], dtype=torch.int64)
+    out = _sampler_ops().sampler_contexts_keys(words, keys[0].kind, 0, B, d, P, not easy, cfg.noise > 0,
+                                               P if easy else 0, sl, so, float(cfg.noise), k, dtype == torch.float32)
+    X, y, xq, ystar, sel, t, beta, O = (v if v.dtype in (dtype, torch.int64) else v.to(dtype) for v in out)
+    lam, omega = spectrum(d, cfg.a, dtype), spectrum(d, cfg.b, dtype)
+    rows = lambda v, i: v[i * B:(i + 1) * B]  # noqa: E731
+    return [Contexts(rows(X, i), rows(y, i), rows(xq, i), rows(ystar, i), rows(sel, i), rows(t, i), rows(beta, i),
+                     rows(O, i), lam, omega, None, 0) for i in range(len(keys))]
+
+
+def joined(ts: list[torch.Tensor]) -> torch.Tensor:
+    """torch.cat(ts) along dim 0, as a view where the pieces already lie one after another in one
+    buffer (`sample_streams`' batches, in their order), else the copy."""
+    t0 = ts[0]
+    view = len(ts) > 1 and all(
+        t.is_contiguous() and not t.requires_grad and t.dtype == t0.dtype and t.device == t0.device
+        and t.shape[1:] == t0.shape[1:] and t.untyped_storage().data_ptr() == t0.untyped_storage().data_ptr()
+        for t in ts)
+    if view:
+        view = all(b.storage_offset() == a.storage_offset() + a.numel() for a, b in zip(ts, ts[1:]))
+    if not view:
+        return torch.cat(ts)
+    return t0.as_strided((sum(t.shape[0] for t in ts), *t0.shape[1:]), t0.stride(), t0.storage_offset())
+
+
 def spectra_per_seed(cfgs) -> Counter:
     """How many spectra (a, b) each seed's training stream serves in a pack. A seed serving one draws
     its batch in one pass (`sample_contexts(..., cache_draws=False)`: no draws held); a seed serving
@@ -349,12 +389,16 @@ def spectra_per_seed(cfgs) -> Counter:
 def sample_for(cfg, B: int, gen, device="cpu", dtype=torch.float32, cache_draws: bool = True) -> Contexts:
     """Contexts for a RunConfig's data fields; a run of another context stream (config.STREAMS:
     a "legacy" run stored by an earlier version) is refused in one line, never given this one's."""
+    _check_stream(cfg)
+    return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device,
+                           getattr(cfg, "clusters", 0), cache_draws)
+
+
+def _check_stream(cfg) -> None:
     stream = getattr(cfg, "stream", CONTEXT_STREAM)
     if stream != CONTEXT_STREAM:
         raise InputError(f"this run's contexts come from the {stream!r} context stream, which this version "
                          f"cannot draw (it draws {CONTEXT_STREAM!r}): rerun it with this version")
-    return sample_contexts(B, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, gen, cfg.noise, dtype, device,
-                           getattr(cfg, "clusters", 0), cache_draws)
 
 
 def make_generator(seed, device="cpu") -> ContextStream:
@@ -370,5 +414,5 @@ CLUSTER_SEED = seeds.CLUSTER_SEED
 
 
 __all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations", "CLUSTER_SEED",
-           "clear_draw_cache", "one_pass_available", "sample_for", "spectra_per_seed", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
+           "clear_draw_cache", "one_pass_available", "sample_for", "sample_streams", "joined", "spectra_per_seed", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
            "top_k_by_cosine", "make_generator", "step_seed", "transform_torch"]

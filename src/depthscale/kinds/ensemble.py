@@ -15,6 +15,7 @@ import torch
 
 from depthscale.config.kind_registry import register_kind
 from depthscale.data import kernels
+from depthscale.data.contexts import joined
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import RMS_EPS, ModelOutput
 from depthscale.kinds.ops import RmsScale, RowReadout
@@ -106,7 +107,7 @@ class Nonlinear(AttentionStack):
         order, parts = [], []
         if K > 1 and len({c.B for c in ctxs}) == 1 and self.groups_of(flat, K, ctxs[0].X_BxPxd):
             # every batch's models in one call (equal blocks: the seeds of a sweep): K times fewer ops
-            X, y, xq, ystar = (torch.cat([getattr(c, n) for c in ctxs])
+            X, y, xq, ystar = (joined([getattr(c, n) for c in ctxs])  # (views where drawn as one)
                                for n in ("X_BxPxd", "y_BxP", "xq_Bxd", "ystar_B"))
             runs = [(X, y, xq, ystar, flat, K)]
         else:

@@ -49,7 +49,7 @@ from depthscale.base.errors import InputError
 from depthscale.base.provenance import versions
 from depthscale.base.timing import phase
 from depthscale.config.run import RunConfig
-from depthscale.data.contexts import make_generator, sample_for, spectra_per_seed, step_seed
+from depthscale.data.contexts import make_generator, sample_for, sample_streams, spectra_per_seed, step_seed
 from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.kinds.base import ModelKind
 from depthscale.train.live import CURVE_KEYS, LiveLog, LiveStore, TensorBoardLog
@@ -104,9 +104,27 @@ def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> di
     for i in idx:
         firsts.setdefault(data_key(cfgs[i]), cfgs[i])
     per_seed = spectra_per_seed(firsts.values())
-    return {key: sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device,
-                            cache_draws=per_seed[c.seed] > 1)
-            for key, c in sorted(firsts.items())}
+    # seeds whose data differ only by the seed, each serving one spectrum, drawn on the CPU in one
+    # kernel call into one buffer (the pack's forward then takes them as one batch without a copy)
+    shared: dict[tuple, list[tuple]] = {}
+    for key, c in sorted(firsts.items()):
+        alone = per_seed[c.seed] == 1 and torch.device(device).type == "cpu"
+        shared.setdefault((_batch_shape(c), key) if not alone else (_batch_shape(c),), []).append((key, c))
+    out = {}
+    for group in shared.values():
+        c0 = group[0][1]
+        made = sample_streams(c0, [step_seed(c.seed, step) for _, c in group], c0.batch) if len(group) > 1 else None
+        if made is None:
+            made = [sample_for(c, c.batch, make_generator(step_seed(c.seed, step), device), device,
+                               cache_draws=per_seed[c.seed] > 1) for _, c in group]
+        out.update(zip((key for key, _ in group), made))
+    return dict(sorted(out.items()))
+
+
+def _batch_shape(cfg: RunConfig) -> tuple:
+    """What a training batch is a function of, but for its seed (step_batches' shared draws)."""
+    return (cfg.batch, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k if cfg.task == "difficult" else 1, cfg.noise,
+            getattr(cfg, "clusters", 0), getattr(cfg, "stream", None))
 
 
 def pack_losses(pack: ModelKind, cfgs: list[RunConfig], idx: list[int], batches: dict) -> torch.Tensor:
