@@ -348,6 +348,8 @@ def sample_streams(cfg, keys: list, B: int, dtype=torch.float32) -> list[Context
     _check_stream(cfg)
     if getattr(cfg, "clusters", 0) or len({key.kind for key in keys}) != 1 or not one_pass_available():
         return None
+    if not hasattr(_sampler_ops(), "sampler_contexts_keys"):  # (a kernel built before it: one call per seed)
+        return None
     if cfg.task not in ("easy", "difficult"):
         raise InputError(f"task must be easy or difficult, got {cfg.task!r}")
     d, P, easy = cfg.d, cfg.P, cfg.task == "easy"
