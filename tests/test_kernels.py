@@ -414,3 +414,25 @@ def test_a_whole_pack_takes_its_parameters_without_slicing_and_the_same_gradient
     assert grads[True].keys() == grads[False].keys() and grads[True]
     for n, g in grads[True].items():
         assert torch.equal(g, grads[False][n]), n
+
+
+@needs_kernel
+def test_layer_forms_are_the_same_bits_at_any_thread_count():
+    # the forms split their layers across threads (forward) and their models in chunks of about
+    # equal layer counts (backward: one thread sums a model's dW_x): the same bits at 1, 2 and 3
+    g = torch.Generator().manual_seed(3)
+    depths = (1, 2, 4, 8, 16, 32, 64, 1, 2, 4, 8, 16, 32, 64)  # 250 layers: past the serial grain
+    T, G, N, d = sum(depths), len(depths), 16, 16
+    Wq, Wk, Wx = torch.randn(T, N, N, generator=g), torch.randn(T, N, N, generator=g), torch.randn(G, N, d, generator=g)
+    owner = torch.repeat_interleave(torch.arange(G), torch.tensor(depths))
+    dE = torch.randn(T, d, d, generator=g)
+    ops, before, runs = kernels.fused_ops(), torch.get_num_threads(), []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            runs.append([ops.layer_forms_forward(Wq, Wk, Wx, owner), *ops.layer_forms_backward(dE, Wq, Wk, Wx, owner)])
+    finally:
+        torch.set_num_threads(before)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert torch.equal(a, b)
