@@ -213,9 +213,9 @@ class Nonlinear(AttentionStack):
         are slices (views: no gather, and a cheaper backward), others an index_select."""
         if all(b == a + 1 for a, b in zip(models, models[1:])):
             m0, m1 = models[0], models[-1] + 1
-            if m0 == 0 and m1 == self.M:  # every model (training a whole pack): the parameters
-                return (lambda t: t), (lambda t: t)  # themselves (a full slice's backward copies
-            return (lambda t: t[m0:m1]), (lambda t: t[self.offsets[m0]:self.offsets[m1]])  # into zeros)
+            if m0 == 0 and m1 == self.M:  # every model (a whole pack): the parameters themselves
+                return (lambda t: t), (lambda t: t)  # (a full slice's backward copies into zeros)
+            return (lambda t: t[m0:m1]), (lambda t: t[self.offsets[m0]:self.offsets[m1]])
         idx_G = torch.tensor(models, device=dev)
         idx_T = torch.cat([torch.arange(self.offsets[m], self.offsets[m + 1]) for m in models]).to(dev)
         return (lambda t: t.index_select(0, idx_G)), (lambda t: t.index_select(0, idx_T))

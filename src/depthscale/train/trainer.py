@@ -108,8 +108,8 @@ def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> di
     # kernel call into one buffer (the pack's forward then takes them as one batch without a copy)
     shared: dict[tuple, list[tuple]] = {}
     for key, c in sorted(firsts.items()):
-        alone = per_seed[c.seed] == 1 and torch.device(device).type == "cpu"
-        shared.setdefault((_batch_shape(c), key) if not alone else (_batch_shape(c),), []).append((key, c))
+        joinable = per_seed[c.seed] == 1 and torch.device(device).type == "cpu"
+        shared.setdefault((_batch_shape(c),) if joinable else (_batch_shape(c), key), []).append((key, c))
     out = {}
     for group in shared.values():
         c0 = group[0][1]
