@@ -183,9 +183,7 @@ class Nonlinear(AttentionStack):
         depths = [self.rows[m] for m in models[:G]]  # computed rows (a looped model's B; tiled to L below)
         T = sum(depths)
         sel_M, sel_T = self._selectors(models, dev)
-        local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
-        # each layer's model among all K G selected (block k's layers belong to models k G ..)
-        owner_T = local_T if K == 1 else (local_T + G * torch.arange(K, device=dev).unsqueeze(1)).view(-1)
+        local_T, owner_T = self._layer_owners(tuple(depths), K, dev)
         rcq_BxGxP, E_Txdxd = self._scales_and_forms(X_BxPxd, xq_Bxd, sel_M(self.Wx), sel_T, owner_T, depths,
                                                      fused, K)
         if K == 1:
@@ -206,6 +204,19 @@ class Nonlinear(AttentionStack):
         if self.loop and any(self.rows[m] != self.depths[m] for m in models):
             f_BxT, p_BxTxP = self._tile_looped(models, bounds, f_BxT, p_BxTxP)
         return f_BxT, p_BxTxP
+
+    def _layer_owners(self, depths: tuple, K: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(local_T, owner_T) of `ensemble_forward`: each of one block's layers' model among the block's
+        G, and each layer's model among all K G selected (block k's layers belong to models k G ..).
+        The same every step of a pack: made once per (depths, K, device)."""
+        key = (depths, K, str(dev))
+        cache = self.__dict__.setdefault("_owners", {})
+        if key not in cache:
+            G = len(depths)
+            local_T = torch.repeat_interleave(torch.arange(G, device=dev), torch.tensor(depths, device=dev))
+            owner_T = local_T if K == 1 else (local_T + G * torch.arange(K, device=dev).unsqueeze(1)).view(-1)
+            cache[key] = (local_T, owner_T)
+        return cache[key]
 
     def _selectors(self, models: list[int], dev: torch.device) -> tuple[Callable, Callable]:
         """(sel_M, sel_T): functions taking the rows of `models`, in their order, from a per-model
