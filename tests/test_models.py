@@ -311,3 +311,27 @@ def test_spread_init_starts_each_layer_at_its_temperature():
     one = build_pack([cfg.replace(L=1)]).double()
     E1 = (one.Wq[0] @ one.Wx[0]).T @ (one.Wk[0] @ one.Wx[0])
     assert float(torch.linalg.eigvalsh(E1.detach()).mean() * cfg.N) == pytest.approx((tmin * tmax) ** 0.5, rel=1e-5)
+
+
+def test_segment_mean_is_the_per_segment_mean_and_its_gradient_bit_for_bit():
+    # SegmentMean (the per-model means of the layer predictors) against split + mean + stack under
+    # autograd: the same values and gradients bit for bit, and a NaN stays in its own segment
+    from depthscale.kinds.ops import SegmentMean
+
+    g = torch.Generator().manual_seed(2)
+    sizes = [1, 2, 4, 8, 3]
+    f = torch.randn(3, 5, sum(sizes), generator=g)
+    w = torch.randn(3, 5, len(sizes), generator=g)
+    seg = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    a, b = f.clone().requires_grad_(), f.clone().requires_grad_()
+    ya = SegmentMean.apply(a, sizes, seg)
+    yb = torch.stack([p.mean(-1) for p in b.split(sizes, -1)], -1)
+    assert torch.equal(ya, yb)
+    (ya * w).sum().backward()
+    (yb * w).sum().backward()
+    assert torch.equal(a.grad, b.grad)
+    w[0, 0, 2] = float("nan")  # segment 2 (positions 3..6) of one row
+    c = f.clone().requires_grad_()
+    (SegmentMean.apply(c, sizes, seg) * w).sum().backward()
+    nan = torch.isnan(c.grad)
+    assert nan[0, 0, 3:7].all() and nan.sum() == 4

@@ -18,7 +18,7 @@ from depthscale.data import kernels
 from depthscale.data.contexts import joined
 from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.base import RMS_EPS, ModelOutput
-from depthscale.kinds.ops import RmsScale, RowReadout
+from depthscale.kinds.ops import RmsScale, RowReadout, SegmentMean
 
 
 def fused_scale_flops(B: int, P: int, G: int, d: int) -> int:
@@ -117,9 +117,10 @@ class Nonlinear(AttentionStack):
             f_KxBxT = f_BxT.view(k, -1, f_BxT.shape[1])
             # y_hat = mean of each model's f_l, slice by slice: nothing here mixes models, so a model
             # whose loss is NaN (masked by the trainer) cannot leak NaN into another model's gradient
-            # (one split, not a slice per model: each slice's backward fills a zero K x B x T tensor)
-            pieces = torch.split(f_KxBxT, [self.depths[i] for i in ms[:len(ms) // k]], 2)
-            yhat_KxBxG = torch.stack([f.mean(2) for f in pieces], 2)
+            # (SegmentMean: one node, not a slice and a mean per model, whose backwards filled zero
+            # K x B x T tensors and then summed them)
+            sizes = [self.depths[i] for i in ms[:len(ms) // k]]
+            yhat_KxBxG = SegmentMean.apply(f_KxBxT, sizes, self._layer_owners(tuple(sizes), 1, f_KxBxT.device)[0])
             parts.append((yhat_KxBxG - ystar.view(k, -1, 1)).pow(2).mean(1).view(-1))
             order += ms
         losses = torch.cat(parts)

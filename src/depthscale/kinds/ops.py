@@ -148,4 +148,24 @@ class LinearTriangle(torch.autograd.Function):
         return dH, dB, None, None, None
 
 
-__all__ = ["RmsScale", "RowReadout", "LinearTriangle"]
+class SegmentMean(torch.autograd.Function):
+    """yhat[..., g] = the mean of f[..., t] over segment g of the last axis (the layers of model g;
+    `sizes` the segments' lengths, `seg_T` each position's segment). Forward: the per-segment means
+    `f.split(sizes, -1)` then `.mean(-1)` would give, the same bits; backward: one division and one
+    gather -- the mean's backward (the gradient expanded, divided by the length) without a node per
+    segment and a concatenation. Nothing mixes segments (a NaN in one stays in its own)."""
+
+    @staticmethod
+    def forward(ctx, f: torch.Tensor, sizes: list[int], seg_T: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(seg_T)
+        ctx.sizes = sizes
+        return torch.stack([piece.mean(-1) for piece in f.split(sizes, -1)], -1)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        (seg_T,) = ctx.saved_tensors
+        lengths = torch.tensor(ctx.sizes, dtype=g.dtype, device=g.device)
+        return (g / lengths).index_select(-1, seg_T), None, None
+
+
+__all__ = ["RmsScale", "RowReadout", "LinearTriangle", "SegmentMean"]
