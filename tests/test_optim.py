@@ -5,13 +5,11 @@ import torch
 
 from depthscale.config.run import make_config
 from depthscale.kinds.lookup import build_pack
-from depthscale.train import optim
 from depthscale.train.optim import ADAM_BETAS, ADAM_EPS, RowAdam
 
 
 def _reference_step(opt: RowAdam, lr_M: torch.Tensor, clip: float, mult: dict) -> None:
-    """One step of every model in torch.optim.Adam's in-place arithmetic, tensor by tensor (the
-    form RowAdam had before its ops went over the parameter list at once)."""
+    """One step of every model in torch.optim.Adam's in-place arithmetic, tensor by tensor."""
     M = opt.pack.M
     if clip > 0:
         sq = torch.zeros(M)
@@ -35,14 +33,9 @@ def _reference_step(opt: RowAdam, lr_M: torch.Tensor, clip: float, mult: dict) -
 
 
 @pytest.mark.parametrize("clip", [0.0, 0.5])
-@pytest.mark.parametrize("loop", [False, True])
-def test_row_adam_is_adams_arithmetic_tensor_by_tensor_bit_for_bit(clip, loop, monkeypatch):
-    # the list form (one torch._foreach_ call an op on the CPU; `loop`: the per-tensor form it takes
-    # off the CPU) against the per-tensor reference, several steps, per-model rates and multipliers
-    if loop:
-        real = optim._each
-        monkeypatch.setattr(optim, "_each", lambda op, first, *a, **kw: real(op, [_Elsewhere(t) for t in first],
-                                                                               *a, **kw))
+def test_row_adam_is_adams_arithmetic_tensor_by_tensor_bit_for_bit(clip):
+    # RowAdam against its per-tensor arithmetic written out here (a form that regroups its ops, a
+    # foreach or a fused kernel, must keep these bits), several steps, per-model rates, multipliers
     cfgs = [make_config("smoke", model="nonlinear", L=L, seed=s) for s in (0, 1) for L in (1, 3)]
     packs = [build_pack(cfgs), build_pack(cfgs)]
     mult = {"Wq": torch.tensor([1.0, 2.0, 0.5, 3.0]), "Wk": torch.tensor([1.0, 2.0, 0.5, 3.0])}
@@ -60,13 +53,3 @@ def test_row_adam_is_adams_arithmetic_tensor_by_tensor_bit_for_bit(clip, loop, m
         assert torch.equal(a, b), n
         assert torch.equal(opts[0].m[n], opts[1].m[n]) and torch.equal(opts[0].v[n], opts[1].v[n]), n
 
-
-class _Elsewhere:
-    """A CPU tensor that reports another device type (so `_each` takes its per-tensor loop)."""
-
-    def __init__(self, t):
-        self.t = t
-        self.device = torch.device("meta")
-
-    def __getattr__(self, name):
-        return getattr(self.t, name)

@@ -1,0 +1,113 @@
+"""The packed step's phases timed without a profiler, and a paired comparison of two source trees.
+
+    python benchmarks/step_phases.py --steps 80                      # this tree: one JSON line
+    python benchmarks/step_phases.py --ab /path/to/other/src --rounds 6 --out ab.json
+
+One line: the median over `--steps` steps (after 3 warm-up steps) of the bench's work (the cpu fig6
+sweep of `depthscale.bench.speed`: 21 models, depths 1-64 x 3 seeds) in milliseconds: the whole step,
+its sampling (`step_batches`), forward, backward and optimiser, timed with `time.perf_counter` around
+each phase (torch.profiler adds its own cost per op, and records each tensor of a `torch._foreach_*`
+call as an op). `--ab SRC`: `--rounds` rounds, each running this tree and then the tree whose
+`src` directory is SRC (PYTHONPATH) in fresh processes, so that the two see the same machine state
+round by round; prints each round and the medians, and the per-round differences (this - other).
+On a shared VM a single run moves by +-1 ms; a difference is only read from paired rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PHASES = ("step", "sampling", "forward", "backward", "optimiser")
+
+
+def measure(steps: int, threads: int) -> dict:
+    import torch
+
+    from depthscale.bench.speed import sweep_configs
+    from depthscale.kinds.lookup import build_pack
+    from depthscale.train.memory import tune_allocator
+    from depthscale.train.optim import RowAdam
+    from depthscale.train.schedule import base_lrs, lr_factor
+    from depthscale.train.trainer import batch_order, pack_losses, step_batches
+
+    tune_allocator()
+    torch.set_num_threads(threads)
+    cfgs = sweep_configs("cpu", 3)
+    sub = [cfgs[j] for j in batch_order(cfgs)]
+    pack, idx, dev = build_pack(sub), list(range(len(sub))), torch.device("cpu")
+    opt, lr0 = RowAdam(pack), base_lrs(sub)
+    times = {p: [] for p in PHASES}
+    for step in range(3 + steps):
+        t0 = time.perf_counter()
+        batches = step_batches(sub, idx, step, dev)
+        t1 = time.perf_counter()
+        losses = pack_losses(pack, sub, idx, batches).float()
+        t2 = time.perf_counter()
+        finite = torch.isfinite(losses)
+        losses.masked_fill(~finite, 0.0).sum().backward()
+        t3 = time.perf_counter()
+        active = torch.zeros(pack.M, dtype=torch.bool)
+        active[torch.tensor(idx)] = finite.cpu()
+        opt.step(lr0 * lr_factor(sub[0], step), active, sub[0].grad_clip)
+        t4 = time.perf_counter()
+        if step >= 3:
+            for p, dt in zip(PHASES, (t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                times[p].append(dt * 1e3)
+    return {p: round(statistics.median(v), 3) for p, v in times.items()}
+
+
+def _child(src: str | None, steps: int, threads: int) -> dict:
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, __file__, "--steps", str(steps), "--threads", str(threads)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def paired(other: str, rounds: int, steps: int, threads: int) -> dict:
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    runs = []
+    for r in range(rounds):
+        a, b = _child(here, steps, threads), _child(other, steps, threads)
+        runs.append({"this": a, "other": b})
+        print(f"round {r + 1}: this {a['step']:.2f} ms, other {b['step']:.2f} ms", file=sys.stderr)
+    med = {w: {p: round(statistics.median(x[w][p] for x in runs), 3) for p in PHASES} for w in ("this", "other")}
+    diff = {p: sorted(round(x["this"][p] - x["other"][p], 3) for x in runs) for p in PHASES}
+    return {"rounds": runs, "median": med, "differences_this_minus_other": diff, "other_src": other,
+            "steps": steps, "threads": threads}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ab", metavar="SRC", help="the other tree's src directory, for a paired comparison")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    if a.steps < 1 or a.threads < 1 or a.rounds < 1:
+        print(f"step_phases: --steps, --threads and --rounds must be >= 1, got {a.steps}, {a.threads}, {a.rounds}",
+              file=sys.stderr)
+        return 2
+    if a.ab and not (Path(a.ab) / "depthscale").is_dir():
+        print(f"step_phases: --ab {a.ab!r} has no depthscale package (give the other tree's src directory)",
+              file=sys.stderr)
+        return 2
+    result = paired(a.ab, a.rounds, a.steps, a.threads) if a.ab else measure(a.steps, a.threads)
+    text = json.dumps(result, indent=None if not a.ab else 1)
+    if a.out:
+        a.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
