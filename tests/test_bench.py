@@ -322,3 +322,27 @@ def test_run_packed_prefetching_changes_no_number(monkeypatch):
     spot = run_packed(cfgs, 3, 1, torch.device("cpu"))
     assert ahead["prefetch"] and not spot["prefetch"]
     assert torch.equal(ahead["losses"], spot["losses"])
+
+
+def _step_phases():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_phases.py"
+    spec = importlib.util.spec_from_file_location("step_phases", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_step_phases_partition_the_step_and_refuse_bad_input(tmp_path, capsys):
+    # benchmarks/step_phases.py: the four phases are consecutive intervals of the step (one step:
+    # their sum is the step to rounding); a bad count or a tree without the package: exit 2, one line
+    sp = _step_phases()
+    one = sp.measure(steps=1, threads=1)
+    assert set(one) == set(sp.PHASES) and all(v > 0 for v in one.values())
+    assert math.isclose(one["step"], sum(one[p] for p in sp.PHASES[1:]), abs_tol=0.01)
+    assert sp.main(["--steps", "0"]) == 2
+    assert sp.main(["--ab", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "--steps" in err[0] and str(tmp_path) in err[1]
