@@ -14,6 +14,9 @@ killed and recorded as such; the others still run):
    >= 5x faster.
 3. pack: one paper-preset fig6 pack (nonlinear, k = 2, a = b = 0, depths 1-256, seed 0, batch 512,
    20,000 steps) through `depthscale sweep`, timed: target <= 5 ms per step.
+4. sampler: the host's time to make one training batch of 512 paper-preset contexts with all its
+   cores (the one-pass kernel, as the trainer draws a seed's batch; median of 50): target about 1 ms
+   (pass at <= 1.0 ms), and three seeds' batches drawn in one call (`contexts.sample_streams`).
 
 Dry mode (--dry): the device is the CPU, the presets are smoke, the pack is the smoke preset's at 40
 steps, the time limits are short. It proves the script and its JSON, not the speed.
@@ -40,6 +43,7 @@ PARITY_RUNS = {  # the issue's two examples, and a layer-values run
 }
 PARITY_RTOL = 1e-4
 PACK_TARGET_MS = 5.0
+SAMPLER_TARGET_MS = 1.0  # one 512-context batch on the GPU machine's 16 host cores (issue 35, item 5)
 BENCH_TARGET_SPEEDUP = 5.0
 
 
@@ -122,6 +126,34 @@ def pack(preset: str, device: str, steps: int, timeout: float, work: Path) -> di
     return out
 
 
+def sampler(preset: str, B: int, calls: int) -> dict:
+    """Milliseconds to make B training contexts of the preset's fig6 configuration on the host (all
+    its threads), median of `calls` after two warm-ups: one seed's batch (`sample_for`, one pass) and
+    three seeds' batches in one kernel call (`sample_streams`, per seed)."""
+    import statistics
+
+    import torch
+
+    from depthscale.config.run import make_config
+    from depthscale.data.contexts import make_generator, sample_for, sample_streams, step_seed
+
+    cfg = make_config(preset, model="nonlinear", task="difficult", k=2, a=0.0, b=0.0, L=1, seed=0)
+
+    def timed(fn) -> float:
+        times = []
+        for step in range(calls + 2):
+            t = time.perf_counter()
+            fn(step)
+            times.append(time.perf_counter() - t)
+        return 1e3 * statistics.median(times[2:])
+
+    one = timed(lambda step: sample_for(cfg, B, make_generator(step_seed(0, step)), "cpu", cache_draws=False))
+    three = timed(lambda step: sample_streams(cfg, [step_seed(s, step) for s in (0, 1, 2)], B))
+    return {"preset": preset, "contexts": B, "threads": torch.get_num_threads(), "ms_per_batch": one,
+            "ms_per_seed_three_in_one_call": three / 3, "target_ms": SAMPLER_TARGET_MS,
+            "pass_": one <= SAMPLER_TARGET_MS}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="folder for gpu_check.json")
@@ -152,12 +184,14 @@ def main(argv: list[str] | None = None) -> int:
 
     plan = ([("parity", lambda: parity(device, 120)),
              ("bench_smoke", lambda: bench("smoke", device, 2, 180, None)),
-             ("pack", lambda: pack("smoke", device, 40, 120, work))]
+             ("pack", lambda: pack("smoke", device, 40, 120, work)),
+             ("sampler", lambda: sampler("smoke", 32, 5))]
             if args.dry else
             [("parity", lambda: parity(device, 60)),
              ("bench_cpu", lambda: bench("cpu", device, 20, 70, args.cpu_reference)),
              ("bench_paper", lambda: bench("paper", device, 10, 70, None)),
-             ("pack", lambda: pack("paper", device, 20000, 150, work))])
+             ("pack", lambda: pack("paper", device, 20000, 150, work)),
+             ("sampler", lambda: sampler("paper", 512, 50))])
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmpdir:
         work = Path(tmpdir)
         for name, part in plan:
@@ -174,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             save()
             summary = {k: v for k, v in res[name].items() if k in ("pass", "ms_per_step", "faster_than_cpu",
                                                                    "packed_ms", "rc", "error",
-                                                                   "ms_per_step_at_least")}
+                                                                   "ms_per_step_at_least", "ms_per_batch")}
             print(f"gpu_check {name}: {summary}", flush=True)
     res["pass"] = {k: res[k].get("pass") for k, _ in plan if isinstance(res.get(k), dict) and "pass" in res[k]}
     save()

@@ -26,5 +26,8 @@ def test_gpu_check_dry_run_writes_every_part(tmp_path):
     pk = res["pack"]
     assert pk["rc"] == 0 and pk["runs"] >= 2 and all(r is not None for r in pk["R"].values()), pk
     assert pk["ms_per_step"] > 0 and "pass" not in pk  # speed targets are judged on the device only
+    sp = res["sampler"]  # the host's sampler, timed; its target is judged on the device machine only
+    assert sp["contexts"] == 32 and sp["ms_per_batch"] > 0 and sp["ms_per_seed_three_in_one_call"] > 0, sp
+    assert "pass" not in sp
     assert res["pass"] == {"parity": True}
     assert "gpu_check pack:" in p.stdout
