@@ -33,7 +33,6 @@ def classify(phase: str, name: str, shapes: tuple, dims: dict) -> str:
     if phase == "sampling":  # the fused sampler's kernel calls (csrc/sampler.cpp)
         return {"depthscale_fused::sampler_draws": SAMPLER_DRAWS,
                 "depthscale_fused::sampler_transform": SAMPLER_TRANSFORM,
-                "depthscale_fused::sampler_contexts": SAMPLER_ONE_PASS,
                 "depthscale_fused::sampler_contexts_keys": SAMPLER_ONE_PASS}.get(name, "other")
     if phase == "optimiser":
         return "Adam (read p, g, m, v; write p, m, v)"

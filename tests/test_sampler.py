@@ -249,7 +249,7 @@ def test_fused_contexts_equal_the_torch_contexts(task, k, noise, clusters, monke
                                                     (32, 40, "difficult", 16, 0.0, torch.float64),
                                                     (8, 9, "easy", 1, 0.2, torch.float64)])
 def test_the_one_pass_kernel_gives_the_two_calls_bits(d, P, task, k, noise, dtype):
-    # sampler_contexts (draws and transform per context, nothing cached) against sampler_draws then
+    # sampler_contexts_keys (draws and transform per context, nothing cached) against sampler_draws then
     # sampler_transform: the same bits in every field and dtype, at one and at two threads
     before = torch.get_num_threads()
     try:

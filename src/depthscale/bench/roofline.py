@@ -54,7 +54,7 @@ def step_ops(d: int, N: int, P: int, B: int, groups: list[list[int]], task: str 
     predictions) are left out; they are a few percent of the bytes. `calls`: the transcendental
     functions each op evaluates (exp, log, sqrt, sin, cos; the sampler's Gaussians are Box-Muller pairs).
     `one_pass`: the sampler runs as one kernel call that keeps each context's float64 draws in a
-    per-thread buffer (`sampler_contexts`: one spectrum per seed): one row, the same work, moving
+    per-thread buffer (`sampler_contexts_keys`: one spectrum per seed): one row, the same work, moving
     only the float32 contexts it writes. Returns dicts {op, phase, flops, bytes, calls}, summed over groups."""
     ops: dict[tuple, list] = {}
 

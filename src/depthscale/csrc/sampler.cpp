@@ -295,6 +295,21 @@ void draw_one(const Stream& s, uint32_t ctx, const Shape& sh, double* O, double*
   if (sh.classes > 0) cls[0] = integer(s, ctx, kClass, uint64_t(sh.classes));
 }
 
+// The stream of key words (k0, k1), kind and step, each checked to fit its counter word (`op`: the
+// entry point, for the message)
+Stream stream_of(int64_t k0, int64_t k1, int64_t kind, int64_t step, const char* op) {
+  TORCH_CHECK(k0 >= 0 && k0 < (int64_t(1) << 32) && k1 >= 0 && k1 < (int64_t(1) << 32) && kind >= 0 && kind < 256 &&
+                  step >= 0 && step < (int64_t(1) << 32),
+              "depthscale ", op, ": a key word, kind or step out of range");
+  return Stream{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)};
+}
+
+// contexts start..start+B-1 must have 32-bit indices
+void check_contexts(int64_t start, int64_t B, const char* op) {
+  TORCH_CHECK(start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32), "depthscale ", op,
+              ": a context index out of range");
+}
+
 at::Tensor f64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorOptions().dtype(at::kDouble)); }
 at::Tensor i64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorOptions().dtype(at::kLong)); }
 
@@ -304,10 +319,8 @@ at::Tensor i64(std::vector<int64_t> shape) { return at::empty(shape, at::TensorO
 std::vector<at::Tensor> sampler_draws(int64_t k0, int64_t k1, int64_t kind, int64_t step, int64_t start, int64_t B,
                                       int64_t d, int64_t P, bool query, bool noisy, int64_t match,
                                       int64_t classes) {
-  TORCH_CHECK(k0 >= 0 && k0 < (int64_t(1) << 32) && k1 >= 0 && k1 < (int64_t(1) << 32) && kind >= 0 && kind < 256 &&
-                  step >= 0 && step < (int64_t(1) << 32) && start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32),
-              "depthscale sampler_draws: a key word, kind, step or context index out of range");
-  const Stream s{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)};
+  const Stream s = stream_of(k0, k1, kind, step, "sampler_draws");
+  check_contexts(start, B, "sampler_draws");
   const int64_t nh = d * (d + 1) / 2;
   at::Tensor O = f64({classes > 0 ? 0 : B, d, d}), zX = f64({B, P, d}), zq = f64({query ? B : 0, d}),
              zb = f64({B, d}), zn = f64({noisy ? B : 0, P}), j = i64({match > 0 ? B : 0}),
@@ -350,33 +363,30 @@ struct Out {
 // out[r, i] = sum_c O[i, c] (z[r, c] s[c]) for rows r < n (Ot = O transposed), each sum in order of c:
 // eight lanes of i at a time where d is a multiple of 8 known at compile time, and R rows at once so
 // that 8 accumulators are in flight (one row's sums alone wait on the FMA latency; the same arithmetic)
+template <int DT, int R>
+inline void rotate_rows(const double* Ot, const double* z, const double* s, double* out) {
+  constexpr int NV = DT / 8;
+  v8d acc[R][NV] = {};
+  for (int64_t c = 0; c < DT; ++c) {
+    v8d o[NV];
+    for (int v = 0; v < NV; ++v) o[v] = load8(Ot + c * DT + 8 * v);
+    for (int q = 0; q < R; ++q) {
+      const double zc = z[q * DT + c] * s[c];
+      for (int v = 0; v < NV; ++v) acc[q][v] += zc * o[v];
+    }
+  }
+  for (int q = 0; q < R; ++q)
+    for (int v = 0; v < NV; ++v) store8(out + q * DT + 8 * v, acc[q][v]);
+}
+
 template <int DT>
 inline void rotate(const double* Ot, const double* z, const double* s, int64_t n, int64_t dd, double* out) {
   const int64_t d = DT > 0 ? DT : dd;
   if constexpr (DT > 0 && DT % 8 == 0) {
-    constexpr int NV = DT / 8, R = NV >= 8 ? 1 : 8 / NV;
-    int64_t r0 = 0;
-    for (; r0 + R <= n; r0 += R) {
-      v8d acc[R][NV] = {};
-      for (int64_t c = 0; c < DT; ++c) {
-        v8d o[NV];
-        for (int v = 0; v < NV; ++v) o[v] = load8(Ot + c * DT + 8 * v);
-        for (int q = 0; q < R; ++q) {
-          const double zc = z[(r0 + q) * DT + c] * s[c];
-          for (int v = 0; v < NV; ++v) acc[q][v] += zc * o[v];
-        }
-      }
-      for (int q = 0; q < R; ++q)
-        for (int v = 0; v < NV; ++v) store8(out + (r0 + q) * DT + 8 * v, acc[q][v]);
-    }
-    for (int64_t r = r0; r < n; ++r) {
-      v8d acc[NV] = {};
-      for (int64_t c = 0; c < DT; ++c) {
-        const double zc = z[r * DT + c] * s[c];
-        for (int v = 0; v < NV; ++v) acc[v] += zc * load8(Ot + c * DT + 8 * v);
-      }
-      for (int v = 0; v < NV; ++v) store8(out + r * DT + 8 * v, acc[v]);
-    }
+    constexpr int R = DT / 8 >= 8 ? 1 : 64 / DT;
+    int64_t r = 0;
+    for (; r + R <= n; r += R) rotate_rows<DT, R>(Ot, z + r * DT, s, out + r * DT);
+    for (; r < n; ++r) rotate_rows<DT, 1>(Ot, z + r * DT, s, out + r * DT);
   } else {
     for (int64_t r = 0; r < n; ++r) {
       double* o = out + r * d;
@@ -393,11 +403,18 @@ inline void rotate(const double* Ot, const double* z, const double* s, int64_t n
 // (independent chains; the same arithmetic as one row at a time). The stream's labels are what the
 // compiler made of one row's chain `acc += X beta[i]`: fused multiply-adds where d was 8 or 16, a
 // product then a sum at other d (GCC 12, -O3 -march=native), the noise added by a fused multiply-add
-// at every d -- now written out, so that they no longer depend on its choices (std::fma; contraction
-// switched off for the plain chain).
-template <int DT>
-inline void labels_fma(const double* X, const double* beta, const double* zn, double noise, int64_t P, int64_t dd,
-                       double* y) {
+// at every d -- now written out, so that they no longer depend on its choices (FMA: std::fma; else a
+// product and a sum, contraction switched off for the function).
+// a + x b: one rounding (FMA) or two (contraction off here, whether or not it is inlined)
+template <bool FMA>
+__attribute__((optimize("fp-contract=off"))) inline double mac(double x, double b, double a) {
+  if constexpr (FMA) return std::fma(x, b, a);
+  else return a + x * b;
+}
+
+template <int DT, bool FMA>
+__attribute__((optimize("fp-contract=off"))) void labels(const double* X, const double* beta, const double* zn,
+                                                         double noise, int64_t P, int64_t dd, double* y) {
   const int64_t d = DT > 0 ? DT : dd;
   int64_t p = 0;
   for (; p + 4 <= P; p += 4) {
@@ -405,10 +422,10 @@ inline void labels_fma(const double* X, const double* beta, const double* zn, do
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
     for (int64_t i = 0; i < d; ++i) {
       const double bi = beta[i];
-      a0 = std::fma(x0[i], bi, a0);
-      a1 = std::fma(x1[i], bi, a1);
-      a2 = std::fma(x2[i], bi, a2);
-      a3 = std::fma(x3[i], bi, a3);
+      a0 = mac<FMA>(x0[i], bi, a0);
+      a1 = mac<FMA>(x1[i], bi, a1);
+      a2 = mac<FMA>(x2[i], bi, a2);
+      a3 = mac<FMA>(x3[i], bi, a3);
     }
     y[p] = a0;
     y[p + 1] = a1;
@@ -417,25 +434,7 @@ inline void labels_fma(const double* X, const double* beta, const double* zn, do
   }
   for (; p < P; ++p) {
     double acc = 0.0;
-    for (int64_t i = 0; i < d; ++i) acc = std::fma(X[p * d + i], beta[i], acc);
-    y[p] = acc;
-  }
-  if (zn)
-    for (int64_t q = 0; q < P; ++q) y[q] = std::fma(noise, zn[q], y[q]);
-}
-
-__attribute__((optimize("fp-contract=off"))) void labels_plain(const double* X, const double* beta, const double* zn,
-                                                               double noise, int64_t P, int64_t d, double* y) {
-  int64_t p = 0;
-  for (; p + 4 <= P; p += 4) {
-    double a[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int64_t i = 0; i < d; ++i)
-      for (int q = 0; q < 4; ++q) a[q] = a[q] + X[(p + q) * d + i] * beta[i];
-    for (int q = 0; q < 4; ++q) y[p + q] = a[q];
-  }
-  for (; p < P; ++p) {
-    double acc = 0.0;
-    for (int64_t i = 0; i < d; ++i) acc = acc + X[p * d + i] * beta[i];
+    for (int64_t i = 0; i < d; ++i) acc = mac<FMA>(X[p * d + i], beta[i], acc);
     y[p] = acc;
   }
   if (zn)
@@ -481,8 +480,7 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
   rotate<DT>(Ot, in.zX + b * P * d, in.sl, P, d, X);
   rotate<DT>(Ot, in.zb + b * d, in.so, 1, d, beta);
   const double* zn = in.zn ? in.zn + b * P : nullptr;
-  if constexpr (DT == 8 || DT == 16) labels_fma<DT>(X, beta, zn, in.noise, P, d, y);
-  else labels_plain(X, beta, zn, in.noise, P, d, y);
+  labels<DT, DT == 8 || DT == 16>(X, beta, zn, in.noise, P, d, y);
   int64_t* sel = o.sel;
   if (in.j) {
     sel[0] = in.j[b];
@@ -609,12 +607,6 @@ std::vector<at::Tensor> sampler_transform(const at::Tensor& O_, const at::Tensor
   return out;
 }
 
-void check_key(int64_t k0, int64_t k1, int64_t kind, int64_t step) {
-  TORCH_CHECK(k0 >= 0 && k0 < (int64_t(1) << 32) && k1 >= 0 && k1 < (int64_t(1) << 32) && kind >= 0 && kind < 256 &&
-                  step >= 0 && step < (int64_t(1) << 32),
-              "depthscale sampler_contexts: a key word, kind or step out of range");
-}
-
 // sampler_draws and sampler_transform in one pass, context by context (no classes), for contexts
 // start..start+B-1 of each stream in `streams`, stream by stream in the outputs (K B contexts): each
 // context's draws stay in a per-thread buffer, so no float64 batch is written or read back; the same
@@ -623,11 +615,10 @@ void check_key(int64_t k0, int64_t k1, int64_t kind, int64_t step) {
 std::vector<at::Tensor> one_pass(const std::vector<Stream>& streams, int64_t start, int64_t B, int64_t d, int64_t P,
                                  bool query, bool noisy, int64_t match, const at::Tensor& sl_, const at::Tensor& so_,
                                  double noise, int64_t k, bool f32) {
-  TORCH_CHECK(start >= 0 && B >= 0 && start + B <= (int64_t(1) << 32),
-              "depthscale sampler_contexts: a context index out of range");
+  check_contexts(start, B, "sampler_contexts_keys");
   at::Tensor sl = c64(sl_), so = c64(so_);
   TORCH_CHECK(sl.numel() == d && so.numel() == d && (query ? (k >= 1 && k <= P && match == 0) : (k == 1 && match > 0)),
-              "depthscale sampler_contexts: inconsistent shapes");
+              "depthscale sampler_contexts_keys: inconsistent shapes");
   const Shape sh{d, P, query, noisy, match, 0};
   const int64_t n = int64_t(streams.size()) * B;
   std::vector<at::Tensor> out = outputs(n, d, P, k, f32, true);
@@ -652,18 +643,10 @@ std::vector<at::Tensor> one_pass(const std::vector<Stream>& streams, int64_t sta
   return out;
 }
 
-std::vector<at::Tensor> sampler_contexts(int64_t k0, int64_t k1, int64_t kind, int64_t step, int64_t start,
-                                         int64_t B, int64_t d, int64_t P, bool query, bool noisy, int64_t match,
-                                         const at::Tensor& sl, const at::Tensor& so, double noise, int64_t k,
-                                         bool f32) {
-  check_key(k0, k1, kind, step);
-  return one_pass({Stream{uint32_t(k0), uint32_t(k1), uint32_t(kind), uint32_t(step)}}, start, B, d, P, query, noisy,
-                  match, sl, so, noise, k, f32);
-}
-
-// sampler_contexts of K streams of one kind in one call (keys: K x 3 int64, each row k0, k1, step):
-// contexts start..start+B-1 of stream 0, then of stream 1, ... (the seeds of a pack: one batch, one
-// parallel loop; each context the same numbers as in its own stream's call)
+// The one-pass contexts of K streams of one kind in one call (keys: K x 3 int64, each row k0, k1,
+// step): contexts start..start+B-1 of stream 0, then of stream 1, ... (K = 1: one stream's batch; the
+// seeds of a pack: one batch, one parallel loop; each context the same numbers as in its own
+// stream's call)
 std::vector<at::Tensor> sampler_contexts_keys(const at::Tensor& keys_, int64_t kind, int64_t start, int64_t B,
                                               int64_t d, int64_t P, bool query, bool noisy, int64_t match,
                                               const at::Tensor& sl, const at::Tensor& so, double noise, int64_t k,
@@ -672,10 +655,8 @@ std::vector<at::Tensor> sampler_contexts_keys(const at::Tensor& keys_, int64_t k
   TORCH_CHECK(keys.dim() == 2 && keys.size(1) == 3, "depthscale sampler_contexts_keys: keys must be K x 3");
   const int64_t* kp = keys.data_ptr<int64_t>();
   std::vector<Stream> streams;
-  for (int64_t r = 0; r < keys.size(0); ++r) {
-    check_key(kp[3 * r], kp[3 * r + 1], kind, kp[3 * r + 2]);
-    streams.push_back(Stream{uint32_t(kp[3 * r]), uint32_t(kp[3 * r + 1]), uint32_t(kind), uint32_t(kp[3 * r + 2])});
-  }
+  for (int64_t r = 0; r < keys.size(0); ++r)
+    streams.push_back(stream_of(kp[3 * r], kp[3 * r + 1], kind, kp[3 * r + 2], "sampler_contexts_keys"));
   return one_pass(streams, start, B, d, P, query, noisy, match, sl, so, noise, k, f32);
 }
 
@@ -704,9 +685,6 @@ TORCH_LIBRARY_FRAGMENT(depthscale_fused, m) {
   m.def("sampler_transform(Tensor O, Tensor zX, Tensor zq, Tensor zb, Tensor zn, Tensor j, Tensor sl, Tensor so, "
         "float noise, int k, bool f32) -> Tensor[]",
         &sampler_transform);
-  m.def("sampler_contexts(int k0, int k1, int kind, int step, int start, int B, int d, int P, bool query, "
-        "bool noisy, int match, Tensor sl, Tensor so, float noise, int k, bool f32) -> Tensor[]",
-        &sampler_contexts);
   m.def("sampler_contexts_keys(Tensor keys, int kind, int start, int B, int d, int P, bool query, bool noisy, "
         "int match, Tensor sl, Tensor so, float noise, int k, bool f32) -> Tensor[]",
         &sampler_contexts_keys);

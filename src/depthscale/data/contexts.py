@@ -284,20 +284,31 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
     `cache_draws`=False: no other spectrum will ask for these draws (a training batch of one data
     stream), so the fused kernel makes the contexts in one pass without storing the draws (the same
     numbers; `_one_pass`)."""
-    if task not in ("easy", "difficult"):
-        raise InputError(f"task must be easy or difficult, got {task!r}")
+    k = _task_k(task, k)
     stream = as_stream(gen)
     start = stream.take(B)
     sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
-    k = int(k) if task == "difficult" else 1
-    made = _one_pass(stream.key, start, B, d, P, task, k, noise, sl, so, dtype) if not (cache_draws or clusters) else None
+    made = _one_pass([stream.key], start, B, d, P, task, k, noise, sl, so, dtype) if not (cache_draws or clusters) else None
     if made is None:
         made = _two_calls(stream.key, start, B, d, P, task, k, noise, sl, so, dtype, int(clusters))
+    ctx = _as_contexts(made, spectrum(d, a, dtype), spectrum(d, b, dtype), dtype, int(clusters))
+    return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
+
+
+def _task_k(task: str, k: int) -> int:
+    """k of the task (the difficult task's; the easy task selects one token), the task checked."""
+    if task not in ("easy", "difficult"):
+        raise InputError(f"task must be easy or difficult, got {task!r}")
+    return int(k) if task == "difficult" else 1
+
+
+def _as_contexts(made: tuple, lam_d: torch.Tensor, omega_d: torch.Tensor, dtype, clusters: int) -> Contexts:
+    """Contexts of the tensors (X, y, x_test, y*, sel, t, β, O, classes) a sampling path made, cast
+    to `dtype` (no copy where they are of it already)."""
     X, y, xq, ystar, sel, t, beta, O, cls = made
     cast = lambda v: v.to(dtype)  # noqa: E731
-    ctx = Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O),
-                   spectrum(d, a, dtype), spectrum(d, b, dtype), cls, int(clusters))
-    return ctx if torch.device(device) == torch.device("cpu") else ctx.to(device)
+    return Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O), lam_d, omega_d, cls,
+                    clusters)
 
 
 def _two_calls(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, k: int, noise: float,
@@ -319,22 +330,23 @@ def one_pass_available() -> bool:
     """Whether `sample_contexts(..., cache_draws=False)` runs the fused one-pass kernel here (builds
     the kernel if it was not tried yet; `kernels.expected` is the question without a build)."""
     ops = _sampler_ops()
-    return ops is not None and hasattr(ops, "sampler_contexts")
+    return ops is not None and hasattr(ops, "sampler_contexts_keys")
 
 
-def _one_pass(key: seeds.StreamKey, start: int, B: int, d: int, P: int, task: str, k: int, noise: float,
+def _one_pass(keys: list, start: int, B: int, d: int, P: int, task: str, k: int, noise: float,
               sl: torch.Tensor, so: torch.Tensor, dtype) -> tuple | None:
-    """`_two_calls`' tensors by the fused kernel's one-pass `sampler_contexts` (draws and transform per
-    context, no float64 batch of draws written and read back); None where that kernel is not built
-    or the draws are already cached (the cached path is then cheaper)."""
+    """`_two_calls`' tensors by the fused kernel's one-pass `sampler_contexts_keys` (draws and
+    transform per context, no float64 batch of draws written and read back), for contexts
+    start..start+B-1 of each stream in `keys` (of one kind), stream by stream; None where that kernel
+    is not built or the draws are already cached (the cached path is then cheaper)."""
     with _draws_lock:
-        cached = _draw_key(key, start, B, d, P, task, noise > 0, 0) in _draws
+        cached = any(_draw_key(key, start, B, d, P, task, noise > 0, 0) in _draws for key in keys)
     if cached or not one_pass_available():
         return None
     easy = task == "easy"
-    out = _sampler_ops().sampler_contexts(key.seed & 0xFFFFFFFF, key.seed >> 32, key.kind, key.step, int(start), B,
-                                          d, P, not easy, noise > 0, P if easy else 0, sl, so, float(noise), k,
-                                          dtype == torch.float32)
+    words = torch.tensor([[key.seed & 0xFFFFFFFF, key.seed >> 32, key.step] for key in keys], dtype=torch.int64)
+    out = _sampler_ops().sampler_contexts_keys(words, keys[0].kind, int(start), B, d, P, not easy, noise > 0,
+                                               P if easy else 0, sl, so, float(noise), k, dtype == torch.float32)
     return (*out, None)
 
 
@@ -346,23 +358,16 @@ def sample_streams(cfg, keys: list, B: int, dtype=torch.float32) -> list[Context
     (test). None where the one-pass kernel is not built, the keys are of several kinds, or the
     task draws classes (clusters)."""
     _check_stream(cfg)
-    if getattr(cfg, "clusters", 0) or len({key.kind for key in keys}) != 1 or not one_pass_available():
+    if getattr(cfg, "clusters", 0) or len({key.kind for key in keys}) != 1:
         return None
-    if not hasattr(_sampler_ops(), "sampler_contexts_keys"):  # (a kernel built before it: one call per seed)
+    d, a, b = cfg.d, cfg.a, cfg.b
+    made = _one_pass(keys, 0, B, d, cfg.P, cfg.task, _task_k(cfg.task, cfg.k), cfg.noise,
+                     spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt(), dtype)
+    if made is None:
         return None
-    if cfg.task not in ("easy", "difficult"):
-        raise InputError(f"task must be easy or difficult, got {cfg.task!r}")
-    d, P, easy = cfg.d, cfg.P, cfg.task == "easy"
-    k = 1 if easy else int(cfg.k)
-    sl, so = spectrum(d, cfg.a, torch.float64).sqrt(), spectrum(d, cfg.b, torch.float64).sqrt()
-    words = torch.tensor([[key.seed & 0xFFFFFFFF, key.seed >> 32, key.step] for key in keys], dtype=torch.int64)
-    out = _sampler_ops().sampler_contexts_keys(words, keys[0].kind, 0, B, d, P, not easy, cfg.noise > 0,
-                                               P if easy else 0, sl, so, float(cfg.noise), k, dtype == torch.float32)
-    X, y, xq, ystar, sel, t, beta, O = (v if v.dtype in (dtype, torch.int64) else v.to(dtype) for v in out)
-    lam, omega = spectrum(d, cfg.a, dtype), spectrum(d, cfg.b, dtype)
-    rows = lambda v, i: v[i * B:(i + 1) * B]  # noqa: E731
-    return [Contexts(rows(X, i), rows(y, i), rows(xq, i), rows(ystar, i), rows(sel, i), rows(t, i), rows(beta, i),
-                     rows(O, i), lam, omega, None, 0) for i in range(len(keys))]
+    lam, omega = spectrum(d, a, dtype), spectrum(d, b, dtype)
+    return [_as_contexts(tuple(v if v is None else v[i * B:(i + 1) * B] for v in made), lam, omega, dtype, 0)
+            for i in range(len(keys))]
 
 
 def joined(ts: list[torch.Tensor]) -> torch.Tensor:

@@ -261,7 +261,8 @@ def enabled() -> bool:
 
 def fused_ops():
     """torch.ops.depthscale_fused (test_row_forward/backward, test_scales_forward/backward,
-    layer_forms_forward/backward, haar_q, lanes, exp_rate, sampler_draws, sampler_transform, philox4x32_10),
+    layer_forms_forward/backward, haar_q, lanes, exp_rate, sampler_draws, sampler_transform,
+    sampler_contexts_keys, philox4x32_10),
     built or loaded on the first call; None where the kernels are turned off or cannot be built (the
     reason in `status()`)."""
     if not enabled():
