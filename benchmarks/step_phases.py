@@ -5,11 +5,13 @@
 
 One line: the median over `--steps` steps (after 3 warm-up steps) of the bench's work (the cpu fig6
 sweep of `depthscale.bench.speed`: 21 models, depths 1-64 x 3 seeds) in milliseconds: the whole step,
-its sampling (`step_batches`), forward, backward and optimiser, timed with `time.perf_counter` around
-each phase (torch.profiler adds its own cost per op, and records each tensor of a `torch._foreach_*`
-call as an op). `--ab SRC`: `--rounds` rounds, each running this tree and then the tree whose
-`src` directory is SRC (PYTHONPATH) in fresh processes, so that the two see the same machine state
-round by round; prints each round and the medians, and the per-round differences (this - other).
+its sampling, forward, backward and optimiser as `trainer.train_step` counts them (its
+`depthscale.base.timing` phases: `time.perf_counter` around each), and what no phase covered (the
+graph and the batch freed as the step returns). torch.profiler adds its own cost per op and records
+each tensor of a `torch._foreach_*` call as an op. `--ab SRC`: `--rounds` rounds, each running this
+tree and then the tree whose `src` directory is SRC (PYTHONPATH) in fresh processes, so that the two
+see the same machine state round by round; prints each round and the medians, and the per-round
+differences (this - other).
 On a shared VM a single run moves by +-1 ms; a difference is only read from paired rounds.
 """
 
@@ -21,45 +23,37 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-PHASES = ("step", "sampling", "forward", "backward", "optimiser")
+PHASES = ("step", "sampling", "forward", "backward", "optimiser", "unattributed")  # (the last: step - phases)
 
 
 def measure(steps: int, threads: int) -> dict:
     import torch
 
+    from depthscale.base.timing import record
     from depthscale.bench.speed import sweep_configs
     from depthscale.kinds.lookup import build_pack
     from depthscale.train.memory import tune_allocator
     from depthscale.train.optim import RowAdam
-    from depthscale.train.schedule import base_lrs, lr_factor
-    from depthscale.train.trainer import batch_order, pack_losses, step_batches
+    from depthscale.train.schedule import base_lrs
+    from depthscale.train.trainer import batch_order, train_step
 
     tune_allocator()
     torch.set_num_threads(threads)
     cfgs = sweep_configs("cpu", 3)
     sub = [cfgs[j] for j in batch_order(cfgs)]
-    pack, idx, dev = build_pack(sub), list(range(len(sub))), torch.device("cpu")
+    pack, idx = build_pack(sub), list(range(len(sub)))
     opt, lr0 = RowAdam(pack), base_lrs(sub)
     times = {p: [] for p in PHASES}
     for step in range(3 + steps):
-        t0 = time.perf_counter()
-        batches = step_batches(sub, idx, step, dev)
-        t1 = time.perf_counter()
-        losses = pack_losses(pack, sub, idx, batches).float()
-        t2 = time.perf_counter()
-        finite = torch.isfinite(losses)
-        losses.masked_fill(~finite, 0.0).sum().backward()
-        t3 = time.perf_counter()
-        active = torch.zeros(pack.M, dtype=torch.bool)
-        active[torch.tensor(idx)] = finite.cpu()
-        opt.step(lr0 * lr_factor(sub[0], step), active, sub[0].grad_clip)
-        t4 = time.perf_counter()
+        with record() as rec:  # the trainer's own phases (depthscale.base.timing)
+            train_step(pack, opt, sub, idx, step, lr0, "cpu")
         if step >= 3:
-            for p, dt in zip(PHASES, (t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-                times[p].append(dt * 1e3)
+            times["step"].append(rec.wall_seconds * 1e3)
+            for p in PHASES[1:-1]:
+                times[p].append(rec.phases.get(p, 0.0) * 1e3)
+            times["unattributed"].append(rec.unattributed_seconds * 1e3)
     return {p: round(statistics.median(v), 3) for p, v in times.items()}
 
 
