@@ -24,6 +24,19 @@
 #include <tuple>
 #include <vector>
 
+// The stream's arithmetic is written out in this file, not left to the compiler: every fused
+// multiply-add is std::fma (fma8 for eight lanes), every other product is rounded before it is
+// added (contraction off below), and each sum runs in the order written. What GCC 12 had made of
+// the plain expressions (-O3 -march=native: contracted across statements; a vectorised sum of
+// products rounded for its first 4 floor(n/4) terms, fused for the rest) is what the code now
+// says, so that a build with another compiler, without FMA or AVX-512 or without vectorisation
+// gives the same numbers (tests/test_sampler_portable.py builds one).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 namespace {
 
 constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
@@ -119,42 +132,42 @@ inline double log_pos(double x) {
   const int64_t e = int64_t((bits >> 52) & 0x7FF) - 1023 + int64_t(big & 1);
   const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
   double p = 1.0 / 23;
-  p = p * s2 + 1.0 / 21;
-  p = p * s2 + 1.0 / 19;
-  p = p * s2 + 1.0 / 17;
-  p = p * s2 + 1.0 / 15;
-  p = p * s2 + 1.0 / 13;
-  p = p * s2 + 1.0 / 11;
-  p = p * s2 + 1.0 / 9;
-  p = p * s2 + 1.0 / 7;
-  p = p * s2 + 1.0 / 5;
-  p = p * s2 + 1.0 / 3;
-  const double lm = 2.0 * s + 2.0 * s * (s2 * p);
+  p = std::fma(p, s2, 1.0 / 21);
+  p = std::fma(p, s2, 1.0 / 19);
+  p = std::fma(p, s2, 1.0 / 17);
+  p = std::fma(p, s2, 1.0 / 15);
+  p = std::fma(p, s2, 1.0 / 13);
+  p = std::fma(p, s2, 1.0 / 11);
+  p = std::fma(p, s2, 1.0 / 9);
+  p = std::fma(p, s2, 1.0 / 7);
+  p = std::fma(p, s2, 1.0 / 5);
+  p = std::fma(p, s2, 1.0 / 3);
+  const double lm = std::fma(2.0 * s, s2 * p, 2.0 * s);
   const double ed = double(e);
-  return ed * 6.93147180369123816490e-01 + (ed * 1.90821492927058770002e-10 + lm);  // ln 2 = hi + lo
+  return std::fma(ed, 6.93147180369123816490e-01, std::fma(ed, 1.90821492927058770002e-10, lm));  // ln 2 = hi + lo
 }
 
 // sin and cos of phi in [0, pi/4]: Taylor to phi^17 and phi^16 (the next terms below 1e-17)
 inline void sincos_octant(double phi, double& sn, double& cs) {
   const double x2 = phi * phi;
   double ps = -1.0 / 355687428096000.0;  // 1/17!, Horner in x^2 down to 1/3!
-  ps = ps * x2 + 1.0 / 1307674368000.0;
-  ps = ps * x2 - 1.0 / 6227020800.0;
-  ps = ps * x2 + 1.0 / 39916800.0;
-  ps = ps * x2 - 1.0 / 362880.0;
-  ps = ps * x2 + 1.0 / 5040.0;
-  ps = ps * x2 - 1.0 / 120.0;
-  ps = ps * x2 + 1.0 / 6.0;
-  sn = phi - phi * (x2 * ps);
+  ps = std::fma(ps, x2, 1.0 / 1307674368000.0);
+  ps = std::fma(ps, x2, -1.0 / 6227020800.0);
+  ps = std::fma(ps, x2, 1.0 / 39916800.0);
+  ps = std::fma(ps, x2, -1.0 / 362880.0);
+  ps = std::fma(ps, x2, 1.0 / 5040.0);
+  ps = std::fma(ps, x2, -1.0 / 120.0);
+  ps = std::fma(ps, x2, 1.0 / 6.0);
+  sn = std::fma(-phi, x2 * ps, phi);
   double pc = 1.0 / 20922789888000.0;
-  pc = pc * x2 - 1.0 / 87178291200.0;
-  pc = pc * x2 + 1.0 / 479001600.0;
-  pc = pc * x2 - 1.0 / 3628800.0;
-  pc = pc * x2 + 1.0 / 40320.0;
-  pc = pc * x2 - 1.0 / 720.0;
-  pc = pc * x2 + 1.0 / 24.0;
-  pc = pc * x2 - 0.5;
-  cs = 1.0 + x2 * pc;
+  pc = std::fma(pc, x2, -1.0 / 87178291200.0);
+  pc = std::fma(pc, x2, 1.0 / 479001600.0);
+  pc = std::fma(pc, x2, -1.0 / 3628800.0);
+  pc = std::fma(pc, x2, 1.0 / 40320.0);
+  pc = std::fma(pc, x2, -1.0 / 720.0);
+  pc = std::fma(pc, x2, 1.0 / 24.0);
+  pc = std::fma(pc, x2, -0.5);
+  cs = std::fma(x2, pc, 1.0);
 }
 
 // Box-Muller of word pairs (a, b): r = sqrt(-2 log((a + 1) 2^-32)), theta = 2 pi b 2^-32 reduced
@@ -225,48 +238,92 @@ inline v8d load8(const double* p) {
 
 inline void store8(double* p, v8d v) { std::memcpy(p, &v, sizeof v); }
 
-// M[0:m, :] -= 2 u (u^T M[0:m, :]) for the m x d rows M (d columns), each column's sum over i in
-// order; eight columns at a time where d is a multiple of 8 known at compile time
+// x in every lane (exactly: -0 stays -0)
+inline v8d splat8(double x) { return v8d{x, x, x, x, x, x, x, x}; }
+
+// a b + c lane by lane, each lane rounded once
+inline v8d fma8(v8d a, v8d b, v8d c) {
+#ifdef __AVX512F__
+  return v8d(_mm512_fmadd_pd(__m512d(a), __m512d(b), __m512d(c)));
+#else
+  v8d r;
+  for (int l = 0; l < 8; ++l) r[l] = std::fma(a[l], b[l], c[l]);
+  return r;
+#endif
+}
+
+// sum_i a_i b_i in order of i, as GCC vectorised `s += a[i] * b[i]` (the stream's arithmetic): the
+// products of the first 4 floor(n/4) terms rounded, then added; the rest fused
+inline double dot_in_order(const double* a, const double* b, int64_t n) {
+  const int64_t n4 = n / 4 * 4;
+  double s = 0.0;
+  for (int64_t i = 0; i < n4; ++i) s += a[i] * b[i];
+  for (int64_t i = n4; i < n; ++i) s = std::fma(a[i], b[i], s);
+  return s;
+}
+
+// M[0:m, :] -= 2 u (u^T M[0:m, :]) for the m x d rows M (d columns), u[i] at u[i * us], each
+// column's sum over i in order; eight columns at a time where d is a multiple of 8 known at compile time
 template <int DT>
-inline void reflect(const double* u, int64_t m, double* M, int64_t dd) {
+inline void reflect(const double* u, int64_t us, int64_t m, double* M, int64_t dd) {
   if constexpr (DT > 0 && DT % 8 == 0) {
     constexpr int NV = DT / 8;
     v8d w[NV] = {};
     for (int64_t i = 0; i < m; ++i)
-      for (int v = 0; v < NV; ++v) w[v] += u[i] * load8(M + i * DT + 8 * v);
+      for (int v = 0; v < NV; ++v) w[v] = fma8(splat8(u[i * us]), load8(M + i * DT + 8 * v), w[v]);
     for (int64_t i = 0; i < m; ++i)
-      for (int v = 0; v < NV; ++v) store8(M + i * DT + 8 * v, load8(M + i * DT + 8 * v) - (2.0 * u[i]) * w[v]);
+      for (int v = 0; v < NV; ++v)
+        store8(M + i * DT + 8 * v, fma8(splat8(-2.0 * u[i * us]), w[v], load8(M + i * DT + 8 * v)));
   } else {
     std::vector<double> w(dd, 0.0);
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t col = 0; col < dd; ++col) w[col] += u[i] * M[i * dd + col];
+      for (int64_t col = 0; col < dd; ++col) w[col] = std::fma(u[i * us], M[i * dd + col], w[col]);
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t col = 0; col < dd; ++col) M[i * dd + col] -= (2.0 * u[i]) * w[col];
+      for (int64_t col = 0; col < dd; ++col) M[i * dd + col] = std::fma(-2.0 * u[i * us], w[col], M[i * dd + col]);
   }
 }
 
-// O = H_1 ... H_d diag(s) from the Householder vectors v (lengths d, d-1, ..., 1), row-major
-// (contexts.haar_from_householder); u: 2d doubles of scratch
+// The unit Householder vectors u_k = (x_k - alpha_k e_1)/|x_k - alpha_k e_1| of the vectors x_k in v
+// (x_k of length d - k at offset k d - k (k - 1)/2, k = 0..d-1), u_k as column k of the d x d array
+// t (zero below its length), all d at once: each step of the d sums |x_k|^2, then |u_k|^2, in order
+// of i, is one vector operation over k (a chain per k: latency-bound) -- a zero adds nothing to a
+// sum of squares. The arithmetic is the stream's: as GCC 12 (-O3 -march=native) compiled one x_k's
+// loop `s += x[i] * x[i]`: the squares of its first 4 floor(m/4) terms rounded and then added (its
+// vectorised part), the last m mod 4 added by fused multiply-adds (its scalar remainder) -- now
+// written out. nx, nu: d doubles each.
+void householder_units(const double* v, int64_t d, double* t, double* nx, double* nu) {
+  std::fill(t, t + d * d, 0.0);
+  for (int64_t k = 0, off = 0; k < d; off += d - k, ++k)
+    for (int64_t i = 0; i < d - k; ++i) t[i * d + k] = v[off + i];
+  // the sum of squares of column k of t, term i rounded then added where i < 4 floor((d - k)/4), that
+  // is for k < K (4 floor((d - k)/4) falls with k)
+  auto squares = [&](double* s) {
+    std::fill(s, s + d, 0.0);
+    for (int64_t i = 0, K = d; i < d; ++i) {
+      while (K > 0 && (d - K + 1) / 4 * 4 <= i) --K;
+      const double* x = t + i * d;
+      for (int64_t k = 0; k < K; ++k) s[k] = s[k] + x[k] * x[k];
+      for (int64_t k = K; k < d; ++k) s[k] = std::fma(x[k], x[k], s[k]);
+    }
+  };
+  squares(nx);
+  for (int64_t k = 0; k < d; ++k) t[k] = t[k] + (t[k] >= 0 ? 1.0 : -1.0) * std::sqrt(nx[k]);  // x - alpha e_1
+  squares(nu);
+  for (int64_t k = 0; k < d; ++k) nu[k] = std::sqrt(nu[k]);
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t k = 0; k < d; ++k) t[i * d + k] = nu[k] > 0 ? t[i * d + k] / nu[k] : 0.0;  // x = 0: H = I
+}
+
+// O = H_1 ... H_d diag(s) from the Householder vectors v (householder_units), row-major
+// (contexts.haar_from_householder); u: d (d + 2) doubles of scratch. The reflections run in sequence,
+// each on the last one's rows.
 template <int DT>
 void haar(const double* v, int64_t dd, double* O, double* u) {
   const int64_t d = DT > 0 ? DT : dd;
-  std::vector<int64_t> off(d + 1);
-  for (int64_t k = 0; k <= d; ++k) off[k] = k * d - k * (k - 1) / 2;
+  householder_units(v, d, u, u + d * d, u + d * d + d);
   std::fill(O, O + d * d, 0.0);
-  for (int64_t k = 0; k < d; ++k) O[k * d + k] = v[off[k]] >= 0 ? -1.0 : 1.0;
-  for (int64_t k = d - 1; k >= 0; --k) {
-    const double* x = v + off[k];
-    const int64_t m = d - k;
-    double nx = 0.0;
-    for (int64_t i = 0; i < m; ++i) nx += x[i] * x[i];
-    for (int64_t i = 0; i < m; ++i) u[i] = x[i];
-    u[0] = x[0] + (x[0] >= 0 ? 1.0 : -1.0) * std::sqrt(nx);
-    double nu = 0.0;
-    for (int64_t i = 0; i < m; ++i) nu += u[i] * u[i];
-    nu = std::sqrt(nu);
-    for (int64_t i = 0; i < m; ++i) u[i] = nu > 0 ? u[i] / nu : 0.0;
-    reflect<DT>(u, m, O + k * d, d);
-  }
+  for (int64_t k = 0, off = 0; k < d; off += d - k, ++k) O[k * d + k] = v[off] >= 0 ? -1.0 : 1.0;
+  for (int64_t k = d - 1; k >= 0; --k) reflect<DT>(u + k, d, d - k, O + k * d, d);
 }
 
 struct Shape {
@@ -277,7 +334,7 @@ struct Shape {
 
 // the draws of one context (its index ctx in the stream) into O (d x d, unless classes), zX (P x d),
 // zq (d, if query), zb (d), zn (P, if noisy), j[0] (if match), cls[0] (if classes); v: d(d+1)/2 and
-// u: 2d doubles of scratch. Every number is a function of (s, ctx) alone.
+// u: d(d+2) doubles of scratch. Every number is a function of (s, ctx) alone.
 void draw_one(const Stream& s, uint32_t ctx, const Shape& sh, double* O, double* zX, double* zq, double* zb,
               double* zn, int64_t* j, int64_t* cls, double* v, double* u, Scratch& t) {
   const int64_t d = sh.d, P = sh.P;
@@ -330,7 +387,7 @@ std::vector<at::Tensor> sampler_draws(int64_t k0, int64_t k1, int64_t kind, int6
   int64_t *jp = j.data_ptr<int64_t>(), *cp = cls.data_ptr<int64_t>();
   const Shape sh{d, P, query, noisy, match, classes};
   at::parallel_for(0, B, 8, [&](int64_t b0, int64_t b1) {
-    std::vector<double> v(nh), u(2 * d);
+    std::vector<double> v(nh), u(d * (d + 2));
     Scratch t;
     for (int64_t b = b0; b < b1; ++b)
       draw_one(s, uint32_t(start + b), sh, Op + b * d * d, zXp + b * P * d, zqp + b * d, zbp + b * d, znp + b * P,
@@ -339,13 +396,25 @@ std::vector<at::Tensor> sampler_draws(int64_t k0, int64_t k1, int64_t kind, int6
   return {O, zX, zq, zb, zn, j, cls};
 }
 
-// the k indices of the largest s[0..P), by score descending (ties: the lower index first)
+// the k indices of the largest s[0..P), by score descending (ties: the lower index first): each p in
+// turn inserted into the sorted list of the best so far (k is small; the same k indices in the same
+// order as any sort by that rule); above 32, std::partial_sort
 void top_k(const double* s, int64_t P, int64_t k, int64_t* out, std::vector<int64_t>& idx) {
-  idx.resize(P);
-  std::iota(idx.begin(), idx.end(), int64_t(0));
-  auto before = [s](int64_t a, int64_t c) { return s[a] > s[c] || (s[a] == s[c] && a < c); };
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
-  std::copy(idx.begin(), idx.begin() + k, out);
+  if (k > 32) {
+    idx.resize(P);
+    std::iota(idx.begin(), idx.end(), int64_t(0));
+    auto before = [s](int64_t a, int64_t c) { return s[a] > s[c] || (s[a] == s[c] && a < c); };
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+    std::copy(idx.begin(), idx.begin() + k, out);
+    return;
+  }
+  int64_t n = 0;  // out[0..n): the best of s[0..p), sorted (an equal score never passes an earlier index)
+  for (int64_t p = 0; p < P; ++p) {
+    if (n == k && !(s[p] > s[out[k - 1]])) continue;
+    int64_t j = n < k ? n++ : k - 1;
+    for (; j > 0 && s[p] > s[out[j - 1]]; --j) out[j] = out[j - 1];
+    out[j] = p;
+  }
 }
 
 struct Draws {
@@ -366,14 +435,15 @@ struct Out {
 template <int DT, int R>
 inline void rotate_rows(const double* Ot, const double* z, const double* s, double* out) {
   constexpr int NV = DT / 8;
+  double zs[R * DT];  // z[q, c] s[c], all R rows' products at once (vectorised)
+  for (int q = 0; q < R; ++q)
+    for (int64_t c = 0; c < DT; ++c) zs[q * DT + c] = z[q * DT + c] * s[c];
   v8d acc[R][NV] = {};
   for (int64_t c = 0; c < DT; ++c) {
     v8d o[NV];
     for (int v = 0; v < NV; ++v) o[v] = load8(Ot + c * DT + 8 * v);
-    for (int q = 0; q < R; ++q) {
-      const double zc = z[q * DT + c] * s[c];
-      for (int v = 0; v < NV; ++v) acc[q][v] += zc * o[v];
-    }
+    for (int q = 0; q < R; ++q)
+      for (int v = 0; v < NV; ++v) acc[q][v] = fma8(splat8(zs[q * DT + c]), o[v], acc[q][v]);
   }
   for (int q = 0; q < R; ++q)
     for (int v = 0; v < NV; ++v) store8(out + q * DT + 8 * v, acc[q][v]);
@@ -393,7 +463,7 @@ inline void rotate(const double* Ot, const double* z, const double* s, int64_t n
       std::fill(o, o + d, 0.0);
       for (int64_t c = 0; c < d; ++c) {
         const double zc = z[r * d + c] * s[c];
-        for (int64_t i = 0; i < d; ++i) o[i] += zc * Ot[c * d + i];
+        for (int64_t i = 0; i < d; ++i) o[i] = std::fma(zc, Ot[c * d + i], o[i]);
       }
     }
   }
@@ -403,18 +473,17 @@ inline void rotate(const double* Ot, const double* z, const double* s, int64_t n
 // (independent chains; the same arithmetic as one row at a time). The stream's labels are what the
 // compiler made of one row's chain `acc += X beta[i]`: fused multiply-adds where d was 8 or 16, a
 // product then a sum at other d (GCC 12, -O3 -march=native), the noise added by a fused multiply-add
-// at every d -- now written out, so that they no longer depend on its choices (FMA: std::fma; else a
-// product and a sum, contraction switched off for the function).
-// a + x b: one rounding (FMA) or two (contraction off here, whether or not it is inlined)
+// at every d -- now written out (FMA: std::fma; else a product, rounded, and a sum).
+
+// a + x b: one rounding (FMA) or two
 template <bool FMA>
-__attribute__((optimize("fp-contract=off"))) inline double mac(double x, double b, double a) {
+inline double mac(double x, double b, double a) {
   if constexpr (FMA) return std::fma(x, b, a);
   else return a + x * b;
 }
 
 template <int DT, bool FMA>
-__attribute__((optimize("fp-contract=off"))) void labels(const double* X, const double* beta, const double* zn,
-                                                         double noise, int64_t P, int64_t dd, double* y) {
+void labels(const double* X, const double* beta, const double* zn, double noise, int64_t P, int64_t dd, double* y) {
   const int64_t d = DT > 0 ? DT : dd;
   int64_t p = 0;
   for (; p + 4 <= P; p += 4) {
@@ -448,21 +517,18 @@ inline double cosine(const double* x, const double* qh, double* xh, int64_t dd) 
   if constexpr (DT > 0 && DT % 8 == 0) {
     constexpr int NV = DT / 8;
     v8d sq = {}, dv = {};
-    for (int v = 0; v < NV; ++v) sq += load8(x + 8 * v) * load8(x + 8 * v);
+    for (int v = 0; v < NV; ++v) sq = fma8(load8(x + 8 * v), load8(x + 8 * v), sq);
     double xn = 0.0;
     for (int l = 0; l < 8; ++l) xn += sq[l];
     xn = std::max(std::sqrt(xn), 1e-8);
-    for (int v = 0; v < NV; ++v) dv += (load8(x + 8 * v) / xn) * load8(qh + 8 * v);
+    for (int v = 0; v < NV; ++v) dv = fma8(load8(x + 8 * v) / xn, load8(qh + 8 * v), dv);
     double dot = 0.0;
     for (int l = 0; l < 8; ++l) dot += dv[l];
     return dot;
   } else {
-    double xn = 0.0, dot = 0.0;
-    for (int64_t i = 0; i < dd; ++i) xn += x[i] * x[i];
-    xn = std::max(std::sqrt(xn), 1e-8);
+    const double xn = std::max(std::sqrt(dot_in_order(x, x, dd)), 1e-8);
     for (int64_t i = 0; i < dd; ++i) xh[i] = x[i] / xn;
-    for (int64_t i = 0; i < dd; ++i) dot += xh[i] * qh[i];
-    return dot;
+    return dot_in_order(xh, qh, dd);
   }
 }
 
@@ -487,9 +553,7 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
     for (int64_t i = 0; i < d; ++i) xq[i] = X[sel[0] * d + i];
   } else {
     rotate<DT>(Ot, in.zq + b * d, in.sl, 1, d, xq);
-    double qn = 0.0;
-    for (int64_t i = 0; i < d; ++i) qn += xq[i] * xq[i];
-    qn = std::max(std::sqrt(qn), 1e-8);
+    const double qn = std::max(std::sqrt(dot_in_order(xq, xq, d)), 1e-8);
     double* scores = sc.data() + d * d;
     double *qh = scores + P, *xh = qh + d;  // x_test / |x_test|, x_p / |x_p| (torch's cosine, in its order)
     for (int64_t i = 0; i < d; ++i) qh[i] = xq[i] / qn;
@@ -625,7 +689,7 @@ std::vector<at::Tensor> one_pass(const std::vector<Stream>& streams, int64_t sta
   dispatch(d, f32, [&]<int DT, typename T>() {
     const Dest<T> dst = dest<T>(out);
     at::parallel_for(0, n, 8, [&](int64_t i0, int64_t i1) {
-      std::vector<double> v(d * (d + 1) / 2), u(2 * d), O(d * d), zX(P * d), zq(d), zb(d), zn(P);
+      std::vector<double> v(d * (d + 1) / 2), u(d * (d + 2)), O(d * d), zX(P * d), zq(d), zb(d), zn(P);
       int64_t j = 0, cls = 0;
       Scratch t;
       OneContext one(d, P, k);
