@@ -116,20 +116,23 @@ void philox_blocks(const Stream& s, uint32_t ctx, uint32_t c2, int64_t n, uint32
   }
 }
 
-// log(x) for a normal double x > 0: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s),
-// s = (m - 1)/(m + 1), |s| < 0.172, by its series to s^23 (the next term is below 1e-17 of it);
-// branch-free, so the loops that call it vectorise. Within a few ulp of the correctly rounded log.
 // a where the mask is all ones, b where it is zero (bitwise: exact, and no branch)
 inline double pick(uint64_t mask, double a, double b) {
   return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & mask) | (std::bit_cast<uint64_t>(b) & ~mask));
 }
 
-inline double log_pos(double x) {
-  const uint64_t bits = std::bit_cast<uint64_t>(x);
-  const double m1 = std::bit_cast<double>((bits & 0xFFFFFFFFFFFFFull) | 0x3FF0000000000000ull);  // [1, 2)
+// log(x 2^shift) for a normal double x > 0 (and x 2^shift normal): x 2^shift = m 2^e with m in
+// [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| < 0.172, by its series to s^23
+// (the next term is below 1e-17 of it); branch-free, so the loops that call it vectorise. Within a
+// few ulp of the correctly rounded log. The power of two and the halving of m are exact, so they are
+// done on the exponent bits (integer work, off the floating-point pipes): the same numbers as
+// multiplying by 2^shift and by 0.5.
+inline double log_scaled(double x, int64_t shift) {
+  const uint64_t bits = std::bit_cast<uint64_t>(x), mant = bits & 0xFFFFFFFFFFFFFull;
+  const double m1 = std::bit_cast<double>(mant | 0x3FF0000000000000ull);  // [1, 2)
   const uint64_t big = uint64_t(0) - uint64_t(m1 > 1.4142135623730951);
-  const double m = pick(big, 0.5 * m1, m1);
-  const int64_t e = int64_t((bits >> 52) & 0x7FF) - 1023 + int64_t(big & 1);
+  const double m = std::bit_cast<double>(mant | (0x3FF0000000000000ull - (big & 0x0010000000000000ull)));  // m1 / 2
+  const int64_t e = int64_t((bits >> 52) & 0x7FF) - 1023 + shift + int64_t(big & 1);
   const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
   double p = 1.0 / 23;
   p = std::fma(p, s2, 1.0 / 21);
@@ -175,7 +178,7 @@ inline void sincos_octant(double phi, double& sn, double& cs) {
 void box_muller(const uint32_t* a, const uint32_t* b, int64_t n, double* zc, double* zs) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const double r = std::sqrt(-2.0 * log_pos((double(a[i]) + 1.0) * kTwoM32));
+    const double r = std::sqrt(-2.0 * log_scaled(double(a[i]) + 1.0, -32));  // log((a + 1) 2^-32)
     const uint32_t oct = b[i] >> 29, low = b[i] & 0x1FFFFFFFu;
     const uint32_t odd32 = 0u - (oct & 1u);
     const uint32_t lowp = low + (odd32 & (0x20000000u - 2u * low));  // odd octant: 2^29 - low
@@ -532,6 +535,53 @@ inline double cosine(const double* x, const double* qh, double* xh, int64_t dd) 
   }
 }
 
+// the 8 x 8 transpose of rows r[0..8): column l of them in out[l]
+inline void transpose8(const v8d (&r)[8], v8d (&out)[8]) {
+  v8d t[8], u[8];
+  for (int q = 0; q < 8; q += 2) {  // pairs of rows interleaved: (r_q[0], r_q+1[0], r_q[2], r_q+1[2], ...)
+    t[q] = __builtin_shufflevector(r[q], r[q + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+    t[q + 1] = __builtin_shufflevector(r[q], r[q + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+  for (int q = 0; q < 8; q += 4)  // then pairs of pairs: u[q + c] holds columns c and c + 4 of rows q..q+3
+    for (int c = 0; c < 2; ++c) {
+      u[q + c] = __builtin_shufflevector(t[q + c], t[q + c + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[q + c + 2] = __builtin_shufflevector(t[q + c], t[q + c + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  for (int c = 0; c < 4; ++c) {  // then the two halves of the eight rows
+    out[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    out[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// cosine<DT> of the eight rows x[0..8) (DT a multiple of 8) into out[0..8), each row's numbers as
+// cosine<DT> computes them: lane l of a row's sums of its entries l, l + 8, ... becomes row r's lane
+// of the vector of the eight rows' lane-l sums (one transpose of each 8 x 8 block), so the sums
+// over lanes are additions of vectors instead of a chain of scalars per row.
+template <int DT>
+inline void cosine8(const double* x, const double* qh, double* out) {
+  constexpr int NV = DT / 8;
+  v8d c[NV][8];  // c[v][l]: entry 8 v + l of the eight rows
+  for (int v = 0; v < NV; ++v) {
+    v8d r[8];
+    for (int q = 0; q < 8; ++q) r[q] = load8(x + q * DT + 8 * v);
+    transpose8(r, c[v]);
+  }
+  v8d xn = splat8(0.0);
+  for (int l = 0; l < 8; ++l) {
+    v8d sq = splat8(0.0);
+    for (int v = 0; v < NV; ++v) sq = fma8(c[v][l], c[v][l], sq);
+    xn = xn + sq;
+  }
+  for (int q = 0; q < 8; ++q) xn[q] = std::max(std::sqrt(xn[q]), 1e-8);
+  v8d dot = splat8(0.0);
+  for (int l = 0; l < 8; ++l) {
+    v8d dv = splat8(0.0);
+    for (int v = 0; v < NV; ++v) dv = fma8(c[v][l] / xn, splat8(qh[8 * v + l]), dv);
+    dot = dot + dv;
+  }
+  store8(out, dot);
+}
+
 // one context's X, beta, y, x_test, selection, target input and target (contexts.sample_contexts)
 // (DT: d at compile time where it is 8, 16 or 32, so that the short loops over i unroll; 0 otherwise)
 template <int DT>
@@ -557,9 +607,10 @@ void transform_one(const Draws& in, const Out& o, int64_t b, std::vector<double>
     double* scores = sc.data() + d * d;
     double *qh = scores + P, *xh = qh + d;  // x_test / |x_test|, x_p / |x_p| (torch's cosine, in its order)
     for (int64_t i = 0; i < d; ++i) qh[i] = xq[i] / qn;
-    for (int64_t p = 0; p < P; ++p) {
-      scores[p] = cosine<DT>(X + p * d, qh, xh, d);
-    }
+    int64_t p = 0;
+    if constexpr (DT > 0 && DT % 8 == 0)
+      for (; p + 8 <= P; p += 8) cosine8<DT>(X + p * d, qh, scores + p);
+    for (; p < P; ++p) scores[p] = cosine<DT>(X + p * d, qh, xh, d);
     top_k(scores, P, k, sel, idx);
   }
   double ys = 0.0;
