@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -64,19 +65,19 @@ inline void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
   }
 }
 
-// The words of blocks 0..n-1 of one (context, purpose), lane l of block i in w[l][i]: the loop over
-// blocks is vectorised (the rounds unrolled), each block computed alone
-void philox_blocks(const Stream& s, uint32_t ctx, uint32_t c2, int64_t n, uint32_t* w0, uint32_t* w1, uint32_t* w2,
-                   uint32_t* w3) {
+// The words of n blocks of one context, block i's counter (bi[i], ctx, c2[i], step), lane l of block
+// i in w[l][i]: the loop over blocks is vectorised (the rounds unrolled), each block computed alone
+void philox_blocks(const Stream& s, uint32_t ctx, const uint32_t* bi, const uint32_t* c2, int64_t n, uint32_t* w0,
+                   uint32_t* w1, uint32_t* w2, uint32_t* w3) {
   int64_t i0 = 0;
 #ifdef __AVX512F__
   // eight blocks at a time, a word in each 64-bit lane: the 32 x 32 -> 64 bit products are one
   // vpmuludq each (the loop below, vectorised by the compiler, widens and multiplies 64 x 64 bits)
   const __m512i m0 = _mm512_set1_epi64(kM0), m1 = _mm512_set1_epi64(kM1), low = _mm512_set1_epi64(0xFFFFFFFFll);
-  const __m512i step8 = _mm512_set1_epi64(8);
-  __m512i idx = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  for (; i0 + 8 <= n; i0 += 8, idx = _mm512_add_epi64(idx, step8)) {
-    __m512i x0 = idx, x1 = _mm512_set1_epi64(ctx), x2 = _mm512_set1_epi64(c2), x3 = _mm512_set1_epi64(s.step);
+  for (; i0 + 8 <= n; i0 += 8) {
+    __m512i x0 = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bi + i0)));
+    __m512i x2 = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c2 + i0)));
+    __m512i x1 = _mm512_set1_epi64(ctx), x3 = _mm512_set1_epi64(s.step);
     uint32_t k0 = s.k0, k1 = s.k1;
     for (int r = 0; r < 10; ++r) {
       const __m512i p0 = _mm512_mul_epu32(x0, m0), p1 = _mm512_mul_epu32(x2, m1);
@@ -97,7 +98,7 @@ void philox_blocks(const Stream& s, uint32_t ctx, uint32_t c2, int64_t n, uint32
 #endif
 #pragma omp simd
   for (int64_t i = i0; i < n; ++i) {
-    uint32_t x0 = uint32_t(i), x1 = ctx, x2 = c2, x3 = s.step, k0 = s.k0, k1 = s.k1;
+    uint32_t x0 = bi[i], x1 = ctx, x2 = c2[i], x3 = s.step, k0 = s.k0, k1 = s.k1;
 #pragma GCC unroll 10
     for (int r = 0; r < 10; ++r) {
       const uint64_t p0 = uint64_t(kM0) * x0, p1 = uint64_t(kM1) * x2;
@@ -197,31 +198,58 @@ void box_muller(const uint32_t* a, const uint32_t* b, int64_t n, double* zc, dou
 }
 
 struct Scratch {
-  std::vector<uint32_t> w0, w1, w2, w3;
+  std::vector<uint32_t> bi, c2, w0, w1, w2, w3;
   std::vector<double> c0, s0, c1, s1;
   void resize(int64_t n) {
-    for (auto* v : {&w0, &w1, &w2, &w3}) v->resize(n);
+    for (auto* v : {&bi, &c2, &w0, &w1, &w2, &w3}) v->resize(n);
     for (auto* v : {&c0, &s0, &c1, &s1}) v->resize(n);
   }
 };
 
-// n standard Gaussians of (context, purpose): Box-Muller on the lane pairs (0, 1), (2, 3) of each block
-void gaussians(const Stream& s, uint32_t ctx, uint32_t purpose, int64_t n, double* z, Scratch& t) {
-  const int64_t blocks = (n + 3) / 4;
-  t.resize(blocks);
-  philox_blocks(s, ctx, purpose | (s.kind << 8), blocks, t.w0.data(), t.w1.data(), t.w2.data(), t.w3.data());
-  box_muller(t.w0.data(), t.w1.data(), blocks, t.c0.data(), t.s0.data());
-  box_muller(t.w2.data(), t.w3.data(), blocks, t.c1.data(), t.s1.data());
-  const double *c0 = t.c0.data(), *s0 = t.s0.data(), *c1 = t.c1.data(), *s1 = t.s1.data();
-  const int64_t full = n / 4;  // draw 4i + l is lane l of block i
-  for (int64_t i = 0; i < full; ++i) {
-    z[4 * i] = c0[i];
-    z[4 * i + 1] = s0[i];
-    z[4 * i + 2] = c1[i];
-    z[4 * i + 3] = s1[i];
+// n standard Gaussians of one (context, purpose) into z
+struct Draw {
+  uint32_t purpose;
+  int64_t n;
+  double* z;
+};
+
+// The Gaussians of several purposes of one context, made together (a purpose's own numbers: draw
+// 4i + l of a purpose is Box-Muller of the lane pair (0, 1) (l = 0, 1) or (2, 3) of its block i;
+// its blocks are a function of their counters alone). Made together, so that the vector loops run
+// over all the blocks at once, padded to a multiple of 16 (the pad blocks are made and not used;
+// Box-Muller's vector loop takes 16 pairs a turn): the scalar remainders of a purpose of d draws
+// alone had cost as much as its vector part.
+void gaussians(const Stream& s, uint32_t ctx, std::initializer_list<Draw> draws, Scratch& t) {
+  int64_t blocks = 0;
+  for (const Draw& g : draws) blocks += (g.n + 3) / 4;
+  const int64_t padded = (blocks + 15) / 16 * 16;
+  t.resize(padded);
+  int64_t b = 0;
+  for (const Draw& g : draws)
+    for (int64_t i = 0; i < (g.n + 3) / 4; ++i, ++b) {
+      t.bi[b] = uint32_t(i);
+      t.c2[b] = g.purpose | (s.kind << 8);
+    }
+  std::fill(t.bi.begin() + b, t.bi.end(), 0u);
+  std::fill(t.c2.begin() + b, t.c2.end(), 0u);
+  philox_blocks(s, ctx, t.bi.data(), t.c2.data(), padded, t.w0.data(), t.w1.data(), t.w2.data(), t.w3.data());
+  box_muller(t.w0.data(), t.w1.data(), padded, t.c0.data(), t.s0.data());
+  box_muller(t.w2.data(), t.w3.data(), padded, t.c1.data(), t.s1.data());
+  b = 0;
+  for (const Draw& g : draws) {
+    const double *c0 = t.c0.data() + b, *s0 = t.s0.data() + b, *c1 = t.c1.data() + b, *s1 = t.s1.data() + b;
+    double* z = g.z;
+    const int64_t full = g.n / 4;  // draw 4i + l is lane l of block i
+    for (int64_t i = 0; i < full; ++i) {
+      z[4 * i] = c0[i];
+      z[4 * i + 1] = s0[i];
+      z[4 * i + 2] = c1[i];
+      z[4 * i + 3] = s1[i];
+    }
+    const double* lanes[4] = {c0, s0, c1, s1};
+    for (int64_t m = 4 * full; m < g.n; ++m) z[m] = lanes[m & 3][m >> 2];
+    b += (g.n + 3) / 4;
   }
-  const double* lanes[4] = {c0, s0, c1, s1};
-  for (int64_t m = 4 * full; m < n; ++m) z[m] = lanes[m & 3][m >> 2];
 }
 
 // one integer uniform in [0, n): (w0 + 2^32 w1) mod n of block 0
@@ -342,15 +370,13 @@ void draw_one(const Stream& s, uint32_t ctx, const Shape& sh, double* O, double*
               double* zn, int64_t* j, int64_t* cls, double* v, double* u, Scratch& t) {
   const int64_t d = sh.d, P = sh.P;
   if (sh.classes == 0) {
-    gaussians(s, ctx, kHaar, d * (d + 1) / 2, v, t);
+    gaussians(s, ctx, {{kHaar, d * (d + 1) / 2, v}}, t);
     if (d == 16) haar<16>(v, d, O, u);
     else if (d == 32) haar<32>(v, d, O, u);
     else haar<0>(v, d, O, u);
   }
-  gaussians(s, ctx, kInputs, P * d, zX, t);
-  if (sh.query) gaussians(s, ctx, kQuery, d, zq, t);
-  gaussians(s, ctx, kTeacher, d, zb, t);
-  if (sh.noisy) gaussians(s, ctx, kNoise, P, zn, t);
+  gaussians(s, ctx, {{kInputs, P * d, zX}, {kQuery, sh.query ? d : 0, zq}, {kTeacher, d, zb},
+                     {kNoise, sh.noisy ? P : 0, zn}}, t);
   if (sh.match > 0) j[0] = integer(s, ctx, kMatch, uint64_t(sh.match));
   if (sh.classes > 0) cls[0] = integer(s, ctx, kClass, uint64_t(sh.classes));
 }
