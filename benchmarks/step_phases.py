@@ -2,6 +2,7 @@
 
     python benchmarks/step_phases.py --steps 80                      # this tree: one JSON line
     python benchmarks/step_phases.py --ab /path/to/other/src --rounds 6 --out ab.json
+    python benchmarks/step_phases.py --sampler [--ab SRC]              # the step's sampling alone
 
 One line: the median over `--steps` steps (after 3 warm-up steps) of the bench's work (the cpu fig6
 sweep of `depthscale.bench.speed`: 21 models, depths 1-64 x 3 seeds) in milliseconds: the whole step,
@@ -12,6 +13,9 @@ each tensor of a `torch._foreach_*` call as an op. `--ab SRC`: `--rounds` rounds
 tree and then the tree whose `src` directory is SRC (PYTHONPATH) in fresh processes, so that the two
 see the same machine state round by round; prints each round and the medians, and the per-round
 differences (this - other).
+`--sampler`: only the sampling of the step's batches (`trainer.step_batches`: the 3 seeds' 768
+contexts, d = 16, P = 64, the difficult task with k = 2, in one fused-sampler call), the median over
+`--steps` calls and the microseconds per context per thread.
 On a shared VM a single run moves by +-1 ms; a difference is only read from paired rounds.
 """
 
@@ -23,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 PHASES = ("step", "sampling", "forward", "backward", "optimiser", "unattributed")  # (the last: step - phases)
@@ -57,26 +62,51 @@ def measure(steps: int, threads: int) -> dict:
     return {p: round(statistics.median(v), 3) for p, v in times.items()}
 
 
-def _child(src: str | None, steps: int, threads: int) -> dict:
+def measure_sampler(steps: int, threads: int) -> dict:
+    import torch
+
+    from depthscale.bench.speed import sweep_configs
+    from depthscale.train.memory import tune_allocator
+    from depthscale.train.trainer import step_batches
+
+    tune_allocator()
+    torch.set_num_threads(threads)
+    cfgs = sweep_configs("cpu", 3)
+    idx = list(range(len(cfgs)))
+    n = len({c.seed for c in cfgs}) * cfgs[0].batch  # the contexts of one step
+    times = []
+    for step in range(3 + steps):
+        t0 = time.perf_counter()
+        step_batches(cfgs, idx, step, "cpu")
+        if step >= 3:
+            times.append((time.perf_counter() - t0) * 1e3)
+    ms = statistics.median(times)
+    return {"sampling": round(ms, 3), "us_per_context_thread": round(ms * 1e3 * threads / n, 3)}
+
+
+def _child(src: str | None, steps: int, threads: int, sampler: bool = False) -> dict:
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, __file__, "--steps", str(steps), "--threads", str(threads)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    args = ["--steps", str(steps), "--threads", str(threads)] + (["--sampler"] if sampler else [])
+    out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True,
+                         check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def paired(other: str, rounds: int, steps: int, threads: int) -> dict:
+def paired(other: str, rounds: int, steps: int, threads: int, sampler: bool = False) -> dict:
     here = str(Path(__file__).resolve().parents[1] / "src")
     runs = []
     for r in range(rounds):
-        a, b = _child(here, steps, threads), _child(other, steps, threads)
+        a, b = _child(here, steps, threads, sampler), _child(other, steps, threads, sampler)
         runs.append({"this": a, "other": b})
-        print(f"round {r + 1}: this {a['step']:.2f} ms, other {b['step']:.2f} ms", file=sys.stderr)
-    med = {w: {p: round(statistics.median(x[w][p] for x in runs), 3) for p in PHASES} for w in ("this", "other")}
-    diff = {p: sorted(round(x["this"][p] - x["other"][p], 3) for x in runs) for p in PHASES}
+        first = next(iter(a))
+        print(f"round {r + 1}: this {a[first]:.2f} ms, other {b[first]:.2f} ms", file=sys.stderr)
+    keys = list(runs[0]["this"])
+    med = {w: {p: round(statistics.median(x[w][p] for x in runs), 3) for p in keys} for w in ("this", "other")}
+    diff = {p: sorted(round(x["this"][p] - x["other"][p], 3) for x in runs) for p in keys}
     return {"rounds": runs, "median": med, "differences_this_minus_other": diff, "other_src": other,
-            "steps": steps, "threads": threads}
+            "steps": steps, "threads": threads, "sampler": sampler}
 
 
 def main(argv=None) -> int:
@@ -86,6 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ab", metavar="SRC", help="the other tree's src directory, for a paired comparison")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--sampler", action="store_true", help="time only the sampling of the step's batches")
     a = ap.parse_args(argv)
     if a.steps < 1 or a.threads < 1 or a.rounds < 1:
         print(f"step_phases: --steps, --threads and --rounds must be >= 1, got {a.steps}, {a.threads}, {a.rounds}",
@@ -95,7 +126,10 @@ def main(argv=None) -> int:
         print(f"step_phases: --ab {a.ab!r} has no depthscale package (give the other tree's src directory)",
               file=sys.stderr)
         return 2
-    result = paired(a.ab, a.rounds, a.steps, a.threads) if a.ab else measure(a.steps, a.threads)
+    if a.ab:
+        result = paired(a.ab, a.rounds, a.steps, a.threads, a.sampler)
+    else:
+        result = (measure_sampler if a.sampler else measure)(a.steps, a.threads)
     text = json.dumps(result, indent=None if not a.ab else 1)
     if a.out:
         a.out.write_text(text + "\n")

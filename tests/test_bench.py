@@ -346,3 +346,13 @@ def test_step_phases_partition_the_step_and_refuse_bad_input(tmp_path, capsys):
     assert sp.main(["--ab", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "--steps" in err[0] and str(tmp_path) in err[1]
+
+
+def test_step_phases_times_the_sampling_alone(capsys):
+    # --sampler: the step's batches alone (trainer.step_batches), and per context and thread
+    sp = _step_phases()
+    one = sp.measure_sampler(steps=2, threads=1)
+    assert set(one) == {"sampling", "us_per_context_thread"} and one["sampling"] > 0
+    assert math.isclose(one["us_per_context_thread"], one["sampling"] * 1e3 / 768, rel_tol=0.01)
+    assert sp.main(["--sampler", "--steps", "1", "--threads", "1"]) == 0
+    assert "us_per_context_thread" in capsys.readouterr().out
