@@ -369,14 +369,13 @@ struct Shape {
 void draw_one(const Stream& s, uint32_t ctx, const Shape& sh, double* O, double* zX, double* zq, double* zb,
               double* zn, int64_t* j, int64_t* cls, double* v, double* u, Scratch& t) {
   const int64_t d = sh.d, P = sh.P;
+  gaussians(s, ctx, {{kHaar, sh.classes == 0 ? d * (d + 1) / 2 : 0, v}, {kInputs, P * d, zX},
+                     {kQuery, sh.query ? d : 0, zq}, {kTeacher, d, zb}, {kNoise, sh.noisy ? P : 0, zn}}, t);
   if (sh.classes == 0) {
-    gaussians(s, ctx, {{kHaar, d * (d + 1) / 2, v}}, t);
     if (d == 16) haar<16>(v, d, O, u);
     else if (d == 32) haar<32>(v, d, O, u);
     else haar<0>(v, d, O, u);
   }
-  gaussians(s, ctx, {{kInputs, P * d, zX}, {kQuery, sh.query ? d : 0, zq}, {kTeacher, d, zb},
-                     {kNoise, sh.noisy ? P : 0, zn}}, t);
   if (sh.match > 0) j[0] = integer(s, ctx, kMatch, uint64_t(sh.match));
   if (sh.classes > 0) cls[0] = integer(s, ctx, kClass, uint64_t(sh.classes));
 }
