@@ -459,7 +459,7 @@ struct Out {
 
 // out[r, i] = sum_c O[i, c] (z[r, c] s[c]) for rows r < n (Ot = O transposed), each sum in order of c:
 // eight lanes of i at a time where d is a multiple of 8 known at compile time, and R rows at once so
-// that 8 accumulators are in flight (one row's sums alone wait on the FMA latency; the same arithmetic)
+// that 16 accumulators are in flight (one row's sums alone wait on the FMA latency; the same arithmetic)
 template <int DT, int R>
 inline void rotate_rows(const double* Ot, const double* z, const double* s, double* out) {
   constexpr int NV = DT / 8;
@@ -481,7 +481,7 @@ template <int DT>
 inline void rotate(const double* Ot, const double* z, const double* s, int64_t n, int64_t dd, double* out) {
   const int64_t d = DT > 0 ? DT : dd;
   if constexpr (DT > 0 && DT % 8 == 0) {
-    constexpr int R = DT / 8 >= 8 ? 1 : 64 / DT;
+    constexpr int R = DT / 8 >= 16 ? 1 : 128 / DT;
     int64_t r = 0;
     for (; r + R <= n; r += R) rotate_rows<DT, R>(Ot, z + r * DT, s, out + r * DT);
     for (; r < n; ++r) rotate_rows<DT, 1>(Ot, z + r * DT, s, out + r * DT);
