@@ -326,15 +326,16 @@ void householder_units(const double* v, int64_t d, double* t, double* nx, double
   std::fill(t, t + d * d, 0.0);
   for (int64_t k = 0, off = 0; k < d; off += d - k, ++k)
     for (int64_t i = 0; i < d - k; ++i) t[i * d + k] = v[off + i];
-  // the sum of squares of column k of t, term i rounded then added where i < 4 floor((d - k)/4), that
-  // is for k < K (4 floor((d - k)/4) falls with k)
+  // the sum of squares of column k of t, term i rounded then added where i < 4 floor((d - k)/4), else
+  // fused (both made, one kept: a loop over k without bounds that vary with i vectorises whole)
   auto squares = [&](double* s) {
     std::fill(s, s + d, 0.0);
-    for (int64_t i = 0, K = d; i < d; ++i) {
-      while (K > 0 && (d - K + 1) / 4 * 4 <= i) --K;
+    for (int64_t i = 0; i < d; ++i) {
       const double* x = t + i * d;
-      for (int64_t k = 0; k < K; ++k) s[k] = s[k] + x[k] * x[k];
-      for (int64_t k = K; k < d; ++k) s[k] = std::fma(x[k], x[k], s[k]);
+      for (int64_t k = 0; k < d; ++k) {
+        const double plain = s[k] + x[k] * x[k], fused = std::fma(x[k], x[k], s[k]);
+        s[k] = i < (d - k) / 4 * 4 ? plain : fused;
+      }
     }
   };
   squares(nx);
