@@ -306,7 +306,7 @@ def _as_contexts(made: tuple, lam_d: torch.Tensor, omega_d: torch.Tensor, dtype,
     """Contexts of the tensors (X, y, x_test, y*, sel, t, β, O, classes) a sampling path made, cast
     to `dtype` (no copy where they are of it already)."""
     X, y, xq, ystar, sel, t, beta, O, cls = made
-    cast = lambda v: v.to(dtype)  # noqa: E731
+    cast = lambda v: v if v.dtype == dtype else v.to(dtype)  # noqa: E731
     return Contexts(cast(X), cast(y), cast(xq), cast(ystar), sel, cast(t), cast(beta), cast(O), lam_d, omega_d, cls,
                     clusters)
 
@@ -361,13 +361,28 @@ def sample_streams(cfg, keys: list, B: int, dtype=torch.float32) -> list[Context
     if getattr(cfg, "clusters", 0) or len({key.kind for key in keys}) != 1:
         return None
     d, a, b = cfg.d, cfg.a, cfg.b
-    made = _one_pass(keys, 0, B, d, cfg.P, cfg.task, _task_k(cfg.task, cfg.k), cfg.noise,
-                     spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt(), dtype)
+    made = _one_pass(keys, 0, B, d, cfg.P, cfg.task, _task_k(cfg.task, cfg.k), cfg.noise, *_root_spectra(d, a, b),
+                     dtype)
     if made is None:
         return None
     lam, omega = spectrum(d, a, dtype), spectrum(d, b, dtype)
-    return [_as_contexts(tuple(v if v is None else v[i * B:(i + 1) * B] for v in made), lam, omega, dtype, 0)
-            for i in range(len(keys))]
+    K = len(keys)  # stream i's rows as views (view and unbind: two calls into C++ a field)
+    parts = [(None,) * K if v is None else v.view(K, B, *v.shape[1:]).unbind(0) for v in made]
+    return [_as_contexts(tuple(p[i] for p in parts), lam, omega, dtype, 0) for i in range(K)]
+
+
+_ROOTS: dict = {}
+
+
+def _root_spectra(d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The square roots of the spectra in float64, the sampler's arguments (read, never written, and
+    never handed out: kept per (d, a, b), as a pack asks for the same every step)."""
+    key = (int(d), float(a), float(b))
+    if key not in _ROOTS:
+        if len(_ROOTS) > 64:
+            _ROOTS.clear()
+        _ROOTS[key] = (spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt())
+    return _ROOTS[key]
 
 
 def joined(ts: list[torch.Tensor]) -> torch.Tensor:

@@ -107,8 +107,9 @@ def step_batches(cfgs: list[RunConfig], idx: list[int], step: int, device) -> di
     # seeds whose data differ only by the seed, each serving one spectrum, drawn on the CPU in one
     # kernel call into one buffer (the pack's forward then takes them as one batch without a copy)
     shared: dict[tuple, list[tuple]] = {}
+    on_cpu = torch.device(device).type == "cpu"
     for key, c in sorted(firsts.items()):
-        joinable = per_seed[c.seed] == 1 and torch.device(device).type == "cpu"
+        joinable = per_seed[c.seed] == 1 and on_cpu
         shared.setdefault((_batch_shape(c),) if joinable else (_batch_shape(c), key), []).append((key, c))
     out = {}
     for group in shared.values():
