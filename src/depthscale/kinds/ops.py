@@ -164,8 +164,9 @@ class SegmentMean(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         (seg_T,) = ctx.saved_tensors
-        lengths = torch.tensor(ctx.sizes, dtype=g.dtype, device=g.device)
-        return (g / lengths).index_select(-1, seg_T), None, None
+        h = g / torch.tensor(ctx.sizes, dtype=g.dtype, device=g.device)
+        # (a gather of the same values: index_select along the last axis took 72 us at 3 x 256 x 127)
+        return torch.gather(h, -1, seg_T.expand(*h.shape[:-1], seg_T.numel())), None, None
 
 
 __all__ = ["RmsScale", "RowReadout", "LinearTriangle", "SegmentMean"]
