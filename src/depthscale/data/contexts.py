@@ -378,11 +378,13 @@ def _root_spectra(d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tenso
     """The square roots of the spectra in float64, the sampler's arguments (read, never written, and
     never handed out: kept per (d, a, b), as a pack asks for the same every step)."""
     key = (int(d), float(a), float(b))
-    if key not in _ROOTS:
+    roots = _ROOTS.get(key)
+    if roots is None:  # (a local: another thread, the prefetcher's, may clear the dict meanwhile)
+        roots = (spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt())
         if len(_ROOTS) > 64:
             _ROOTS.clear()
-        _ROOTS[key] = (spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt())
-    return _ROOTS[key]
+        _ROOTS[key] = roots
+    return roots
 
 
 def joined(ts: list[torch.Tensor]) -> torch.Tensor:
