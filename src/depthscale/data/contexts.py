@@ -287,7 +287,7 @@ def sample_contexts(B: int, d: int, P: int, a: float, b: float, task: str, k: in
     k = _task_k(task, k)
     stream = as_stream(gen)
     start = stream.take(B)
-    sl, so = spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()
+    sl, so = _root_spectra(d, a, b)
     made = _one_pass([stream.key], start, B, d, P, task, k, noise, sl, so, dtype) if not (cache_draws or clusters) else None
     if made is None:
         made = _two_calls(stream.key, start, B, d, P, task, k, noise, sl, so, dtype, int(clusters))
@@ -375,8 +375,9 @@ _ROOTS: dict = {}
 
 
 def _root_spectra(d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The square roots of the spectra in float64, the sampler's arguments (read, never written, and
-    never handed out: kept per (d, a, b), as a pack asks for the same every step)."""
+    """The square roots of the spectra in float64, the samplers' arguments (the kernels' and
+    `transform_torch`'s: read, never written, never handed out; kept per (d, a, b), as a pack asks
+    for the same every step)."""
     key = (int(d), float(a), float(b))
     roots = _ROOTS.get(key)
     if roots is None:  # (a local: another thread, the prefetcher's, may clear the dict meanwhile)
