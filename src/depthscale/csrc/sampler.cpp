@@ -283,10 +283,13 @@ inline v8d fma8(v8d a, v8d b, v8d c) {
 #endif
 }
 
-// sum_i a_i b_i in order of i, as GCC vectorised `s += a[i] * b[i]` (the stream's arithmetic): the
-// products of the first 4 floor(n/4) terms rounded, then added; the rest fused
+// How many leading terms of a sum of n products `s += a[i] * b[i]` GCC's vectorised loop rounded
+// before adding (4 floor(n/4)); it fused the rest (its scalar remainder). The stream's arithmetic.
+constexpr int64_t rounded_terms(int64_t n) { return n / 4 * 4; }
+
+// sum_i a_i b_i in order of i, the first rounded_terms(n) products rounded, then added; the rest fused
 inline double dot_in_order(const double* a, const double* b, int64_t n) {
-  const int64_t n4 = n / 4 * 4;
+  const int64_t n4 = rounded_terms(n);
   double s = 0.0;
   for (int64_t i = 0; i < n4; ++i) s += a[i] * b[i];
   for (int64_t i = n4; i < n; ++i) s = std::fma(a[i], b[i], s);
@@ -326,15 +329,16 @@ void householder_units(const double* v, int64_t d, double* t, double* nx, double
   std::fill(t, t + d * d, 0.0);
   for (int64_t k = 0, off = 0; k < d; off += d - k, ++k)
     for (int64_t i = 0; i < d - k; ++i) t[i * d + k] = v[off + i];
-  // the sum of squares of column k of t, term i rounded then added where i < 4 floor((d - k)/4), else
-  // fused (both made, one kept: a loop over k without bounds that vary with i vectorises whole)
+  // the sum of squares of column k of t (d - k terms), term i rounded then added where
+  // i < rounded_terms(d - k), else fused (both made, one kept: a loop over k without bounds that
+  // vary with i vectorises whole)
   auto squares = [&](double* s) {
     std::fill(s, s + d, 0.0);
     for (int64_t i = 0; i < d; ++i) {
       const double* x = t + i * d;
       for (int64_t k = 0; k < d; ++k) {
         const double plain = s[k] + x[k] * x[k], fused = std::fma(x[k], x[k], s[k]);
-        s[k] = i < (d - k) / 4 * 4 ? plain : fused;
+        s[k] = i < rounded_terms(d - k) ? plain : fused;
       }
     }
   };
