@@ -15,6 +15,8 @@
 Box-Muller, Householder Haar rotations: the same numbers as `contexts.draws_torch`) and
 `sampler_transform` (inputs, teacher, labels, cosines, top-k, targets: `contexts.transform_torch`),
 both threaded over contexts, and `philox4x32_10` (for tests).
+`csrc/forms.cpp` has the test tokens' products with the layers' forms, u_bt = E_tᵀ x_b and back
+(`FusedForms`), threaded over contexts and over layers, in the order MKL's sgemm summed them.
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
 and diagnostics keep the torch path (they need p). `exp_rate` times the test row's own exponential
 (machine.transcendental_rates: the roofline's rate for the softmax's exponentials).
@@ -53,7 +55,7 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).parents[1] / "csrc" / "fused.cpp"  # depthscale/csrc
-SOURCES = (SOURCE, SOURCE.with_name("sampler.cpp"))  # one library; ninja recompiles only the changed file
+SOURCES = (SOURCE, SOURCE.with_name("sampler.cpp"), SOURCE.with_name("forms.cpp"))  # one library; ninja recompiles only the changed file
 KERNEL_DIR_ENV = "DEPTHSCALE_KERNEL_DIR"  # the root of the build directories (default: torch's)
 _BUILD_MARK = "DEPTHSCALE_KERNEL_BUILD"  # set in the build's environment: its compilers are found by it
 _CFLAGS, _LDFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"], ["-fopenmp"]  # (errno only: sqrt vectorises)
@@ -327,6 +329,28 @@ class FusedTestRow(torch.autograd.Function):
         return du, dX if need_dX else None, drc, dy if need_dy else None, None
 
 
+class FusedForms(torch.autograd.Function):
+    """u_BxTxd[b, t] = E_kt^T xq_b for K equal blocks of contexts (block k = b // (B / K) meets only
+    E_KxTxdxd[k]): the batched product x_test @ [E_1 .. E_T] of `Nonlinear.ensemble_forward`
+    without E's transpose, split evenly over threads (csrc/forms.cpp; the same sums in the same
+    order as MKL's). Gradient for E only (x_test is data)."""
+
+    @staticmethod
+    def forward(ctx, xq_Bxd, E_KxTxdxd):
+        if ctx.needs_input_grad[0]:
+            raise ValueError("FusedForms: x_test must not require a gradient (it is data)")
+        xq, E = _rows(xq_Bxd), E_KxTxdxd.contiguous()
+        ctx.save_for_backward(xq)
+        ctx.K = E.size(0)
+        return fused_ops().forms_forward(xq, E)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, du_BxTxd):
+        (xq,) = ctx.saved_tensors
+        return None, fused_ops().forms_backward(du_BxTxd.contiguous(), xq, ctx.K)
+
+
 class FusedTestScales(torch.autograd.Function):
     """rcq_BxGxP = rc_bgi rq_bg, the product of the pre-norm scales of context token i and of the
     test token under model g, r = 1/sqrt(xᵀ M_g x / N + eps) with M_g = W_x^gᵀ W_x^g: the scales
@@ -380,5 +404,5 @@ def use_fused(X: torch.Tensor) -> bool:
             and fused_ops() is not None)
 
 
-__all__ = ["FusedTestRow", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE", "SOURCES",
+__all__ = ["FusedTestRow", "FusedForms", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE", "SOURCES",
            "build_directory", "extension_name", "acquire_build_lock", "KERNEL_DIR_ENV"]

@@ -187,7 +187,9 @@ class Nonlinear(AttentionStack):
         local_T, owner_T = self._layer_owners(tuple(depths), K, dev)
         rcq_BxGxP, E_Txdxd = self._scales_and_forms(X_BxPxd, xq_Bxd, sel_M(self.Wx), sel_T, owner_T, depths,
                                                      fused, K)
-        if K == 1:
+        if fused:  # the same sums in the same order as the products below (csrc/forms.cpp)
+            u_BxTxd = kernels.FusedForms.apply(xq_Bxd, E_Txdxd.view(K, T, d, d))
+        elif K == 1:
             u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
         else:  # block k: its contexts' test tokens times its layers' forms
             u_BxTxd = torch.bmm(xq_Bxd.view(K, Bk, d), E_Txdxd.view(K, T, d, d).transpose(1, 2).reshape(K, d, T * d))
