@@ -436,3 +436,26 @@ def test_layer_forms_are_the_same_bits_at_any_thread_count():
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             assert torch.equal(a, b)
+
+
+@needs_kernel
+def test_test_row_and_scales_are_the_same_bits_at_any_thread_count():
+    # the test row and the scales hand out chunks of contexts to whichever thread is free
+    # (csrc/parallel.h balanced_for): each context computed by one thread alone, so the same bits at
+    # 1, 2 and 3 threads whatever order the chunks were taken in
+    u, X, rc, y, owner = _inputs(B=70, T=9, G=3)
+    g = torch.Generator().manual_seed(4)
+    dpy, xq, M = torch.randn(70, 9, generator=g), torch.randn(70, 16, generator=g), torch.randn(3, 16, 16, generator=g)
+    M = M @ M.transpose(1, 2)
+    ops, before, runs = kernels.fused_ops(), torch.get_num_threads(), []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            py, lse = ops.test_row_forward(u, X, rc, y, owner)
+            back = ops.test_row_backward(dpy, u, X, rc, y, owner, py, lse, True, True)
+            runs.append([py, lse, *back, *ops.test_scales_forward(X, xq, M, 16, 1e-6)])
+    finally:
+        torch.set_num_threads(before)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert torch.equal(a, b)

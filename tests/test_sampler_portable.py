@@ -99,6 +99,8 @@ def test_a_build_without_fma_or_vectorisation_gives_the_same_bits(tmp_path):
     (tmp_path / "build").mkdir()
     copy = tmp_path / "sampler_portable.cpp"
     copy.write_text(src.replace("TORCH_LIBRARY_FRAGMENT(depthscale_fused,", "TORCH_LIBRARY_FRAGMENT(depthscale_portable,"))
+    for header in kernels.HEADERS:  # the headers it includes, beside it
+        (tmp_path / header.name).write_text(header.read_text())
     kernels._ninja_on_path()
     out = tmp_path / "portable.pt"
     args = [str(copy), str(tmp_path / "build"), " ".join(portable_flags()), str(out), str(Path(__file__).parent)]

@@ -22,6 +22,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "parallel.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -122,7 +124,7 @@ at::Tensor forms_forward(const at::Tensor& xq, const at::Tensor& E) {
   float* U = u.data_ptr<float>();
   // whole runs of 4 contexts of one block per thread where the block's size allows
   const int64_t grain = Bk % 4 == 0 ? 4 : 1;
-  at::parallel_for(0, B / grain, 2, [&](int64_t g0, int64_t g1) {
+  depthscale::balanced_for(B / grain, 4, [&](int64_t g0, int64_t g1) {
     for (int64_t b = g0 * grain; b < g1 * grain;) {
       const int64_t k = b / Bk;
       const float* Ek = Ep + k * T * D * D;
@@ -183,7 +185,7 @@ at::Tensor forms_backward(const at::Tensor& du, const at::Tensor& xq, int64_t K)
   float* dEp = dE.data_ptr<float>();
   const std::vector<int64_t> lengths = runs(Bk);
   auto run = [&]<int DT>() {
-    at::parallel_for(0, K * T, 4, [&](int64_t w0, int64_t w1) {
+    depthscale::balanced_for(K * T, 8, [&](int64_t w0, int64_t w1) {
       std::vector<float> part(D * D);
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t k = w / T, t = w % T;

@@ -15,6 +15,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "parallel.h"
+
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
@@ -485,6 +487,8 @@ inline void dispatch(int64_t D, int64_t P, F&& f) {
   }
 }
 
+constexpr int64_t kRowChunk = 16;  // contexts a thread takes at a time in the test row
+
 // f.template operator()<2>(t) for t = 0, 2, 4, ... while a pair of rows fits, then
 // f.template operator()<1>(t) for the row left (VRow's two-row and one-row forms)
 template <typename F>
@@ -506,7 +510,7 @@ std::tuple<at::Tensor, at::Tensor> test_row_forward(const at::Tensor& u, const a
   float* PY = py.data_ptr<float>();
   float* LSE = lse.data_ptr<float>();
   dispatch(D, P, [&]<int DT, int PT>() {
-    at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+    depthscale::balanced_for(B, kRowChunk, [&](int64_t b0, int64_t b1) {
       std::vector<float> XT(D * P), scratch(P);
       for (int64_t b = b0; b < b1; ++b) {
         transpose(Xp + b * in.xs, P, D, XT.data());
@@ -560,7 +564,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
   float* DX = need_dX ? dX.data_ptr<float>() : nullptr;
   float* DY = need_dy ? dy.data_ptr<float>() : nullptr;
   dispatch(D, P, [&]<int DT, int PT>() {
-    at::parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+    depthscale::balanced_for(B, kRowChunk, [&](int64_t b0, int64_t b1) {
       std::vector<float> XT(D * P), scratch(2 * P);
       for (int64_t b = b0; b < b1; ++b) {
         const float* Xb = Xp + b * in.xs;
@@ -868,7 +872,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> test_scales_forward(const at::Ten
   const std::vector<float> Mu = fold_upper(Mp, blk.K * G, D);
   const float* Mup = Mu.data();
   dispatch_d(D, [&]<int DT>() {
-    at::parallel_for(0, B, 4, [&](int64_t b0, int64_t b1) {  // whole contexts per thread
+    depthscale::balanced_for(B, 16, [&](int64_t b0, int64_t b1) {  // whole contexts per chunk
       blk.split(b0, b1, [&](int64_t k, int64_t c0, int64_t c1) {
         const float *Mk = Mp + k * GDD, *Muk = Mup + k * GDD;
         for (int64_t b = c0; b < c1; ++b)

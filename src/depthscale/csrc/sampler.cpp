@@ -15,6 +15,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "parallel.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -769,20 +771,21 @@ std::vector<at::Tensor> one_pass(const std::vector<Stream>& streams, int64_t sta
   std::vector<at::Tensor> out = outputs(n, d, P, k, f32, true);
   dispatch(d, f32, [&]<int DT, typename T>() {
     const Dest<T> dst = dest<T>(out);
-    at::parallel_for(0, n, 8, [&](int64_t i0, int64_t i1) {
-      std::vector<double> v(d * (d + 1) / 2), u(d * (d + 2)), O(d * d), zX(P * d), zq(d), zb(d), zn(P);
-      int64_t j = 0, cls = 0;
-      Scratch t;
-      OneContext one(d, P, k);
-      const Draws in{O.data(), zX.data(), query ? zq.data() : nullptr, zb.data(), noisy ? zn.data() : nullptr,
-                     sl.data_ptr<double>(), so.data_ptr<double>(), query ? nullptr : &j, d, P, k, noise};
-      for (int64_t i = i0; i < i1; ++i) {
-        draw_one(streams[i / B], uint32_t(start + i % B), sh, O.data(), zX.data(), zq.data(), zb.data(), zn.data(), &j,
-                 &cls, v.data(), u.data(), t);
-        transform_one<DT>(in, one.o, 0, one.sc, one.idx);
-        store_one(one.o, dst, i, d, P, k);
-        for (int64_t e = 0; e < d * d; ++e) dst.O[i * d * d + e] = T(O[e]);
-      }
+    depthscale::balanced_for_with(n, 8, [&] {
+      return [&, v = std::vector<double>(d * (d + 1) / 2), u = std::vector<double>(d * (d + 2)),
+              O = std::vector<double>(d * d), zX = std::vector<double>(P * d), zq = std::vector<double>(d),
+              zb = std::vector<double>(d), zn = std::vector<double>(P), j = int64_t(0), cls = int64_t(0),
+              t = Scratch(), one = OneContext(d, P, k)](int64_t i0, int64_t i1) mutable {
+        const Draws in{O.data(), zX.data(), query ? zq.data() : nullptr, zb.data(), noisy ? zn.data() : nullptr,
+                       sl.data_ptr<double>(), so.data_ptr<double>(), query ? nullptr : &j, d, P, k, noise};
+        for (int64_t i = i0; i < i1; ++i) {
+          draw_one(streams[i / B], uint32_t(start + i % B), sh, O.data(), zX.data(), zq.data(), zb.data(), zn.data(),
+                   &j, &cls, v.data(), u.data(), t);
+          transform_one<DT>(in, one.o, 0, one.sc, one.idx);
+          store_one(one.o, dst, i, d, P, k);
+          for (int64_t e = 0; e < d * d; ++e) dst.O[i * d * d + e] = T(O[e]);
+        }
+      };
     });
   });
   return out;

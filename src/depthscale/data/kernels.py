@@ -56,6 +56,7 @@ import torch
 
 SOURCE = Path(__file__).parents[1] / "csrc" / "fused.cpp"  # depthscale/csrc
 SOURCES = (SOURCE, SOURCE.with_name("sampler.cpp"), SOURCE.with_name("forms.cpp"))  # one library; ninja recompiles only the changed file
+HEADERS = (SOURCE.with_name("parallel.h"),)  # included by the sources: part of the build's hash
 KERNEL_DIR_ENV = "DEPTHSCALE_KERNEL_DIR"  # the root of the build directories (default: torch's)
 _BUILD_MARK = "DEPTHSCALE_KERNEL_BUILD"  # set in the build's environment: its compilers are found by it
 _CFLAGS, _LDFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"], ["-fopenmp"]  # (errno only: sqrt vectorises)
@@ -71,7 +72,7 @@ def _cpu_tag() -> str:
         info += "".join(lines)
     except OSError:
         pass
-    h = hashlib.sha256((info + "".join(p.read_text() for p in SOURCES) + torch.__version__).encode()).hexdigest()
+    h = hashlib.sha256((info + "".join(p.read_text() for p in SOURCES + HEADERS) + torch.__version__).encode()).hexdigest()
     return h[:12]
 
 
