@@ -365,7 +365,7 @@ def sample_streams(cfg, keys: list, B: int, dtype=torch.float32) -> list[Context
                      dtype)
     if made is None:
         return None
-    lam, omega = spectrum(d, a, dtype), spectrum(d, b, dtype)
+    lam, omega = _spectra(d, a, b, dtype)
     K = len(keys)  # stream i's rows as views (view and unbind: two calls into C++ a field)
     parts = [(None,) * K if v is None else v.view(K, B, *v.shape[1:]).unbind(0) for v in made]
     return [_as_contexts(tuple(p[i] for p in parts), lam, omega, dtype, 0) for i in range(K)]
@@ -386,6 +386,22 @@ def _root_spectra(d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tenso
             _ROOTS.clear()
         _ROOTS[key] = roots
     return roots
+
+
+def _spectra(d: int, a: float, b: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(spectrum(d, a, dtype), spectrum(d, b, dtype)), kept per (d, a, b, dtype) as a pack asks for
+    the same every step, and handed out as copies (a caller may write into its contexts' spectra)."""
+    key = (int(d), float(a), float(b), dtype)
+    made = _SPECTRA.get(key)
+    if made is None:  # (a local, as in _root_spectra)
+        made = (spectrum(d, a, dtype), spectrum(d, b, dtype))
+        if len(_SPECTRA) > 64:
+            _SPECTRA.clear()
+        _SPECTRA[key] = made
+    return made[0].clone(), made[1].clone()
+
+
+_SPECTRA: dict = {}
 
 
 def joined(ts: list[torch.Tensor]) -> torch.Tensor:
