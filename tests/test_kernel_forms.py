@@ -121,3 +121,14 @@ def test_forms_refuse_bad_shapes():
         ops.forms_forward(torch.zeros(8, 16), torch.zeros(2, 3, 8, 8))
     with pytest.raises(RuntimeError, match="B x T x d"):
         ops.forms_backward(torch.zeros(8, 3, 8), torch.zeros(8, 16), 2)
+    with pytest.raises(RuntimeError, match="xq must be"):
+        ops.forms_backward(torch.zeros(8, 3, 16), torch.zeros(8, 16, dtype=torch.float64), 2)
+
+
+@needs_kernel
+def test_forms_of_no_contexts():
+    # an empty batch: no forms forward, and a gradient of zeros (nothing summed) backward
+    ops = kernels.fused_ops()
+    assert ops.forms_forward(torch.zeros(0, 16), torch.ones(2, 3, 16, 16)).shape == (0, 3, 16)
+    dE = ops.forms_backward(torch.zeros(0, 3, 16), torch.zeros(0, 16), 2)
+    assert dE.shape == (2, 3, 16, 16) and torch.equal(dE, torch.zeros(2, 3, 16, 16))

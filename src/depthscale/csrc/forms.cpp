@@ -24,6 +24,7 @@
 
 #include "parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -158,6 +159,10 @@ template <int DT>
 inline void outer_run(const float* __restrict X, int64_t xs, const float* __restrict dU, int64_t us, int64_t n,
                       int64_t D_, float* __restrict part) {
   const int64_t D = DT > 0 ? DT : D_;
+  if (n == 0) {  // a block of no contexts: a sum of nothing
+    std::fill(part, part + D * D, 0.0f);
+    return;
+  }
   for (int64_t a = 0; a < D; ++a) {
     const float x0 = X[a];
 #pragma omp simd
@@ -178,6 +183,8 @@ at::Tensor forms_backward(const at::Tensor& du, const at::Tensor& xq, int64_t K)
   TORCH_CHECK(du.device().is_cpu() && du.scalar_type() == at::kFloat && du.is_contiguous() && du.dim() == 3 &&
                   du.size(0) == xq.size(0) && du.size(2) == xq.size(1),
               "depthscale forms: du must be a contiguous float32 B x T x d tensor");
+  TORCH_CHECK(xq.device().is_cpu() && xq.scalar_type() == at::kFloat && xq.dim() == 2 && xq.stride(1) == 1,
+              "depthscale forms: xq must be a float32 CPU B x d tensor with contiguous rows");
   TORCH_CHECK(K >= 1 && xq.size(0) % K == 0, "depthscale forms: the B contexts must be K equal blocks");
   const int64_t B = du.size(0), T = du.size(1), D = du.size(2), Bk = B / K, xs = xq.stride(0);
   at::Tensor dE = at::empty({K, T, D, D}, du.options());
