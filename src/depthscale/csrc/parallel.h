@@ -9,14 +9,8 @@
 
 namespace depthscale {
 
-// f(i0, i1) over [0, n) in chunks of `chunk` indices, taken by torch's threads one at a time as each
-// is free. at::parallel_for's equal split leaves one thread waiting at the end whenever the other
-// runs slower or starts later (in the training step on two cores the second thread's half of the test
-// row took ~10% longer, and the first waited at the barrier); here the faster thread takes more
-// chunks. Each index is still computed by one thread alone, so where f's outputs for i depend only
-// on i the numbers are the same at any thread count and in any order of the chunks.
-// balanced_for where each thread first makes its worker, make() (a callable taking (i0, i1) that
-// holds the thread's scratch), and calls it for every chunk it takes
+// balanced_for (below) where each thread first makes its worker, make() (a callable taking (i0, i1)
+// that holds the thread's scratch), and calls it for every chunk it takes
 template <typename Make>
 void balanced_for_with(int64_t n, int64_t chunk, const Make& make) {
   if (n <= 0) return;
@@ -28,6 +22,13 @@ void balanced_for_with(int64_t n, int64_t chunk, const Make& make) {
   });
 }
 
+// f(i0, i1) over [0, n) in chunks of `chunk` indices, taken by torch's threads one at a time as each
+// is free. at::parallel_for's equal split leaves one thread waiting at the end whenever the other
+// runs slower or starts later (in the training step on two cores the second thread's half of the test
+// row took ~10% longer, and the first waited at the barrier); here the faster thread takes more
+// chunks. Each index is still computed by one thread alone, so where f's outputs for i depend only
+// on i the numbers are the same at any thread count and in any order of the chunks. Inside another
+// parallel region it runs every chunk on the calling thread (at::parallel_for's rule).
 template <typename F>
 void balanced_for(int64_t n, int64_t chunk, const F& f) {
   balanced_for_with(n, chunk, [&] { return [&](int64_t i0, int64_t i1) { f(i0, i1); }; });
