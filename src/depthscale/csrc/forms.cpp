@@ -23,21 +23,17 @@
 #include <torch/library.h>
 
 #include "parallel.h"
+#include "vec.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
 
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "exact.h"  // contraction off for the rest of the file
 
 namespace {
 
@@ -52,15 +48,11 @@ void check_forms(const at::Tensor& xq, const at::Tensor& E) {
               "depthscale forms: the B contexts must be K equal blocks, K = E.size(0)");
 }
 
-typedef float v16 __attribute__((vector_size(64)));  // 16 floats: one row of E at d = 16
+using depthscale::splat;
+using depthscale::v16;
+using depthscale::vload;
+using depthscale::vstore;
 
-inline v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
-inline v16 splat16(float a) { return v16{a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a}; }
 // a b + c lane by lane, each lane rounded once
 inline v16 fma16(v16 a, v16 b, v16 c) {
 #ifdef __AVX512F__
@@ -85,19 +77,19 @@ template <int NB, int NT>
 inline void form_block16(const float* const* x, const float* __restrict Et, float* const* out) {
   v16 acc[NB][NT];
   for (int c = 0; c < NB; ++c) {
-    const v16 x0 = splat16(x[c][0]);
-    for (int r = 0; r < NT; ++r) acc[c][r] = x0 * load16(Et + r * 256);
+    const v16 x0 = splat<v16>(x[c][0]);
+    for (int r = 0; r < NT; ++r) acc[c][r] = x0 * vload<v16>(Et + r * 256);
   }
   for (int a = 1; a < 16; ++a) {
     v16 e[NT];
-    for (int r = 0; r < NT; ++r) e[r] = load16(Et + r * 256 + a * 16);
+    for (int r = 0; r < NT; ++r) e[r] = vload<v16>(Et + r * 256 + a * 16);
     for (int c = 0; c < NB; ++c) {
-      const v16 xa = splat16(x[c][a]);
+      const v16 xa = splat<v16>(x[c][a]);
       for (int r = 0; r < NT; ++r) acc[c][r] = fma16(xa, e[r], acc[c][r]);
     }
   }
   for (int c = 0; c < NB; ++c)
-    for (int r = 0; r < NT; ++r) store16(out[c] + r * 16, acc[c][r]);
+    for (int r = 0; r < NT; ++r) vstore(out[c] + r * 16, acc[c][r]);
 }
 
 // the forms of every layer for NB contexts b .. b + NB - 1 of one block (d = 16)

@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include "parallel.h"
+#include "vec.h"
 
 #include <cmath>
 #include <cstdint>
@@ -29,31 +30,24 @@
 
 namespace {
 
-// exp(x) for x <= 0 (scores minus their max), written so that the compiler vectorises the loops
-// that call it: x = n ln2 + r with |r| <= ln2 / 2 (n rounded by the 1.5 * 2^23 shift, whose low
-// mantissa bits then hold n; Cody-Waite split of ln2), exp(r) by Cephes' expf polynomial (relative
-// error ~1e-7), 2^n through the exponent bits. Below -87 the result is clamped to exp(-87) ~ 1.6e-38
-// (a softmax weight that small is zero to float precision; torch gives a denormal or 0). NaN stays NaN.
-typedef float v8 __attribute__((vector_size(32)));  // 8 floats (see VRow below)
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef float v16 __attribute__((vector_size(64)));  // 16 floats: one AVX-512 register
-typedef int32_t v16i __attribute__((vector_size(64)));
+using depthscale::splat;
+using depthscale::v16;
+using depthscale::v16i;
+using depthscale::v8;
+using depthscale::v8i;
+using depthscale::vload;
+using depthscale::vstore;
+
 template <typename V>
 using IntOf = std::conditional_t<sizeof(V) == sizeof(v8), v8i, v16i>;
 template <typename V>
 constexpr int kLanes = sizeof(V) / sizeof(float);
 
-template <typename F>
-inline F splat(float a) {
-  if constexpr (sizeof(F) == sizeof(float)) {
-    return a;
-  } else if constexpr (sizeof(F) == sizeof(v8)) {
-    return F{a, a, a, a, a, a, a, a};
-  } else {  // (not F{} + a: 0 + a is no broadcast to the compiler, -0 + 0 being +0)
-    return F{a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a};
-  }
-}
-
+// exp(x) for x <= 0 (scores minus their max), written so that the compiler vectorises the loops
+// that call it: x = n ln2 + r with |r| <= ln2 / 2 (n rounded by the 1.5 * 2^23 shift, whose low
+// mantissa bits then hold n; Cody-Waite split of ln2), exp(r) by Cephes' expf polynomial (relative
+// error ~1e-7), 2^n through the exponent bits. Below -87 the result is clamped to exp(-87) ~ 1.6e-38
+// (a softmax weight that small is zero to float precision; torch gives a denormal or 0). NaN stays NaN.
 // F = float or v8 (lane by lane: the same operations, so the same floats); I the matching int32 type
 template <typename F, typename I>
 inline F exp_nonpos_t(F x) {
@@ -234,14 +228,6 @@ struct Row {
 // 8 floats, one AVX register with -march=native, two SSE registers or scalar code elsewhere). The
 // loop version above leaves the compiler to keep s in registers; it stores and reloads s once per k
 // (16 times a row), which made the row about twice its arithmetic. Used where P = 8 NV, NV <= 8.
-template <typename V = v8>
-inline V vload(const float* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-template <typename V>
-inline void vstore(float* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 template <typename V = v8>
 inline V vbroadcast(float a) { return splat<V>(a); }
 // horizontal sum and max by halving (three shuffles: short dependency chains; 16 lanes: one more)

@@ -34,11 +34,7 @@
 // products rounded for its first 4 floor(n/4) terms, fused for the rest) is what the code now
 // says, so that a build with another compiler, without FMA or AVX-512 or without vectorisation
 // gives the same numbers (tests/test_sampler_portable.py builds one).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "exact.h"  // contraction off for the rest of the file
 
 namespace {
 

@@ -18,7 +18,9 @@ both threaded over contexts, and `philox4x32_10` (for tests).
 `csrc/forms.cpp` has the test tokens' products with the layers' forms, u_bt = E_tᵀ x_b and back
 (`FusedForms`), threaded over contexts and over layers, in the order MKL's sgemm summed them.
 `csrc/parallel.h` hands a kernel's contexts out in chunks to whichever thread is free (each context
-computed by one thread alone: the same bits at any thread count).
+computed by one thread alone: the same bits at any thread count); `csrc/vec.h` the float vectors the
+kernels share; `csrc/exact.h` turns the compiler's contraction off in the files whose arithmetic is
+written out (the sampler's, the forms').
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
 and diagnostics keep the torch path (they need p). `exp_rate` times the test row's own exponential
 (machine.transcendental_rates: the roofline's rate for the softmax's exponentials).
@@ -58,7 +60,7 @@ import torch
 
 SOURCE = Path(__file__).parents[1] / "csrc" / "fused.cpp"  # depthscale/csrc
 SOURCES = (SOURCE, SOURCE.with_name("sampler.cpp"), SOURCE.with_name("forms.cpp"))  # one library; ninja recompiles only the changed file
-HEADERS = (SOURCE.with_name("parallel.h"),)  # included by the sources: part of the build's hash
+HEADERS = tuple(SOURCE.with_name(h) for h in ("parallel.h", "vec.h", "exact.h"))  # included by the sources: part of the build's hash
 KERNEL_DIR_ENV = "DEPTHSCALE_KERNEL_DIR"  # the root of the build directories (default: torch's)
 _BUILD_MARK = "DEPTHSCALE_KERNEL_BUILD"  # set in the build's environment: its compilers are found by it
 _CFLAGS, _LDFLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"], ["-fopenmp"]  # (errno only: sqrt vectorises)
