@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -372,36 +373,34 @@ def sample_streams(cfg, keys: list, B: int, dtype=torch.float32) -> list[Context
 
 
 _ROOTS: dict = {}
+_SPECTRA: dict = {}
+
+
+def _kept(cache: dict, key: tuple, make: Callable[[], tuple]) -> tuple:
+    """cache[key], made by make() the first time (at most 65 kept: a pack asks for the same every
+    step). Read into a local: another thread, the prefetcher's, may clear the dict meanwhile."""
+    made = cache.get(key)
+    if made is None:
+        made = make()
+        if len(cache) > 64:
+            cache.clear()
+        cache[key] = made
+    return made
 
 
 def _root_spectra(d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The square roots of the spectra in float64, the samplers' arguments (the kernels' and
-    `transform_torch`'s: read, never written, never handed out; kept per (d, a, b), as a pack asks
-    for the same every step)."""
-    key = (int(d), float(a), float(b))
-    roots = _ROOTS.get(key)
-    if roots is None:  # (a local: another thread, the prefetcher's, may clear the dict meanwhile)
-        roots = (spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt())
-        if len(_ROOTS) > 64:
-            _ROOTS.clear()
-        _ROOTS[key] = roots
-    return roots
+    `transform_torch`'s: read, never written, never handed out; kept per (d, a, b))."""
+    return _kept(_ROOTS, (int(d), float(a), float(b)),
+                 lambda: (spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()))
 
 
 def _spectra(d: int, a: float, b: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(spectrum(d, a, dtype), spectrum(d, b, dtype)), kept per (d, a, b, dtype) as a pack asks for
-    the same every step, and handed out as copies (a caller may write into its contexts' spectra)."""
-    key = (int(d), float(a), float(b), dtype)
-    made = _SPECTRA.get(key)
-    if made is None:  # (a local, as in _root_spectra)
-        made = (spectrum(d, a, dtype), spectrum(d, b, dtype))
-        if len(_SPECTRA) > 64:
-            _SPECTRA.clear()
-        _SPECTRA[key] = made
-    return made[0].clone(), made[1].clone()
-
-
-_SPECTRA: dict = {}
+    """(spectrum(d, a, dtype), spectrum(d, b, dtype)), kept per (d, a, b, dtype) and handed out as
+    copies (a caller may write into its contexts' spectra)."""
+    lam, omega = _kept(_SPECTRA, (int(d), float(a), float(b), dtype),
+                       lambda: (spectrum(d, a, dtype), spectrum(d, b, dtype)))
+    return lam.clone(), omega.clone()
 
 
 def joined(ts: list[torch.Tensor]) -> torch.Tensor:
