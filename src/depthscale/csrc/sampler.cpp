@@ -70,24 +70,29 @@ void philox_blocks(const Stream& s, uint32_t ctx, const uint32_t* bi, const uint
   int64_t i0 = 0;
 #ifdef __AVX512F__
   // eight blocks at a time, a word in each 64-bit lane: the 32 x 32 -> 64 bit products are one
-  // vpmuludq each (the loop below, vectorised by the compiler, widens and multiplies 64 x 64 bits)
-  const __m512i m0 = _mm512_set1_epi64(kM0), m1 = _mm512_set1_epi64(kM1), low = _mm512_set1_epi64(0xFFFFFFFFll);
+  // vpmuludq each, which reads only the low 32 bits of its lanes. So the words are kept with
+  // whatever their lanes' high halves hold (x1, x3: the whole products; x0, x2: xors of them) and
+  // cut to their low 32 bits only when stored: no masking in the rounds. The round keys are made
+  // once per call.
+  const __m512i m0 = _mm512_set1_epi64(kM0), m1 = _mm512_set1_epi64(kM1);
+  __m512i rk0[10], rk1[10];
+  for (uint32_t r = 0, k0 = s.k0, k1 = s.k1; r < 10; ++r, k0 += kW0, k1 += kW1) {
+    rk0[r] = _mm512_set1_epi64(k0);
+    rk1[r] = _mm512_set1_epi64(k1);
+  }
   for (; i0 + 8 <= n; i0 += 8) {
     __m512i x0 = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bi + i0)));
     __m512i x2 = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c2 + i0)));
     __m512i x1 = _mm512_set1_epi64(ctx), x3 = _mm512_set1_epi64(s.step);
-    uint32_t k0 = s.k0, k1 = s.k1;
+#pragma GCC unroll 10
     for (int r = 0; r < 10; ++r) {
       const __m512i p0 = _mm512_mul_epu32(x0, m0), p1 = _mm512_mul_epu32(x2, m1);
-      const __m512i y0 = _mm512_xor_si512(_mm512_xor_si512(_mm512_srli_epi64(p1, 32), x1), _mm512_set1_epi64(k0));
-      const __m512i y2 = _mm512_xor_si512(_mm512_xor_si512(_mm512_srli_epi64(p0, 32), x3), _mm512_set1_epi64(k1));
-      x0 = y0;
-      x1 = _mm512_and_si512(p1, low);
-      x2 = y2;
-      x3 = _mm512_and_si512(p0, low);
-      k0 += kW0;
-      k1 += kW1;
+      x0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), x1, rk0[r], 0x96);  // a ^ b ^ c
+      x2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), x3, rk1[r], 0x96);
+      x1 = p1;
+      x3 = p0;
     }
+    // vpmovqd keeps each lane's low 32 bits
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(w0 + i0), _mm512_cvtepi64_epi32(x0));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(w1 + i0), _mm512_cvtepi64_epi32(x1));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(w2 + i0), _mm512_cvtepi64_epi32(x2));
