@@ -327,8 +327,11 @@ inline void reflect(const double* u, int64_t us, int64_t m, double* M, int64_t d
 // sum of squares. The arithmetic is the stream's: as GCC 12 (-O3 -march=native) compiled one x_k's
 // loop `s += x[i] * x[i]`: the squares of its first 4 floor(m/4) terms rounded and then added (its
 // vectorised part), the last m mod 4 added by fused multiply-adds (its scalar remainder) -- now
-// written out. nx, nu: d doubles each.
-void householder_units(const double* v, int64_t d, double* t, double* nx, double* nu) {
+// written out. nx, nu: d doubles each. Where d is a multiple of 8 known at compile time (DT) the d
+// running sums stay in registers (through memory, each step waited on the last one's store).
+template <int DT>
+void householder_units(const double* v, int64_t dd, double* t, double* nx, double* nu) {
+  const int64_t d = DT > 0 ? DT : dd;
   std::fill(t, t + d * d, 0.0);
   for (int64_t k = 0, off = 0; k < d; off += d - k, ++k)
     for (int64_t i = 0; i < d - k; ++i) t[i * d + k] = v[off + i];
@@ -336,6 +339,19 @@ void householder_units(const double* v, int64_t d, double* t, double* nx, double
   // i < rounded_terms(d - k), else fused (both made, one kept: a loop over k without bounds that
   // vary with i vectorises whole)
   auto squares = [&](double* s) {
+    if constexpr (DT > 0 && DT % 8 == 0) {
+      constexpr int NV = DT / 8;
+      v8d acc[NV] = {}, rounded[NV];  // rounded[v][l]: rounded_terms(d - k) for column k = 8 v + l
+      for (int v = 0; v < NV; ++v)
+        for (int l = 0; l < 8; ++l) rounded[v][l] = double(rounded_terms(DT - (8 * v + l)));
+      for (int64_t i = 0; i < DT; ++i)
+        for (int v = 0; v < NV; ++v) {
+          const v8d x = load8(t + i * DT + 8 * v), plain = acc[v] + x * x, fused = fma8(x, x, acc[v]);
+          acc[v] = splat8(double(i)) < rounded[v] ? plain : fused;
+        }
+      for (int v = 0; v < NV; ++v) store8(s + 8 * v, acc[v]);
+      return;
+    }
     std::fill(s, s + d, 0.0);
     for (int64_t i = 0; i < d; ++i) {
       const double* x = t + i * d;
@@ -359,7 +375,7 @@ void householder_units(const double* v, int64_t d, double* t, double* nx, double
 template <int DT>
 void haar(const double* v, int64_t dd, double* O, double* u) {
   const int64_t d = DT > 0 ? DT : dd;
-  householder_units(v, d, u, u + d * d, u + d * d + d);
+  householder_units<DT>(v, d, u, u + d * d, u + d * d + d);
   std::fill(O, O + d * d, 0.0);
   for (int64_t k = 0, off = 0; k < d; off += d - k, ++k) O[k * d + k] = v[off] >= 0 ? -1.0 : 1.0;
   for (int64_t k = d - 1; k >= 0; --k) reflect<DT>(u + k, d, d - k, O + k * d, d);
