@@ -34,7 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU_REFERENCE = ROOT / "benchmarks" / "results" / "quiet_20261204T1019" / "bench_2threads.json"
+# the 2-core CPU's packed step at 09f7820 (15.8 ms): the lower middle of its 12 paired bench runs (a faster
+# CPU reference makes the device's ratio smaller, not larger); the earlier quiet_20261204T1019 run's 22.4 ms
+# was four commits of CPU work ago and would have flattered the device by 1.4x
+CPU_REFERENCE = ROOT / "benchmarks" / "results" / "paired_20261206T0544" / "bench_09f7820_3.json"
 PARITY_RUNS = {  # the two examples, and a layer-values run
     "nonlinear difficult k=2 (0,0) L=4": ["--model", "nonlinear", "--task", "difficult", "--k", "2",
                                           "--a", "0", "--b", "0", "--depth", "4"],

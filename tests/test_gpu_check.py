@@ -31,3 +31,17 @@ def test_gpu_check_dry_run_writes_every_part(tmp_path):
     assert "pass" not in sp
     assert res["pass"] == {"parity": True}
     assert "gpu_check pack:" in p.stdout
+
+
+def test_the_cpu_reference_is_a_committed_two_core_bench():
+    # the device's ">= 5x the 2-core step" is read against this file: it must exist (gpu_check skips the
+    # ratio without it) and be a 2-thread cpu-preset bench of the packed engine
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ref = json.loads(mod.CPU_REFERENCE.read_text())
+    assert ref["machine"]["threads"] == 2
+    assert 0.001 < ref["packed_seconds_per_sweep_step"] < 0.1
+    assert ref["work"]["preset"] == "cpu"
