@@ -29,9 +29,6 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 
 #include "exact.h"  // contraction off for the rest of the file
 
@@ -48,21 +45,11 @@ void check_forms(const at::Tensor& xq, const at::Tensor& E) {
               "depthscale forms: the B contexts must be K equal blocks, K = E.size(0)");
 }
 
+using depthscale::fma_lanes;
 using depthscale::splat;
 using depthscale::v16;
 using depthscale::vload;
 using depthscale::vstore;
-
-// a b + c lane by lane, each lane rounded once
-inline v16 fma16(v16 a, v16 b, v16 c) {
-#ifdef __AVX512F__
-  return v16(_mm512_fmadd_ps(__m512(a), __m512(b), __m512(c)));
-#else
-  v16 r;
-  for (int l = 0; l < 16; ++l) r[l] = std::fma(a[l], b[l], c[l]);
-  return r;
-#endif
-}
 
 // out[j] = sum_a x[a] Et[a, j], a = 0 .. D - 1 in order (the first term the rounded product)
 inline void form_row(const float* __restrict x, const float* __restrict Et, int64_t D, float* __restrict out) {
@@ -85,7 +72,7 @@ inline void form_block16(const float* const* x, const float* __restrict Et, floa
     for (int r = 0; r < NT; ++r) e[r] = vload<v16>(Et + r * 256 + a * 16);
     for (int c = 0; c < NB; ++c) {
       const v16 xa = splat<v16>(x[c][a]);
-      for (int r = 0; r < NT; ++r) acc[c][r] = fma16(xa, e[r], acc[c][r]);
+      for (int r = 0; r < NT; ++r) acc[c][r] = fma_lanes(xa, e[r], acc[c][r]);
     }
   }
   for (int c = 0; c < NB; ++c)

@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include "parallel.h"
+#include "vec.h"
 
 #include <algorithm>
 #include <bit>
@@ -28,7 +29,7 @@
 #include <vector>
 
 // The stream's arithmetic is written out in this file, not left to the compiler: every fused
-// multiply-add is std::fma (fma8 for eight lanes), every other product is rounded before it is
+// multiply-add is std::fma (vec.h's fma_lanes for eight lanes), every other product is rounded before it is
 // added (contraction off below), and each sum runs in the order written. What GCC 12 had made of
 // the plain expressions (-O3 -march=native: contracted across statements; a vectorised sum of
 // products rounded for its first 4 floor(n/4) terms, fused for the rest) is what the code now
@@ -37,6 +38,8 @@
 #include "exact.h"  // contraction off for the rest of the file
 
 namespace {
+
+using depthscale::fma_lanes;
 
 constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
 constexpr double kTwoM32 = 2.3283064365386962890625e-10;  // 2^-32
@@ -275,17 +278,6 @@ inline void store8(double* p, v8d v) { std::memcpy(p, &v, sizeof v); }
 // x in every lane (exactly: -0 stays -0)
 inline v8d splat8(double x) { return v8d{x, x, x, x, x, x, x, x}; }
 
-// a b + c lane by lane, each lane rounded once
-inline v8d fma8(v8d a, v8d b, v8d c) {
-#ifdef __AVX512F__
-  return v8d(_mm512_fmadd_pd(__m512d(a), __m512d(b), __m512d(c)));
-#else
-  v8d r;
-  for (int l = 0; l < 8; ++l) r[l] = std::fma(a[l], b[l], c[l]);
-  return r;
-#endif
-}
-
 // How many leading terms of a sum of n products `s += a[i] * b[i]` GCC's vectorised loop rounded
 // before adding (4 floor(n/4)); it fused the rest (its scalar remainder). The stream's arithmetic.
 constexpr int64_t rounded_terms(int64_t n) { return n / 4 * 4; }
@@ -307,10 +299,10 @@ inline void reflect(const double* u, int64_t us, int64_t m, double* M, int64_t d
     constexpr int NV = DT / 8;
     v8d w[NV] = {};
     for (int64_t i = 0; i < m; ++i)
-      for (int v = 0; v < NV; ++v) w[v] = fma8(splat8(u[i * us]), load8(M + i * DT + 8 * v), w[v]);
+      for (int v = 0; v < NV; ++v) w[v] = fma_lanes(splat8(u[i * us]), load8(M + i * DT + 8 * v), w[v]);
     for (int64_t i = 0; i < m; ++i)
       for (int v = 0; v < NV; ++v)
-        store8(M + i * DT + 8 * v, fma8(splat8(-2.0 * u[i * us]), w[v], load8(M + i * DT + 8 * v)));
+        store8(M + i * DT + 8 * v, fma_lanes(splat8(-2.0 * u[i * us]), w[v], load8(M + i * DT + 8 * v)));
   } else {
     std::vector<double> w(dd, 0.0);
     for (int64_t i = 0; i < m; ++i)
@@ -346,7 +338,7 @@ void householder_units(const double* v, int64_t dd, double* t, double* nx, doubl
         for (int l = 0; l < 8; ++l) rounded[v][l] = double(rounded_terms(DT - (8 * v + l)));
       for (int64_t i = 0; i < DT; ++i)
         for (int v = 0; v < NV; ++v) {
-          const v8d x = load8(t + i * DT + 8 * v), plain = acc[v] + x * x, fused = fma8(x, x, acc[v]);
+          const v8d x = load8(t + i * DT + 8 * v), plain = acc[v] + x * x, fused = fma_lanes(x, x, acc[v]);
           acc[v] = splat8(double(i)) < rounded[v] ? plain : fused;
         }
       for (int v = 0; v < NV; ++v) store8(s + 8 * v, acc[v]);
@@ -495,7 +487,7 @@ inline void rotate_rows(const double* Ot, const double* z, const double* s, doub
     v8d o[NV];
     for (int v = 0; v < NV; ++v) o[v] = load8(Ot + c * DT + 8 * v);
     for (int q = 0; q < R; ++q)
-      for (int v = 0; v < NV; ++v) acc[q][v] = fma8(splat8(zs[q * DT + c]), o[v], acc[q][v]);
+      for (int v = 0; v < NV; ++v) acc[q][v] = fma_lanes(splat8(zs[q * DT + c]), o[v], acc[q][v]);
   }
   for (int q = 0; q < R; ++q)
     for (int v = 0; v < NV; ++v) store8(out + q * DT + 8 * v, acc[q][v]);
@@ -569,11 +561,11 @@ inline double cosine(const double* x, const double* qh, double* xh, int64_t dd) 
   if constexpr (DT > 0 && DT % 8 == 0) {
     constexpr int NV = DT / 8;
     v8d sq = {}, dv = {};
-    for (int v = 0; v < NV; ++v) sq = fma8(load8(x + 8 * v), load8(x + 8 * v), sq);
+    for (int v = 0; v < NV; ++v) sq = fma_lanes(load8(x + 8 * v), load8(x + 8 * v), sq);
     double xn = 0.0;
     for (int l = 0; l < 8; ++l) xn += sq[l];
     xn = std::max(std::sqrt(xn), 1e-8);
-    for (int v = 0; v < NV; ++v) dv = fma8(load8(x + 8 * v) / xn, load8(qh + 8 * v), dv);
+    for (int v = 0; v < NV; ++v) dv = fma_lanes(load8(x + 8 * v) / xn, load8(qh + 8 * v), dv);
     double dot = 0.0;
     for (int l = 0; l < 8; ++l) dot += dv[l];
     return dot;
@@ -618,14 +610,14 @@ inline void cosine8(const double* x, const double* qh, double* out) {
   v8d xn = splat8(0.0);
   for (int l = 0; l < 8; ++l) {
     v8d sq = splat8(0.0);
-    for (int v = 0; v < NV; ++v) sq = fma8(c[v][l], c[v][l], sq);
+    for (int v = 0; v < NV; ++v) sq = fma_lanes(c[v][l], c[v][l], sq);
     xn = xn + sq;
   }
   for (int q = 0; q < 8; ++q) xn[q] = std::max(std::sqrt(xn[q]), 1e-8);
   v8d dot = splat8(0.0);
   for (int l = 0; l < 8; ++l) {
     v8d dv = splat8(0.0);
-    for (int v = 0; v < NV; ++v) dv = fma8(c[v][l] / xn, splat8(qh[8 * v + l]), dv);
+    for (int v = 0; v < NV; ++v) dv = fma_lanes(c[v][l] / xn, splat8(qh[8 * v + l]), dv);
     dot = dot + dv;
   }
   store8(out, dot);

@@ -1,8 +1,14 @@
 // depthscale's kernels: float vectors as GCC/Clang vector extensions (one AVX register of 8 floats, one
 // AVX-512 register of 16 with -march=native; two SSE registers or scalar code elsewhere), and their
-// broadcast, load and store. No arithmetic here: each kernel file says how its own is rounded.
+// broadcast, load and store; and the lane-wise fused multiply-add, the one piece of arithmetic here (it
+// rounds each lane once, whoever writes it): each kernel file says how the rest of its own is rounded.
 #pragma once
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#include <cmath>
 #include <cstdint>
 
 namespace depthscale {
@@ -33,5 +39,22 @@ inline V vload(const float* p) {
 }
 template <typename V>
 inline void vstore(float* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// a b + c lane by lane, each lane rounded once, for a vector V of floats or doubles (one AVX-512
+// instruction where V is a 64-byte register, std::fma lane by lane elsewhere)
+template <typename V>
+inline V fma_lanes(V a, V b, V c) {
+  constexpr int lanes = sizeof(V) / sizeof(a[0]);
+#ifdef __AVX512F__
+  if constexpr (sizeof(V) == 64 && lanes == 16) return V(_mm512_fmadd_ps(__m512(a), __m512(b), __m512(c)));
+  else if constexpr (sizeof(V) == 64 && lanes == 8) return V(_mm512_fmadd_pd(__m512d(a), __m512d(b), __m512d(c)));
+  else
+#endif
+  {
+    V r;
+    for (int l = 0; l < lanes; ++l) r[l] = std::fma(a[l], b[l], c[l]);
+    return r;
+  }
+}
 
 }  // namespace depthscale
