@@ -34,11 +34,15 @@
 
 namespace {
 
+// the test tokens x_test, read by both directions
+void check_xq(const at::Tensor& xq) {
+  TORCH_CHECK(xq.device().is_cpu() && xq.scalar_type() == at::kFloat && xq.dim() == 2 && xq.stride(1) == 1,
+              "depthscale forms: xq must be a float32 CPU B x d tensor with contiguous rows");
+}
+
 void check_forms(const at::Tensor& xq, const at::Tensor& E) {
-  TORCH_CHECK(xq.device().is_cpu() && E.device().is_cpu() && xq.scalar_type() == at::kFloat &&
-                  E.scalar_type() == at::kFloat,
-              "depthscale forms: xq and E must be float32 CPU tensors");
-  TORCH_CHECK(xq.dim() == 2 && xq.stride(1) == 1, "depthscale forms: xq must be B x d with contiguous rows");
+  check_xq(xq);
+  TORCH_CHECK(E.device().is_cpu() && E.scalar_type() == at::kFloat, "depthscale forms: E must be a float32 CPU tensor");
   TORCH_CHECK(E.dim() == 4 && E.is_contiguous() && E.size(2) == xq.size(1) && E.size(3) == xq.size(1),
               "depthscale forms: E must be a contiguous K x T x d x d tensor, d = xq's");
   TORCH_CHECK(E.size(0) >= 1 && xq.size(0) % E.size(0) == 0,
@@ -162,8 +166,7 @@ at::Tensor forms_backward(const at::Tensor& du, const at::Tensor& xq, int64_t K)
   TORCH_CHECK(du.device().is_cpu() && du.scalar_type() == at::kFloat && du.is_contiguous() && du.dim() == 3 &&
                   du.size(0) == xq.size(0) && du.size(2) == xq.size(1),
               "depthscale forms: du must be a contiguous float32 B x T x d tensor");
-  TORCH_CHECK(xq.device().is_cpu() && xq.scalar_type() == at::kFloat && xq.dim() == 2 && xq.stride(1) == 1,
-              "depthscale forms: xq must be a float32 CPU B x d tensor with contiguous rows");
+  check_xq(xq);
   TORCH_CHECK(K >= 1 && xq.size(0) % K == 0, "depthscale forms: the B contexts must be K equal blocks");
   const int64_t B = du.size(0), T = du.size(1), D = du.size(2), Bk = B / K, xs = xq.stride(0);
   at::Tensor dE = at::empty({K, T, D, D}, du.options());
