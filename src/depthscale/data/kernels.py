@@ -19,8 +19,8 @@ both threaded over contexts, and `philox4x32_10` (for tests).
 (`FusedForms`), threaded over contexts and over layers, in the order MKL's sgemm summed them.
 `csrc/parallel.h` hands a kernel's contexts out in chunks to whichever thread is free (each context
 computed by one thread alone: the same bits at any thread count); `csrc/vec.h` the vectors and the
-lane-wise fused multiply-add the kernels share; `csrc/exact.h` turns the compiler's contraction off in the files whose arithmetic is
-written out (the sampler's, the forms').
+lane-wise fused multiply-add the kernels share; `csrc/exact.h` turns the compiler's contraction off
+in the files whose arithmetic is written out (the sampler's, the forms').
 Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
 and diagnostics keep the torch path (they need p). `exp_rate` times the test row's own exponential
 (machine.transcendental_rates: the roofline's rate for the softmax's exponentials).
