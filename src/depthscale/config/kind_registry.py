@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Sequence
 
 from depthscale.base.errors import InputError
-from depthscale.base.plugins import load_plugin, plugin_files
+from depthscale.base.plugins import guard_class, load_plugin, plugin_files
 
 PLUGIN_ENV = "DEPTHSCALE_KINDS"
 KINDS_PACKAGE = "depthscale.kinds"
@@ -114,7 +114,9 @@ def _load() -> None:
         for path in plugin_files(PLUGIN_ENV, "model kind"):
             before = set(_KINDS)
             load_plugin(path, PLUGIN_ENV, "model kind")
-            PLUGIN_SOURCES.update(dict.fromkeys(set(_KINDS) - before, path))
+            for kind in set(_KINDS) - before:  # its methods (forward, validate, ...) guarded: plugins.guarded
+                PLUGIN_SOURCES[kind] = path
+                guard_class(_KINDS[kind], path, PLUGIN_ENV, "model kind")
     except BaseException:
         _loaded = False
         raise

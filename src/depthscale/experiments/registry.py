@@ -20,6 +20,8 @@ then the beyond experiments and the studies by id. Claims in SPEC §9 order (cla
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import pkgutil
 import re
@@ -66,7 +68,17 @@ def _load() -> tuple[Experiment, ...]:
         importlib.import_module(f"{_package.__name__}.{info.name}")
     for path in plugin_files():
         _load_plugin(path)
-    return tuple(sorted(registered().values(), key=_order))
+    return tuple(sorted((_guarded(e) for e in registered().values()), key=_order))
+
+
+def _guarded(e: Experiment) -> Experiment:
+    """A plug-in's record with its figure, table, notes, followup and claims' checks run under
+    plugins.guarded (a SystemExit from them is an error naming the file); a built-in's as it is."""
+    if e.id not in PLUGIN_SOURCES:
+        return e
+    guard = functools.partial(plugins.guarded, path=PLUGIN_SOURCES[e.id], env=PLUGIN_ENV, what="experiment")
+    fns = {f: guard(getattr(e, f)) for f in ("figure", "table", "notes", "followup") if getattr(e, f) is not None}
+    return dataclasses.replace(e, **fns, claims=tuple(c._replace(check=guard(c.check)) for c in e.claims))
 
 
 _ENTRIES = _load()

@@ -1,0 +1,57 @@
+"""Issue 51, item 4 ("every fuzz case clean"): the inputs of tests/test_fuzz_fourth.py, each the
+one line that reproduced a traceback, a hang, a silent success or a write outside the store."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from test_experiment_plugin import TOY
+
+ROOT = Path(__file__).resolve().parents[1]
+FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.S | re.M)
+DEEP = 100_000  # a key nested this deep: json's parser recurses once per level
+DEEP_JSON = '{"a": ' * DEEP + "1" + "}" * DEEP
+
+
+def toy_kind() -> str:
+    """The toy kind of docs/usage.md's "Adding a model kind" (the file as the doc writes it)."""
+    text = (ROOT / "docs" / "usage.md").read_text()
+    section = text.split("\n## Adding a model kind\n", 1)[1].split("\n## ", 1)[0]
+    return FENCE.findall(section)[0][1]
+
+
+# where a raise goes in each plug-in method: the line it is put before
+KIND_LINES = {"forward": "        X, y, xq = (X_BxPxd", "validate": "        if cfg.d < 2:",
+              "from_configs": "        return cls(cfgs[0])"}
+EXPERIMENT_LINES = {"figure": "    fig, ax = pl.new_figure(1)\n", "table": "    s = res.series(",
+                    "claim": "    require(res, "}
+RAISES = {"SystemExit(0)": "raise SystemExit(0)", "SystemExit('bye')": "raise SystemExit('bye')",
+          "GeneratorExit": "raise GeneratorExit", "custom": "raise type('Bye', (BaseException,), {})('custom')"}
+
+
+def kind_raising(method: str, raise_line: str) -> str:
+    line = KIND_LINES[method]
+    return toy_kind().replace(line, f"        {raise_line}\n{line}", 1)
+
+
+def experiment_raising(where: str, raise_line: str) -> str:
+    line = EXPERIMENT_LINES[where]
+    return TOY.replace(line, f"    {raise_line}\n{line}", 1)
+
+
+def depthscale(*args, env: dict | None = None, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    full = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "depthscale", *map(str, args)], env=full, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> str:
+    """The one `depthscale: error:` line of a command that exited 2 with no traceback."""
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("depthscale: error:")]
+    assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stdout, r.stderr)
+    assert all(n in errors[0] for n in needles), errors[0]
+    return errors[0]
