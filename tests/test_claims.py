@@ -500,8 +500,11 @@ def test_claim4b_needs_p_over_d_of_8():
 def test_claim5c_only_at_the_papers_geometry(monkeypatch):
     w, th = World("smoke"), FakeTheory()
     use_paired(monkeypatch, FakePaired(w))
+    assert check("5c", w.results(), th)["verdict"] == "INCONCLUSIVE"  # no runs: missing, not judged
+    for a, b in TOP2_SPECTRA:
+        w.series("nonlinear", "difficult", 2, a, b, law(2.0, 1.0, 1.0, depths=(1, 2, 4)), depths=(1, 2, 4))
     out = check("5c", w.results(), th)
-    assert not out["pass"] and "not at the paper's nonlinear geometry" in out["detail"]
+    assert out["verdict"] == "FAIL" and "not at the paper's nonlinear geometry" in out["detail"], out["detail"]
 
 
 def test_claim5b_says_which_linear_L0(monkeypatch):
@@ -526,9 +529,10 @@ def test_a_degenerate_fit_fails_its_claim_with_the_reason(monkeypatch):
     assert not out["pass"] and "degenerate fit: " in out["detail"] and "at its bound 0" in out["detail"]
 
 
-def test_missing_runs_fail_naming_the_cells_and_the_criterion():
+def test_missing_runs_are_inconclusive_naming_the_cells_and_the_criterion():
+    """Issue 51: a claim whose runs are missing is INCONCLUSIVE, never FAIL (nor PASS)."""
     out = check("4c", World().results(), FakeTheory())
-    assert not out["pass"] and out["measured"] is None
+    assert out["verdict"] == "INCONCLUSIVE" and not out["pass"] and out["measured"] is None
     assert out["detail"].startswith("missing runs") and "(criterion: the plateau at most 5% above" in out["detail"]
 
 

@@ -18,11 +18,13 @@ combine (`combine`): FAIL if any item FAILs (on certified depths, with power), e
 any item is, else PASS. Counting (`count`, `count_text`) gives the three separately.
 
 General rules:
-- Missing data: a claim any of whose cells has no finite run is FAIL with measured None and detail
-  "missing runs: ..."; it is never passed on partial data. A cell holding runs of another recipe
+- Missing data: a claim any of whose cells has no finite run (not run, failed, diverged) is
+  INCONCLUSIVE with measured None and detail "missing runs: ..." (issue 51: a report never judges
+  what was not measured; the report adds how many of the claim's runs are missing and where their
+  ids are listed); it is never passed, nor failed, on partial data. A cell holding runs of another recipe
   only is missing (results.Results reads the current recipe's runs only) and the detail says so. Items with k not in the preset (k = 16
-  at smoke) are left out of a claim and the detail says so; a claim with no items left is FAIL
-  "missing runs".
+  at smoke) are left out of a claim and the detail says so; a claim with no items left is
+  INCONCLUSIVE "missing runs".
 - Seeds: every number is a seed mean (results.Results.series). An SE is the SE over seeds where a
   cell has two or more seeds, else the run's own evaluation SE (R_se) or the paired/bootstrap SE
   named by the claim. Fits (SPEC §6.1) are made to the seed means.
@@ -336,8 +338,9 @@ def judged(criterion: str, parts: list[str], extra: str = "") -> str:
 # ---------------------------------------------------------------- checking
 
 def check(claim: Claim, res: Results, th: Theory) -> dict:
-    """One claim on one preset's results: never raises, a check that cannot judge is a FAIL with
-    its reason, a broken one a FAIL 'error while checking'. "verdict" is PASS / FAIL /
+    """One claim on one preset's results: never raises; a claim whose runs are missing (not run,
+    failed, diverged) is INCONCLUSIVE "missing runs: ...", one that cannot judge what it has is a
+    FAIL with its reason, a broken one a FAIL 'error while checking'. "verdict" is PASS / FAIL /
     INCONCLUSIVE; "pass" is True only for PASS."""
     out = {"id": claim.id, "claim": claim.claim, "preset": res.preset, "expected": claim.expected,
            "uses": list(claim.uses)}
@@ -345,7 +348,9 @@ def check(claim: Claim, res: Results, th: Theory) -> dict:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)  # nan in, nan out: judged below
             measured, ok, detail = claim.check(res, th)
-    except (MissingRuns, CannotJudge) as e:
+    except MissingRuns as e:  # never judged on what was not measured (issue 51): INCONCLUSIVE
+        measured, ok, detail = None, None, f"{e} (criterion: {claim.expected})"
+    except CannotJudge as e:
         measured, ok, detail = None, False, f"{e} (criterion: {claim.expected})"
     except Exception as e:  # noqa: BLE001 - a broken check is a FAIL with its reason, never a PASS
         measured, ok = None, False

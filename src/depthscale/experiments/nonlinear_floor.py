@@ -188,17 +188,17 @@ def c5b(res, th):
 
 
 def c5c(res, th):
+    paper = {(2, a, b): v for (a, b), v in paper_L0_top2().items()}
+    paper.update({(16, float(r["a"]), float(r["b"])): r["L0"] for r in PAPER["table4_nonlinear_fits"]
+                  if r["k"] == 16})
+    items = [(k, a, b) for (k, a, b) in paper if k in PRESET_KS[res.preset]]
+    for k in sorted({k for k, _, _ in items}):  # missing runs first: INCONCLUSIVE, never judged
+        require(res, "nonlinear", "difficult", k, [(a, b) for kk, a, b in items if kk == k])
     d, P = preset_shape(res.preset, "nonlinear")
     want = dict(SOFTMAX_GEOMETRY_FIELDS)
     if (d, P) != (want["d"], want["P"]):
         raise CannotJudge(f"not at the paper's nonlinear geometry: the {res.preset} preset's nonlinear runs are "
                           f"d={d}, P={P}, the claim is made at d={want['d']}, P={want['P']}")
-    paper = {(2, a, b): v for (a, b), v in paper_L0_top2().items()}
-    paper.update({(16, float(r["a"]), float(r["b"])): r["L0"] for r in PAPER["table4_nonlinear_fits"]
-                  if r["k"] == 16})
-    items = [(k, a, b) for (k, a, b) in paper if k in PRESET_KS[res.preset]]
-    for k in sorted({k for k, _, _ in items}):
-        require(res, "nonlinear", "difficult", k, [(a, b) for kk, a, b in items if kk == k])
     pm = paired_or_fail(res)
     floors: dict = {}
     meas, parts, ok = {}, [], True

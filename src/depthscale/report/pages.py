@@ -86,8 +86,23 @@ def banner(preset: str) -> str | None:
             "or paper preset for results.")
 
 
+def incomplete_text(sections: list[dict]) -> str:
+    """The report's first words where the store lacks runs its claims read (issue 51), or ''."""
+    parts = [f"preset {sec['preset']}: {sec['incomplete']['missing']} of {sec['incomplete']['expected']} runs that "
+             f"the claims read are not finished (their ids in {sec['incomplete']['file']}); finish it with the "
+             f"command that produced this report, which resumes where it stopped: {sec['incomplete']['command']}"
+             for sec in sections if sec.get("incomplete")]
+    if not parts:
+        return ""
+    return ("This store is incomplete. " + "; ".join(parts) + ". A claim that reads a missing run is INCONCLUSIVE "
+            "(missing runs), never PASS or FAIL: nothing here judges what was not measured.")
+
+
 def render_markdown(header: dict, sections: list[dict]) -> str:
-    out = ["# depthscale report", "",
+    out = ["# depthscale report", ""]
+    if incomplete_text(sections):
+        out += [f"> **{incomplete_text(sections)}**", ""]
+    out += [
            f"Reproduction of *{header['paper']}*.", "",
            f"- generated: {header['date']}",
            f"- software: {_versions_line(header)}",
@@ -100,7 +115,7 @@ def render_markdown(header: dict, sections: list[dict]) -> str:
         out += [f"- {line}" for line in _prov_lines(sec["provenance"]) + _state_lines(sec, header)] + [""]
         out += timing_lines(sec["provenance"])[1:] + ([""] if timing_lines(sec["provenance"]) else [])
         if sec.get("not_run"):
-            out += [f"Not run in this store (not drawn; their claims FAIL as missing runs): "
+            out += [f"Not run in this store (not drawn; their claims are INCONCLUSIVE: missing runs): "
                     f"{', '.join(sec['not_run'])}.", ""]
         paper_claims, beyond_claims = split_claims(sec["claims"])
         if paper_claims or not beyond_claims:
@@ -197,7 +212,10 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
     esc = html.escape
     parts = ["<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>depthscale report</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>depthscale report</h1>",
+             "<h1>depthscale report</h1>"]
+    if incomplete_text(sections):
+        parts.append(f"<p class=\"banner\"><strong>{esc(incomplete_text(sections))}</strong></p>")
+    parts += [
              f"<p>Reproduction of <em>{esc(header['paper'])}</em>.</p>",
              "<ul class=\"small\">",
              f"<li>generated: {esc(header['date'])}</li>",
@@ -215,7 +233,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
             parts.append(f"<p class=\"small\">{esc(timing_lines(sec['provenance'])[1])}</p>"
                          + timing.html_table(sec["provenance"]["phase_timing"]))
         if sec.get("not_run"):
-            parts.append(f"<p>Not run in this store (not drawn; their claims FAIL as missing runs): "
+            parts.append(f"<p>Not run in this store (not drawn; their claims are INCONCLUSIVE: missing runs): "
                          f"{esc(', '.join(sec['not_run']))}.</p>")
         paper_claims, beyond_claims = split_claims(sec["claims"])
         if paper_claims or not beyond_claims:

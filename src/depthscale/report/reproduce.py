@@ -28,6 +28,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import shutil
 import time
 import traceback
@@ -201,7 +202,9 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
     sections, all_claims, errors, plugin_errors = [], [], [], []
     for p in presets:
         drawn, not_run = covered(with_studies(ids, df, p), df, p)
-        sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress)
+        sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress,
+                           finished=_finished(df) | _finished(diverged),
+                           resume=resume_command(ids, p, store.root, out_dir))
         sec["not_run"] = list(not_run)
         sec["run_states"] = run_states(df, diverged, p)
         sections.append(sec)
@@ -225,6 +228,7 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
             "errors": errors, "plugin_errors": plugin_errors,
             "figure_checks": {f"{sec['preset']}/{k}": v for sec in sections for k, v in sec["figure_checks"].items()},
             "diverged": sorted(diverged["run_id"]) if len(diverged) else [],
+            "incomplete": {sec["preset"]: sec["incomplete"] for sec in sections if sec.get("incomplete")},
             "broken": [b["run_id"] for b in broken]}
 
 
@@ -244,8 +248,10 @@ def run_states(df, diverged, preset: str) -> dict:
 
 def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
                  overrides: dict | None = None, device: str = "cpu",
-                 progress: bool | None = None) -> dict:
-    """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/."""
+                 progress: bool | None = None, finished: set | None = None, resume: str = "") -> dict:
+    """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/.
+    `finished`: the run ids the store has finished (default: df's); `resume`: the command that
+    finishes the store (said where runs the claims read are missing, `incomplete`)."""
     pdir = out_dir / preset
     pdir.mkdir(parents=True, exist_ok=True)
     # the claims, figures and tables read the monitor-chosen recipe per depth and spectrum (SPEC §4)
@@ -281,14 +287,55 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
         # one count of claims per store, whichever command asks: every paper claim (and the beyond
         # claims of the beyond experiments built), not only those of the ids drawn
         cl = claims.check_all(res, th, claims_of(claim_ids(ids)))
+        incomplete = note_missing(cl, preset, _finished(df) if finished is None else finished, overrides, pdir, resume)
         write_json_atomic(pdir / "claims.json", cl)
     build["claims"] = rec.phases
     prov = provenance(res, ids, time.perf_counter() - t0)
     prov["phase_timing"] = phase_timing(store, preset, ids, build, pdir, overrides)
     runs = {row["id"]: row[preset] for row in summary((preset,))}
     return {"preset": preset, "ids": list(ids), "artifacts": artifacts, "tables": tables,
-            "claims": cl, "errors": errs, "provenance": prov, "runs": runs, "notes": notes,
+            "claims": cl, "errors": errs, "provenance": prov, "runs": runs, "notes": notes, "incomplete": incomplete,
             "figure_checks": {i: v for i, v in checks.items() if v}}
+
+
+MISSING_FILE = "missing_runs.json"
+
+
+def resume_command(ids: Sequence[str], preset: str, store_dir, out_dir) -> str:
+    """The command that produced (and resumes) a report of `ids` at `preset`: the same reproduce
+    run again trains only the runs the store has not finished, then rebuilds the report."""
+    ids = tuple(ids)
+    which = "all" if ids == IDS else "beyond" if ids == BEYOND_IDS else ",".join(ids)
+    return (f"depthscale reproduce {shlex.quote(which)} --preset {preset} --store {shlex.quote(str(store_dir))} "
+            f"--out {shlex.quote(str(out_dir))}")
+
+
+def note_missing(cl: list[dict], preset: str, finished: set, overrides: dict | None, pdir: Path,
+                 resume: str) -> dict | None:
+    """Issue 51 (a report never judges what was not measured): the runs the claims `cl` read (the
+    configs of the experiments they use, default seeds) that the store has not finished, written to
+    <preset>/missing_runs.json; each claim that is INCONCLUSIVE for missing runs says how many of
+    its runs are missing and where their ids are. Returns {"missing", "expected", "file",
+    "command"} for the report's first lines, or None when nothing is missing."""
+    uses = sorted({u for c in cl for u in c["uses"]})
+    expected = {u: [c.run_id for c in REGISTRY[u].configs(preset, None, **(overrides or {}))] for u in uses}
+    missing = {u: [r for r in ids if r not in finished] for u, ids in expected.items()}
+    all_missing = {r for ids in missing.values() for r in ids}
+    if not all_missing:
+        return None
+    where = f"{preset}/{MISSING_FILE}"
+    for c in cl:
+        if not c["detail"].startswith("missing runs"):
+            continue
+        mine = {r for u in c["uses"] for r in missing.get(u, [])}
+        total = {r for u in c["uses"] for r in expected.get(u, [])}
+        if mine:
+            c["detail"] = (f"missing runs: {len(mine)} of {len(total)} runs of {', '.join(c['uses'])} not finished "
+                           f"(run ids in {where}); " + c["detail"][len("missing runs"):].lstrip(": "))
+    n_expected = len({r for ids in expected.values() for r in ids})
+    write_json_atomic(pdir / MISSING_FILE, {"command": resume, "missing": len(all_missing), "expected": n_expected,
+                                            "runs": {u: ids for u, ids in missing.items() if ids}})
+    return {"missing": len(all_missing), "expected": n_expected, "file": where, "command": resume}
 
 
 def claim_ids(ids: Sequence[str]) -> tuple[str, ...]:
@@ -304,7 +351,7 @@ def _finished(df) -> set:
 def covered(ids: Sequence[str], df, preset: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the experiments of `ids` the store covers at `preset`: with at least one finished run, or
     needing none (theory only); the others, listed in the report as not run). A partial store's
-    report draws what it has; its claims are still every paper claim (missing runs: FAIL)."""
+    report draws what it has; its claims are still every paper claim (missing runs: INCONCLUSIVE)."""
     have = _finished(df)
     drawn, not_run = [], []
     for i in ids:
