@@ -5,6 +5,7 @@ this one: module-level, so the process executor's spawned workers import it by n
 raising_pack: every run raises. kill_self_pack: the pack of the linear L=1 run SIGKILLs its own worker
 process (one pack only: two dying packs would race for which death broke the pool); the other packs finish like fake_worker. kill_tracker_pack: the first run (per store)
 SIGKILLs multiprocessing's resource tracker of the sweep's process, then every run finishes.
+kill_once_pack: like kill_self_pack, but only the first time (the pool's retry then finishes it).
 full_disk_pack: the first run's write meets a full disk (OSError ENOSPC).
 Run as a script: `python tests/failure_workers.py WORKER depthscale-args...` sets the worker and
 runs the CLI in a fresh process (exit code: the CLI's)."""
@@ -30,6 +31,18 @@ def kill_self_pack(configs, store, device="cpu", progress=None, loggers=()) -> N
     if any(c.L == 1 and c.model == "linear" for c in configs):
         for cfg in configs:
             store.write_config(cfg, device=device)
+        os.kill(os.getpid(), signal.SIGKILL)
+    fake_worker.run_pack(configs, store, device, progress)
+
+
+def kill_once_pack(configs, store, device="cpu", progress=None, loggers=()) -> None:
+    """The pack of the linear L=1 run SIGKILLs its worker the first time it starts (a marker file in
+    the store says it did), then trains like fake_worker: a worker killed once, mid-sweep."""
+    marker = Path(store.root) / "killed-once"
+    if any(c.L == 1 and c.model == "linear" for c in configs) and not marker.exists():
+        for cfg in configs:
+            store.write_config(cfg, device=device)
+        marker.write_text(str(os.getpid()))
         os.kill(os.getpid(), signal.SIGKILL)
     fake_worker.run_pack(configs, store, device, progress)
 

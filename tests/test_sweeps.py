@@ -405,9 +405,16 @@ def test_sweep_splits_packs_to_fit_memory(tmp_path, monkeypatch):
     assert all(memory.pack_bytes(p) <= budget for p in split)
     assert sorted(c.run_id for p in split for c in p) == sorted(c.run_id for p in whole for c in p)
     assert make_packs(cfgs, None, pack_memory=1) == [[c] for p in whole for c in p]  # at worst one run a pack
-    # the sweep uses the machine's memory shared by its workers: split, then all run
-    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 2 * budget)
-    assert pack_memory_budget("process", 2) == int(memory.HEADROOM * budget)
+    # the sweep uses a share of the machine's memory split over its workers, less a worker's
+    # imports, at most WORKER_CAP a worker: split, then all run
+    avail = int(2 * (budget + memory.WORKER_BASE) / memory.WORKER_SHARE) + 2
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": avail)
+    assert pack_memory_budget("process", 2) == int(memory.WORKER_SHARE * avail / 2) - memory.WORKER_BASE
+    assert abs(pack_memory_budget("process", 2) - budget) <= 1
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 10**13)
+    assert pack_memory_budget("process", 2) == memory.WORKER_CAP - memory.WORKER_BASE
+    monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": avail)
+    assert pack_memory_budget("process", 2, device="cuda") == int(memory.HEADROOM * avail / 2)  # a GPU's own
     assert pack_memory_budget("slurm", slurm={"mem_gb": 4}) == int(memory.HEADROOM * 4e9)
     assert pack_memory_budget("slurm", device="cuda", slurm={"mem_gb": 4}) is None
     store = Store(tmp_path / "s")

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from depthscale.base import seeds
-from depthscale.data.contexts import Contexts, make_generator, sample_for
+from depthscale.data.context_sets import CHUNK, ContextSet
+from depthscale.data.contexts import Contexts
 
 PERCENTILES = tuple(range(0, 101, 5))
 
@@ -124,15 +125,10 @@ def rho_fit(A_PxP: np.ndarray) -> dict:
     return {"rho": rho, "rho_r2": 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")}
 
 
-def eval_contexts(cfg, n: int, seed: int, device="cpu", chunk: int = 1024):
-    """The fixed evaluation set of a data config, as chunks (same for every model and depth)."""
-    gen = make_generator(seed, device)
-    out, left = [], n
-    while left > 0:
-        b = min(chunk, left)
-        out.append(sample_for(cfg, b, gen, device))
-        left -= b
-    return out
+def eval_contexts(cfg, n: int, seed: int, device="cpu", chunk: int = CHUNK, hold: bool = True) -> ContextSet:
+    """The fixed evaluation set of a data config, as chunks (same for every model and depth);
+    `hold`=False streams it (context_sets.ContextSet: each reading draws its chunk again, the same bits)."""
+    return ContextSet(cfg, n, seed, device, chunk, hold)
 
 
 # Contexts one evaluation forward takes at a time on the CPU. The evaluation and monitor sets come
@@ -171,7 +167,8 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
     layer_sel_all, cls_all = [], []  # clustered contexts: per-layer selection loss and class per context
     extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
     n_extra = 0
-    size = eval_batch(chunks[0].X_BxPxd.device) if chunks else None
+    device = getattr(chunks, "device", None)  # a ContextSet's (a streamed one would draw chunk 0 to tell)
+    size = eval_batch(device if device is not None else chunks[0].X_BxPxd.device) if len(chunks) else None
     yhat_all = []  # the model's own prediction (readout_by_hooks: its readout, beside the hooks' f_l)
     for ctx in (part for chunk in chunks for part in split_contexts(chunk, size)):
         if pack.label_linear:
@@ -195,6 +192,7 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
                     layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
         if ctx.cls_B is not None:
             cls_all.append(ctx.cls_B.cpu())
+            clusters = ctx.clusters
         if out.extras:
             for key, t in out.extras.items():
                 s = t.detach().double().sum(0)
@@ -221,7 +219,7 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
         res["selection_mean"] = float(E.mean())
         res["selection_percentiles"] = np.percentile(E, PERCENTILES).tolist()
     if cls_all:  # clustered contexts (RunConfig.clusters = K): per-class loss and layer specialisation
-        K = chunks[0].clusters
+        K = clusters
         cls = torch.cat(cls_all).numpy()
         e2 = ((f.double().mean(1) - ystar.double()) ** 2).cpu().numpy()
         res["R_class"] = class_means(e2, cls, K)[0].tolist()
@@ -246,25 +244,40 @@ def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
         t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
 
 
+def _monitor_chunk(pack, group: list[int], by_model: dict, size: int | None, ys: dict, f_acc: dict, t1: dict) -> None:
+    """The forward of the models `group` on their chunks (`by_model`), in slices of `size` contexts."""
+    parts = {m: split_contexts(by_model[m], size) for m in group}
+    for s in range(len(parts[group[0]])):
+        outs = pack(None, None, None, models=group,
+                    X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
+        for m, o in zip(group, outs):
+            _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
+
+
 @torch.no_grad()
 def monitor(pack, models: list[int], chunks_of) -> dict:
     """Monitor loss, A, C and top-1 mass for each model in `models` on fixed contexts;
-    `chunks_of(m)` is model m's list of context chunks (models with one spectrum share one)."""
+    `chunks_of(m)` is model m's set of context chunks (models with one spectrum share one, and
+    each chunk of a set is read once per call: a streamed set draws it once, not once per model)."""
     f_acc = {m: [] for m in models}
     t1 = {m: [] for m in models}
     ys = {m: [] for m in models}
-    chunks = {m: chunks_of(m) for m in models}
+    sets: dict[int, tuple] = {}  # one entry per distinct set: (the set, its models)
+    for m in models:
+        chunks = chunks_of(m)
+        sets.setdefault(id(chunks), (chunks, []))[1].append(m)
     # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
     # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
     size = eval_batch(next(pack.parameters()).device)
-    for group in ([models] if size is None else [[m] for m in models]):
-        for c in range(len(chunks[group[0]])):
-            parts = {m: split_contexts(chunks[m][c], size) for m in group}
-            for s in range(len(parts[group[0]])):
-                outs = pack(None, None, None, models=group,
-                            X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
-                for m, o in zip(group, outs):
-                    _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
+    if size is None:  # all models at once, chunk by chunk
+        for c in range(len(chunks_of(models[0]))):
+            by_model = {m: chunk for chunks, ms in sets.values() for chunk in [chunks[c]] for m in ms}
+            _monitor_chunk(pack, models, by_model, size, ys, f_acc, t1)
+    else:  # set by set, each chunk read once and given to its models one at a time
+        for chunks, ms in sets.values():
+            for chunk in chunks:
+                for m in ms:
+                    _monitor_chunk(pack, [m], {m: chunk}, size, ys, f_acc, t1)
     res = {}
     for m in models:
         dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))

@@ -28,7 +28,8 @@ from depthscale.store import lease
 from depthscale.base.errors import (MissingExtraError, StorageError, SubmissionError, first_refused, is_storage_error,
                                storage_error)
 from depthscale.store.store import Store
-from depthscale.train.memory import tune_allocator
+from depthscale.runs.pool import Task, exit_text
+from depthscale.train.memory import WORKER_BASE, budget, release_memory, tune_allocator
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,11 @@ class _Heartbeat:
 
 
 def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | str | None = None,
-                 device: str = "cpu", progress: bool | None = None, owner: str = "") -> dict:
+                 device: str = "cpu", progress: bool | None = None, owner: str = "",
+                 pack_memory: int | None = None) -> dict:
     """Claim the pack's runs, train the claimed ones with `worker`, release. Returns counts.
+    `pack_memory`: the pack budget (bytes) declared while the worker runs (memory.budget: the
+    trainer streams the evaluation and monitor sets that do not fit it).
 
     An exception from the worker is recorded with `store.fail` for each claimed run it left
     unfinished; a run the worker neither finished nor failed is recorded as failed too. A write
@@ -125,7 +129,7 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
     try:
         with _Heartbeat(store, rids, interval):
             try:
-                with timing.record() as rec:
+                with timing.record() as rec, budget(pack_memory):
                     fn(claimed, store, device=device, progress=progress)
             except Exception as e:
                 if is_storage_error(e):  # the first write refused (recording it failed too)
@@ -239,12 +243,13 @@ def _add(total: dict, counts: dict) -> None:
         total[k] += counts.get(k, 0)
 
 
-def run_inline(packs, store, worker, device, progress, bar) -> dict:
+def run_inline(packs, store, worker, device, progress, bar, pack_memory: int | None = None) -> dict:
     total = dict.fromkeys(COUNT_KEYS, 0)
     for pack in packs:
-        counts = execute_pack(pack, store, worker, device=device, progress=progress)
+        counts = execute_pack(pack, store, worker, device=device, progress=progress, pack_memory=pack_memory)
         _add(total, counts)
         bar.update(len(pack))
+        release_memory()  # what the pack left (its trainer's cycles, the allocator's free pages)
     return total
 
 
@@ -261,104 +266,114 @@ def pack_cost(pack: list[RunConfig]) -> float:
     return c0.max_steps * c0.batch * sum(c.L for c in pack) * kind.layer_cost * kind.cost_scale(c0)
 
 
-def run_process(packs, store, worker, device, workers, bar, extra_jobs=()) -> dict:
-    """The packs in a local spawn pool, longest first. `extra_jobs`, (module-level callable, args)
-    pairs, are submitted after every pack: the pool starts them in that order as workers free up,
-    i.e. in the sweep's tail (reproduce computes the report's theory there). An extra job that
-    fails is logged, never fatal; its result is not counted.
+def run_process(packs, store, worker, device, workers, bar, extra_jobs=(), pack_memory: int | None = None) -> dict:
+    """The packs in a local pool of spawned workers (pool.WorkerPool), longest first. `extra_jobs`,
+    (module-level callable, args) pairs, are queued after every pack: the pool starts them in that
+    order as workers free up, i.e. in the sweep's tail (reproduce computes the report's theory
+    there). An extra job that fails is logged, never fatal; its result is not counted.
 
-    A worker process that dies (SIGKILL, the OOM killer) breaks the pool: every unfinished run of
-    the packs it stopped is recorded as failed, with the reason (`_record_deaths`: "worker process
-    died (signal 9)"), never left looking pending. A pack that meets a full (or read-only) disk
-    stops the sweep: the packs not started are cancelled and the StorageError is raised."""
-    import concurrent.futures as cf
-    import multiprocessing
+    A worker that dies (SIGKILL, the OOM killer) is an event, not the end of the sweep: a new worker
+    takes its place and the pack it held is tried once more on it (the runs it had not finished;
+    in two halves after a SIGKILL, which is how the OOM killer ends a process); every other pack
+    goes on. A pack that kills its worker twice has its unfinished runs failed, with the reason
+    ("worker process died (signal 9) twice ..."), never left looking pending. `pack_memory`: the
+    pack budget (bytes, memory.budget) declared in the workers; a worker whose resident memory
+    after a pack is above its imports' (memory.WORKER_BASE) plus a quarter of it retires and a
+    fresh one takes its place. A pack that meets a full (or read-only) disk stops the sweep: the
+    packs not started are dropped and the StorageError is raised."""
+    from depthscale.runs.pool import WorkerPool
 
     # longest first (LPT): a long pack started last would leave the other workers idle at the end
     packs = sorted(packs, key=pack_cost, reverse=True)
     extra_jobs = list(extra_jobs)
-
-    total = dict.fromkeys(COUNT_KEYS, 0)
     cores = available_cores()
     n = max(1, min(workers or cores, len(packs) + len(extra_jobs)))
-    threads = max(1, cores // n)
-    ctx = multiprocessing.get_context("spawn")
-    before = {run_id(c): _failed_stamp(store, run_id(c)) for p in packs for c in p}
-    procs: dict = {}  # pid -> the pool's Process (its exit code tells how a dead worker died)
-    stopped, disk_full = [], None
-    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_process_worker,
-                                initargs=(threads, os.getpid())) as pool:
-        try:
-            futures = {pool.submit(execute_pack, pack, store, worker, device, False): pack
-                       for pack in packs}
-            extras = [(pool.submit(fn, *args), fn) for fn, args in extra_jobs]  # FIFO: after the packs
-            procs.update(getattr(pool, "_processes", None) or {})
-            for fut in cf.as_completed(futures):
-                pack = futures[fut]
-                procs.update(getattr(pool, "_processes", None) or {})
-                try:
-                    _add(total, fut.result())
-                except cf.CancelledError:
-                    continue
-                except Exception as e:  # the worker process died (e.g. killed for memory), or the disk is full
-                    if is_storage_error(e):
-                        disk_full = disk_full or e
-                        for f in futures:
-                            f.cancel()
-                        continue
-                    if not isinstance(e, cf.process.BrokenProcessPool) or not stopped:  # a broken pool: once
-                        log.error("a worker process failed on a pack of %d runs: %s: %s",
-                                  len(pack), type(e).__name__, e)
-                    stopped.append(pack)
-                    total["failed"] += sum(not store.is_done(run_id(c)) for c in pack)
-                bar.update(len(pack))
-            for fut, fn in extras:
-                try:
-                    fut.result()
-                except Exception as e:  # noqa: BLE001 - whoever needs its result computes it again
-                    log.warning("a side job (%s) failed in the worker pool: %s: %s",
-                                getattr(fn, "__name__", fn), type(e).__name__, e)
-            _restart_dead_tracker()
-        except KeyboardInterrupt:  # Ctrl-C: the workers stop now (their runs resume), not after their packs
-            for proc in list(pool._processes.values()):
-                proc.terminate()
-            raise
-    if stopped:  # the pool has joined its processes: their exit codes are known
-        _record_deaths(store, stopped, procs, before)
-    if disk_full is not None:
-        raise disk_full if isinstance(disk_full, StorageError) else storage_error(disk_full)
-    return total
+    pool = WorkerPool(n, _init_process_worker, (max(1, cores // n), os.getpid()),
+                      retire_above=WORKER_BASE + pack_memory // 4 if pack_memory else None)
+    ledger = _Ledger(store, worker, device, bar, pool, pack_memory)
+    tasks = [ledger.pack_task(pack) for pack in packs]
+    tasks += [Task(("extra", j), fn, tuple(args), data=fn) for j, (fn, args) in enumerate(extra_jobs)]
+    try:
+        pool.run(tasks, ledger.on_result, ledger.on_death)
+        _restart_dead_tracker()
+    except KeyboardInterrupt:  # Ctrl-C: the workers stop now (their runs resume), not after their packs
+        pool.close(terminate=True)
+        raise
+    for line in ledger.lost:
+        log.error("%s", line)
+    if ledger.disk_full is not None:
+        e = ledger.disk_full
+        raise e if isinstance(e, StorageError) else storage_error(e)
+    return ledger.total
 
 
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    return f"signal {-code}" if code < 0 else f"exit code {code}"
+class _Ledger:
+    """What run_process's pool reports, counted: each pack's counts, a failed side job's warning,
+    a disk that filled, and what a worker's death means for the pack it held (`on_death`)."""
 
+    def __init__(self, store: Store, worker, device: str, bar, pool, pack_memory: int | None) -> None:
+        self.store, self.worker, self.device, self.bar, self.pool = store, worker, device, bar, pool
+        self.pack_memory = pack_memory
+        self.total = dict.fromkeys(COUNT_KEYS, 0)
+        self.disk_full: BaseException | None = None
+        self.lost: list[str] = []  # one line per pack that killed its worker twice
+        self._keys = 0
 
-def _record_deaths(store: Store, stopped: list, procs: dict, before: dict) -> None:
-    """Record as failed, with the reason, each unfinished run of the packs a broken pool stopped
-    (`before`: the runs' FAILED stamps at the start, so a failure the worker recorded stays). Which
-    worker ran a run its lease tells (the pid in it); its Process's exit code how it ended. A
-    worker that died on its own is named as it died; one the pool then stopped, and a run that
-    never started, are named with the death that stopped them."""
-    codes = {pid: p.exitcode for pid, p in procs.items()}
-    dead = [c for c in codes.values() if c not in (0, -signal.SIGTERM)]
-    first = f"a worker process died ({_exit_text(dead[0] if dead else None)})"
-    for pack in stopped:
-        for cfg in pack:
-            rid = run_id(cfg)
-            if store.is_done(rid) or _failed_stamp(store, rid) != before.get(rid):
-                continue
-            held, _ = lease.read_lease(store.run_path(rid) / "lease")
-            pid = held.get("pid") if held else None
-            if pid in codes and codes[pid] == -signal.SIGTERM and dead:
-                why = f"worker process stopped (signal {signal.SIGTERM}) when {first}"
-            elif pid in codes:
-                why = f"worker process died ({_exit_text(codes[pid])})"
-            else:
-                why = f"not run: the worker pool stopped when {first}"
-            store.fail(rid, f"{why}; a new sweep runs it again")
+    def pack_task(self, pack: list[RunConfig], attempts: int = 0) -> Task:
+        self._keys += 1
+        return Task(("pack", self._keys), execute_pack,
+                    (pack, self.store, self.worker, self.device, False, "", self.pack_memory),
+                    attempts=attempts, data=pack)
+
+    def on_result(self, task: Task, out) -> None:
+        if task.key[0] == "extra":
+            if not out.ok:  # whoever needs its result computes it again
+                log.warning("a side job (%s) failed in the worker pool: %s: %s",
+                            getattr(task.data, "__name__", task.data), type(out.value).__name__, out.value)
+            return
+        pack = task.data
+        self.bar.update(len(pack))
+        if out.ok:
+            _add(self.total, out.value)
+            return
+        e = out.value
+        if is_storage_error(e):
+            self.disk_full = self.disk_full or e
+            self.pool.cancel()
+            return
+        log.error("a worker process failed on a pack of %d runs: %s: %s", len(pack), type(e).__name__, e)
+        self.total["failed"] += sum(not self.store.is_done(run_id(c)) for c in pack)
+
+    def on_death(self, task: Task, code: int | None) -> list[Task]:
+        """A worker died running `task`: a side job is tried once more; a pack's unfinished runs
+        once more on a new worker (halved after a SIGKILL), then failed with the reason."""
+        if task.key[0] == "extra":
+            if task.attempts == 0:
+                return [Task(task.key, task.fn, task.args, attempts=1, data=task.data)]
+            log.warning("a side job (%s) killed its worker twice (%s); left for whoever needs it",
+                        getattr(task.data, "__name__", task.data), exit_text(code))
+            return []
+        pack = task.data
+        left = [c for c in pack if not self.store.is_done(run_id(c))]
+        self.total["ran"] += len(pack) - len(left)
+        self.bar.update(len(pack) - len(left))
+        if not left:
+            return []
+        if task.attempts == 0:
+            halves = code == -signal.SIGKILL and len(left) > 1
+            parts = [left[:len(left) // 2], left[len(left) // 2:]] if halves else [left]
+            log.warning("a worker process died (%s) running a pack of %d runs; its %d unfinished runs go to a new "
+                        "worker%s", exit_text(code), len(pack), len(left), " in two packs" if halves else "")
+            return [self.pack_task(part, attempts=1) for part in parts]
+        why = (f"worker process died ({exit_text(code)}) twice running this run's pack (tried again once on a new "
+               f"worker); a new sweep runs it again")
+        for c in left:
+            self.store.fail(run_id(c), why)
+        self.total["failed"] += len(left)
+        self.bar.update(len(left))
+        self.lost.append(f"a pack of {len(left)} run(s) ({', '.join(run_id(c) for c in left[:4])}"
+                         f"{', ...' if len(left) > 4 else ''}) killed its worker twice ({exit_text(code)}): failed")
+        return []
 
 
 def _restart_dead_tracker() -> None:

@@ -251,32 +251,35 @@ def _even_split(group: list, n: int) -> list[list]:
 
 def pack_memory_budget(executor: str = "inline", workers: int | None = None, device: str = "cpu",
                        slurm: dict | None = None) -> int | None:
-    """Bytes one pack may use so that the packs running at once fit: the device's available
-    memory shared by the concurrent workers here; for SLURM, the job's --slurm-mem (the node's
-    memory is unknown here, and so is a GPU's: None, no split)."""
-    from depthscale.train.memory import HEADROOM, available_bytes
+    """Bytes one pack may use (memory.pack_bytes' estimate, above a worker's imports) so that the
+    packs running at once fit: the default worker budget (memory.default_worker_budget: a share of
+    this machine's available memory split over the concurrent workers, at most memory.WORKER_CAP)
+    less a worker's own imports; on a GPU, its free memory shared by the workers; for SLURM, the job's --slurm-mem (the node's memory is unknown
+    here, and so is a GPU's: None, no split)."""
+    from depthscale.train.memory import HEADROOM, available_bytes, default_worker_budget, pack_budget
 
     if executor == "slurm":
         mem_gb = (slurm or {}).get("mem_gb")
         return int(HEADROOM * mem_gb * 1e9) if mem_gb and not str(device).startswith("cuda") else None
-    avail = available_bytes(device)
-    if avail is None:
-        return None
     from depthscale.runs.executors import available_cores
 
     n = max(1, min(workers or available_cores(), MAX_WORKERS)) if executor == "process" else 1
-    return int(HEADROOM * avail / n)
+    if str(device).startswith("cpu"):
+        return pack_budget(default_worker_budget(device, n))
+    avail = available_bytes(device)  # a GPU's free memory, shared by the packs on it
+    return None if avail is None else int(HEADROOM * avail / n)
 
 
 def check_memory(packs: list[list[RunConfig]], executor: str = "inline", workers: int | None = None,
-                 device: str = "cpu", flag: str = "allow_memory=True") -> None:
+                 device: str = "cpu", flag: str = "allow_memory=True", pack_memory: int | None = None) -> None:
     """Refuse (memory.MemoryRefused) packs that would not fit in this machine's memory, the
-    largest `concurrent_packs` of them at once. SLURM packs run elsewhere and are not checked."""
+    largest `concurrent_packs` of them at once, each estimated as its trainer holds its sets
+    under the pack budget `pack_memory`. SLURM packs run elsewhere and are not checked."""
     n = concurrent_packs(executor, packs, workers)
     if n and packs:
         from depthscale.train.memory import check_packs
 
-        check_packs(packs, device, concurrent=n, flag=flag)
+        check_packs(packs, device, concurrent=n, flag=flag, nbytes=pack_memory)
 
 
 @dataclass(frozen=True)
@@ -353,7 +356,7 @@ def plan(configs: Iterable[RunConfig], store: Store | str | os.PathLike | None =
     packs = make_packs(configs, store, shard=shard, max_pack=max_pack, pack_key=pack_key,
                        retry_failed=retry_failed, pack_memory=pack_memory)
     try:
-        check_memory(packs, executor, workers, device, flag=memory_flag)
+        check_memory(packs, executor, workers, device, flag=memory_flag, pack_memory=pack_memory)
         refusal = None
     except MemoryRefused as e:
         refusal = e
@@ -404,9 +407,9 @@ def run_sweep(plan: Plan, store: Store | str, *, worker: Callable | str | None =
     disable = None if progress is None else not progress
     with tqdm(total=plan.planned, unit="run", desc=name or "sweep", disable=disable) as bar:
         if executor == "inline":
-            counts = run_inline(packs, store, fn, device, progress, bar)
+            counts = run_inline(packs, store, fn, device, progress, bar, plan.pack_memory)
         else:
-            counts = run_process(packs, store, fn, device, plan.workers, bar, extra_jobs)
+            counts = run_process(packs, store, fn, device, plan.workers, bar, extra_jobs, plan.pack_memory)
     for k in COUNT_KEYS:
         result[k] += counts[k]
     return result

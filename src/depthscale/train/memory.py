@@ -20,6 +20,7 @@ temporaries are reused; the bench and the sweep workers call it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -27,6 +28,7 @@ import threading
 from typing import Sequence
 
 from depthscale.config.run import ConfigError, RunConfig
+from depthscale.data.context_sets import CHUNK, set_bytes, stored_floats
 
 FLOAT = 4  # bytes: every tensor of a training step is float32
 EVAL_CHUNK = 1024  # measurements.eval_contexts' chunk: one chunk's forward is alive at a time
@@ -37,10 +39,69 @@ class MemoryRefused(ConfigError):
     """A run or pack that would not fit in memory; the message is one line with both numbers."""
 
 
-def _stored_context(cfg: RunConfig) -> int:
-    """Floats of one stored context (contexts.Contexts: inputs, labels, rotation, targets)."""
-    P, d = cfg.P, cfg.d
-    return P * d + d * d + P + 5 * d + 2 * cfg.k
+_stored_context = stored_floats  # floats of one stored context (contexts.Contexts: inputs, labels, rotation, targets)
+
+# --- the worker's budget ------------------------------------------------------------------------
+# A worker (a process of the process executor, or the sweep's own process inline) declares how many
+# bytes it may hold; a pack's trainer then holds its monitor sets while they fit HELD_SHARE of it
+# and its evaluation set if it fits EVAL_SHARE, and streams the rest (context_sets: the same bits,
+# drawn again at each reading). Without a declared budget everything is held (as a lone run does).
+WORKER_CAP = 7 << 28  # 1.75 GiB: the default budget of a CPU worker (resident, imports included), at most
+WORKER_SHARE = 0.6  # ... and at most this share of the memory available at the start, split over the workers
+WORKER_BASE = 256 << 20  # a worker's resident memory before its first pack (Python, torch, the kernels: 250 MiB)
+HELD_SHARE = 0.5  # of the pack budget: the monitor sets held (the rest streamed)
+EVAL_SHARE = 0.5  # of the pack budget: the largest evaluation set held (larger ones are streamed)
+_budget: list[int | None] = [None]  # the pack budget in force in this process (bytes), None: none declared
+
+
+def default_worker_budget(device: str = "cpu", workers: int = 1) -> int | None:
+    """Resident bytes one of `workers` CPU workers may use by default: WORKER_SHARE of the memory
+    available now, split over them, and at most WORKER_CAP (a laptop keeps room for the rest of
+    its work; the packed engine gains little from packs larger than that). None off the CPU (a
+    GPU's memory is the device's) or where the available memory cannot be told."""
+    if not str(device).startswith("cpu"):
+        return None
+    avail = available_bytes(device)
+    if avail is None:
+        return None
+    return int(min(WORKER_CAP, WORKER_SHARE * avail / max(1, int(workers))))
+
+
+def pack_budget(worker_bytes: int | None) -> int | None:
+    """Bytes a pack's estimate (pack_bytes: above the imports) may reach in a worker of `worker_bytes`."""
+    return None if worker_bytes is None else max(1 << 20, int(worker_bytes) - WORKER_BASE)
+
+
+@contextlib.contextmanager
+def budget(nbytes: int | None):
+    """Declare the pack budget (bytes) for the block: the trainer's held sets follow it."""
+    before, _budget[0] = _budget[0], nbytes
+    try:
+        yield
+    finally:
+        _budget[0] = before
+
+
+def current_budget() -> int | None:
+    return _budget[0]
+
+
+def held_sets(sizes: Sequence[int], nbytes: int | None = None) -> list[bool]:
+    """Which of the monitor sets of `sizes` bytes (in order) are held under the pack budget
+    `nbytes` (default: the one in force): while their total fits HELD_SHARE of it."""
+    limit = current_budget() if nbytes is None else nbytes
+    out, total = [], 0
+    for size in sizes:
+        keep = limit is None or total + size <= HELD_SHARE * limit
+        total += size if keep else 0
+        out.append(keep)
+    return out
+
+
+def hold_eval(size: int, nbytes: int | None = None) -> bool:
+    """Whether an evaluation set of `size` bytes is held under the pack budget (else streamed)."""
+    limit = current_budget() if nbytes is None else nbytes
+    return limit is None or size <= EVAL_SHARE * limit
 
 
 def _per_context(cfg: RunConfig) -> int:
@@ -49,8 +110,21 @@ def _per_context(cfg: RunConfig) -> int:
     return 5 * (P + 1) * d + 2 * d * d + 3 * P + 5 * d + 2 * cfg.k
 
 
-def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
-    """Estimated peak bytes of training `cfgs` as one pack (they share a pack key)."""
+def _held_contexts(c0: RunConfig, spectra: int, nbytes: int | None) -> int:
+    """Contexts a pack's evaluation and monitor sets hold at once under the pack budget `nbytes`
+    (None: every set held): held sets whole, streamed ones a chunk each."""
+    if nbytes is None:
+        return c0.eval_contexts + spectra * c0.monitor_contexts
+    kept = sum(held_sets([set_bytes(c0, c0.monitor_contexts)] * spectra, nbytes))
+    monitor = kept * c0.monitor_contexts + (spectra - kept) * min(c0.monitor_contexts, CHUNK)
+    held_eval = hold_eval(set_bytes(c0, c0.eval_contexts), nbytes)
+    return monitor + (c0.eval_contexts if held_eval else min(c0.eval_contexts, CHUNK))
+
+
+def pack_bytes(cfgs: Sequence[RunConfig], nbytes: int | None = None) -> int:
+    """Estimated peak bytes of training `cfgs` as one pack (they share a pack key), with every
+    evaluation and monitor set held, or (`nbytes`: a pack budget) held or streamed as the trainer
+    does under that budget (held_sets, hold_eval)."""
     cfgs = list(cfgs)
     if not cfgs:
         return 0
@@ -73,9 +147,10 @@ def pack_bytes(cfgs: Sequence[RunConfig]) -> int:
     one_pass = kernels.expected() and not c0.clusters  # (no build started to estimate)
     batch = sum((_stored_context(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
     train = B * batch + B * (T * per_layer + M * per_model)
-    # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured)
-    held = ((c0.eval_contexts + spectra * c0.monitor_contexts) * _stored_context(c0) * 3 // 2
-            + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0))
+    # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured),
+    # those over the budget streamed (a chunk at a time)
+    contexts = _held_contexts(c0, spectra, nbytes)
+    held = contexts * _stored_context(c0) * 3 // 2 + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0)
     Lmax = max(c.L for c in cfgs)
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
@@ -238,6 +313,23 @@ def tune_allocator(threshold: int = 1 << 30) -> bool:
         return False
 
 
+def release_memory() -> int:
+    """Hand what a finished pack left behind back to the OS, and return the resident set after:
+    the garbage collector first (a Trainer, its hooks and its context sets form reference cycles
+    that plain reference counting never frees: 2.4 of 3.3 GB after a pack of 7 linear d = 32 runs),
+    then glibc's malloc_trim(0), which returns the free pages that `tune_allocator` keeps (0.6 GB
+    more there). Between packs, so the next pack starts from the imports, not from the last peak."""
+    gc.collect()
+    if sys.platform == "linux":
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
+    return rss_bytes()
+
+
 def fmt_bytes(n: float) -> str:
     if n >= 2**40 * 10**15:  # (an integer that large would overflow a float below)
         return f"more than 10^15 TiB ({len(str(int(n)))}-digit bytes)"
@@ -257,10 +349,11 @@ def describe(cfgs: Sequence[RunConfig]) -> str:
 
 
 def check_packs(packs: Sequence[Sequence[RunConfig]], device: str = "cpu", concurrent: int = 1,
-                allow: bool = False, flag: str = "--allow-memory") -> int:
+                allow: bool = False, flag: str = "--allow-memory", nbytes: int | None = None) -> int:
     """Refuse (MemoryRefused) packs whose estimated peak, for the `concurrent` largest running at
-    once, exceeds HEADROOM of the available memory. Returns the estimate in bytes."""
-    sizes = sorted(((pack_bytes(p), i) for i, p in enumerate(packs) if p), reverse=True)
+    once, exceeds HEADROOM of the available memory (each estimated under the pack budget `nbytes`,
+    whose sets over it stream). Returns the estimate in bytes."""
+    sizes = sorted(((pack_bytes(p, nbytes), i) for i, p in enumerate(packs) if p), reverse=True)
     if not sizes:
         return 0
     top = sizes[:max(1, concurrent)]
@@ -275,6 +368,7 @@ def check_packs(packs: Sequence[Sequence[RunConfig]], device: str = "cpu", concu
                         f"{fmt_bytes(avail)} is available on {device}: make it smaller, or pass {flag} to try anyway")
 
 
-__all__ = ["tune_allocator", "cluster_bytes", "theory_bytes",
+__all__ = ["tune_allocator", "release_memory", "default_worker_budget", "pack_budget", "budget", "current_budget",
+           "held_sets", "hold_eval", "WORKER_CAP", "WORKER_BASE", "cluster_bytes", "theory_bytes",
            "pack_bytes", "available_bytes", "check_packs", "MemoryRefused", "fmt_bytes", "HEADROOM", "PeakMemory",
            "rss_bytes"]

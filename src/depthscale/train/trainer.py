@@ -49,9 +49,11 @@ from depthscale.base.errors import InputError
 from depthscale.base.provenance import versions
 from depthscale.base.timing import phase
 from depthscale.config.run import RunConfig
+from depthscale.data.context_sets import set_bytes
 from depthscale.data.contexts import make_generator, sample_for, sample_streams, spectra_per_seed, step_seed
 from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.kinds.base import ModelKind
+from depthscale.train.memory import held_sets, hold_eval
 from depthscale.train.live import CURVE_KEYS, LiveLog, LiveStore, TensorBoardLog
 from depthscale.train.optim import RowAdam, qk_lr_mults
 from depthscale.train.prefetch import Prefetcher
@@ -443,7 +445,8 @@ class Trainer:
         with phase("evaluation"):
             if key not in self.eval_sets:
                 self.eval_sets.clear()
-                self.eval_sets[key] = eval_contexts(cfg, self.c0.eval_contexts, self.c0.eval_seed, self.device)
+                hold = hold_eval(set_bytes(cfg, self.c0.eval_contexts))  # else streamed: the same bits
+                self.eval_sets[key] = eval_contexts(cfg, self.c0.eval_contexts, self.c0.eval_seed, self.device, hold=hold)
         if cfg.keep_best and st.best_params is not None and st.history and st.best_loss < st.history[-1]:
             self.pack.load_model_state(i, {n: t.to(self.device) for n, t in st.best_params.items()})
         with phase("evaluation"):
@@ -459,10 +462,7 @@ class Trainer:
         tensorboard = TensorBoardLog(self.cfgs, self.store, self.loggers, self.start)  # (checks the loggers first)
         self.live = LiveLog(self.cfgs, store, self.states, self.start)
         self._attach_own_hooks(tensorboard)
-        for c in self.cfgs:  # monitor contexts per spectrum (shared by every seed and depth of it)
-            if spectrum_key(c) not in self.monitor_sets:
-                self.monitor_sets[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts,
-                                                                   seeds.monitor_seed(c.eval_seed), self.device)
+        self._monitor_sets()
         from tqdm.auto import tqdm
 
         bar = tqdm(total=c0.max_steps, initial=self.start, disable=None if progress is None else not progress,
@@ -492,6 +492,18 @@ class Trainer:
             bar.close()
             tensorboard.close()
         return self.results  # type: ignore[return-value]
+
+    def _monitor_sets(self) -> None:
+        """The monitor contexts per spectrum (shared by every seed and depth of it): held while they
+        fit the pack budget declared in this process (memory.held_sets), streamed beyond it."""
+        firsts = {}
+        for c in self.cfgs:
+            firsts.setdefault(spectrum_key(c), c)
+        todo = [c for key, c in firsts.items() if key not in self.monitor_sets]
+        keep = held_sets([set_bytes(c, c.monitor_contexts) for c in todo])
+        for c, hold in zip(todo, keep):
+            self.monitor_sets[spectrum_key(c)] = eval_contexts(c, c.monitor_contexts, seeds.monitor_seed(c.eval_seed),
+                                                               self.device, hold=hold)
 
     def _attach_own_hooks(self, tensorboard: TensorBoardLog) -> None:
         """The trainer's own hooks, ahead of those added (add_hook): keep-best on every evaluation;
