@@ -55,3 +55,49 @@ def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> str:
     assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stdout, r.stderr)
     assert all(n in errors[0] for n in needles), errors[0]
     return errors[0]
+
+
+def finished_store(root: Path, depths=(1, 2)) -> tuple[Path, list[str]]:
+    """A store at `root` with one finished smoke run per depth, all in the manifest "train"."""
+    from depthscale.config.run import make_config, run_id
+    from depthscale.store.store import Store
+
+    store, ids = Store(root), []
+    for L in depths:
+        cfg = make_config("smoke", L=L)
+        rid = run_id(cfg)
+        store.write_config(cfg)
+        store.finish(rid, {"R": 1.0 + 1.0 / L, "R_L": 1.0, "stopped_because": "converged"},
+                     {"step": [0, 10], "R": [2.0, 1.0]})
+        ids.append(rid)
+    store.write_manifest("train", ids)
+    return root, ids
+
+
+# what a damaged JSON file holds: nested 100,000 deep, valid JSON of the wrong shape
+DAMAGED = {"deep": DEEP_JSON, "list": "[1, 2]", "runs5": '{"runs": 5}', "string_ids": '{"run_ids": "30e3abc"}'}
+
+
+def torch_blob(numel: int, compress: bool) -> bytes:
+    """torch.save of one tensor of `numel` zeros; with `compress`, its zip records deflated (what
+    torch never writes: 2 GB of tensor fit in 2 MB)."""
+    import io
+    import zipfile
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save({"step": 0, "x": torch.zeros(numel)}, buf)
+    if not compress:
+        return buf.getvalue()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
+        for info in z.infolist():
+            w.writestr(info.filename, z.read(info.filename))
+    return out.getvalue()
+
+
+def sparse(path: Path, size: int) -> None:
+    """A file of `size` bytes (zeros) that takes almost nothing on disk."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)

@@ -164,3 +164,170 @@ def test_plugin_files_refuses_every_source_that_is_no_regular_file(tmp_path_fact
         return
     with pytest.raises(InputError, match=str(path) if kind == "fifo" else "cannot be read"):
         plugin_files("ENV", "kind", str(d))
+
+
+# --- 2. a damaged JSON file (nested 100,000 deep, of the wrong shape) is broken and named ------------
+
+@pytest.fixture
+def store2(tmp_path):
+    return cases.finished_store(tmp_path / "store")
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "config.json", "curves.json", "DONE"])
+def test_a_deeply_nested_run_file_is_a_broken_run_named_and_the_rest_is_read(tmp_path, store2, name):
+    root, (bad, good) = store2
+    (root / "runs" / bad / name).write_text(cases.DEEP_JSON)
+    r = depthscale("status", "--store", root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "broken" in r.stdout, r.stdout + r.stderr
+    r = depthscale("collect", "--store", root, "--out", tmp_path / "runs.csv")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"skipping broken run {root / 'runs' / bad}: {name} is nested too deeply" in r.stderr
+    assert good in (tmp_path / "runs.csv").read_text() and bad not in (tmp_path / "runs.csv").read_text()
+
+
+@pytest.mark.parametrize("damage", ["deep", "list", "string_ids"])
+def test_a_damaged_manifest_is_named_and_never_a_pending_run_per_character(tmp_path, store2, damage):
+    root, ids = store2
+    (root / "sweeps" / "other.json").write_text(cases.DAMAGED[damage])
+    r = depthscale("status", "--store", root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"corrupted sweep manifest {root / 'sweeps' / 'other.json'}" in r.stderr and "other" not in r.stdout
+    r = depthscale("collect", "--store", root, "--sweep", "other", "--out", tmp_path / "runs.csv")
+    one_line_error(r, "corrupted sweep manifest", "other.json")
+
+
+def test_a_sweep_reruns_a_run_whose_config_is_nested_too_deeply(tmp_path, store2):
+    root, (bad, _) = store2
+    (root / "runs" / bad / "config.json").write_text(cases.DEEP_JSON)
+    (tmp_path / "g.json").write_text('{"L": [1, 2]}')
+    r = depthscale("sweep", "--preset", "smoke", "--store", root, "--grid", tmp_path / "g.json", "--dry-run")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_damaged_timing_records_and_caches_are_skipped_by_report_naming_them(tmp_path, store2):
+    root, _ = store2
+    (root / "timing").mkdir()
+    for k in ("deep", "list", "runs5"):
+        (root / "timing" / f"{k}.json").write_text(cases.DAMAGED[k])
+    r = depthscale("report", "--store", root, "--out", tmp_path / "out", "--experiment", "fig6", "--preset", "smoke")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    for k in ("deep", "list", "runs5"):
+        assert f"skipping the damaged timing record {root / 'timing' / k}.json" in r.stderr, r.stderr
+    for name in ("theory.json", "build_timing.json"):
+        (tmp_path / "out" / "smoke" / name).write_text(cases.DEEP_JSON)
+    r = depthscale("report", "--store", root, "--out", tmp_path / "out", "--experiment", "fig6", "--preset", "smoke")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "ignoring the theory cache" in r.stderr and "ignoring the build timing cache" in r.stderr, r.stderr
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3),
+                     max_leaves=20)
+
+
+@HYPO
+@given(depth=st.integers(0, 3000), opener=st.sampled_from(["[", '{"a": ']), shape=st.sampled_from([None, dict, list]))
+def test_loads_json_gives_a_document_or_damaged_json_at_any_depth(depth, opener, shape):
+    from depthscale.base.atomic import MAX_JSON_DEPTH, DamagedJSON, loads_json
+
+    text = opener * depth + "1" + ("]" if opener == "[" else "}") * depth
+    try:
+        doc = loads_json(text, shape)
+    except DamagedJSON as e:
+        assert depth > MAX_JSON_DEPTH or (shape is not None and str(e).startswith("is ")), (depth, e)
+        return
+    assert depth <= MAX_JSON_DEPTH and (shape is None or isinstance(doc, shape))
+
+
+@HYPO
+@given(docs=st.lists(_JSON, min_size=1, max_size=4))
+def test_read_records_keeps_records_and_skips_every_other_document(tmp_path_factory, docs):
+    import warnings
+
+    from depthscale.base import timing
+
+    root = tmp_path_factory.mktemp("t")
+    (root / "timing").mkdir()
+    for i, doc in enumerate(docs):
+        (root / "timing" / f"{i}.json").write_text(json.dumps(doc))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        recs = timing.read_records(root)
+    assert len(recs) + len(seen) == len(docs) and all(timing.record_problem(r) is None for r in recs)
+    timing.experiment_table(recs, {"e": {"x"}})  # never a TypeError or AttributeError
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # collect's BrokenRunWarning
+@HYPO
+@given(doc=_JSON, name=st.sampled_from(["metrics.json", "config.json", "curves.json", "DONE"]))
+def test_any_json_in_a_run_file_gives_a_state_never_an_exception(tmp_path_factory, doc, name):
+    from depthscale.store.store import Store
+
+    root, (rid, _) = cases.finished_store(tmp_path_factory.mktemp("s"))
+    (root / "runs" / rid / name).write_text(json.dumps(doc))
+    store = Store(root, readonly=True)
+    assert store.run_state(rid) in ("done", "broken", "diverged") and store.collect() is not None
+
+
+# --- 5. sizes bounded before reading: a too-large file is broken and named ------------------------
+
+def test_a_checkpoint_whose_records_decompress_past_its_size_is_refused_unread(tmp_path):
+    from depthscale.config.run import make_config, run_id
+    from depthscale.store.store import Store
+
+    store, cfg = Store(tmp_path / "s"), make_config("smoke")
+    store.write_config(cfg)
+    blob = cases.torch_blob(2**22, compress=True)  # 16 MB of tensor in a file of some kB
+    assert len(blob) < 2**20
+    (store.run_path(run_id(cfg)) / "checkpoint.pt").write_bytes(blob)
+    with pytest.warns(UserWarning, match=r"ignoring unreadable checkpoint .*checkpoint.pt: .*records declare \d+ bytes"):
+        assert store.load_checkpoint(run_id(cfg)) is None
+
+
+@settings(max_examples=12, deadline=None)
+@given(numel=st.integers(0, 2**16), compress=st.booleans())
+def test_load_torch_data_reads_torch_files_and_refuses_records_larger_than_the_file(tmp_path_factory, numel, compress):
+    from depthscale.base.atomic import UnreadableTorchFile, load_torch_data
+
+    path = tmp_path_factory.mktemp("t") / "x.pt"
+    blob = cases.torch_blob(numel, compress)
+    path.write_bytes(blob)
+    if not compress:
+        assert load_torch_data(path)["x"].numel() == numel
+    elif numel * 4 > len(blob):
+        with pytest.raises(UnreadableTorchFile, match="records declare"):
+            load_torch_data(path)
+
+
+def test_a_sparse_3gb_curves_jsonl_is_a_broken_run_named_at_once(tmp_path):
+    import time
+
+    from depthscale.config.run import make_config, run_id
+
+    root, ids = cases.finished_store(tmp_path / "store", depths=(1,))
+    from depthscale.store.store import Store
+
+    cfg = make_config("smoke", L=3)
+    Store(root).write_config(cfg)
+    Store(root).add_to_manifest("train", [run_id(cfg)])
+    cases.sparse(root / "runs" / run_id(cfg) / "curves.jsonl", 3 * 2**30)
+    t0 = time.perf_counter()
+    r = depthscale("status", "--store", root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "curves.jsonl" in r.stdout, r.stdout + r.stderr
+    assert time.perf_counter() - t0 < 20
+    r = depthscale("collect", "--store", root, "--curves", "--out", tmp_path / "curves.csv")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"skipping broken run {root / 'runs' / run_id(cfg)}: curves.jsonl cannot be read: it is over" in r.stderr
+
+
+@HYPO
+@given(name=st.sampled_from(["metrics.json", "config.json", "curves.json", "DONE"]),
+       extra=st.integers(1, 2**30))
+def test_a_run_file_over_the_json_bound_is_broken_by_its_apparent_size(tmp_path_factory, name, extra):
+    from depthscale.base.atomic import MAX_JSON_BYTES
+    from depthscale.store.store import Store
+
+    root, (rid, _) = cases.finished_store(tmp_path_factory.mktemp("s"))
+    cases.sparse(root / "runs" / rid / name, MAX_JSON_BYTES + extra)
+    why = Store(root, readonly=True).broken_reason(rid)
+    assert why == f"{name} cannot be read: it is over {MAX_JSON_BYTES} bytes, the most it may hold", why

@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from depthscale.base import timing
-from depthscale.base.atomic import as_float, plain, read_regular, write_json_atomic
+from depthscale.base.atomic import as_float, plain, read_json, write_json_atomic
 from depthscale.config.run import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS,
                                PRESET_DEPTHS, ConfigError, config_dict, make_config)
 from depthscale.base.errors import InputError
@@ -150,7 +150,7 @@ def read_checked_cache(path: str | Path, valid, what: str, then: str):
     if not os.path.lexists(path):
         return None
     try:
-        doc = json.loads(read_regular(path, follow=True))
+        doc = read_json(path, follow=True)  # bounded in size and depth (DamagedJSON: a ValueError)
         ok = bool(valid(doc))
     except (OSError, ValueError):
         ok = False
@@ -203,7 +203,7 @@ def read_theory_entries(cache: str | Path) -> list[tuple[str, object, float]]:
         if not f.is_file():  # (a FIFO would block the read)
             continue
         try:
-            e = json.loads(f.read_text())
+            e = read_json(f)
             out.append((str(e["key"]), e["value"], float(e.get("seconds") or 0.0)))
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -303,7 +303,7 @@ class Results:
     the store, 5a used to pass on them).
     """
 
-    def __init__(self, df, preset: str, store=None, overrides: dict | None = None):
+    def __init__(self, df, preset: str, store=None, overrides: dict | None = None, diverged=None):
         import pandas as pd
 
         check_preset(preset)
@@ -311,6 +311,9 @@ class Results:
         df = df if df is not None else pd.DataFrame()
         if len(df) and "preset" in df.columns:
             df = df[df["preset"] == preset]
+        # diverged runs (in `df` or given apart): no result, kept aside so a claim can name them
+        df, bad = split_diverged(df)
+        self.diverged_df = pd.concat([bad, diverged]) if diverged is not None and len(diverged) else bad
         self.df = df.reset_index(drop=True)
         self.other_recipe: set = set()  # cells read as empty: their runs are all of other recipes
         self.cell_recipes: dict = {}  # cell key -> RunConfig fields of that cell's recipe (with_recipes)
@@ -362,8 +365,17 @@ class Results:
 
     @classmethod
     def from_store(cls, store, preset: str, overrides: dict | None = None) -> "Results":
-        """The store's finished runs; diverged ones (a finite but exploded R included) are left out."""
-        return cls(split_diverged(store.collect())[0], preset, store, overrides)
+        """The store's finished runs; diverged ones (a finite but exploded R included) are left out
+        of every cell (`diverged_runs` names them)."""
+        return cls(store.collect(), preset, store, overrides)
+
+    def diverged_runs(self, model: str, task: str, k: int, a: float, b: float, L: int) -> list[dict]:
+        """The diverged runs of one cell of the current recipe (finished, but no result)."""
+        if self.diverged_df is None or not len(self.diverged_df):
+            return []
+        other = Results(self.diverged_df.drop(columns=["state"], errors="ignore"), self.preset, None, self.overrides)
+        other.cell_recipes = self.cell_recipes
+        return other.runs(model, task, k, a, b, L)
 
     @staticmethod
     def _cell_key(model, task, k, a, b, L) -> tuple:

@@ -7,7 +7,10 @@ from collaborators on a shared filesystem).
 
 JSON: `plain` turns numpy and torch values into Python ones; with strict=True (the store's files,
 the CLI's output, claims) every non-finite number becomes null, never a bare NaN or Infinity.
-`as_float` reads a number back (null, a string or a bool read as NaN).
+`as_float` reads a number back (null, a string or a bool read as NaN). Every JSON file is read
+through `read_json` (or `loads_json` on bytes already read): at most MAX_JSON_BYTES (by the file's
+apparent size, before a byte is read), nested at most MAX_JSON_DEPTH levels, of the shape asked for;
+anything else is DamagedJSON, whose message says what is wrong, never a RecursionError.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import shutil
 import stat
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -140,6 +144,62 @@ def save_torch_atomic(path: str | os.PathLike, obj: Any) -> tuple[str, int]:
     return hashlib.sha256(blob).hexdigest(), len(blob)
 
 
+MAX_FILE_BYTES = 8 * 2**30  # any file the store reads (a checkpoint, params.pt), by its apparent size
+MAX_JSON_BYTES = 256 * 2**20  # a JSON file (a run's metrics or curves, a manifest, a cache, curves.jsonl)
+MAX_JSON_DEPTH = 100  # levels of nesting in a JSON file (ours use at most 4)
+
+
+class TooLargeError(OSError):
+    """A file larger than its reader's bound (read_regular's max_bytes); the strerror says so."""
+
+
+class DamagedJSON(ValueError):
+    """A JSON file that is no document of ours: its message says what is wrong, as a predicate of
+    the file ("is not valid JSON", "is nested too deeply (...)", "is a list, not a JSON object")."""
+
+
+_JSON_KINDS = ((dict, "a JSON object"), (list, "a list"), (str, "a string"), (bool, "true/false"),
+               ((int, float), "a number"), (type(None), "null"))
+
+
+def _json_kind(x: Any) -> str:
+    return next(word for kind, word in _JSON_KINDS if isinstance(x, kind))
+
+
+def _nested_over(doc: Any, limit: int) -> bool:
+    """Whether lists or objects nest more than `limit` levels in `doc` (level by level, no recursion)."""
+    level = [doc]
+    for _ in range(limit + 1):
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x) if isinstance(v, (dict, list))]
+        if not level:
+            return False
+    return True
+
+
+def loads_json(blob: bytes | str, shape: type | None = None) -> Any:
+    """The JSON document in `blob`; DamagedJSON if it is empty, not valid JSON, nested more than
+    MAX_JSON_DEPTH levels, or (with `shape`: dict or list) not of that type."""
+    if not blob.strip():
+        raise DamagedJSON("is empty")
+    try:
+        doc = json.loads(blob)
+    except RecursionError:  # json's parser recurses once per level
+        raise DamagedJSON(f"is nested too deeply (over {MAX_JSON_DEPTH} levels)") from None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise DamagedJSON("is not valid JSON") from None
+    if isinstance(doc, (dict, list)) and _nested_over(doc, MAX_JSON_DEPTH):
+        raise DamagedJSON(f"is nested too deeply (over {MAX_JSON_DEPTH} levels)")
+    if shape is not None and not isinstance(doc, shape):
+        raise DamagedJSON(f"is {_json_kind(doc)}, not {dict(_JSON_KINDS)[shape]}")
+    return doc
+
+
+def read_json(path: str | os.PathLike, shape: type | None = None, follow: bool = False) -> Any:
+    """The JSON document in the regular file `path` (read_regular, at most MAX_JSON_BYTES):
+    OSError if it cannot be read (TooLargeError if it is too large), DamagedJSON (loads_json)."""
+    return loads_json(read_regular(path, follow, MAX_JSON_BYTES), shape)
+
+
 class RefusedPickle(ValueError):
     """A torch file whose pickle names something other than tensors and plain data (a function, a
     class): refused unread, so nothing it names is imported or called."""
@@ -174,6 +234,7 @@ def load_torch_data(path: str | os.PathLike, map_location: Any = "cpu", follow: 
     import torch
 
     blob = read_regular(path, follow)
+    _check_records(blob)
     try:
         with warnings.catch_warnings():  # torch warns about a pickle protocol it does not expect
             warnings.simplefilter("ignore")
@@ -184,6 +245,22 @@ def load_torch_data(path: str | os.PathLike, map_location: Any = "cpu", follow: 
             raise RefusedPickle(f"{path}: refused to load: it holds more than tensors and plain data "
                                 f"({detail})") from None
         raise UnreadableTorchFile(detail) from None
+
+
+def _check_records(blob: bytes) -> None:
+    """UnreadableTorchFile if the records of a torch zip file declare more bytes than the file
+    holds: torch stores its records uncompressed, so only a crafted file compresses one (2 GB of
+    tensor in a 2 MB file), and nothing is decompressed past the file's own size."""
+    if not blob.startswith(b"PK"):
+        return
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as z:
+            declared = sum(i.file_size for i in z.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return  # not a zip file torch can read either: torch.load says so
+    if declared > len(blob):
+        raise UnreadableTorchFile(f"its records declare {declared} bytes, more than the file's {len(blob)} "
+                                  f"(a compressed record: torch writes none)")
 
 
 def remove_path(path: Path) -> None:
@@ -237,11 +314,12 @@ def file_kind(mode: int) -> str:
     return "a special file"
 
 
-def read_regular(path: str | os.PathLike, follow: bool = False) -> bytes:
+def read_regular(path: str | os.PathLike, follow: bool = False, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of the regular file at `path`: the store's reader. Opened without blocking, so a
     FIFO (or a device) at the name never hangs the reader, and (unless `follow`) without
     following a symbolic link at the name: SpecialFileError (an OSError whose strerror says what
-    is there) for anything but a regular file."""
+    is there) for anything but a regular file, TooLargeError for one over `max_bytes` (by its
+    apparent size, before a byte is read: a sparse file of 3 GB is refused, not read)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -250,11 +328,17 @@ def read_regular(path: str | os.PathLike, follow: bool = False) -> bytes:
             raise SpecialFileError(errno.ELOOP, "it is a symbolic link, not a file", str(path)) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise SpecialFileError(0, f"it is {file_kind(mode)}, not a file", str(path))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecialFileError(0, f"it is {file_kind(st.st_mode)}, not a file", str(path))
+        too_large = TooLargeError(0, f"it is over {max_bytes} bytes, the most it may hold", str(path))
+        if st.st_size > max_bytes:
+            raise too_large
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
+            blob = fh.read(max_bytes + 1)  # (a file growing while it is read)
+        if len(blob) > max_bytes:
+            raise too_large
+        return blob
     finally:
         os.close(fd)
 
@@ -272,4 +356,5 @@ def as_float(x: Any) -> float:
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
            "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular", "file_kind",
            "load_torch_data", "RefusedPickle", "UnreadableTorchFile",
-           "SpecialFileError"]
+           "SpecialFileError", "TooLargeError", "DamagedJSON", "read_json", "loads_json", "MAX_FILE_BYTES",
+           "MAX_JSON_BYTES", "MAX_JSON_DEPTH"]

@@ -20,16 +20,17 @@ reads them back (`read_records`) and shows seconds per experiment and phase (`ex
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import socket
 import time
+import warnings
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
-from depthscale.base.atomic import write_json_atomic
+from depthscale.base.atomic import DamagedJSON, read_json, write_json_atomic
 
 TRAIN_PHASES = ("sampling", "forward", "backward", "optimiser", "evaluation", "checkpoint")
 BUILD_PHASES = ("theory", "figures", "report")
@@ -152,18 +153,42 @@ def write_pack_record(store_root: str | os.PathLike, configs: list, rec: Record,
     return path
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def record_problem(rec) -> str | None:
+    """What keeps `rec` (a JSON document) from being a pack record (one line: "it is ...", "its ..."),
+    or None: an object whose runs is a list of run ids, phases an object of seconds, wall_seconds
+    a number (each if present)."""
+    if not isinstance(rec, dict):
+        return "it is not a JSON object"
+    runs, phases, wall = rec.get("runs", []), rec.get("phases", {}), rec.get("wall_seconds", 0.0)
+    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+        return "its runs is not a list of run ids"
+    if not isinstance(phases, dict) or not all(_number(v) for v in phases.values()):
+        return "its phases is not an object of seconds"
+    if wall is not None and not _number(wall):
+        return "its wall_seconds is not a number"
+    return None
+
+
 def read_records(store_root: str | os.PathLike) -> list[dict]:
-    """Every pack record of the store (unreadable files skipped; so is anything but a regular file:
-    a FIFO at a record's name would block the read)."""
+    """Every pack record of the store. A damaged one (unreadable, no regular file, not JSON, nested
+    too deeply, over atomic.MAX_JSON_BYTES, or not a record: record_problem) is skipped with one
+    warning naming it; the others are read."""
     d = timing_dir(store_root)
     out = []
-    for f in sorted(d.glob("*.json")) if d.is_dir() else ():
-        if not f.is_file():
-            continue
+    for f in sorted(d.glob("*.json")) if d.is_dir() and not d.is_symlink() else ():
         try:
-            out.append(json.loads(f.read_text()))
-        except (OSError, ValueError):
-            continue
+            rec = read_json(f)  # never follows a link, never blocks on a FIFO
+            why = record_problem(rec)
+        except (OSError, DamagedJSON) as e:
+            why = f"it cannot be read: {e.strerror or e}" if isinstance(e, OSError) else f"it {e}"
+        if why is None:
+            out.append(rec)
+        else:
+            warnings.warn(f"skipping the damaged timing record {f}: {why}", stacklevel=2)
     return out
 
 
@@ -233,5 +258,5 @@ def html_table(table: dict) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-__all__ = ["phase", "record", "Record", "add", "totals", "write_pack_record", "read_records", "experiment_table",
+__all__ = ["phase", "record", "Record", "add", "totals", "write_pack_record", "read_records", "record_problem", "experiment_table",
            "markdown_lines", "html_table", "timing_dir", "timed", "PHASES", "TRAIN_PHASES", "BUILD_PHASES"]

@@ -89,14 +89,14 @@ def _config_doc(store, rid: str) -> dict:
     which would block, nor through a link; a run directory that is a link is broken); provenance
     entries of the wrong type ("versions" not a mapping of names to versions, "device" not a
     string) are left out."""
-    from depthscale.base.atomic import read_regular
+    from depthscale.base.atomic import read_json
 
     why = store.run_dir_problem(rid)
     if why is not None:
         raise InputError(f"run {store.run_path(rid)} is broken: {why}")
     path = store.run_path(rid) / "config.json"
     try:
-        doc = json.loads(read_regular(path))
+        doc = read_json(path)
         if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
             raise ValueError
     except (OSError, ValueError):

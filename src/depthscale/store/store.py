@@ -67,7 +67,8 @@ from typing import Any, Iterable
 
 from depthscale.base.provenance import versions
 from depthscale.store import collect, divergence, lease
-from depthscale.base.atomic import (FILE_MODE, RefusedPickle, dumps, file_kind, load_torch_data, read_regular, remove_path,
+from depthscale.base.atomic import (FILE_MODE, MAX_JSON_BYTES, DamagedJSON, RefusedPickle, TooLargeError, dumps, file_kind,
+                               load_torch_data, loads_json, read_json, read_regular, remove_path,
                                remove_temp_files, remove_unless_file, save_torch_atomic, write_atomic,
                                write_json_atomic, write_text_atomic)
 from depthscale.base.errors import StoreError
@@ -259,7 +260,7 @@ class Store:
         doc.update(extra or {})
         path = self.run_dir(rid) / "config.json"
         try:
-            if json.loads(read_regular(path)) == json.loads(dumps(doc)):
+            if read_json(path) == json.loads(dumps(doc)):
                 return
         except (OSError, ValueError):
             pass
@@ -414,21 +415,17 @@ class Store:
     def _read_doc(self, rid: str, name: str) -> tuple[Any, bytes]:
         """(the JSON in the run's file `name`, its bytes); StoreError naming what is wrong."""
         d = self.run_path(rid)
-        try:
-            blob = read_regular(d / name)  # never blocks on a FIFO, never follows a link
-            text = blob.decode()
+        try:  # never blocks on a FIFO, never follows a link, never reads more than MAX_JSON_BYTES
+            blob = read_regular(d / name, max_bytes=MAX_JSON_BYTES)
+            return loads_json(blob.decode()), blob
         except FileNotFoundError:
             raise StoreError(f"corrupted run directory {d}: {name} is missing") from None
         except OSError as e:
             raise StoreError(f"corrupted run directory {d}: {name} cannot be read: {e.strerror}") from None
         except UnicodeDecodeError:
             raise StoreError(f"corrupted run directory {d}: {name} is not valid JSON") from None
-        if not text.strip():
-            raise StoreError(f"corrupted run directory {d}: {name} is empty")
-        try:
-            return json.loads(text), blob
-        except ValueError:
-            raise StoreError(f"corrupted run directory {d}: {name} is not valid JSON") from None
+        except DamagedJSON as e:  # empty, not JSON, nested too deeply
+            raise StoreError(f"corrupted run directory {d}: {name} {e}") from None
 
     def _require_done(self, rid: str) -> None:
         reason = self.broken_reason(rid)
@@ -714,25 +711,29 @@ class Store:
         for rid in ids:
             self.run_path(rid)  # validates
         try:
-            if json.loads(read_regular(path))["run_ids"] == ids:
+            if read_json(path, dict).get("run_ids") == ids:
                 return path
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError):
             pass
         remove_unless_file(path)  # a directory or a FIFO at the manifest's name
         write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
         return path
 
     def load_manifest(self, name: str) -> list[str]:
+        """The run ids the sweep `name` wants; StoreError naming the manifest if it is missing or
+        damaged (unreadable, not JSON, nested too deeply, run_ids not a list of strings)."""
         path = self._manifest_path(name)
         try:
-            ids = list(json.loads(read_regular(path))["run_ids"])  # never blocks on a FIFO
-            if not all(isinstance(rid, str) for rid in ids):  # a hand edit: an object where an id belongs
-                raise TypeError("a run id that is not a string")
-            return ids
+            ids = read_json(path, dict).get("run_ids")  # never blocks on a FIFO
         except FileNotFoundError:
             raise StoreError(f"no sweep {name!r} in store {self.root}") from None
-        except (OSError, ValueError, KeyError, TypeError):
-            raise StoreError(f"corrupted sweep manifest {path}") from None
+        except OSError as e:
+            raise StoreError(f"corrupted sweep manifest {path}: it cannot be read: {e.strerror or e}") from None
+        except DamagedJSON as e:
+            raise StoreError(f"corrupted sweep manifest {path}: it {e}") from None
+        if not isinstance(ids, list) or not all(isinstance(rid, str) for rid in ids):  # a hand edit
+            raise StoreError(f"corrupted sweep manifest {path}: its run_ids is not a list of run ids")
+        return ids
 
     def manifests(self) -> list[str]:
         return sorted(p.stem for p in self.sweeps_root.glob("*.json") if NAME_RE.match(p.stem))
@@ -823,9 +824,11 @@ def _live_rows(path) -> list[dict]:
     file has none); StoreError naming a complete row that is malformed. FileNotFoundError if
     there is no file."""
     try:
-        text = read_regular(path).decode(errors="replace")
+        text = read_regular(path, max_bytes=MAX_JSON_BYTES).decode(errors="replace")
     except FileNotFoundError:
         raise
+    except TooLargeError as e:  # (a sparse file of gigabytes: refused before a byte is read)
+        raise StoreError(f"{CURVES_LIVE} cannot be read: {e.strerror}") from None
     except OSError:
         return []
     rows = []
@@ -836,6 +839,8 @@ def _live_rows(path) -> list[dict]:
             row, end = decode(line)
         except ValueError:  # a row cut short by a kill
             continue
+        except RecursionError:  # json's parser recurses once per level
+            raise StoreError(f"{CURVES_LIVE} row {n}: it is nested too deeply") from None
         if end != len(line):  # json.loads' "Extra data"
             continue
         why = curve_row_problem(row)
