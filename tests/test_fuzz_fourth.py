@@ -331,3 +331,42 @@ def test_a_run_file_over_the_json_bound_is_broken_by_its_apparent_size(tmp_path_
     cases.sparse(root / "runs" / rid / name, MAX_JSON_BYTES + extra)
     why = Store(root, readonly=True).broken_reason(rid)
     assert why == f"{name} cannot be read: it is over {MAX_JSON_BYTES} bytes, the most it may hold", why
+
+
+# --- 6. a lease's times are bounded by the reader's clock ------------------------------------------
+
+def _far_lease(path: Path, reported: float, mtime: float) -> None:
+    path.write_text(json.dumps({"owner": "far", "host": "some-other-node", "pid": 1, "start": None,
+                                "time": reported, "token": "far-token"}))
+    os.utime(path, (mtime, mtime))
+
+
+def test_a_lease_whose_heartbeat_is_in_the_future_goes_stale(tmp_path):
+    import time
+
+    from depthscale.config.run import make_config, run_id
+    from depthscale.store.store import Store
+
+    store = Store(tmp_path / "s", lease_timeout=5.0)
+    rid = run_id(make_config("smoke"))
+    _far_lease(store.run_dir(rid) / "lease", reported=time.time() + 10 * 365 * 86400, mtime=time.time() - 60)
+    assert store.run_state(rid) == "pending" and store.claim(rid, "me")
+
+
+@HYPO
+@given(reported=st.floats(-1e4, 1e12), age=st.floats(-1e6, 1e4))
+def test_a_foreign_lease_is_live_only_for_a_heartbeat_within_the_timeout_of_now(tmp_path_factory, reported, age):
+    import time
+
+    from depthscale.store import lease
+
+    timeout, now = 100.0, time.time()
+    path = tmp_path_factory.mktemp("l") / "lease"
+    _far_lease(path, now + reported, now - age)
+    beats = [t for t in (now + reported, now - age) if t <= now + timeout]
+    doc, mtime = lease.read_lease(path)
+    stale = lease.is_stale(doc, mtime, timeout)
+    if not beats or now - max(beats) > timeout + 5:  # (5 s: the clock moves while this runs)
+        assert stale
+    if beats and 0 <= now - max(beats) < timeout - 5:
+        assert not stale

@@ -11,7 +11,9 @@ random token) at a path the store chooses (``runs/<run_id>/lease``). The protoco
 - A lease is stale (`is_stale`) when
   - on this host (same hostname and boot id): its pid is dead, a zombie, or reused (the process
     start time differs);
-  - on another host: its heartbeat is older than the timeout (the store's, default 600 s);
+  - on another host: its heartbeat is older than the timeout (the store's, default 600 s); a
+    heartbeat time (the file's mtime or the time the lease reports) more than the timeout ahead of
+    the reader's clock is no heartbeat (a clock that far off, or an edit, would hold the run forever);
   - anywhere: its content cannot be read (a complete lease appears at once, so an unreadable one
     names no holder; an empty file gets ``EMPTY_LEASE_GRACE`` seconds, the window of the
     ``O_EXCL`` fallback).
@@ -29,7 +31,6 @@ it cannot be read, a lease on this host is judged by its heartbeat like a remote
 from __future__ import annotations
 
 import errno
-import json
 import math
 import os
 import shutil
@@ -39,7 +40,7 @@ import time
 import uuid
 from pathlib import Path
 
-from depthscale.base.atomic import FILE_MODE, dumps, read_regular
+from depthscale.base.atomic import FILE_MODE, MAX_JSON_BYTES, dumps, loads_json, read_regular
 
 DEFAULT_LEASE_TIMEOUT = 600.0  # seconds without heartbeat after which another host may take a run
 BREAK_LOCK_TIMEOUT = 30.0  # seconds after which a lock left by a breaker that died is removed
@@ -125,11 +126,10 @@ def read_lease(path: Path) -> tuple[dict | None, float | None]:
     than EMPTY_LEASE_GRACE reads as {} (being written: a holder with a fresh heartbeat)."""
     try:
         mtime = path.stat().st_mtime
-        blob = read_regular(path)  # a FIFO or a directory at the name: unreadable, never a hang
+        blob = read_regular(path, max_bytes=MAX_JSON_BYTES)  # a FIFO or a directory at the name: unreadable, never a hang
         if not blob and time.time() - mtime < EMPTY_LEASE_GRACE:
             return {}, mtime
-        lease = json.loads(blob)
-        return (lease if isinstance(lease, dict) else None), mtime
+        return loads_json(blob, dict), mtime  # (DamagedJSON: unreadable, a ValueError)
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError):
@@ -148,10 +148,11 @@ def is_stale(lease: dict | None, mtime: float, timeout: float) -> bool:
             return not pid_alive(int(lease["pid"]), lease.get("start"))
         except (KeyError, TypeError, ValueError):
             pass
-    heartbeat = mtime
-    if isinstance(lease.get("time"), (int, float)) and math.isfinite(lease["time"]):
-        heartbeat = max(heartbeat, float(lease["time"]))
-    return time.time() - heartbeat > timeout
+    now = time.time()
+    beats = [mtime] + ([float(lease["time"])] if isinstance(lease.get("time"), (int, float))
+                       and not isinstance(lease["time"], bool) and math.isfinite(lease["time"]) else [])
+    beats = [t for t in beats if t <= now + timeout]  # bounded by the reader's clock (module docstring)
+    return not beats or now - max(beats) > timeout
 
 
 def holder(path: Path, timeout: float) -> dict | None:
