@@ -370,3 +370,51 @@ def test_a_foreign_lease_is_live_only_for_a_heartbeat_within_the_timeout_of_now(
         assert stale
     if beats and 0 <= now - max(beats) < timeout - 5:
         assert not stale
+
+
+# --- 3. nothing is written outside the store, nor a report inside one -----------------------------
+
+@pytest.mark.parametrize("sub", ["sweeps", "timing"])
+def test_a_store_whose_sweeps_or_timing_is_a_link_is_refused_before_anything_is_written(tmp_path, sub):
+    root, _ = cases.finished_store(tmp_path / "store")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if (root / sub).exists():
+        (root / sub).rename(tmp_path / "old")
+    (root / sub).symlink_to(elsewhere)
+    (tmp_path / "g.json").write_text('{"L": [3]}')
+    r = depthscale("sweep", "--preset", "smoke", "--store", root, "--grid", tmp_path / "g.json", "--executor", "inline")
+    one_line_error(r, f"{sub}/ is a symbolic link")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_pack_record_is_never_written_through_a_linked_timing_directory(tmp_path):
+    from depthscale.base import timing
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "timing").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="symbolic link"):
+        timing.write_pack_record(tmp_path, [object()], timing.Record())
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["runs", "run", "root", "sweeps"])
+def test_report_out_inside_a_store_is_refused(tmp_path, where):
+    root, (rid, _) = cases.finished_store(tmp_path / "store")
+    out = {"runs": root / "runs", "run": root / "runs" / rid, "root": root, "sweeps": root / "sweeps" / "r"}[where]
+    before = sorted(p for p in root.rglob("*"))
+    r = depthscale("report", "--store", root, "--out", out, "--experiment", "fig6", "--preset", "smoke")
+    one_line_error(r, f"--out {out} is inside the store {root}")
+    assert sorted(p for p in root.rglob("*")) == before
+
+
+@HYPO
+@given(parts=st.lists(st.sampled_from(["runs", "sweeps", "timing", "slurm", "x", "report"]), max_size=3))
+def test_store_part_names_every_path_in_a_store_directory(tmp_path_factory, parts):
+    from depthscale.store.store import STORE_DIRS, Store, store_part
+
+    root = Store(tmp_path_factory.mktemp("s") / "store").root
+    path = root.joinpath(*parts)
+    inside = store_part(path)
+    assert (inside is not None) == (not parts or parts[0] in STORE_DIRS)
+    assert store_part(root.parent / "elsewhere") is None

@@ -20,6 +20,7 @@ reads them back (`read_records`) and shows seconds per experiment and phase (`ex
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import socket
@@ -135,6 +136,8 @@ def write_pack_record(store_root: str | os.PathLike, configs: list, rec: Record,
     """Write the phases of one pack execution (runs `configs`) to <store>/timing/ atomically; the
     file name is unique per execution (first run id, pid, time)."""
     d = timing_dir(store_root)
+    if d.is_symlink():  # nothing of a store is written through a link
+        raise OSError(errno.ELOOP, "timing/ is a symbolic link; no record is written through it", str(d))
     d.mkdir(parents=True, exist_ok=True)
     c0 = configs[0]
     body = {

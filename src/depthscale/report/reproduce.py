@@ -56,7 +56,7 @@ from depthscale.analysis.selection import main_envelope
 from depthscale.config.paper import PAPER
 from depthscale.config.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
 from depthscale.report.tables import write_table
-from depthscale.store.store import Store
+from depthscale.store.store import Store, store_part
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,8 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     ids = resolve_ids(ids)
     overrides = dict(overrides or {})
     configs = all_configs(ids, preset, seeds, **overrides)
+    if build is not False:
+        check_out(out_dir)  # before anything is trained (the theory is cached under out_dir)
     store = Store(store_dir)
     counts = None
     if build is None:
@@ -173,6 +175,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         check_preset(preset)
         presets = [preset]
     out_dir = Path(out_dir)
+    check_out(out_dir)
     made = _first_missing(out_dir)  # the directory this report creates (None: it exists)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +187,15 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
         raise
+
+
+def check_out(out_dir: str | os.PathLike) -> None:
+    """InputError if `out_dir` is inside a store (its root, runs/, a run's directory, sweeps/...:
+    store.store_part): a report is never written into a store."""
+    inside = store_part(out_dir)
+    if inside is not None:
+        raise InputError(f"--out {out_dir} is inside the store {inside[0]} ({inside[1]}); write the report "
+                         f"outside the store")
 
 
 def _first_missing(path: Path) -> Path | None:
@@ -202,7 +214,7 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
     sections, all_claims, errors, plugin_errors = [], [], [], []
     for p in presets:
         drawn, not_run = covered(with_studies(ids, df, p), df, p)
-        sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress,
+        sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress, diverged=diverged,
                            finished=_finished(df) | _finished(diverged),
                            resume=resume_command(ids, p, store.root, out_dir))
         sec["not_run"] = list(not_run)
@@ -248,14 +260,14 @@ def run_states(df, diverged, preset: str) -> dict:
 
 def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
                  overrides: dict | None = None, device: str = "cpu",
-                 progress: bool | None = None, finished: set | None = None, resume: str = "") -> dict:
+                 progress: bool | None = None, finished: set | None = None, resume: str = "", diverged=None) -> dict:
     """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/.
     `finished`: the run ids the store has finished (default: df's); `resume`: the command that
     finishes the store (said where runs the claims read are missing, `incomplete`)."""
     pdir = out_dir / preset
     pdir.mkdir(parents=True, exist_ok=True)
     # the claims, figures and tables read the monitor-chosen recipe per depth and spectrum (SPEC §4)
-    res = main_envelope(Results(df, preset, store, overrides))
+    res = main_envelope(Results(df, preset, store, overrides, diverged=diverged))
     if res.selection is not None:
         write_json_atomic(pdir / "selection.json", res.selection)
     th = Theory(preset, cache=pdir / "theory.json", device=device, progress=bool(progress))

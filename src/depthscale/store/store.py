@@ -88,6 +88,7 @@ _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.p
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a run id or a sweep name
 CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
 RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
+STORE_DIRS = ("runs", "sweeps", "timing", "slurm")  # what a store holds under its root (its own directories)
 
 
 def _row_line(row: dict) -> str:
@@ -132,6 +133,20 @@ def _store_root(p: Path, readonly: bool) -> Path:
         raise StoreError(f"store {p}: a store holds runs/ and sweeps/, so this one would nest as runs/runs/; "
                          f"name the store itself, e.g. {p / 'mystore'}{hint}")
     return p
+
+
+def store_part(path: str | os.PathLike) -> tuple[Path, str] | None:
+    """(the store's root, "runs/"...) when `path` (resolved) is a store's root or lies inside one
+    of its directories (STORE_DIRS), else None: a place no report or table may be written."""
+    p = Path(path).expanduser().resolve()
+    for root in (p, *p.parents):
+        if (root / "runs").is_dir() and not (root / "runs").is_symlink():
+            if p == root:
+                return root, "its root"
+            part = p.relative_to(root).parts[0]
+            if part in STORE_DIRS:
+                return root, f"{part}/"
+    return None
 
 
 class Store:
@@ -233,10 +248,12 @@ class Store:
         return f"runs/{rid} is {file_kind(st.st_mode)}, not a directory"
 
     def _check_runs_root(self) -> None:
-        """A store's runs/ is a directory of its own (nothing is written through a link)."""
-        if os.path.islink(self.runs_root):
-            raise StoreError(f"store {self.root}: runs/ is a symbolic link; a store writes only inside "
-                             f"itself (make runs/ a directory, or open the store it points to)")
+        """A store's runs/, sweeps/ and timing/ are directories of its own (nothing is written
+        through a link: a manifest or a timing record would land wherever it points)."""
+        for sub in STORE_DIRS[:3]:
+            if os.path.islink(self.root / sub):
+                raise StoreError(f"store {self.root}: {sub}/ is a symbolic link; a store writes only inside "
+                                 f"itself (make {sub}/ a directory, or open the store it points to)")
 
     def run_ids(self) -> list[str]:
         """Every run id that has an entry in runs/ of this store (a directory, or something a
@@ -706,6 +723,7 @@ class Store:
     def write_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
         """Record which runs the sweep `name` wants (replacing an earlier manifest of that name)."""
         self._check_writable()
+        self._check_runs_root()  # sweeps/ made a link after the store was opened
         path = self._manifest_path(name)
         ids = sorted(set(run_ids))
         for rid in ids:
@@ -849,4 +867,4 @@ def _live_rows(path) -> list[dict]:
         rows.append(row)
     return rows
 
-__all__ = ["Store", "store_root", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "REQUIRED_METRICS"]
+__all__ = ["Store", "store_root", "store_part", "STORE_DIRS", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "REQUIRED_METRICS"]
