@@ -418,3 +418,67 @@ def test_store_part_names_every_path_in_a_store_directory(tmp_path_factory, part
     inside = store_part(path)
     assert (inside is not None) == (not parts or parts[0] in STORE_DIRS)
     assert store_part(root.parent / "elsewhere") is None
+
+
+# --- 9. bad numbers and environment values refused at parse time, one line ------------------------
+
+@pytest.mark.parametrize("depths, no_floor", [("1e-300,1,1e300,1e301", False), ("1e-320,1,1e200,3", True),
+                                              ("1e-320,1,1e200,3", False), ("1,2,1e300,1e301", True)])
+def test_fit_refuses_depths_whose_fit_cannot_be_finite(capsys, depths, no_floor):
+    from depthscale.cli.main import main
+
+    assert main(["fit", "--depths", depths, "--losses", "1,2,3,4", *(["--no-floor"] if no_floor else [])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--depths must be in" in err, err
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(L=st.lists(st.floats(1e-320, 1e308), min_size=3, max_size=5, unique=True),
+       R=st.lists(st.floats(1e-320, 1e308), min_size=5, max_size=5), no_floor=st.booleans())
+def test_fit_on_any_positive_numbers_is_a_result_or_one_line(capsys, L, R, no_floor):
+    from depthscale.cli.main import main
+
+    rc = main(["fit", "--depths", ",".join(map(repr, L)), "--losses", ",".join(map(repr, R[:len(L)])),
+               *(["--no-floor"] if no_floor else [])])
+    err = capsys.readouterr().err
+    assert rc in (0, 2) and (rc == 0 or err.count("\n") == 1), err
+
+
+@pytest.mark.parametrize("grid, message", [('{"a": 1' + "0" * 400 + "}", "a must be a finite number, got 1.000e+400"),
+                                           ('{"stream": "legacy"}', "stream must be 'philox-4x32-10' for a new run")])
+def test_a_grid_of_a_huge_float_or_the_legacy_stream_is_refused_by_dry_run(tmp_path, grid, message):
+    (tmp_path / "g.json").write_text(grid)
+    r = depthscale("sweep", "--grid", tmp_path / "g.json", "--preset", "smoke", "--store", tmp_path / "s", "--dry-run")
+    one_line_error(r, message)
+
+
+@pytest.mark.parametrize("value", ["false", "no", "2", " 0"])
+def test_depthscale_fused_other_than_0_or_1_is_one_line(tmp_path, value):
+    (tmp_path / "g.json").write_text('{"L": [1]}')
+    r = depthscale("sweep", "--grid", tmp_path / "g.json", "--preset", "smoke", "--store", tmp_path / "s", "--dry-run",
+                   env={"DEPTHSCALE_FUSED": value})
+    one_line_error(r, f"DEPTHSCALE_FUSED must be 0 (the torch path) or 1 (the fused kernels), got {value!r}")
+
+
+@HYPO
+@given(value=st.text(max_size=4))
+def test_kernels_enabled_accepts_exactly_0_1_or_nothing(monkeypatch, value):
+    from depthscale.base.errors import InputError
+    from depthscale.data import kernels
+
+    monkeypatch.setenv("DEPTHSCALE_FUSED", value.replace("\x00", ""))
+    value = value.replace("\x00", "")
+    if value in ("", "0", "1"):
+        assert kernels.enabled() is (value != "0")
+    else:
+        with pytest.raises(InputError, match="DEPTHSCALE_FUSED must be 0"):
+            kernels.enabled()
+
+
+@HYPO
+@given(exp=st.integers(309, 2000), field=st.sampled_from(["a", "b", "noise", "lr"]))
+def test_an_integer_too_large_for_a_float_field_is_a_config_error(exp, field):
+    from depthscale.config.run import ConfigError, make_config
+
+    with pytest.raises(ConfigError, match=f"{field} must be a finite number"):
+        make_config("smoke", **{field: 10**exp})

@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd is None:
             raise UsageError("the following arguments are required: cmd")
+        if args.cmd in ("train", "sweep", "reproduce"):  # a bad $DEPTHSCALE_FUSED: refused before any run starts
+            from depthscale.data.kernels import enabled
+
+            enabled()
         return args.fn(args) or 0
     except UserError as exc:  # the user's input; anything else is a bug and shows its traceback
         if os.environ.get("DEPTHSCALE_DEBUG") and not isinstance(exc, (UsageError, ConfigError)):

@@ -113,6 +113,7 @@ class RunConfig:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.type in ("float", float) and isinstance(v, int) and not isinstance(v, bool):
+                _require(abs(v) < 2**1024, f.name, v, "a finite number")  # (10^400: float() overflows)
                 object.__setattr__(self, f.name, float(v))
         validate(self)
 
@@ -520,6 +521,9 @@ def config_and_sources(preset: str = "cpu", **overrides) -> tuple[RunConfig, dic
         if name not in FIELD_NAMES:
             raise ConfigError(f"unknown config field {name!r}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if overrides.get("stream", CONTEXT_STREAM) != CONTEXT_STREAM:  # a new run: only a stored one reads as another
+        raise ConfigError(f"stream must be {CONTEXT_STREAM!r} for a new run (this version draws no other), got "
+                          f"{shown(overrides['stream'])}")
     for name, words in (("model", kind_names()), ("task", TASKS)):  # they pick the recipe: a list or table cannot
         if name in overrides and not isinstance(overrides[name], str):
             raise ConfigError(f"{name} must be one of {', '.join(words)}, got {shown(overrides[name])}")

@@ -58,6 +58,8 @@ from pathlib import Path
 
 import torch
 
+from depthscale.base.errors import InputError
+
 SOURCE = Path(__file__).parents[1] / "csrc" / "fused.cpp"  # depthscale/csrc
 SOURCES = (SOURCE, SOURCE.with_name("sampler.cpp"), SOURCE.with_name("forms.cpp"))  # one library; ninja recompiles only the changed file
 HEADERS = tuple(SOURCE.with_name(h) for h in ("parallel.h", "vec.h", "exact.h"))  # included by the sources: part of the build's hash
@@ -262,8 +264,16 @@ def _build(name: str, build_dir: Path) -> Path:
     return lib
 
 
+FUSED_ENV = "DEPTHSCALE_FUSED"  # "0": the torch path; "1" (or unset): the fused kernels where they build
+
+
 def enabled() -> bool:
-    return os.environ.get("DEPTHSCALE_FUSED", "1") != "0"
+    """Whether $DEPTHSCALE_FUSED lets the fused kernels run: "1" or unset (or empty) yes, "0" no;
+    any other value (false, no, 2, ' 0') is an InputError naming it, never a silent "on"."""
+    text = os.environ.get(FUSED_ENV, "")
+    if text not in ("", "0", "1"):
+        raise InputError(f"{FUSED_ENV} must be 0 (the torch path) or 1 (the fused kernels), got {text[:40]!r}")
+    return text != "0"
 
 
 def fused_ops():

@@ -11,6 +11,10 @@ from depthscale.cli.arguments import Parser, check_theory, existing_store, help_
 from depthscale.cli.commands.common import allow_memory_flag, emit, json_flag
 
 
+FIT_DEPTHS = (1e-6, 1e12)  # depths a fit takes (a depth is a count of layers, at most config's 10^12)
+FIT_LOSSES = (1e-100, 1e100)  # losses a fit takes: L^-alpha and its derivatives stay finite in double precision
+
+
 def cmd_fit(args) -> int:
     from depthscale.theory.fits import fit_dict
 
@@ -18,10 +22,10 @@ def cmd_fit(args) -> int:
     R = parse_floats(args.losses, "losses")
     if len(L) != len(R):
         raise UsageError(f"--depths has {len(L)} values but --losses has {len(R)}")
-    if min(L) <= 0:
-        raise UsageError(f"--depths must be > 0, got {min(L)!r}")
-    if min(R) <= 0:
-        raise UsageError(f"--losses must be > 0, got {min(R)!r}")
+    for flag, values, (lo, hi) in (("depths", L, FIT_DEPTHS), ("losses", R, FIT_LOSSES)):
+        bad = next((v for v in values if not lo <= v <= hi), None)  # (1e-320, 1e301: the fit's residuals overflow)
+        if bad is not None:
+            raise UsageError(f"--{flag} must be in [{lo:g}, {hi:g}], got {bad!r}")
     need = 2 if args.no_floor else 3
     if len(set(L)) < need:
         raise UsageError(f"--depths needs at least {need} distinct depths to fit "
