@@ -80,7 +80,8 @@ def test_study_rows_recover_the_law_and_the_decision_rule_in_each_outcome():
     assert {c["L"]: c["recipe"] for c in cv.selection_at(res)["chosen"]} == WINNER
     assert all(r["n_seeds"] == len(cv.GRID_SEEDS) for r in cv.selection_at(res)["table"])
     rows = cv.study_rows(res)
-    assert {(r["series"], r["steps"]) for r in rows} == {(s, n) for s in ("envelope", "faithful") for n in cv.BUDGETS[PRESET]}
+    assert {(r["series"], r["steps"]) for r in rows} == {(s, n) for s in ("envelope", "faithful")
+                                                         for n in cv.BUDGETS[PRESET]} | {(cv.BEST, 20000)}
     top = [r for r in rows if r["series"] == "envelope" and r["steps"] == 20000][0]
     assert top["complete"] and top["alpha"] == pytest.approx(1.0, abs=0.05) and top["passes_5a"]
     assert top["recipe"] == [WINNER[L] for L in DEPTHS]
@@ -91,11 +92,70 @@ def test_study_rows_recover_the_law_and_the_decision_rule_in_each_outcome():
     assert top["power_5a"] > 0.8
     certified = cv.study_rows(res, certify=lambda r: ok, power=lambda r: 0.9)
     assert cv.decision(certified)["outcome"] == "reproduced"
+    # (b) reads the certified depths alone: one failing depth cannot decide the outcome by itself
     bad = {**ok, 8: {"doubling": False, "construction": True, "budget": True}}
-    assert cv.decision(cv.study_rows(res, certify=lambda r: bad, power=lambda r: 0.9))["outcome"] == "undetermined"
+    dec = cv.decision(cv.study_rows(res, certify=lambda r: bad, power=lambda r: 0.9))
+    assert dec["outcome"] == "reproduced" and dec["certified"] == [1, 2, 4, 16, 32, 64]
+    assert dec["certified_depths"]["depths"] == [1, 2, 4, 16, 32, 64] and dec["all_depths"]["depths"] == list(DEPTHS)
+    # fewer than 5 certified depths (or a span under 16x): part (b) cannot be read, undetermined
+    few = {L: {**ok[L], "construction": L in (8, 16, 32, 64)} for L in DEPTHS}
+    dec = cv.decision(cv.study_rows(res, certify=lambda r: few, power=lambda r: 0.9))
+    assert dec["outcome"] == "undetermined" and "4 certified depths" in dec["text"]
+    narrow = {L: {**ok[L], "construction": L >= 4} for L in DEPTHS}  # 4..64: five depths, span 16x
+    assert cv.decision(cv.study_rows(res, certify=lambda r: narrow, power=lambda r: 0.9))["outcome"] == "reproduced"
+    narrower = {L: {**ok[L], "construction": L >= 8} for L in DEPTHS}  # four depths
+    assert cv.decision(cv.study_rows(res, certify=lambda r: narrower, power=lambda r: 0.9))["outcome"] == "undetermined"
     flat = _with_budgets(_grid_frame(), _flat)
     assert cv.decision(cv.study_rows(flat, certify=lambda r: ok, power=lambda r: 0.9))["outcome"] == "not reproduced"
     assert cv.decision(cv.study_rows(flat, certify=lambda r: ok, power=lambda r: 0.5))["outcome"] == "undetermined"
+
+
+def _with_monitor(rows, best):
+    """Budgets whose final monitor loss is lowest at `best[L]` steps (the evaluation loss prefers
+    5,000); phase 1's runs (seeds 0-2 at 5,000 steps, the monitor's choice at 1.95) stay as they are."""
+    res = Results(pd.DataFrame(rows), PRESET)
+    have = {r["run_id"] for r in rows}
+    for cfg in cv.followup(res):
+        if cfg.run_id in have:
+            continue
+        R = _inverse(cfg.L, cfg.max_steps) - (0.01 if cfg.max_steps == 5000 else 0.0)
+        rows.append(_row(cfg, R, 1.90 + 1e-4 * cfg.seed if cfg.max_steps == best[cfg.L] else 1.99))
+    return Results(pd.DataFrame(rows), PRESET)
+
+
+def test_the_budget_is_chosen_per_depth_by_the_final_monitor_loss_never_the_evaluation_loss():
+    best = {L: (10000 if L in (2, 64) else 20000) for L in DEPTHS}
+    res = _with_monitor(_grid_frame(), best)
+    chosen = {c["L"]: c["recipe"] for c in cv.selection_at(res)["chosen"]}
+    assert cv.monitor_best_picks(res, chosen, 0.0, 0.0) == {L: (WINNER[L], best[L]) for L in DEPTHS}
+    top = [r for r in cv.study_rows(res, certify=lambda r: None, power=lambda r: None) if r["series"] == cv.BEST][0]
+    assert top["steps_L"] == [best[L] for L in DEPTHS]
+    assert top["monitor"] == pytest.approx([1.90 + 2e-4] * len(DEPTHS))
+    # a budget with a seed missing is not eligible: L = 64's 10,000 steps lose seed 4
+    rows = [r for r in res.df.to_dict("records") if not (r["L"] == 64 and r["max_steps"] == 10000 and r["seed"] == 4)]
+    thin = Results(pd.DataFrame(rows), PRESET)
+    assert cv.monitor_best_picks(thin, chosen, 0.0, 0.0)[64] == (WINNER[64], 5000)
+
+
+def test_drops_per_doubling_and_their_ratios_tell_the_law_from_a_logarithm():
+    seeds = [-0.002, 0.0, 0.002]  # each depth's seeds around its mean: SE 0.002/sqrt(3)
+
+    def row(law):
+        return {"depths": list(DEPTHS), "R": [law(L) for L in DEPTHS],
+                "R_seeds": [[law(L) + e for e in seeds] for L in DEPTHS]}
+
+    d = cv.drops(row(lambda L: 2.0 + 0.09 / L))
+    assert [x["L"] for x in d] == [1, 2, 4, 8, 16, 32]
+    assert [x["drop"] for x in d] == pytest.approx([0.045 / L for L in (1, 2, 4, 8, 16, 32)])
+    assert [x["ratio"] for x in d[1:]] == pytest.approx([0.5] * 5) and math.isnan(d[0]["ratio"])
+    assert [x["se"] for x in d] == pytest.approx([math.sqrt(2) * 0.002 / math.sqrt(3)] * 6)
+    log = cv.drops(row(lambda L: 2.1 - 0.01 * math.log2(L)))
+    assert [x["ratio"] for x in log[1:]] == pytest.approx([1.0] * 5)
+    # the study's rows carry them
+    res = _with_budgets(_grid_frame(), _inverse)
+    top = [r for r in cv.study_rows(res, certify=lambda r: None, power=lambda r: None)
+           if r["series"] == "envelope" and r["steps"] == 20000][0]
+    assert top["drops"] == cv.drops(top) and len(top["drops"]) == 6
 
 
 def test_export_writes_the_grid_budgets_and_decision(tmp_path):
@@ -103,9 +163,12 @@ def test_export_writes_the_grid_budgets_and_decision(tmp_path):
     paths = cv.export(res, tmp_path)
     grid = pd.read_csv(paths[0])
     assert len(grid) == len(grid_names()) * len(DEPTHS) and grid["chosen"].sum() == len(DEPTHS)
-    assert len(pd.read_csv(paths[1])) == 6
+    assert len(pd.read_csv(paths[1])) == 7  # envelope and faithful at three budgets, and the monitor-best row
     curves = pd.read_csv(paths[2])  # per (series, budget, depth); no store here: no B_L, no certificates
-    assert len(curves) == 6 * len(DEPTHS) and curves["B_L"].isna().all()
+    assert len(curves) == 7 * len(DEPTHS) and curves["B_L"].isna().all()
+    seeds = curves["monitor_seeds"].str.split().map(lambda v: [float(x) for x in v])
+    assert seeds.map(len).eq(5).all() and curves["monitor"].to_numpy() == pytest.approx(seeds.map(sum) / 5, abs=1e-6)
+    assert (curves[curves["steps"] == 20000]["monitor"] == 2.0).all()
     top = curves[(curves["series"] == "envelope") & (curves["steps"] == 20000)]
     assert list(top["recipe"]) == [WINNER[L] for L in DEPTHS]
     assert top["R"].to_numpy() == pytest.approx([_inverse(L, 20000) for L in DEPTHS], rel=2e-3)

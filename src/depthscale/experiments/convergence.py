@@ -16,8 +16,12 @@ construction against B_L on their evaluation contexts, budget against half the b
 `power_row` (depthscale.analysis.power: 5a's criterion simulated under R_L = L0 + c/L with each depth's SE
 over seeds); a row where they cannot be computed says why and is undetermined.
 
-The decision rule (SPEC §9): *reproduced* if the certified envelope passes 5a at the largest
-budget; *not reproduced* if it fails 5a there with power >= 0.8; otherwise *undetermined*.
+The decision rule (SPEC §9, refined 2026-12-06): the envelope read for it takes, per depth, the
+budget with the lowest seed-mean final monitor loss (`monitor_best_picks`; the row "monitor-best");
+*reproduced* if 5a passes, *not reproduced* if 5a fails with power >= 0.8, on each of (a) all depths
+and (b) the certified depths alone (at least 5 spanning >= 16x); otherwise *undetermined*. Beside
+it, model-free: the drops per doubling of depth Δ_L = R_L − R_2L with their SE and the ratios of
+successive drops (`drops`), and the depths still improving (the budget certificate).
 """
 
 from __future__ import annotations
@@ -51,9 +55,10 @@ STUDY_SPECTRA = ORIGIN
 ALPHA_WINDOW = (0.8, 1.2)  # claim 5a (top-2)
 R2_MIN = 0.99
 POWER_MIN = 0.8
-RULE = ("SPEC §9: the paper's shape is reproduced if the certified envelope passes claim 5a (α in [0.8, 1.2] "
-        "with R² ≥ 0.99 on the seed-mean curve) at the largest budget; not reproduced if it fails 5a there "
-        "with power ≥ 0.8; otherwise undetermined. Recipes: " + SELECTION_RULE + ".")
+RULE = ("SPEC §9: on the envelope whose budget is chosen per depth by the final monitor loss, the paper's shape "
+        "is reproduced if claim 5a passes (α in [0.8, 1.2] with R² ≥ 0.99 on the seed-mean curve), not "
+        "reproduced if 5a fails with power ≥ 0.8, on each of (a) all depths and (b) the certified depths alone "
+        "(at least 5 spanning ≥ 16x in L); otherwise undetermined. Recipes: " + SELECTION_RULE + ".")
 
 
 def study_fields(preset: str, name: str, steps: int) -> dict:
@@ -92,25 +97,55 @@ def followup(res: Results) -> list:
     return list({c.run_id: c for c in out}.values())
 
 
-def _curve(res: Results, picks: dict, steps: int, a: float, b: float) -> dict:
-    """Seed means and per-seed values over depth of the runs `picks` ({L: grid point}) at `steps`."""
-    p, out = res.preset, {"depths": [], "R": [], "R_seeds": [], "C": [], "gap": [], "n": [], "recipe": []}
+def _curve(res: Results, picks: dict, a: float, b: float) -> dict:
+    """Seed means and per-seed values over depth of the runs `picks` ({L: (grid point, steps)}):
+    R_L, C_L, A_L - C_L and the final monitor loss (what chooses a budget)."""
+    p = res.preset
+    out = {"depths": [], "R": [], "R_seeds": [], "C": [], "gap": [], "n": [], "recipe": [], "steps_L": [],
+           "monitor": [], "monitor_seeds": []}
     for L in PRESET_DEPTHS[p]:
-        if picks.get(L) is None:
+        if picks.get(L) is None or picks[L][0] is None:
             continue
-        rows = [r for r in res.view(**study_fields(p, picks[L], steps)).runs("nonlinear", "difficult", 2, a, b, L)
+        name, steps = picks[L]
+        rows = [r for r in res.view(**study_fields(p, name, steps)).runs("nonlinear", "difficult", 2, a, b, L)
                 if math.isfinite(r.get("R", math.nan))]
         if not rows:
             continue
         R = np.array([r["R"] for r in rows], float)
+        mon = [float(r.get("final_monitor_loss", math.nan)) for r in rows]
         out["depths"].append(L)
         out["R"].append(float(R.mean()))
         out["R_seeds"].append(R.tolist())
         out["C"].append(float(np.mean([r.get("C", math.nan) for r in rows])))
         out["gap"].append(float(np.mean([r.get("A", math.nan) - r.get("C", math.nan) for r in rows])))
         out["n"].append(len(rows))
-        out["recipe"].append(picks[L])
+        out["recipe"].append(name)
+        out["steps_L"].append(int(steps))
+        out["monitor"].append(float(np.mean(mon)))
+        out["monitor_seeds"].append(mon)
     return out
+
+
+def monitor_best_picks(res: Results, chosen: dict, a: float, b: float) -> dict:
+    """{L: (grid point, budget)}: per depth, the chosen point at the budget whose seed-mean final
+    monitor loss is lowest, among budgets with every one of BUDGET_SEEDS finished (SPEC §4: budget is
+    a recipe dimension, chosen by the monitor; never by the evaluation loss)."""
+    p, picks = res.preset, {}
+    for L, name in chosen.items():
+        if name is None:
+            continue
+        best = None
+        for steps in BUDGETS[p]:
+            rows = [r for r in res.view(**study_fields(p, name, steps)).runs("nonlinear", "difficult", 2, a, b, L)
+                    if math.isfinite(r.get("final_monitor_loss", math.nan)) and math.isfinite(r.get("R", math.nan))]
+            if len(rows) < len(BUDGET_SEEDS):
+                continue
+            m = float(np.mean([r["final_monitor_loss"] for r in rows]))
+            if best is None or m < best[0]:
+                best = (m, steps)
+        if best is not None:
+            picks[L] = (name, best[1])
+    return picks
 
 
 def _fit(curve: dict) -> dict:
@@ -123,24 +158,29 @@ def _fit(curve: dict) -> dict:
             "status": f.status if f.ok else f"degenerate: {f.reason}", "passes_5a": bool(ok)}
 
 
-def _picked_view(res: Results, picks: dict, steps: int, a: float, b: float) -> Results:
-    """`res` read with each depth's picked grid point at `steps` (Results.with_recipes)."""
-    p = res.preset
-    return res.with_recipes({("nonlinear", "difficult", 2, a, b, L): study_fields(p, name, steps)
-                             for L, name in picks.items() if name is not None})
+def _picked_view(res: Results, picks: dict, a: float, b: float, halve: bool = False) -> Results:
+    """`res` read with each depth's picked (grid point, steps) (Results.with_recipes); `halve`: at
+    half of each depth's steps where the study has that budget (a depth without it reads no runs)."""
+    p, recipes = res.preset, {}
+    for L, (name, steps) in picks.items():
+        if name is None:
+            continue
+        if halve:
+            steps = steps // 2 if steps // 2 in BUDGETS[p] else 0  # (no run has 0 steps: an empty cell)
+        recipes[("nonlinear", "difficult", 2, a, b, L)] = study_fields(p, name, steps)
+    return res.with_recipes(recipes)
 
 
 def certify_row(res: Results, row: dict, picks: dict) -> dict | None:
     """{L: {certificate: passes}} of a study row (certificates.series_certificates on the row's
-    runs: doubling, construction against B_L on their evaluation contexts, and budget against the
-    same picks at half the budget where the study has it); None where they cannot be computed
+    runs, `picks` {L: (grid point, steps)}: doubling, construction against B_L on their evaluation
+    contexts, and budget against the same point at half its steps where the study has that budget); None where they cannot be computed
     (no store, no models: the row's `certificates_why` says why)."""
-    half = row["steps"] // 2
+    halves = any(st // 2 in BUDGETS[res.preset] for st in row["steps_L"])
     try:
         cert = certificates.series_certificates(
-            _picked_view(res, picks, row["steps"], row["a"], row["b"]), "nonlinear", "difficult", 2, row["a"],
-            row["b"], depths=row["depths"],
-            half=_picked_view(res, picks, half, row["a"], row["b"]) if half in BUDGETS[res.preset] else None)
+            _picked_view(res, picks, row["a"], row["b"]), "nonlinear", "difficult", 2, row["a"],
+            row["b"], depths=row["depths"], half=_picked_view(res, picks, row["a"], row["b"], True) if halves else None)
     except Exception as e:  # noqa: BLE001 - uncertifiable rows are undetermined, with the reason
         row["certificates_why"] = f"{type(e).__name__}: {e}"
         return None
@@ -163,7 +203,10 @@ def power_row(row: dict) -> float | None:
         L0, c = power.law_fit(L, R)
     except InputError:
         return None
-    rep = power.power_report(power.criterion_5a(L, L0, c, *ALPHA_WINDOW, R2_MIN), L0 + c / L, se, min(row["n"]))
+    try:
+        rep = power.power_report(power.criterion_5a(L, L0, c, *ALPHA_WINDOW, R2_MIN), L0 + c / L, se, min(row["n"]))
+    except np.linalg.LinAlgError:  # a simulated fit met a singular step: no power rather than a crash
+        return None
     row["seeds_for_power"] = rep["seeds_for_target"]
     return float(rep["power"])
 
@@ -181,53 +224,111 @@ def study_rows(res: Results, certify=None, power=None) -> list[dict]:
     return cached
 
 
+BEST = "monitor-best"  # the study row whose budget is chosen per depth by the final monitor loss
+
+
 def _study_rows(res: Results, certify, power) -> list[dict]:
     sel = selection_at(res)
     rows = []
     for a, b in STUDY_SPECTRA:
         chosen = {c["L"]: c["recipe"] for c in sel["chosen"] if (c["a"], c["b"]) == (a, b)}
-        for steps in BUDGETS[res.preset]:
-            for series, picks in (("envelope", chosen), ("faithful", {L: FAITHFUL for L in PRESET_DEPTHS[res.preset]})):
-                curve = _curve(res, picks, steps, a, b)
-                if not curve["depths"]:
-                    continue
-                row = {"series": series, "steps": steps, "a": a, "b": b, **curve, **_fit(curve),
-                       "complete": len(curve["depths"]) == len(PRESET_DEPTHS[res.preset])
-                       and min(curve["n"]) >= len(BUDGET_SEEDS)}
-                row["certificates"] = certify(row) if certify is not None else certify_row(res, row, picks)
-                row["power_5a"] = power(row) if power is not None else power_row(row)
-                rows.append(row)
+        series = [(series, steps, {L: (name, steps) for L, name in picks.items()})
+                  for steps in BUDGETS[res.preset]
+                  for series, picks in (("envelope", chosen), ("faithful", dict.fromkeys(PRESET_DEPTHS[res.preset], FAITHFUL)))]
+        series.append((BEST, max(BUDGETS[res.preset]), monitor_best_picks(res, chosen, a, b)))
+        for name, steps, picks in series:
+            curve = _curve(res, picks, a, b)
+            if not curve["depths"]:
+                continue
+            row = {"series": name, "steps": steps, "a": a, "b": b, **curve, **_fit(curve),
+                   "complete": len(curve["depths"]) == len(PRESET_DEPTHS[res.preset])
+                   and min(curve["n"]) >= len(BUDGET_SEEDS)}
+            row["certificates"] = certify(row) if certify is not None else certify_row(res, row, picks)
+            row["power_of"] = power if power is not None else power_row  # (subrow computes it again)
+            row["power_5a"] = row["power_of"](row)
+            row["drops"] = drops(row)
+            rows.append(row)
     return rows
 
 
+def drops(row: dict) -> list[dict]:
+    """The model-free shape: per doubling of depth, Δ_L = R_L − R_2L of the seed means with its SE
+    (the seeds' SEs of the two depths combined: different runs), and the ratio of successive drops
+    Δ_2L/Δ_L (2^−α under L0 + c L^−α: one half at α = 1; a logarithmic curve keeps it near 1)."""
+    R = dict(zip(row["depths"], row["R"]))
+    se = {L: float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan
+          for L, v in zip(row["depths"], row["R_seeds"])}
+    out = []
+    for L in row["depths"]:
+        if 2 * L in R:
+            out.append({"L": L, "drop": R[L] - R[2 * L], "se": math.hypot(se[L], se[2 * L]), "ratio": math.nan})
+    for prev, cur in zip(out, out[1:]):
+        cur["ratio"] = cur["drop"] / prev["drop"] if prev["drop"] != 0 else math.nan
+    return out
+
+
+def subrow(row: dict, depths: list[int]) -> dict:
+    """`row` restricted to `depths` (its curve, fit and 5a's power recomputed on them)."""
+    keep = [i for i, L in enumerate(row["depths"]) if L in set(depths)]
+    part = {**row, **{k: [row[k][i] for i in keep] for k in CURVE_KEYS}}
+    part.update(_fit(part))
+    part["power_5a"] = row.get("power_of", power_row)(part) if len(keep) >= 2 else None
+    part["drops"] = drops(part)
+    return part
+
+
+CURVE_KEYS = ("depths", "R", "R_seeds", "C", "gap", "n", "recipe", "steps_L", "monitor", "monitor_seeds")
+MIN_CERTIFIED = 5  # SPEC §9: part (b) needs at least 5 certified depths ...
+MIN_SPAN = 16  # ... spanning at least 16x in L
+
+
+def _verdict(row: dict) -> str:
+    """5a on one view of the curve: reproduced, not reproduced (a FAIL with power >= 0.8), or undetermined."""
+    if row["passes_5a"]:
+        return "reproduced"
+    pw = row.get("power_5a")
+    return "not reproduced" if pw is not None and pw >= POWER_MIN else "undetermined"
+
+
 def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
-    """SPEC §9's rule on the envelope at the largest budget (see the module docstring)."""
-    env = sorted([r for r in rows if r["series"] == "envelope" and (r["a"], r["b"]) == (a, b)], key=lambda r: r["steps"])
-    top = env[-1] if env else None
+    """SPEC §9's rule on the monitor-best envelope: 5a with its power on (a) all depths and (b) the
+    certified depths alone (at least MIN_CERTIFIED spanning MIN_SPAN x); the outcome is the parts'
+    when they agree on reproduced or not reproduced, else undetermined (a depth failing a certificate
+    cannot decide it by itself)."""
+    top = next((r for r in rows if r["series"] == BEST and (r["a"], r["b"]) == (a, b)), None)
     if top is None or not top["complete"]:
-        why = "no envelope runs yet" if top is None else f"the envelope at {top['steps']:,} steps is not complete"
+        why = "no envelope runs yet" if top is None else "the monitor-best envelope lacks depths or seeds"
         return {"outcome": "undetermined", "text": f"{label(a, b)}: undetermined — {why}"}
     cert = top["certificates"]
-    certified = cert is not None and all(all(v.values()) for v in cert.values())
-    pw = top["power_5a"]
-    fit = f"α {top['alpha']:.2f} ± {top['alpha_se']:.2f}, R² {top['r2']:.3f} ({top['status']}) at {top['steps']:,} steps"
-    if certified and top["passes_5a"]:
-        outcome = "reproduced"
-    elif certified and not top["passes_5a"] and pw is not None and pw >= POWER_MIN:
-        outcome = "not reproduced"
-    else:
-        outcome = "undetermined"
-    missing = [w for w, v in (("certificates", cert), ("power", pw)) if v is None]
-    why = top.get("certificates_why")
-    text = (f"{label(a, b)}: {outcome} — envelope {fit}; 5a {'passes' if top['passes_5a'] else 'fails'}"
-            + (f"; not computed: {', '.join(missing)}" + (f" ({why})" if why and cert is None else "") if missing else "")
-            + (f"; {top['certificates_text']}" if top.get("certificates_text") else
-               "" if cert is None or certified else "; a depth fails a certificate")
-            + (f"; power {pw:.2f}" if pw is not None else "")
-            + (f" ({top['seeds_for_power']} seeds would reach {POWER_MIN:g})"
-               if pw is not None and pw < POWER_MIN and top.get("seeds_for_power") else ""))
-    return {"outcome": outcome, "text": text, "budget": top["steps"], "passes_5a": top["passes_5a"],
-            "certified": certified if cert is not None else None, "power_5a": pw}
+    good = [L for L in top["depths"] if cert is not None and all(cert.get(L, {}).values())]
+    part_a = _part(top)
+    enough = len(good) >= MIN_CERTIFIED and max(good) >= MIN_SPAN * min(good)
+    part_b = _part(subrow(top, good)) if enough else {
+        "outcome": "undetermined", "why": f"{len(good)} certified depths ({', '.join(map(str, good)) or 'none'}); "
+                                         f"the rule needs {MIN_CERTIFIED} spanning {MIN_SPAN}x"}
+    same = part_a["outcome"] == part_b["outcome"] and part_a["outcome"] != "undetermined"
+    outcome = part_a["outcome"] if same else "undetermined"
+    improving = sorted(L for L, c in (cert or {}).items() if c.get("budget") is False)
+    text = (f"{label(a, b)}: {outcome} — (a) all depths: {part_a['text']}; (b) certified depths: "
+            f"{part_b.get('text') or part_b['why']}; drops per doubling "
+            + ", ".join(f"{d['drop']:.4f}±{d['se']:.4f}" for d in top["drops"])
+            + (f"; still improving at the chosen budget (budget certificate): L={', '.join(map(str, improving))}"
+               if improving else "")
+            + (f"; not computed: certificates ({top.get('certificates_why')})" if cert is None else ""))
+    return {"outcome": outcome, "text": text, "budgets": dict(zip(top["depths"], top["steps_L"])),
+            "all_depths": part_a, "certified_depths": part_b, "certified": good, "still_improving": improving,
+            "drops": top["drops"], "passes_5a": top["passes_5a"], "power_5a": top["power_5a"]}
+
+
+def _part(row: dict) -> dict:
+    pw = row.get("power_5a")
+    text = (f"α {row['alpha']:.2f} ± {row['alpha_se']:.2f}, R² {row['r2']:.3f}, L0 {row['L0']:.4f} ({row['status']}) "
+            f"on L={', '.join(map(str, row['depths']))}; 5a {'passes' if row['passes_5a'] else 'fails'}"
+            + (f", power {pw:.2f}" if pw is not None else ", power not computed")
+            + (f" ({row['seeds_for_power']} seeds would reach {POWER_MIN:g})"
+               if pw is not None and pw < POWER_MIN and row.get("seeds_for_power") else ""))
+    return {"outcome": _verdict(row), "text": text, "alpha": row["alpha"], "alpha_se": row["alpha_se"],
+            "r2": row["r2"], "L0": row["L0"], "status": row["status"], "power_5a": pw, "depths": row["depths"]}
 
 
 def _stack_line(rows: list[dict]) -> tuple[list, list]:
@@ -250,71 +351,137 @@ def _mark_failing(ax, rows: list[dict]) -> None:
         if bad:
             R = dict(zip(r["depths"], r["R"]))
             ax.plot(bad, [R[L] for L in bad], ls="none", marker="x", ms=8, mew=1.6, color="tab:red", zorder=5)
-            failing.append(f"{r['steps']:,} steps: " + ", ".join(
+            failing.append(f"{'monitor-best budget' if r['series'] == BEST else format(r['steps'], ',') + ' steps'}: " + ", ".join(
                 f"L={L} " + "+".join(n for n, ok in r["certificates"][L].items() if not ok) for L in bad))
     if failing:
         pl.note(ax, "x: a depth failing a convergence certificate (SPEC §4) — " + "; ".join(failing))
 
 
 def figure(res: Results, th: Theory):
-    """(a) the envelope's R_L per budget with each seed's value; (b) the faithful start as trained;
-    both beside B_L, the best stack of L cosine heads on the same evaluation contexts (the
-    construction certificate's reference); (c) fitted alpha vs budget, claim 5a's window shaded;
-    (d) A_L - C_L of the envelope per budget."""
+    """(a) the envelope's R_L per budget (dots: seeds) and the monitor-best envelope; (b) the faithful
+    start as trained; both beside the reference B_L (the best stack of L cosine heads on the same
+    evaluation contexts: the construction certificate's); (c) the excess R_L − L0 of the monitor-best
+    envelope on log-log axes, slope −1 (the paper's law) drawn through L = 1; (d) its drops per
+    doubling of depth with their SE, beside the halving α = 1 predicts; (e) fitted α vs budget,
+    claim 5a's window shaded; (f) A_L − C_L of the envelope per budget."""
     rows = study_rows(res)
-    fig, ax = pl.new_figure(2, 2, width=4.6, height=3.6)
+    fig, ax = pl.new_figure(3, 2, width=4.4, height=3.5)
+    _curve_panels(ax[0], ax[1], rows, res.preset)
+    best = next((r for r in rows if r["series"] == BEST), None)
+    _excess_panel(ax[2], best)
+    _drops_panel(ax[3], best)
+    _alpha_panel(ax[4], rows)
+    env = [r for r in rows if r["series"] == "envelope"]
     cols = pl.colors(len(BUDGETS[res.preset]))
+    for r in env:
+        d, g = np.array(r["depths"]), np.array(r["gap"], float)
+        ok = (d > 1) & np.isfinite(g) & (g > 0)
+        ax[5].plot(d[ok], g[ok], marker="o", ms=3, color=cols[BUDGETS[res.preset].index(r["steps"])],
+                   label=f"{r['steps']:,}")
+    if env:
+        pl.loglog(ax[5], ylabel="$A_L - C_L$")
+        pl.finish_legend(ax[5], title="budget")
+    else:
+        pl.missing(ax[5])
+    pl.panel_title(ax[5], "f", "layer disagreement of the envelope")
+    return fig
+
+
+def _curve_panels(ax_env, ax_faith, rows: list[dict], preset: str) -> None:
+    cols = pl.colors(len(BUDGETS[preset]))
     BL, B = _stack_line(rows)
-    for j, series in enumerate(("envelope", "faithful")):
+    for j, (axj, series) in enumerate(((ax_env, "envelope"), (ax_faith, "faithful"))):
         rr = [r for r in rows if r["series"] == series]
         for r in rr:
-            col = cols[BUDGETS[res.preset].index(r["steps"])]
-            ax[j].plot(r["depths"], r["R"], marker="o", ms=3, color=col, label=f"{r['steps']:,} steps")
+            col = cols[BUDGETS[preset].index(r["steps"])]
+            axj.plot(r["depths"], r["R"], marker="o", ms=3, color=col, label=f"{r['steps']:,} steps")
             for L, vals in zip(r["depths"], r["R_seeds"]):
-                ax[j].plot([L] * len(vals), vals, ls="none", marker=".", ms=2, color=col, alpha=0.6)
+                axj.plot([L] * len(vals), vals, ls="none", marker=".", ms=2, color=col, alpha=0.6)
+        best = [r for r in rows if r["series"] == BEST] if j == 0 else []
+        for r in best:
+            axj.plot(r["depths"], r["R"], ls="--", color="k", lw=1.2, label="monitor-best budget per depth")
         if BL:
-            ax[j].plot(BL, B, ls="-.", color="k", lw=1, label="$B_L$: best cosine stack")
-        _mark_failing(ax[j], rr)
+            axj.plot(BL, B, ls="-.", color="0.4", lw=1, label="reference $B_L$ (best cosine stack)")
+        _mark_failing(axj, rr + best)
         if not rr:
-            pl.missing(ax[j])
-        pl.loglog(ax[j])
-        pl.finish_legend(ax[j], len(rr) + bool(BL), "budget (dots: seeds)")
-        pl.panel_title(ax[j], "ab"[j], f"$R_L$, {series}" + (" (chosen by the monitor)" if j == 0 else " start as trained"))
-    ax[2].axhspan(*ALPHA_WINDOW, color="0.9", zorder=0, label="claim 5a window")
+            pl.missing(axj)
+        pl.loglog(axj)
+        pl.finish_legend(axj, len(rr) + len(best) + bool(BL), "budget (dots: seeds)")
+        pl.panel_title(axj, "ab"[j], f"$R_L$, {series}" + (" (chosen by the monitor)" if j == 0 else " start as trained"))
+
+
+def _seed_se(row: dict) -> np.ndarray:
+    return np.array([np.std(v, ddof=1) / math.sqrt(len(v)) if len(v) > 1 else math.nan for v in row["R_seeds"]])
+
+
+def _excess_panel(ax, row: dict | None) -> None:
+    """R_L − L0 of the monitor-best envelope (L0 its fit's) on log-log axes, ± the seeds' SE, and the
+    slope −1 the paper's law predicts, through its L = 1 point: α ≈ 0.5 and α ≈ 1 part here."""
+    pl.panel_title(ax, "c", "excess loss $R_L - L_0$, monitor-best envelope")
+    if row is None or not math.isfinite(row["L0"]):
+        pl.missing(ax, "no well-posed fit" if row is not None else "missing runs")
+        return
+    L, ex = np.array(row["depths"], float), np.array(row["R"], float) - row["L0"]
+    ok = ex > 0
+    pl.errorbar(ax, L[ok], ex[ok], _seed_se(row)[ok], marker="o", color="k",
+                label=f"fit: α {row['alpha']:.2f} ± {row['alpha_se']:.2f}, $L_0$ {row['L0']:.4f}")
+    if ok.any():
+        i = int(np.argmax(ok))
+        ax.plot(L, ex[i] * L[i] / L, ls=":", color="tab:red", label="slope −1 (α = 1), through the first point")
+    pl.loglog(ax, ylabel="$R_L - L_0$")
+    pl.finish_legend(ax)
+    pl.note(ax, "(c): error bars are the seeds' SE of R_L (L0 held at its fit); where a bar is not visible it "
+                "is smaller than the marker")
+
+
+def _drops_panel(ax, row: dict | None) -> None:
+    """Δ_L = R_L − R_2L with its SE per doubling of depth, beside α = 1's halving from the first drop."""
+    pl.panel_title(ax, "d", "drop per doubling of depth $R_L - R_{2L}$")
+    if row is None or not row["drops"]:
+        pl.missing(ax)
+        return
+    L = np.array([d["L"] for d in row["drops"]], float)
+    D = np.array([d["drop"] for d in row["drops"]], float)
+    pl.errorbar(ax, L, D, np.array([d["se"] for d in row["drops"]]), marker="o", color="k",
+                label="monitor-best envelope (± SE)")
+    ax.plot(L, D[0] * L[0] / L, ls=":", color="tab:red", label="α = 1: each drop half the last")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("depth $L$ (drop from $L$ to $2L$)")
+    ax.set_ylabel("$R_L - R_{2L}$")
+    pl.finish_legend(ax)
+
+
+def _alpha_panel(ax, rows: list[dict]) -> None:
+    ax.axhspan(*ALPHA_WINDOW, color="0.9", zorder=0, label="claim 5a window")
     for i, series in enumerate(("envelope", "faithful")):
         # a degenerate fit's alpha is no law (its status is in the table): only well-posed fits are drawn
         rr = sorted([r for r in rows if r["series"] == series and r["status"] == "ok"], key=lambda r: r["steps"])
         if rr:
-            ax[2].errorbar([r["steps"] * (1.04 if i else 1.0) for r in rr], [r["alpha"] for r in rr],
-                           yerr=[r["alpha_se"] if math.isfinite(r["alpha_se"]) else 0 for r in rr],
-                           marker=pl.MARKERS[i], capsize=2, ls="-" if i == 0 else "--", label=series)
-    ax[2].set_xscale("log")
-    ax[2].set_xlabel("training steps")
-    ax[2].set_ylabel(r"fitted $\alpha$ of the seed-mean curve (± SE)")
-    pl.finish_legend(ax[2])
-    pl.panel_title(ax[2], "c", "depth exponent vs budget (well-posed fits)")
-    env = [r for r in rows if r["series"] == "envelope"]
-    for r in env:
-        d, g = np.array(r["depths"]), np.array(r["gap"], float)
-        ok = (d > 1) & np.isfinite(g) & (g > 0)
-        ax[3].plot(d[ok], g[ok], marker="o", ms=3, color=cols[BUDGETS[res.preset].index(r["steps"])],
-                   label=f"{r['steps']:,}")
-    if env:
-        pl.loglog(ax[3], ylabel="$A_L - C_L$")
-        pl.finish_legend(ax[3], title="budget")
-    else:
-        pl.missing(ax[3])
-    pl.panel_title(ax[3], "d", "layer disagreement of the envelope")
-    return fig
+            ax.errorbar([r["steps"] * (1.04 if i else 1.0) for r in rr], [r["alpha"] for r in rr],
+                        yerr=[r["alpha_se"] if math.isfinite(r["alpha_se"]) else 0 for r in rr],
+                        marker=pl.MARKERS[i], capsize=2, ls="-" if i == 0 else "--", label=series)
+    ax.set_xscale("log")
+    ax.set_xlabel("training steps")
+    ax.set_ylabel(r"fitted $\alpha$ of the seed-mean curve (± SE)")
+    pl.finish_legend(ax)
+    pl.panel_title(ax, "e", "depth exponent vs budget (well-posed fits)")
 
 
 def table(res: Results, th: Theory | None = None) -> list[dict]:
     """One row per (series, budget): fit, 5a, R_1, R_Lmax, C and A - C at the deepest depth, the recipes."""
-    return [{"series": r["series"], "steps": r["steps"], "spectrum": label(r["a"], r["b"]), "seeds": min(r["n"]),
+    return [{"series": r["series"], "steps": _steps_text(r), "spectrum": label(r["a"], r["b"]), "seeds": min(r["n"]),
              "alpha": r["alpha"], "alpha SE": r["alpha_se"], "R2": r["r2"], "L0": r["L0"], "fit": r["status"],
              "5a": "pass" if r["passes_5a"] else "fail", "R_1": r["R"][0], "R_Lmax": r["R"][-1],
              "C_Lmax": r["C"][-1], "A-C_Lmax": r["gap"][-1], "recipes": " ".join(dict.fromkeys(r["recipe"]))}
             for r in study_rows(res)]
+
+
+def _steps_text(r: dict) -> str:
+    """A row's budget: one number, or per depth for the monitor-best row ('L=1:20,000 L=2:10,000 ...')."""
+    if r["series"] != BEST:
+        return f"{r['steps']}"
+    return " ".join(f"L={L}:{st}" for L, st in zip(r["depths"], r["steps_L"]))
 
 
 def table_frame(res: Results, th: Theory):
@@ -359,15 +526,18 @@ def export(res: Results, out_dir: str | Path) -> list[Path]:
 
 def curve_rows(rows: list[dict]) -> list[dict]:
     """One row per (series, budget, spectrum, depth): the seed mean and each seed's R_L, C_L, A_L - C_L,
-    the recipe, B_L and each certificate's difference, SE and pass (empty where it does not apply)."""
+    final monitor loss (what chooses the budget), the recipe and its steps, B_L and each certificate's
+    difference, SE and pass (empty where it does not apply)."""
     out = []
     for r in rows:
         det = r.get("certificate_detail") or {}
         for i, L in enumerate(r["depths"]):
             c = det.get(L, {})
-            row = {"series": r["series"], "steps": r["steps"], "a": r["a"], "b": r["b"], "L": L, "recipe": r["recipe"][i],
-                   "seeds": r["n"][i], "R": r["R"][i], "R_seeds": " ".join(f"{v:.6f}" for v in r["R_seeds"][i]),
-                   "C": r["C"][i], "A_minus_C": r["gap"][i], "B_L": c.get("B")}
+            row = {"series": r["series"], "steps": r["steps_L"][i], "a": r["a"], "b": r["b"], "L": L,
+                   "recipe": r["recipe"][i], "seeds": r["n"][i], "R": r["R"][i],
+                   "R_seeds": " ".join(f"{v:.6f}" for v in r["R_seeds"][i]), "C": r["C"][i], "A_minus_C": r["gap"][i],
+                   "monitor": r["monitor"][i], "monitor_seeds": " ".join(f"{v:.6f}" for v in r["monitor_seeds"][i]),
+                   "B_L": c.get("B")}
             for n in certificates.NAMES:
                 row |= {f"{n}_diff": c[n]["diff"], f"{n}_se": c[n]["se"], f"{n}_ok": c[n]["ok"]} if n in c else {}
             out.append(row)
