@@ -482,3 +482,144 @@ def test_an_integer_too_large_for_a_float_field_is_a_config_error(exp, field):
 
     with pytest.raises(ConfigError, match=f"{field} must be a finite number"):
         make_config("smoke", **{field: 10**exp})
+
+
+# --- the rest of item 4 ------------------------------------------------------------------------------
+# permissions: an unreadable run is named (broken) and skipped; a read-only command writes nothing
+
+import contextlib
+import errno
+
+
+@contextlib.contextmanager
+def unreadable(run_dir: Path):
+    """As if `run_dir` had mode 000 for this process (root reads it anyway): every lookup of a file
+    in it (stat, lstat, open) and every listing of it is refused with EACCES."""
+    inside, listing = str(run_dir) + os.sep, str(run_dir)
+
+    def refusing(real, itself: bool):
+        def call(path, *args, **kwargs):
+            p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+            if isinstance(p, str) and (p.startswith(inside) or (itself and p.rstrip(os.sep) == listing)):
+                raise PermissionError(errno.EACCES, "Permission denied", p)
+            return real(path, *args, **kwargs)
+        return call
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, itself in (("stat", False), ("lstat", False), ("open", False), ("scandir", True), ("listdir", True)):
+            mp.setattr(os, name, refusing(getattr(os, name), itself))
+        yield
+
+
+def _files(root: Path) -> list:
+    return sorted((str(p), p.lstat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def test_an_unreadable_run_is_broken_named_and_status_collect_and_report_read_the_rest(tmp_path, capsys):
+    from depthscale.cli.main import main
+
+    root, (bad, *good) = cases.finished_store(tmp_path / "store", depths=(1, 2, 3))
+    before = _files(root)
+    with unreadable(root / "runs" / bad):
+        assert main(["status", "--store", root]) == 0
+        out, err = capsys.readouterr()
+        assert f"broken {bad}: runs/{bad} cannot be read: Permission denied" in out and "error" not in err, out + err
+        assert main(["collect", "--store", root, "--out", tmp_path / "runs.csv"]) == 0
+        err = capsys.readouterr().err
+        assert f"skipping broken run {root / 'runs' / bad}: runs/{bad} cannot be read: Permission denied" in err, err
+        assert main(["report", "--store", root, "--out", tmp_path / "out", "--experiment", "fig6", "--preset", "smoke"]) == 0
+        assert f"broken runs (left out): {bad}" in capsys.readouterr().out
+    table = (tmp_path / "runs.csv").read_text()
+    assert all(g in table for g in good) and bad not in table
+    assert _files(root) == before  # read-only commands: nothing written into the store
+
+
+def test_a_sweep_skips_an_unreadable_run_naming_it_and_runs_the_rest(tmp_path, capsys):
+    from depthscale.cli.main import main
+    from depthscale.config.run import make_config, run_id
+    from depthscale.store.store import Store
+
+    root, done = cases.finished_store(tmp_path / "store", depths=(1,))
+    bad = make_config("smoke", L=2)
+    Store(root).write_config(bad)  # a run begun, whose directory then became unreadable
+    (tmp_path / "g.json").write_text('{"L": [1, 2, 3]}')
+    with unreadable(root / "runs" / run_id(bad)):
+        rc = main(["sweep", "--grid", tmp_path / "g.json", "--preset", "smoke", "--store", root, "--executor", "inline"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "Traceback" not in err, err
+    assert f"skipping run {root / 'runs' / run_id(bad)}: runs/{run_id(bad)} cannot be read: Permission denied" in err, err
+    store = Store(root, readonly=True)
+    assert store.is_done(run_id(make_config("smoke", L=3))) and not store.is_done(run_id(bad))
+
+
+def test_claim_skips_a_run_whose_lease_cannot_be_written_naming_it(tmp_path, monkeypatch):
+    from depthscale.config.run import make_config, run_id
+    from depthscale.store import lease
+    from depthscale.store.store import Store
+
+    store, rid = Store(tmp_path / "s"), run_id(make_config("smoke"))
+
+    def refused(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(lease, "take", refused)
+    with pytest.warns(UserWarning, match=f"skipping run {store.run_path(rid)}: its lease cannot be written"):
+        assert store.claim(rid, "me") is False
+
+
+def _unprivileged() -> list[str]:
+    """A command prefix under which mode 000 stops reads: none for a user; for root, setpriv without
+    the capabilities that override file permissions (skipped where that cannot be done)."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+    import subprocess
+
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
+    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root, where mode 000 does not stop reads")
+    return prefix
+
+
+def test_a_run_of_mode_000_blocks_no_command(tmp_path):
+    import subprocess
+    import sys
+
+    prefix = _unprivileged()
+    root, (bad, good) = cases.finished_store(tmp_path / "store")
+    (tmp_path / "g.json").write_text('{"L": [1, 2]}')
+    (root / "runs" / bad).chmod(0)
+    try:
+        def run(*args):
+            return subprocess.run([*prefix, sys.executable, "-m", "depthscale", *map(str, args)], capture_output=True,
+                                  text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+
+        r = run("status", "--store", root)
+        assert r.returncode == 0 and f"broken {bad}: runs/{bad} cannot be read" in r.stdout, r.stdout + r.stderr
+        r = run("collect", "--store", root, "--out", tmp_path / "runs.csv")
+        assert r.returncode == 0 and f"skipping broken run {root / 'runs' / bad}" in r.stderr, r.stderr
+        r = run("sweep", "--grid", tmp_path / "g.json", "--preset", "smoke", "--store", root, "--executor", "inline")
+        assert r.returncode == 0 and f"skipping run {root / 'runs' / bad}" in r.stderr, r.stderr
+        assert "cannot write" not in r.stderr and good in (tmp_path / "runs.csv").read_text()
+    finally:
+        (root / "runs" / bad).chmod(0o755)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # collect's BrokenRunWarning
+@HYPO
+@given(hidden=st.sets(st.integers(0, 2), max_size=3))
+def test_any_set_of_unreadable_runs_is_counted_broken_and_the_rest_collected(tmp_path_factory, hidden):
+    from depthscale.store.store import Store
+
+    root, ids = cases.finished_store(tmp_path_factory.mktemp("s"), depths=(1, 2, 3))
+    bad = {ids[i] for i in hidden}
+    with contextlib.ExitStack() as stack:
+        for rid in bad:
+            stack.enter_context(unreadable(root / "runs" / rid))
+        store = Store(root, readonly=True)
+        status = store.status().loc["train"]
+        assert (status["broken"], status["done"]) == (len(bad), 3 - len(bad))
+        assert {p["run_id"] for p in store.problems()} == bad
+        assert all(p["reason"].endswith("cannot be read: Permission denied") for p in store.problems())
+        assert set(store.collect()["run_id"]) == set(ids) - bad
+        assert not any(store.is_done(r) or store.is_failed(r) for r in bad)

@@ -172,7 +172,7 @@ def collect(store, sweep: str | None = None, arrays: str = "list"):
     state_cols = ("state", "diverged_step", "diverged_reason", "sweeps", "finished_at")
     for rid in sorted(set(ids)):
         d = store.run_path(rid)
-        if not (d / "DONE").exists():
+        if store.run_dir_problem(rid) is None and not (d / "DONE").exists():  # (an unreadable run: named below)
             continue
         docs, why = store.read_finished(rid)
         if docs is None:

@@ -233,7 +233,8 @@ class Store:
         directory). It must be a directory of the store itself: a symbolic link there (to a
         directory elsewhere, or to another run's) would make the store read and write files
         outside the run; a file, a FIFO or a dangling link holds no run. Checked with lstat,
-        without following anything."""
+        without following anything. A directory this process may not search (mode 000 for
+        another user) cannot be read: its run is broken, named, and skipped by every reader."""
         path = self.run_path(rid)
         try:
             st = os.lstat(path)
@@ -242,6 +243,10 @@ class Store:
         except OSError as e:
             return f"runs/{rid} cannot be looked up: {e.strerror or e}"
         if stat.S_ISDIR(st.st_mode):
+            try:  # every file of the run is looked up through it: one we may not search (mode 000) is unreadable
+                os.lstat(os.path.join(path, "."))
+            except OSError as e:
+                return f"runs/{rid} cannot be read: {e.strerror or e}"
             return None
         if stat.S_ISLNK(st.st_mode):
             return f"runs/{rid} is a symbolic link (to {shown(os.readlink(path))}), not a directory of the store"
@@ -296,7 +301,8 @@ class Store:
     def is_done(self, rid: str) -> bool:
         """True if the run finished and its result is readable (a diverged run is done too: it is
         never run again). A broken run (DONE, but no readable result) is not done."""
-        return (self.run_path(rid) / "DONE").exists() and self._check_finished(rid) is None
+        return self.run_dir_problem(rid) is None and (self.run_path(rid) / "DONE").exists() \
+            and self._check_finished(rid) is None
 
     def is_broken(self, rid: str) -> bool:
         """True if DONE exists but the run's files do not hold a readable result."""
@@ -502,14 +508,26 @@ class Store:
         return lease.holder(self._lease_path(rid), self.lease_timeout)
 
     def claim(self, rid: str, owner: str = "") -> bool:
-        """Take the run for this process; False if it is done or someone else holds a live lease."""
+        """Take the run for this process; False if it is done or someone else holds a live lease,
+        or (with a warning naming it) if its directory is one this process may not read or write
+        (its permissions): that run is skipped, the others go on."""
         self._check_writable()
+        path = self.run_path(rid)
+        why = self.run_dir_problem(rid)
+        if why is not None and os.path.isdir(path) and not os.path.islink(path):  # a real directory: not ours to replace
+            warnings.warn(f"skipping run {path}: {why} (fix its permissions, then run again)", stacklevel=2)
+            return False
         d = self.run_dir(rid)
         if self.is_done(rid):
             return False
         if rid in self._leases and self.heartbeat(rid):
             return True  # already ours
-        token = lease.take(self._lease_path(rid), owner, self.lease_timeout)
+        try:
+            token = lease.take(self._lease_path(rid), owner, self.lease_timeout)
+        except PermissionError as e:  # a directory we may read but not write
+            warnings.warn(f"skipping run {path}: its lease cannot be written: {e.strerror} (fix its permissions, "
+                          f"then run again)", stacklevel=2)
+            return False
         if token is None:
             return False
         self._leases[rid] = token
@@ -676,7 +694,7 @@ class Store:
     def is_failed(self, rid: str) -> bool:
         """True if the last attempt failed and no attempt has finished."""
         d = self.run_path(rid)
-        return (d / "FAILED").exists() and not self.is_done(rid)
+        return self.run_dir_problem(rid) is None and (d / "FAILED").exists() and not self.is_done(rid)
 
     def failure(self, rid: str) -> str | None:
         """The reason recorded by `fail`, or None."""
