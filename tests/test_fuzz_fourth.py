@@ -623,3 +623,54 @@ def test_any_set_of_unreadable_runs_is_counted_broken_and_the_rest_collected(tmp
         assert all(p["reason"].endswith("cannot be read: Permission denied") for p in store.problems())
         assert set(store.collect()["run_id"]) == set(ids) - bad
         assert not any(store.is_done(r) or store.is_failed(r) for r in bad)
+
+
+# leftovers: the temp file of a collect or report killed with -9 is removed by the next run
+
+def _plant(directory: Path, name: str, age: float) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text("partial")
+    os.utime(path, (path.stat().st_atime - age, path.stat().st_mtime - age))
+    return path
+
+
+@pytest.mark.parametrize("command", ["collect", "report"])
+def test_a_killed_runs_temp_files_are_removed_by_the_next_run(tmp_path, store2, command):
+    root, _ = store2
+    out = tmp_path / "out"
+    if command == "collect":
+        dirs, target, args = [out], out / "runs.csv", ["--out", out / "runs.csv"]
+    else:
+        dirs, target = [out, out / "smoke", out / "smoke" / "theory.d"], out / "report.md"
+        args = ["--out", out, "--experiment", "fig6", "--preset", "smoke"]
+    stale = [_plant(d, f".{target.name}.k9x_2ab7.tmp", 120) for d in dirs]
+    young = _plant(out, f".{target.name}.y0ung_ab.tmp", 0)  # a live writer's
+    other = [_plant(out, name, 120) for name in (".notes.tmp", "data.k9x_2ab7.tmp", ".runs.csv.tmp")]  # not ours
+    r = depthscale(command, "--store", root, *args)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert target.is_file() and not any(p.exists() for p in stale), [p for p in stale if p.exists()]
+    assert young.exists() and all(p.exists() for p in other)
+
+
+@HYPO
+@given(names=st.lists(st.one_of(st.sampled_from([".runs.csv.ab_12cd3.tmp", ".runs.csv.ab.tmp", ".report.md.zz9_0000.tmp"]),
+                                 st.from_regex(r"\.[a-z.]{1,8}\.[a-z0-9_]{8}\.tmp", fullmatch=True),
+                                 st.from_regex(r"\.?[a-z.]{0,8}(\.[a-z0-9_]{1,10})?(\.tmp)?", fullmatch=True)),
+                      min_size=1, max_size=6, unique=True),
+       ages=st.lists(st.sampled_from([0.0, 30.0, 90.0, 1e6]), min_size=6, max_size=6),
+       named=st.booleans())
+def test_remove_stale_temp_files_removes_exactly_our_old_temp_files(tmp_path_factory, names, ages, named):
+    import re
+
+    from depthscale.base.atomic import STALE_TEMP_SECONDS, remove_stale_temp_files
+
+    d = tmp_path_factory.mktemp("o")
+    names = [n for n in names if n not in ("", ".", "..")]
+    for n, age in zip(names, ages):
+        _plant(d, n, age)
+    target = "runs.csv" if named else None
+    ours = re.compile(rf"\.{re.escape(target) if named else '.+'}\.[a-z0-9_]{{8}}\.tmp")
+    removed = {p.name for p in remove_stale_temp_files(d, target)}
+    want = {n for n, age in zip(names, ages) if ours.fullmatch(n) and age > STALE_TEMP_SECONDS}
+    assert removed == want and {p.name for p in d.iterdir()} == set(names) - want

@@ -3,7 +3,8 @@
 Every file depthscale writes goes through `write_atomic`: a temp file beside the target, fsync,
 then ``os.replace``, so a reader sees the old content or the new one, never a part. New files get
 the mode open() would give under the umask (mkstemp alone gives 0600, which would hide results
-from collaborators on a shared filesystem).
+from collaborators on a shared filesystem). A writer killed with -9 leaves its temp file; the next
+run of the command removes it (`remove_stale_temp_files`, once it is a minute old).
 
 JSON: `plain` turns numpy and torch values into Python ones; with strict=True (the store's files,
 the CLI's output, claims) every non-finite number becomes null, never a bare NaN or Infinity.
@@ -21,6 +22,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -301,6 +303,35 @@ def remove_temp_files(directory: Path, spare_prefix: str = "", spare_seconds: fl
             pass
 
 
+STALE_TEMP_SECONDS = 60.0  # a temp file of write_atomic this old has no live writer (a write takes well under it)
+
+
+def remove_stale_temp_files(directory: str | os.PathLike, name: str | None = None,
+                            older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Delete the temp files write_atomic's writer left in `directory` when it was killed (-9: no
+    cleanup ran): regular files named as it names them (``.<target>.<8 characters>.tmp``, only
+    those of the target `name` if given) and not modified for `older_than` seconds, so a live
+    writer's is left alone and nothing else is touched. Returns the paths removed."""
+    target = re.escape(name) if name is not None else ".+"
+    pattern = re.compile(rf"\.{target}\.[a-z0-9_]{{8}}\.tmp")  # tempfile.mkstemp's 8 random characters
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:  # no directory (yet), or one we may not list: nothing of ours to find
+        return removed
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime > older_than:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:  # gone already (another run removed it), or not ours to remove
+            pass
+    return removed
+
+
 class SpecialFileError(OSError):
     """A store file's name holds a directory, a FIFO, a socket or a device instead of a file."""
 
@@ -354,7 +385,7 @@ def as_float(x: Any) -> float:
 
 
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
-           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "read_regular", "file_kind",
+           "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "remove_stale_temp_files", "STALE_TEMP_SECONDS", "read_regular", "file_kind",
            "load_torch_data", "RefusedPickle", "UnreadableTorchFile",
            "SpecialFileError", "TooLargeError", "DamagedJSON", "read_json", "loads_json", "MAX_FILE_BYTES",
            "MAX_JSON_BYTES", "MAX_JSON_DEPTH"]

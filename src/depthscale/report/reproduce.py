@@ -43,7 +43,7 @@ import numpy as np
 from depthscale.analysis import claims, plotting
 from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS, count
 from depthscale.base import timing
-from depthscale.base.atomic import as_float, write_json_atomic, write_text_atomic
+from depthscale.base.atomic import as_float, remove_stale_temp_files, write_json_atomic, write_text_atomic
 from depthscale.base.errors import InputError, is_storage_error
 from depthscale.base.provenance import versions
 from depthscale.config.run import PRESETS
@@ -51,7 +51,7 @@ from depthscale.report import figcheck
 from depthscale.report.pages import render_html, render_markdown
 from depthscale.experiments.registry import (BEYOND_IDS, IDS, PLUGIN_SOURCES, REGISTRY, all_configs, claims_of, resolve_ids,
                                  summary, theory_needs)
-from depthscale.analysis.results import Results, Theory, read_checked_cache, split_diverged, theory_jobs
+from depthscale.analysis.results import Results, Theory, read_checked_cache, split_diverged, theory_entries_dir, theory_jobs
 from depthscale.analysis.selection import main_envelope
 from depthscale.config.paper import PAPER
 from depthscale.config.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
@@ -181,6 +181,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # the user's path (e.g. not writable)
         raise InputError(str(e)) from None
+    remove_leftovers(out_dir, presets)
     try:
         return _write_report(store, df, diverged, broken, presets, ids, out_dir, overrides, device, progress)
     except BaseException:  # nothing partial left behind: a directory this report made goes with it
@@ -196,6 +197,16 @@ def check_out(out_dir: str | os.PathLike) -> None:
     if inside is not None:
         raise InputError(f"--out {out_dir} is inside the store {inside[0]} ({inside[1]}); write the report "
                          f"outside the store")
+
+
+def remove_leftovers(out_dir: Path, presets: Sequence[str]) -> None:
+    """The temp files an earlier report (or reproduce) killed with -9 left beside its outputs, removed
+    (atomic.remove_stale_temp_files: write_atomic's names, a minute old): in out_dir, each preset's
+    directory and its theory entries."""
+    for p in presets:
+        remove_stale_temp_files(out_dir / p)
+        remove_stale_temp_files(theory_entries_dir(out_dir / p / "theory.json"))
+    remove_stale_temp_files(out_dir)
 
 
 def _first_missing(path: Path) -> Path | None:

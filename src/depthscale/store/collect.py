@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable
 
-from depthscale.base.atomic import write_atomic, write_text_atomic
+from depthscale.base.atomic import remove_stale_temp_files, write_atomic, write_text_atomic
 from depthscale.base.errors import StoreError
 from depthscale.store.divergence import diverged
 
@@ -290,6 +290,7 @@ def _write_table(df, path: Path) -> None:
     suffix = path.suffix.lower()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temp_files(path.parent, path.name)  # an earlier collect's, killed with -9
         if suffix == ".parquet":
             write_atomic(path, lambda fh: df.to_parquet(fh, index=False))
         else:
