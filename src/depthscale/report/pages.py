@@ -90,7 +90,7 @@ def incomplete_text(sections: list[dict]) -> str:
     """The report's first words where the store lacks runs its claims read (issue 51), or ''."""
     parts = [f"preset {sec['preset']}: {sec['incomplete']['missing']} of {sec['incomplete']['expected']} runs that "
              f"the claims read are not finished (their ids in {sec['incomplete']['file']}); finish it with the "
-             f"command that produced this report, which resumes where it stopped: {sec['incomplete']['command']}"
+             f"command that produced this report, which resumes where it stopped: {sec['incomplete']['shown']}"
              for sec in sections if sec.get("incomplete")]
     if not parts:
         return ""
@@ -98,10 +98,30 @@ def incomplete_text(sections: list[dict]) -> str:
             "(missing runs), never PASS or FAIL: nothing here judges what was not measured.")
 
 
+ANSWER_TITLE = "The answer: what reproduces and what does not"
+
+
+def answer_md(header: dict) -> list[str]:
+    """The section the report opens with (report/answer.py): its paragraphs, the study's figure and table."""
+    ans = header.get("answer")
+    if not ans:
+        return []
+    out = [f"## {ANSWER_TITLE}", ""] + [f"{line}\n" for line in ans["lines"]]
+    if ans.get("figure"):
+        out += [f"![the convergence study]({ans['figure']})", "",
+                f"*The convergence study ({ans['study_dir']}): (a) the envelope per budget and the monitor-best "
+                "envelope, (b) the faithful start, beside the reference B_L; (c) the excess R_L − L0 with slope −1; "
+                "(d) the drops per doubling of depth; (e) α per budget; (f) A_L − C_L.*", ""]
+    if ans.get("table_md"):
+        out += ["The study per budget:", "", ans["table_md"].strip(), ""]
+    return out
+
+
 def render_markdown(header: dict, sections: list[dict]) -> str:
     out = ["# depthscale report", ""]
     if incomplete_text(sections):
         out += [f"> **{incomplete_text(sections)}**", ""]
+    out += answer_md(header)
     out += [
            f"Reproduction of *{header['paper']}*.", "",
            f"- generated: {header['date']}",
@@ -215,6 +235,7 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
              "<h1>depthscale report</h1>"]
     if incomplete_text(sections):
         parts.append(f"<p class=\"banner\"><strong>{esc(incomplete_text(sections))}</strong></p>")
+    parts += answer_html(header, out_dir)
     parts += [
              f"<p>Reproduction of <em>{esc(header['paper'])}</em>.</p>",
              "<ul class=\"small\">",
@@ -270,6 +291,25 @@ def render_html(header: dict, sections: list[dict], out_dir: Path) -> str:
             parts += [f"<p class=\"note\">{esc(line)}</p>" for line in sec.get("notes", {}).get(i, [])]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def answer_html(header: dict, out_dir: Path) -> list[str]:
+    """answer_md's section in HTML (the paragraphs' **bold** leads as <strong>; the study's figure inlined)."""
+    ans = header.get("answer")
+    if not ans:
+        return []
+    esc = html.escape
+    parts = [f"<h2 id=\"answer\">{esc(ANSWER_TITLE)}</h2>"]
+    for line in ans["lines"]:
+        text = esc(line)
+        while text.count("**") >= 2:
+            text = text.replace("**", "<strong>", 1).replace("**", "</strong>", 1)
+        parts.append(f"<p>{text}</p>")
+    if ans.get("figure"):
+        parts.append(f"<img alt=\"the convergence study\" src=\"{_img_data_uri(out_dir / ans['figure'])}\">")
+    if ans.get("table_md"):
+        parts.append(f"<pre class=\"small\">{esc(ans['table_md'].strip())}</pre>")
+    return parts
 
 
 def _html_claims(title: str, cl: list[dict]) -> list[str]:

@@ -48,6 +48,7 @@ from depthscale.base.errors import InputError, is_storage_error
 from depthscale.base.provenance import versions
 from depthscale.config.run import PRESETS
 from depthscale.report import figcheck
+from depthscale.report.answer import answer_section
 from depthscale.report.pages import render_html, render_markdown
 from depthscale.experiments.registry import (BEYOND_IDS, IDS, PLUGIN_SOURCES, REGISTRY, all_configs, claims_of, resolve_ids,
                                  summary, theory_needs)
@@ -148,8 +149,12 @@ def _followup_configs(ids, preset: str, store, overrides: dict) -> list:
 
 def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None,
            ids: str | Iterable[str] = "all", *, overrides: dict | None = None,
-           device: str = "cpu", progress: bool | None = None) -> dict:
+           device: str = "cpu", progress: bool | None = None, study="auto") -> dict:
     """Rebuild figures, tables and claims from the store and write report.md and report.html.
+
+    The report opens with the answer (report/answer.py): what reproduces and what does not, from the
+    claims and the convergence study's export in `study` (a directory; "auto": the checkout's
+    studies/results/convergence where it exists; None: none).
 
     preset None: every preset with finished runs in the store (paper, cpu, smoke order).
     Never trains and never writes to the store. Theory (linear floors, reference curves) is
@@ -183,7 +188,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
         raise InputError(str(e)) from None
     remove_leftovers(out_dir, presets)
     try:
-        return _write_report(store, df, diverged, broken, presets, ids, out_dir, overrides, device, progress)
+        return _write_report(store, df, diverged, broken, presets, ids, out_dir, overrides, device, progress, study)
     except BaseException:  # nothing partial left behind: a directory this report made goes with it
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
@@ -220,7 +225,8 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, overrides, device, progress) -> dict:
+def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, overrides, device, progress,
+                  study="auto") -> dict:
     """report's body once out_dir exists: every preset's section, claims.json, report.md and .html."""
     sections, all_claims, errors, plugin_errors = [], [], [], []
     for p in presets:
@@ -242,6 +248,7 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
     counted = count(all_claims)
     header = _header()
     header["broken"] = broken
+    header["answer"] = answer_section(all_claims, study, presets[0], out_dir)
     md = render_markdown(header, sections)
     write_text_atomic(out_dir / "report.md", md)
     write_text_atomic(out_dir / "report.html", render_html(header, sections, out_dir))
@@ -358,7 +365,10 @@ def note_missing(cl: list[dict], preset: str, finished: set, overrides: dict | N
     n_expected = len({r for ids in expected.values() for r in ids})
     write_json_atomic(pdir / MISSING_FILE, {"command": resume, "missing": len(all_missing), "expected": n_expected,
                                             "runs": {u: ids for u, ids in missing.items() if ids}})
-    return {"missing": len(all_missing), "expected": n_expected, "file": where, "command": resume}
+    # the report shows the command with its own directory named, not the path (a report is self-contained)
+    out = resume.rsplit(" --out ", 1)
+    shown = f"{out[0]} --out <this report's directory>" if len(out) == 2 else resume
+    return {"missing": len(all_missing), "expected": n_expected, "file": where, "command": resume, "shown": shown}
 
 
 def claim_ids(ids: Sequence[str]) -> tuple[str, ...]:

@@ -4,10 +4,11 @@ and parsers)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from depthscale.cli.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_workers, existing_store, help_text,
                                   parse_experiments, pick_device, require_submitit, store_if_any)
-from depthscale.base.userpaths import out_dir, out_file, path_arg
+from depthscale.base.userpaths import UsageError, out_dir, out_file, path_arg
 from depthscale.cli.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
                                         print_json, say_preset, store_flag)
 from depthscale.cli.commands.runs import failed_runs_exit
@@ -75,7 +76,11 @@ def cmd_report(args) -> int:
     out_dir(args.out)
     existing_store(args.store)
     ids = parse_ids(parse_experiments(args.experiment))
-    res = report(args.store, args.out, preset=args.preset, ids=ids)
+    study = "auto" if args.study is None else (None if args.study == "none" else args.study)
+    if study not in ("auto", None) and not (Path(study) / "decision.json").is_file():
+        raise UsageError(f"--study {args.study}: no decision.json there (the convergence study's export: "
+                         f"python studies/convergence_study.py), or 'none'")
+    res = report(args.store, args.out, preset=args.preset, ids=ids, study=study)
     say_preset(", ".join(res["presets"]) if args.preset is None else args.preset)
     if args.json:
         print_json(res)
@@ -123,6 +128,24 @@ def cmd_compare(args) -> int:
 
 
 # ---------------------------------------------------------------- parsers
+def _add_report_parser(sub) -> None:
+    sp = sub.add_parser("report", help="write the reproduction report", **help_text(
+        "One Markdown and one self-contained HTML report: figures, tables, the paper's numbers beside "
+        "ours, PASS/FAIL/INCONCLUSIVE per claim.", "depthscale report --store runs/cpu --out report/cpu"))
+    store_flag(sp)
+    sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
+    sp.add_argument("--preset", choices=PRESETS, default=None,
+                    help="the preset to report (default: every preset with finished runs in the store)")
+    sp.add_argument("--experiment", default="all",
+                    help="the experiments to report: all (the paper's figures and tables), beyond, "
+                         "all,beyond, or a comma list of ids (default: all)")
+    sp.add_argument("--study", default=None, metavar="DIR",
+                    help="the convergence study's export the report opens with (default: "
+                         "studies/results/convergence under the current directory, where it exists; 'none': without)")
+    json_flag(sp, "print what was written (paths, PASS/FAIL/INCONCLUSIVE counts) as one JSON line")
+    sp.set_defaults(fn=cmd_report)
+
+
 def add_parsers(sub) -> None:
     """The parsers of plot, compare, reproduce, report and bench."""
     sp = sub.add_parser("plot", help="draw training curves from a store", **help_text(
@@ -180,18 +203,7 @@ def add_parsers(sub) -> None:
     device_flag(sp)
     sp.set_defaults(fn=cmd_reproduce)
 
-    sp = sub.add_parser("report", help="write the reproduction report", **help_text(
-        "One Markdown and one self-contained HTML report: figures, tables, the paper's numbers beside "
-        "ours, PASS/FAIL/INCONCLUSIVE per claim.", "depthscale report --store runs/cpu --out report/cpu"))
-    store_flag(sp)
-    sp.add_argument("--out", required=True, help="directory for figures, tables, claims.json and the report")
-    sp.add_argument("--preset", choices=PRESETS, default=None,
-                    help="the preset to report (default: every preset with finished runs in the store)")
-    sp.add_argument("--experiment", default="all",
-                    help="the experiments to report: all (the paper's figures and tables), beyond, "
-                         "all,beyond, or a comma list of ids (default: all)")
-    json_flag(sp, "print what was written (paths, PASS/FAIL/INCONCLUSIVE counts) as one JSON line")
-    sp.set_defaults(fn=cmd_report)
+    _add_report_parser(sub)
 
     sp = sub.add_parser("bench", help="packed engine vs a naive loop", **help_text(
         "Time the fig6 depth sweep trained one model at a time and as one pack.",
