@@ -6,6 +6,9 @@ one that FAILS it. Nothing here is a result of the toolkit.
   and the metrics given) and gives a `results.Results` over them with a `FakeStore` (configs and
   training curves by run id).
 - `FakeTheory` answers the few theory calls the claims make (`floor`, `curves`).
+- `CertBackend` feeds the real certificates module (depthscale.analysis.certificates) made-up
+  per-context errors, with a certificate broken where a test says; tests install it with
+  `use_cert_backend`.
 - `FakePaired` stands in for `depthscale.analysis.paired` (paired differences, bootstrap of Delta Q, the
   softmax-ensemble floor on a run's evaluation contexts); tests install it with `use_paired`.
 """
@@ -13,6 +16,7 @@ one that FAILS it. Nothing here is a result of the toolkit.
 from __future__ import annotations
 
 import math
+import zlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -73,9 +77,16 @@ class World:
             self.store.curves[cfg.run_id] = curves
         return cfg.run_id
 
-    def series(self, model, task, k, a, b, values, depths=None, seed=0, fields=None, **per_depth):
+    def series(self, model, task, k, a, b, values, depths=None, seed=None, fields=None, spread=0.002, **per_depth):
         """One run per depth. `values` (R) and every metric: a callable of L, a sequence over the
-        depths, or one value for every depth (an array metric such as mode_R: a callable)."""
+        depths, or one value for every depth (an array metric such as mode_R: a callable).
+        seed None: seed 0, except on the converged envelope (nonlinear, difficult: SPEC §9 asks >= 3
+        seeds) seeds 0, 1, 2 with every scalar times 1 - spread, 1, 1 + spread (the same seed means)."""
+        if seed is None and (model, task) == ("nonlinear", "difficult") and not fields:
+            return [rid for sd in (0, 1, 2) for rid in
+                    self.series(model, task, k, a, b, _scaled(values, 1 + spread * (sd - 1)), depths, sd, fields,
+                                **{m: _scaled(v, 1 + spread * (sd - 1)) for m, v in per_depth.items()})]
+        seed = 0 if seed is None else seed
         depths = tuple(depths or depths_of(model, self.preset))
 
         def at(v, i, L):
@@ -91,6 +102,16 @@ class World:
 
     def results(self, store: bool = True) -> Results:
         return Results(pd.DataFrame(self.rows), self.preset, self.store if store else None)
+
+
+def _scaled(v, f):
+    """A World.series metric times f (callables and sequences of floats; arrays of modes and R_se untouched)."""
+    if callable(v):
+        return lambda L: _scaled(v(L), f)
+    if isinstance(v, (list, tuple, np.ndarray)):
+        arr = np.asarray(v, dtype=float)
+        return arr * f if arr.ndim == 1 else v
+    return v * f if isinstance(v, (int, float)) else v
 
 
 class FakeTheory:
@@ -133,8 +154,57 @@ class FakePaired:
         return {"ensemble_floor": self.floor[(cfg.a, cfg.b, cfg.k)], "single_head": math.nan}
 
 
+class CertBackend:
+    """What the real depthscale.analysis.certificates reads through depthscale.analysis.paired
+    (per_context, floor_on_eval with depths) on a World's made-up runs, so the claims run the real
+    module: each run's per-context squared errors are its R times (1 + 0.5 z) over N_CTX contexts (z
+    its own normals, exactly standardised: a paired difference's mean is the difference of the Rs,
+    its SE about 3.5% of R), the best stack B_L the series' seed mean times 1.02 (context by
+    context). `fail` ({(k, a, b) or (model, k, a, b): {certificate: [depths]}}) breaks a certificate
+    at those depths: doubling by raising the runs' errors there tenfold (B_L with them), construction
+    by putting B_L 10% below the runs."""
+
+    N_CTX = 400
+
+    def __init__(self, world):
+        self.world, self.fail = world, {}
+        self.calls: list = []  # (model, task, k, a, b, L) of every run read
+        self.floor_calls: list = []
+        self._seen: dict = {}  # series key -> {L: {run id: errors}}
+
+    def _bad(self, cfg) -> dict:
+        return self.fail.get((cfg.model, cfg.k, cfg.a, cfg.b), self.fail.get((cfg.k, cfg.a, cfg.b), {}))
+
+    @staticmethod
+    def _key(cfg) -> tuple:
+        return cfg.model, cfg.task, cfg.k, cfg.a, cfg.b, cfg.d, cfg.P
+
+    def per_context(self, store, rid, device="cpu", cache=True):
+        cfg = store.load_config(rid)
+        self.calls.append((cfg.model, cfg.task, cfg.k, cfg.a, cfg.b, cfg.L))
+        z = np.random.default_rng(zlib.crc32(rid.encode())).standard_normal(self.N_CTX)
+        z = (z - z.mean()) / z.std()  # exactly mean 0: the errors' mean is the run's R
+        bump = 10.0 if cfg.L in self._bad(cfg).get("doubling", ()) else 1.0
+        sq = self.world.R[rid] * bump * (1 + 0.5 * z)
+        self._seen.setdefault(self._key(cfg), {}).setdefault(cfg.L, {})[rid] = sq
+        return {"key": "shared", "run_id": rid, "sq_err": sq}
+
+    def floor_on_eval(self, cfg, device="cpu", temperatures=None, depths=(), batches=10):
+        self.floor_calls.append((cfg.model, cfg.k, cfg.a, cfg.b, tuple(depths)))
+        seen, bad = self._seen[self._key(cfg)], self._bad(cfg).get("construction", ())
+        return {"sq_err_stack": {L: np.mean(list(seen[L].values()), axis=0) * (0.9 if L in bad else 1.02)
+                                 for L in depths}}
+
+
+def use_cert_backend(monkeypatch, backend) -> None:
+    """Install `backend` as what the real depthscale.analysis.certificates reads (its `paired`)."""
+    from depthscale.analysis import certificates
+
+    monkeypatch.setattr(certificates, "paired", backend)
+
+
 class FakeCertificates:
-    """depthscale.analysis.certificates' series_certificates on a World's made-up runs: every depth passes
+    """(For figure tests only: the claim tests run the real module through `CertBackend`.) depthscale.analysis.certificates' series_certificates on a World's made-up runs: every depth passes
     except those named in `fail` ({(k, a, b): {certificate name: [depths]}}); failing_text and
     curve are the real module's."""
 

@@ -44,6 +44,7 @@ def test_a_mostly_missing_store_is_inconclusive_and_says_how_to_finish(tmp_path,
     assert set(listed["runs"]) >= {"fig3", "fig6"}  # every experiment the claims read
     first = (out / "report.md").read_text().splitlines()[:4]
     line = next(ln for ln in first if "incomplete" in ln)
-    assert "This store is incomplete" in line and command in line and "resumes" in line, first
+    shown = f"depthscale reproduce fig3 --preset smoke --store {store} --out <this report's directory>"
+    assert "This store is incomplete" in line and shown in line and "resumes" in line, first
     assert f"{listed['missing']} of {listed['expected']} runs" in line
     assert "This store is incomplete" in (out / "report.html").read_text()

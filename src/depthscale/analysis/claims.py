@@ -28,9 +28,16 @@ General rules:
 - Seeds: every number is a seed mean (results.Results.series). An SE is the SE over seeds where a
   cell has two or more seeds, else the run's own evaluation SE (R_se) or the paired/bootstrap SE
   named by the claim. Fits (SPEC §6.1) are made to the seed means.
-- Degenerate fits: a claim built on a fit judges only a well-posed one; a degenerate fit
+- Degenerate fits (SPEC §9): a claim built on a fit judges only a well-posed one; a degenerate fit
   (fits.FitResult.status: too few points, a parameter on its bound, no finite SE, R² undefined)
-  makes its item FAIL and the detail says "degenerate fit" with the reason.
+  makes its item INCONCLUSIVE with the reason and what would make the fit possible, or FAIL where
+  the depth effect itself is absent (R_1 - R_Lmax within 2 combined SEs; that FAIL is not
+  downgraded for power) — `degenerate`, through `shape_verdict`.
+- Certificates (SPEC §4, §9): every claim on trained depths reads the certificates of the series
+  it judges (`gate`, `certified`: doubling for every model, construction for CONSTRUCTION_KINDS);
+  an item reading a failing depth, or one whose certificates cannot be computed, is INCONCLUSIVE
+  naming the series, certificate and depths. On the converged envelope (nonlinear, difficult) an
+  item with fewer than 3 seeds is INCONCLUSIVE "seeds" (`seeds_problem`).
 - Paired tests (claims 3, 10) and the floor on the run's own evaluation contexts (5c) need the
   trained models (depthscale.analysis.paired on `res.store`); without a store, or without that module, or
   where it cannot read a run's model, the claim FAILs "needs the store's models for the paired
@@ -261,13 +268,22 @@ def _certificates():
     return certificates
 
 
+# the kinds of which an equal-weight stack of cosine-softmax heads is a setting (SPEC §4 (ii): the
+# softmax family, where B_L is defined): the controlled nonlinear model, its per-layer values and its
+# context updates at m = 0. Not the linear model, nor the single stream (its layers are cascaded).
+CONSTRUCTION_KINDS = ("nonlinear", "layer_values", "context_updates")
+ENVELOPE_SEEDS = 3  # SPEC §9: a claim judged on the envelope with fewer seeds is INCONCLUSIVE
+
+
 def certified(res: Results, model: str, task: str, k: int, a: float, b: float, read=None,
-              construction: bool = True) -> tuple[dict | None, str]:
+              construction: bool | None = None) -> tuple[dict | None, str]:
     """(the series' certificates (certificates.series_certificates) as stored with a claim, why its
     items are INCONCLUSIVE or ''): 'uncertified: construction fails at L=2, 4' for failures at the
     depths the claim reads (`read`, default all), or 'certificates not computed (why)'.
-    `construction`: whether the best cosine stack is a setting of the series' model (the shape
-    claims' controlled nonlinear model: yes)."""
+    `construction`: whether the best cosine stack is a setting of the series' model (None: by the
+    model, CONSTRUCTION_KINDS; the doubling certificate is computed for every model)."""
+    if construction is None:
+        construction = model in CONSTRUCTION_KINDS
     cm = _certificates()
     if cm is None:
         return None, "certificates not computed (depthscale.analysis.certificates is not available)"
@@ -281,6 +297,43 @@ def certified(res: Results, model: str, task: str, k: int, a: float, b: float, r
     bad = cm.failing_text(cert)
     stored = {"per_depth": cm.curve(cert), "failing": cert["failing"], "computed": cert["computed"]}
     return stored, (f"uncertified: {bad}" if bad else "")
+
+
+def series_name(model: str, task: str, k: int, a: float, b: float) -> str:
+    """'nonlinear/difficult k=2 (0,0)' ('linear/easy (2,1)' on the easy task)."""
+    return f"{model}/{task}{'' if task == 'easy' else f' k={k}'} {label(a, b)}"
+
+
+def seeds_problem(res: Results, model: str, task: str, k: int, a: float, b: float, read=None) -> str:
+    """'' or why a series read on the converged envelope (SPEC §9: the nonlinear difficult-task
+    claims) is INCONCLUSIVE: 'seeds: 1 < 3 at L=1, 64' (fewer than ENVELOPE_SEEDS finite runs)."""
+    if (model, task) != ("nonlinear", "difficult"):
+        return ""
+    s = res.series(model, task, k, a, b)
+    want = None if read is None else {int(L) for L in read}
+    few = [(int(L), int(n)) for L, n in zip(s.depths, s.n) if (want is None or int(L) in want) and n < ENVELOPE_SEEDS]
+    if not few:
+        return ""
+    return (f"seeds: {min(n for _, n in few)} < {ENVELOPE_SEEDS} on the envelope at "
+            f"L={', '.join(str(L) for L, _ in few)}")
+
+
+def gate(res: Results, reads) -> tuple[dict, str]:
+    """Certificates (and, on the envelope, seeds) of every series an item of a claim reads (SPEC §9:
+    no claim is PASS or FAIL on a depth that fails a certificate): `reads` is a list of (model,
+    task, k, a, b, depths read or None for all). Returns ({series name: stored certificates},
+    '' or the problem naming each series, certificate and depth, which makes the item INCONCLUSIVE)."""
+    stored, problems = {}, []
+    for model, task, k, a, b, read in reads:
+        name = series_name(model, task, k, a, b)
+        stored[name], problem = certified(res, model, task, k, a, b, read)
+        problems += [f"{name} {p}" for p in (problem, seeds_problem(res, model, task, k, a, b, read)) if p]
+    return stored, "; ".join(problems)
+
+
+def gated(good, problem: str) -> str:
+    """An item's verdict under `gate`: INCONCLUSIVE where its series are not certified, else PASS or FAIL."""
+    return INCONCLUSIVE if problem else as_verdict(good)
 
 
 def series_se(s: Series, metric: str = "R") -> np.ndarray:
@@ -306,14 +359,46 @@ def power_text(pw: dict | None) -> str:
     return text + ")"
 
 
-def shape_verdict(good: bool, problem: str, pw: dict | None) -> tuple[str, str]:
-    """An item of a shape claim (SPEC §9): INCONCLUSIVE naming the problem when its depths are not
-    certified; PASS when the criterion holds; INCONCLUSIVE 'underpowered' for a FAIL whose power is
-    below 0.8; else FAIL (a FAIL with unknown power stays FAIL). Returns (verdict, why)."""
+def depth_effect(s: Series) -> tuple[bool, str]:
+    """(whether depth changes the loss: R_1 - R_Lmax beyond 2 SE, the SEs of the two points
+    combined; unknown SE counts as present, the text 'R_1 - R_64 = 0.5±0.01')."""
+    if s is None or len(s.depths) < 2:
+        return True, "depth effect unknown (fewer than 2 depths)"
+    R = s.get("R")
+    diff = float(R[0] - R[-1])
+    se = math.hypot(point_se(s, 0)[0], point_se(s, len(s.depths) - 1)[0])
+    text = f"R_{int(s.depths[0])} - R_{int(s.depths[-1])} = {num(diff)}±{num(se)}"
+    return (not (math.isfinite(diff) and math.isfinite(se)) or abs(diff) > 2 * se), text
+
+
+def degenerate(fits, s: Series) -> tuple[str, str]:
+    """SPEC §9 on a degenerate fit among `fits`: ('', '') when every fit is well posed; (FAIL, why)
+    where the depth effect itself is absent (R_1 - R_Lmax within 2 SE: a statement about the depth
+    range, not about the law); else (INCONCLUSIVE, the reason and what would make the fit possible)."""
+    why = next((fit_problem(f) for f in fits if fit_problem(f)), "")
+    if not why:
+        return "", ""
+    present, text = depth_effect(s)
+    if not present:
+        return FAIL, f"{why}; the depth effect is absent: {text} within 2 SE"
+    Lmax = int(s.depths[-1]) if s is not None and len(s.depths) else "Lmax"
+    return INCONCLUSIVE, (f"{why}; {text}: a fit needs more depths (beyond L={Lmax}, where the curve still "
+                          "bends) or a longer budget")
+
+
+def shape_verdict(good: bool, problem: str, pw: dict | None, fits=(), s: Series | None = None) -> tuple[str, str]:
+    """An item of a claim (SPEC §9): INCONCLUSIVE naming the problem when its depths are not
+    certified (or the envelope has too few seeds); PASS when the criterion holds; a degenerate fit
+    among `fits` INCONCLUSIVE, or FAIL where the depth effect is absent (`degenerate`; that FAIL is
+    not a matter of power); INCONCLUSIVE 'underpowered' for a FAIL whose power is below 0.8; else
+    FAIL (a FAIL with unknown power stays FAIL). Returns (verdict, why)."""
     if problem:
         return INCONCLUSIVE, problem
     if good:
         return PASS, ""
+    v, why = degenerate(fits, s)
+    if v:
+        return v, why
     p = (pw or {}).get("power", math.nan)
     if math.isfinite(p) and p < TARGET:
         return INCONCLUSIVE, f"underpowered: power {p:.2f} < {TARGET:g}"
@@ -324,9 +409,10 @@ def outcome(v: str, why: str, good: bool, f=None) -> str:
     """The end of a shape item's detail: 'ok', 'NO' / 'NO (degenerate fit: ...)', or
     'INCONCLUSIVE (why)'."""
     if v == INCONCLUSIVE:
-        return f"INCONCLUSIVE ({why}{'; ' + fit_problem(f) if f is not None and fit_problem(f) else ''})"
+        extra = fit_problem(f) if f is not None else ""
+        return f"INCONCLUSIVE ({why}{'; ' + extra if extra and extra not in why else ''})"
     if v == FAIL:
-        return verdict(good, f) if f is not None else "NO"
+        return f"NO ({why})" if why else verdict(good, f) if f is not None else "NO"
     return "ok"
 
 
@@ -389,4 +475,5 @@ __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", 
            "check", "check_all", "claim_order", "claim_key", "require", "MissingRuns", "CannotJudge", "NEEDS_STORE", "fit_problem",
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
            "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged", "certified", "series_se",
-           "power_text", "shape_verdict", "outcome", "cert_text"]
+           "power_text", "shape_verdict", "outcome", "cert_text", "gate", "gated", "series_name", "seeds_problem",
+           "depth_effect", "degenerate", "CONSTRUCTION_KINDS", "ENVELOPE_SEEDS"]

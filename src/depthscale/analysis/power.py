@@ -13,11 +13,12 @@ Criteria:
 - 5a (`criterion_5a`): the fit of SPEC §6.1 on log R, vectorised here (`batch_fit`, a projected
   Levenberg-Marquardt started at the law, the same model, bounds and degeneracy rules as
   fits.fit_power_law), well posed, α in the window and R² >= 0.99.
-- 6 (`criterion_6`): under the law C_L = L0 and A_L - C_L = c at every depth (an ensemble of
-  independent layers, SPEC §3.4); relative change of each over the last two depths < 10%.
-- 11 (`criterion_11`): L0 - C_L = c'/L with L0 the loss fit's; the fit of log(L0 - C_L) on log L
-  (fits.fit_gap, L0 fixed: a straight line, points with L0 - C_L <= 0 dropped) with α in
-  [0.8, 1.2] and R² >= 0.99, at least 3 points.
+- 6 (`criterion_6`): under 6's own hypothesis (SPEC §9): C_L and A_L - C_L equal at the last two
+  depths, each at its measured mean there; relative change of each over them < 10%.
+- 11 (`criterion_11`): L0 - C_L = c'/L (the fit of L0 - C_L as measured with α = 1 imposed), L0
+  the loss fit's; a depth with L0 - C_L below -2 SE fails, those <= 0 within 2 SE are left out; the
+  fit of log(L0 - C_L) on log L (fits.fit_gap, L0 fixed: a straight line) with α in [0.8, 1.2] and
+  R² >= 0.99, at least 4 depths left.
 
 Choices where SPEC is silent: N_SIMS = 400 simulations (the power's SE is at most 0.025), one
 fixed seed (SEED) so a report is reproducible; a depth with no finite SE makes the power
@@ -243,14 +244,18 @@ def criterion_6(limit: float = 0.1):
     return crit
 
 
-def criterion_11(L, L0: float, lo: float = 0.8, hi: float = 1.2, r2_min: float = 0.99):
-    """11's item criterion over simulated C_L (rows, L >= 2): the straight-line fit of
-    log(L0 - C_L) on log L over the points with L0 - C_L > 0 (at least 3), α = -slope in
-    [lo, hi] and R² >= r2_min."""
+def criterion_11(L, L0: float, lo: float = 0.8, hi: float = 1.2, r2_min: float = 0.99, se=None,
+                 min_points: int = 4):
+    """11's item criterion over simulated C_L (rows, L >= 2), as SPEC §9 states it: a depth with
+    L0 - C_L below -2 `se` (its SE, when given) fails the row; the points with L0 - C_L <= 0 within
+    2 SE are left out; with at least `min_points` left, the straight-line fit of log(L0 - C_L) on
+    log L has α = -slope in [lo, hi] and R² >= r2_min."""
     logL = np.log(np.asarray(L, dtype=np.float64))[None, :]
+    two_se = None if se is None else 2 * np.asarray(se, dtype=np.float64)[None, :]
 
     def crit(C_SxN):
         gap = L0 - C_SxN
+        overshoot = np.zeros(gap.shape[0], dtype=bool) if two_se is None else np.any(gap < -two_se, axis=1)
         w = (gap > 0).astype(np.float64)
         y = np.log(np.where(gap > 0, gap, 1.0))
         n = w.sum(1)
@@ -260,7 +265,7 @@ def criterion_11(L, L0: float, lo: float = 0.8, hi: float = 1.2, r2_min: float =
             sxx, sxy, syy = (dx * dx).sum(1), (dx * dy).sum(1), (dy * dy).sum(1)
             alpha = -sxy / sxx
             r2 = np.where(syy > 0, sxy * sxy / (sxx * syy), np.nan)
-        return (n >= 3) & (alpha > 0) & (alpha >= lo) & (alpha <= hi) & (r2 >= r2_min)
+        return ~overshoot & (n >= min_points) & (alpha > 0) & (alpha >= lo) & (alpha <= hi) & (r2 >= r2_min)
     return crit
 
 

@@ -11,7 +11,8 @@ Operational choices:
 - 5a and 6 are shape claims (SPEC §9): each item carries its series' certificates (claims.certified:
   an item reading a failing depth is INCONCLUSIVE naming the certificate and depths; 6 reads its
   last two depths) and its power (power.py: 5a simulates the fit under R_L = L0 + c/L with each
-  depth's SE; 6 simulates C_L = L0 and A_L - C_L = c, the law's ensemble of independent layers).
+  depth's SE; 6 simulates its own hypothesis: C_L and A_L - C_L equal at the last two depths, at
+  their measured means there, with each depth's seed SE). Fewer than 3 seeds: INCONCLUSIVE.
   A FAIL with power < 0.8 is INCONCLUSIVE; the claim is FAIL if any item FAILs, else INCONCLUSIVE
   if any item is, else PASS.
 - fig6 (c) draws a well-posed fit's L0 dotted; a degenerate fit's L0 (on its bound) is not drawn and
@@ -28,7 +29,7 @@ from depthscale.analysis import certificates
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import loss_fit, rel_change_last_two
 from depthscale.analysis.claims import (cert_text, certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
-                               power_text, require, series_se, shape_verdict, yes)
+                                        power_text, require, seeds_problem, series_se, shape_verdict, yes)
 from depthscale.analysis.power import criterion_5a, criterion_6, law_fit, power_report
 from depthscale.base.errors import InputError
 from depthscale.base.formatting import fit_status, label
@@ -265,7 +266,8 @@ def _item_5a(res, k: int, a: float, b: float, pa) -> tuple[str, dict, str]:
     good = bool(not fit_problem(f) and a_ok and r2_ok)
     pw = power_5a(s, lo, hi, 1.0 if k == 2 else pa)
     cert, problem = certified(res, "nonlinear", "difficult", k, a, b)
-    v, why = shape_verdict(good, problem, pw)
+    problem = "; ".join(p for p in (problem, seeds_problem(res, "nonlinear", "difficult", k, a, b)) if p)
+    v, why = shape_verdict(good, problem, pw, (f,), s)
     meas = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None, "r2": f.r2 if f else None,
             "paper_alpha": pa, "fit_status": f.status if f else None, "verdict": v, "power": pw,
             "certificates": cert}
@@ -291,21 +293,15 @@ def c5a(res, th):
         "power < 0.8 INCONCLUSIVE (underpowered)", parts, left_out(res, (16,)))
 
 
-def power_6(s, law: tuple[float, float] | None) -> dict:
-    """6's power: under the paper's law C_L = L0 and A_L - C_L = c at every depth (L0, c from the
-    loss's α = 1 fit), the last two depths' C_L and A_L - C_L drawn with their SEs."""
-    if law is None or len(s.depths) < 2:
-        return {"power": math.nan, "why": "no law fit"}
-    L0, c = law
+def power_6(s) -> dict:
+    """6's power under its own hypothesis (SPEC §9): C_L and A_L - C_L equal at the last two depths,
+    each at its measured mean there (not A - C = c from the α = 1 fit of R_L, 40x smaller than the
+    measured A - C), drawn with each depth's measured seed noise."""
+    if len(s.depths) < 2:
+        return {"power": math.nan, "why": "fewer than 2 depths"}
+    C, G = float(np.mean(s.get("C")[-2:])), float(np.mean(s.get("gap")[-2:]))
     se = np.concatenate([series_se(s, "C")[-2:], series_se(s, "gap")[-2:]])
-    return dict(power_report(criterion_6(), np.array([L0, L0, c, c]), se, int(s.n[-2:].min())), L0=L0, c=c)
-
-
-def _law_or_none(s):
-    try:
-        return law_fit(s.depths, s.get("R"))
-    except InputError:
-        return None
+    return dict(power_report(criterion_6(), np.array([C, C, G, G]), se, int(s.n[-2:].min())), C=C, A_minus_C=G)
 
 
 def c6(res, th):
@@ -317,8 +313,10 @@ def c6(res, th):
         dC, dG = rel_change_last_two(s, "C"), rel_change_last_two(s, "gap")
         good = bool(dC < 0.1 and dG < 0.1)
         L1, L2 = s.depths[-2:].tolist() if len(s.depths) > 1 else (None, None)
-        pw = power_6(s, _law_or_none(s))
-        cert, problem = certified(res, "nonlinear", "difficult", 2, a, b, read=[L for L in (L1, L2) if L])
+        pw = power_6(s)
+        read = [L for L in (L1, L2) if L]
+        cert, problem = certified(res, "nonlinear", "difficult", 2, a, b, read=read)
+        problem = "; ".join(p for p in (problem, seeds_problem(res, "nonlinear", "difficult", 2, a, b, read)) if p)
         v, why = shape_verdict(good, problem, pw)
         verdicts.append(v)
         meas[label(a, b)] = {"C": dC, "A_minus_C": dG, "verdict": v, "power": pw, "certificates": cert}

@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import MissingRuns, judged, left_out, num, point_se, present_ks, require, seeds_text, yes
+from depthscale.analysis.claims import (MissingRuns, combine, gate, gated, judged, left_out, num, outcome, point_se, present_ks,
+                                        require, seeds_text, yes)
 from depthscale.analysis.curves import plateau
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16
@@ -72,7 +73,7 @@ def table3(res: Results, th: Theory):
 
 def c4a(res, th):
     require(res, "linear", "difficult", 2, FIG56_SPECTRA)
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for a, b in FIG56_SPECTRA:
         s = res.series("linear", "difficult", 2, a, b)
         R = dict(zip(s.depths.tolist(), s.get("R")))
@@ -81,10 +82,15 @@ def c4a(res, th):
             raise MissingRuns(f"missing runs: linear/difficult k=2 {label(a, b)} L=2")
         ratio = float(R[2] / R[Lmax])
         good = ratio <= 1.1
-        ok &= good
+        cert, problem = gate(res, [("linear", "difficult", 2, a, b, (2, Lmax))])
+        verdicts.append(gated(good, problem))
         meas[label(a, b)] = ratio
-        parts.append(f"{label(a, b)} R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}, ratio {num(ratio)} {yes(good)}")
-    return meas, ok, judged("R_2 <= 1.1 · R_Lmax (seed means), every fig5 spectrum", parts)
+        if problem:
+            meas[f"{label(a, b)} certificates"] = cert
+        parts.append(f"{label(a, b)} R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}, ratio {num(ratio)} {yes(good)}"
+                     + (f" → {outcome(verdicts[-1], problem, good)}" if problem else ""))
+    return meas, combine(verdicts), judged("R_2 <= 1.1 · R_Lmax (seed means), every fig5 spectrum; an item reading a "
+                                           "depth that fails a certificate (SPEC §4) INCONCLUSIVE", parts)
 
 
 def _plateaus(res):
@@ -105,23 +111,25 @@ def _plateaus(res):
 def c4b(res, th):
     d, P = preset_shape(res.preset, "linear")
     geo_ok = P / d >= 8
-    meas, parts, ok = {}, [], geo_ok
+    meas, parts, verdicts = {}, [], []
     for k, a, b, m, _, _, Lmax, _ in _plateaus(res):
         fl = th.floor(a, b, k)
         rel = (m - fl["R_irr"]) / fl["R_irr"]
         good = bool(abs(rel) <= 0.05)
-        ok &= good
-        meas[label(a, b, k)] = {"plateau": m, "R_irr": fl["R_irr"], "R_irr_se": fl.get("se"), "rel_diff": rel}
+        cert, problem = gate(res, [("linear", "difficult", k, a, b, (Lmax,))])
+        verdicts.append(gated(good and geo_ok, problem))
+        meas[label(a, b, k)] = {"plateau": m, "R_irr": fl["R_irr"], "R_irr_se": fl.get("se"), "rel_diff": rel,
+                                "certificates": cert, "verdict": verdicts[-1]}
         parts.append(f"{label(a, b, k)} R_{Lmax}={num(m)} vs R_irr={num(fl['R_irr'])}±{num(fl.get('se'))}: "
-                     f"{100 * rel:+.1f}% {yes(good)}")
+                     f"{100 * rel:+.1f}% {yes(good)}" + (f" → {outcome(verdicts[-1], problem, good)}" if problem else ""))
     meas["P_over_d"] = P / d
     geo = f"; the linear runs' d={d}, P={P}: P/d={P / d:g} (>= 8 {yes(geo_ok)})"
-    return meas, ok, judged("|plateau - R_irr| <= 5% of R_irr (plateau: seed-mean R at Lmax; R_irr at the runs' "
+    return meas, combine(verdicts), judged("|plateau - R_irr| <= 5% of R_irr (plateau: seed-mean R at Lmax; R_irr at the runs' "
                             "d and P) with P/d >= 8, every Table 3 row", parts, geo + left_out(res, (2, 16)))
 
 
 def c4c(res, th):
-    meas, parts, ok, ns = {}, [], True, []
+    meas, parts, verdicts, ns = {}, [], [], []
     for k, a, b, m, se, kind, Lmax, n in _plateaus(res):
         ns.append(n)
         fl = th.floor(a, b, k)
@@ -131,13 +139,14 @@ def c4c(res, th):
         not_above = bool(above <= 0.05)
         not_below = bool(m >= fp - tol)
         good = not_above and not_below and math.isfinite(tol)
-        ok &= good
+        cert, problem = gate(res, [("linear", "difficult", k, a, b, (Lmax,))])
+        verdicts.append(gated(good, problem))
         meas[label(a, b, k)] = {"plateau": m, "plateau_se": se, "finite_P_floor": fp, "finite_P_floor_se": fse,
-                                "rel_above": above, "two_se": tol}
+                                "rel_above": above, "two_se": tol, "certificates": cert, "verdict": verdicts[-1]}
         parts.append(f"{label(a, b, k)} R_{Lmax}={num(m)}±{num(se)} ({kind}) vs finite-P floor {num(fp)}±{num(fse)}: "
                      f"{100 * above:+.1f}% (<= +5% {yes(not_above)}), below by {num(max(fp - m, 0.0))} vs 2 SE "
-                     f"{num(tol)} ({yes(not_below)}) → {yes(good)}")
-    return meas, ok, judged("plateau <= 1.05 · finite-P floor (R_irr with each context's S) and plateau >= floor "
+                     f"{num(tol)} ({yes(not_below)}) → {outcome(verdicts[-1], problem, good)}")
+    return meas, combine(verdicts), judged("plateau <= 1.05 · finite-P floor (R_irr with each context's S) and plateau >= floor "
                             "- 2 sqrt(SE_plateau² + SE_floor²), every Table 3 row", parts,
                             "; " + seeds_text(res, ns) + left_out(res, (2, 16)))
 

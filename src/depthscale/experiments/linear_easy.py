@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import MissingRuns, fit_problem, fitted, judged, num, require, verdict, yes
+from depthscale.analysis.claims import (MissingRuns, combine, fit_problem, fitted, gate, gated, judged, num, outcome, require,
+                                        shape_verdict, yes)
 from depthscale.analysis.curves import MODE_FLOOR, loss_fit, mode_crossings, normalised_modes, reference_slopes
 from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import fit_status, label
@@ -104,7 +105,7 @@ def c1(res, th):
     slope is judged against the slopes of the finite-size references fitted over the same depths."""
     require(res, "linear", "easy", 1, FIG3_SPECTRA)
     paper = {(float(r["a"]), float(r["b"])): r["alpha"] for r in PAPER["table2_linear_easy"]}
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for a, b in FIG3_SPECTRA:
         s, f = loss_fit(res, "linear", "easy", 1, a, b)
         ref = reference_slopes(th, a, b, [int(L) for L in s.depths])
@@ -114,17 +115,20 @@ def c1(res, th):
         in_range = (f is not None and math.isfinite(se) and math.isfinite(lo) and math.isfinite(hi)
                     and lo - 2 * se <= f.alpha <= hi + 2 * se)
         good = bool(not fit_problem(f) and r2_ok and in_range)
-        ok &= good
-        meas[label(a, b)] = {"alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,
+        cert, problem = gate(res, [("linear", "easy", 1, a, b, None)])
+        v, why = shape_verdict(good, problem, None, (f,), s)
+        verdicts.append(v)
+        meas[label(a, b)] = {"verdict": v, "certificates": cert, "alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,
                              "alpha_constrained_finite": ref["constrained"], "alpha_free_finite": ref["free"],
                              "zeta": zeta(a, b), "two_zeta": two_zeta(a, b), "paper_alpha": paper[(a, b)],
                              "fit_status": f.status if f else None}
         parts.append(f"{label(a, b)} {fitted(f)} (R² {yes(r2_ok)}); α in [{num(lo)} - 2 SE, {num(hi)} + 2 SE] "
                      f"= [{num(lo - 2 * se)}, {num(hi + 2 * se)}] {yes(in_range)} (asymptotic ζ={num(zeta(a, b))}, "
-                     f"2ζ={num(two_zeta(a, b))}, paper α={num(paper[(a, b)])}) → {verdict(good, f)}")
-    return meas, ok, judged("L0 = 0 fit well posed, R² >= 0.98, α within [min, max] of the fitted slopes of "
-                            "the finite-size constrained and free references (same d, P, depths) ± 2 SE(α)",
-                            parts)
+                     f"2ζ={num(two_zeta(a, b))}, paper α={num(paper[(a, b)])}) → {outcome(v, why, good, f)}")
+    return meas, combine(verdicts), judged(
+        "L0 = 0 fit well posed, R² >= 0.98, α within [min, max] of the fitted slopes of the finite-size constrained "
+        "and free references (same d, P, depths) ± 2 SE(α); a degenerate fit INCONCLUSIVE (FAIL where R_1 - R_Lmax "
+        "is within 2 SE); an item reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE", parts)
 
 
 def c2(res, th):
@@ -149,10 +153,13 @@ def c2(res, th):
     rises = len(set(v)) > 1
     ok = bool(ordered and rises)
     Lmax = int(s.depths[-1])
+    cert, problem = gate(res, [("linear", "easy", 1, a, b, None)])
     meas = {f"mode {m}": (None if math.isinf(x) else x) for m, x in zip(modes, v)}
+    meas["certificates"] = cert
     parts = [f"{label(a, b)} modes {modes}: L* = {text(v)}"
              + (f" ('never' = not below 2% up to L={Lmax}: counted as beyond the deepest depth)" if never else "")
-             + f"; non-decreasing {yes(ordered)}, increases at least once {yes(rises)} → {yes(ok)}"]
+             + f"; non-decreasing {yes(ordered)}, increases at least once {yes(rises)} → "
+             + outcome(gated(ok, problem), problem, ok)]
     beside = []
     for a2, b2 in FIG3_SPECTRA:
         if (a2, b2) == (a, b):
@@ -162,8 +169,9 @@ def c2(res, th):
             beside.append(f"{label(a2, b2)} {text(v2)}")
     if beside:
         parts.append("beside, not judged (other fig3 spectra): " + ", ".join(beside))
-    return meas, ok, judged(f"L* = first depth with R_k/(ω_k λ_k) < 2%, at Fig. 3c's {label(a, b)} and modes "
-                            f"{modes}: never decreasing in k and increasing at least once", parts)
+    return meas, gated(ok, problem), judged(
+        f"L* = first depth with R_k/(ω_k λ_k) < 2%, at Fig. 3c's {label(a, b)} and modes {modes}: never decreasing in "
+        "k and increasing at least once; depths failing a certificate (SPEC §4): INCONCLUSIVE", parts)
 
 
 CLAIMS = (

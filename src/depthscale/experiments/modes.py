@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import judged, num, require, yes
+from depthscale.analysis.claims import gate, gated, judged, num, outcome, require, yes
 from depthscale.analysis.curves import mode_curves, reducible_modes, reducible_modes_judged
 from depthscale.analysis.results import Results, Series, Theory
 from depthscale.base.formatting import label
@@ -95,17 +95,22 @@ def c7(res, th):
     sl, ml, why_l = _spread(s_li, [m for m in FIG3C_MODES if m <= d], False)
     dropped = {**{f"nonlinear mode {m}": w for m, w in why_n.items()}, **{f"linear mode {m}": w for m, w in why_l.items()}}
     ok = bool(np.isfinite(sn) and np.isfinite(sl) and sn < sl and not dropped)
+    cert, problem = gate(res, [("nonlinear", "difficult", 2, a, b, None), ("linear", "easy", 1, a3, b3, None)])
     parts = [f"nonlinear difficult {label(a, b)}: spread {num(sn)} (modes {mn}, R_k,inf from well-posed fits)",
              f"linear easy {label(a3, b3)} (Fig. 3c): spread {num(sl)} (modes {ml}, R_k,inf = 0)",
              f"{num(sn)} < {num(sl)} {yes(np.isfinite(sn) and np.isfinite(sl) and sn < sl)}"]
     if dropped:  # a mode without its curve is not left out of the comparison: the claim fails naming it
         parts.append("modes without a normalised reducible curve: "
                      + ", ".join(f"{k} ({w})" for k, w in dropped.items()) + " → NO")
+    if problem:
+        parts.append(f"→ {outcome(gated(ok, problem), problem, ok)}")
     return {"nonlinear_spread": sn, "linear_easy_spread": sl, "nonlinear_modes": mn, "linear_modes": ml,
-            "modes_without_curve": dropped}, ok, \
+            "modes_without_curve": dropped, "certificates": cert}, gated(ok, problem), \
         judged("spread (mean over L >= 2 of max - min across modes of the normalised reducible loss) of the "
                "nonlinear model at fig7's spectrum < that of the linear model on the easy task at Fig. 3c's, "
-               "every mode shown with a curve (a mode without a well-posed R_k,inf fit fails the claim)", parts)
+               "every mode shown with a curve (a mode without a well-posed R_k,inf fit fails the claim); either series "
+               "reading a depth that fails a certificate (SPEC §4), or the envelope with fewer than 3 seeds: INCONCLUSIVE",
+               parts)
 
 
 CLAIMS = (

@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import (MissingRuns, call_paired, finite_runs, judged, num, paired_or_fail, require,
-                               seeds_text, yes)
+from depthscale.analysis.claims import (MissingRuns, call_paired, combine, finite_runs, gate, gated, judged, num, outcome,
+                                        paired_or_fail, require, seeds_text, yes)
 from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG4_SPECTRA
@@ -53,7 +53,7 @@ def fig4(res: Results, th: Theory):
 def c3(res, th):
     require(res, "nonlinear", "easy", 1, FIG4_SPECTRA)
     pm = paired_or_fail(res)
-    meas, parts, ok, ns = {}, [], True, []
+    meas, parts, verdicts, ns = {}, [], [], []
     for a, b in FIG4_SPECTRA:
         s = res.series("nonlinear", "easy", 1, a, b)
         if int(s.depths[0]) != 1:
@@ -82,15 +82,19 @@ def c3(res, th):
             if not (math.isfinite(dlt) and math.isfinite(se)) or dlt > 2 * se:
                 helps.append(L)
         good = bool(R1 < 0.01 and not helps and top1_ok)
-        ok &= good
-        meas[label(a, b)] = {"R1_over_var": R1, "top1_min": float(np.nanmin(top1)),
+        cert, problem = gate(res, [("nonlinear", "easy", 1, a, b, None)])
+        verdicts.append(gated(good, problem))
+        meas[label(a, b)] = {"R1_over_var": R1, "top1_min": float(np.nanmin(top1)), "certificates": cert,
+                             "verdict": verdicts[-1],
                              "paired_R1_minus_RL": {f"L={L}": {"diff": d_, "se": e_} for L, (d_, e_) in diffs.items()}}
         parts.append(f"{label(a, b)} R_1/Var(y*)={num(R1)} (< 0.01 {yes(R1 < 0.01)}); R_1 - R_L: "
                      + ", ".join(f"L={L} {num(d_)}±{num(e_)}" for L, (d_, e_) in diffs.items())
                      + (f" (depth helps at L={','.join(map(str, helps))})" if helps else " (none > 2 SE)")
-                     + f"; top-1 mass min {num(np.nanmin(top1))} (> 0.95 {yes(top1_ok)}) → {yes(good)}")
-    return meas, ok, judged("R_1 < 1% of Var(y*); no paired difference R_1 - R_L (shared evaluation contexts; "
-                            "several seeds: mean and SE over seeds) > 2 SE; top-1 mass > 0.95 at every depth",
+                     + f"; top-1 mass min {num(np.nanmin(top1))} (> 0.95 {yes(top1_ok)}) → "
+                     + outcome(verdicts[-1], problem, good))
+    return meas, combine(verdicts), judged("R_1 < 1% of Var(y*); no paired difference R_1 - R_L (shared evaluation "
+                            "contexts; several seeds: mean and SE over seeds) > 2 SE; top-1 mass > 0.95 at every depth; "
+                            "a spectrum reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE",
                             parts, "; " + seeds_text(res, ns))
 
 

@@ -31,9 +31,11 @@ import math
 import numpy as np
 
 from depthscale.analysis.curves import gap_fit, loss_fit
-from depthscale.analysis.claims import (FAIL, INCONCLUSIVE, PASS, CannotJudge, NEEDS_STORE, call_paired, cert_text, certified, combine, mark,
-                               outcome, power_text, series_se, shape_verdict, finite_runs, fit_problem, fitted, item_label,
-                               judged, left_out, num, paired_or_fail, require, verdict, yes)
+from depthscale.theory.fits import fit_gap
+from depthscale.analysis.claims import (FAIL, INCONCLUSIVE, CannotJudge, NEEDS_STORE, call_paired, cert_text, certified, combine,
+                                        gate, outcome, power_text, seeds_problem, series_se, shape_verdict, finite_runs,
+                                        fit_problem, fitted, item_label, judged, left_out, num, paired_or_fail, require, yes)
+from depthscale.base.atomic import as_float
 from depthscale.analysis.power import criterion_11, power_report
 from depthscale.base.formatting import fit_status, label
 from depthscale.config.paper import FIG56_SPECTRA, PAPER, SOFTMAX_GEOMETRY_FIELDS, TOP2_SPECTRA, paper_L0_top2
@@ -52,11 +54,14 @@ UNSTABLE_FACTOR = 2.0  # 5b: a linear comparator above this multiple of R_irr (s
 
 
 def comparator_problem(L0_lin: float, R_irr: float) -> str:
-    """Why the linear comparator of 5b cannot be used ('' when it can): not finite, or more than
-    UNSTABLE_FACTOR times the linear floor at the same d and P (diverged or unstable training)."""
+    """Why the linear comparator of 5b cannot be used ('' when it can): R_irr not finite (nothing to
+    judge it by), L0 not finite, or more than UNSTABLE_FACTOR times the linear floor at the same d
+    and P (diverged or unstable training)."""
+    if not math.isfinite(R_irr):
+        return f"R_irr at the same d and P is not finite ({num(R_irr)})"
     if not math.isfinite(L0_lin):
         return "no finite linear L0"
-    if math.isfinite(R_irr) and L0_lin > UNSTABLE_FACTOR * R_irr:
+    if L0_lin > UNSTABLE_FACTOR * R_irr:
         return (f"linear comparator unstable: {num(L0_lin)} > {UNSTABLE_FACTOR:g} × R_irr {num(R_irr)} at the same "
                 f"d and P (blown up, not a plateau)")
     return ""
@@ -147,44 +152,73 @@ def table6(res: Results, th: Theory):
     return pd.DataFrame(rows)
 
 
+def linear_runs_problem(lin: Results, a: float, b: float, R_irr: float) -> str:
+    """Why 5b's linear comparator at (a, b) cannot be read ('' when it can), judged per seed (SPEC §9):
+    R_irr not finite, or a linear run at a depth the row reads that diverged, has a non-finite R, or
+    (at L >= 2, the plateau) an R above UNSTABLE_FACTOR × R_irr, each named by its run id."""
+    if not math.isfinite(R_irr):
+        return f"R_irr at the same d and P is not finite ({num(R_irr)}): the comparator cannot be judged"
+    s = lin.series("linear", "difficult", 2, a, b)
+    bad = []
+    for L in sorted([int(x) for x in s.depths] + [int(x) for x in s.missing]):
+        bad += [f"{r['run_id']} (L={L}, seed {r['seed']}: diverged)" for r in lin.diverged_runs("linear", "difficult", 2, a, b, L)]
+        for r in lin.runs("linear", "difficult", 2, a, b, L):
+            R = as_float(r.get("R"))
+            if not math.isfinite(R) or (L >= 2 and R > UNSTABLE_FACTOR * R_irr):
+                bad.append(f"{r['run_id']} (L={L}, seed {r['seed']}: R={num(R)} > {UNSTABLE_FACTOR:g} × R_irr "
+                           f"{num(R_irr)})" if math.isfinite(R) else f"{r['run_id']} (L={L}, seed {r['seed']}: R not finite)")
+    return ("linear comparator diverged or blew up (judged per seed): " + "; ".join(bad)) if bad else ""
+
+
+def _row_5b(res, lin, a, b, pn, pl, th) -> tuple[str, dict, str]:
+    """(verdict, measured, detail part) of one Table 1 spectrum of 5b."""
+    sn, fn = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+    R_irr = th.floor(a, b, 2, "nonlinear")["R_irr"]
+    runs = linear_runs_problem(lin, a, b, R_irr)
+    cert, problem = gate(res, [("nonlinear", "difficult", 2, a, b, None)] + ([] if runs else [("linear", "difficult", 2, a, b, None)]))
+    m = {"L0_nonlinear": fn.L0 if fn is not None and fn.ok else None, "paper_ratio_d16_vs_d128": pl / pn,
+         "fit_status": fn.status if fn else None, "certificates": cert}
+    if runs:  # never PASS, never "missing runs": the row names the runs
+        m.update(verdict=INCONCLUSIVE, comparator=runs)
+        return INCONCLUSIVE, m, f"{label(a, b)} → INCONCLUSIVE ({runs})"
+    sl, fl = loss_fit(lin, "linear", "difficult", 2, a, b)
+    L0_lin, how = ((float(sl.get("R")[-1]), f"plateau R_{int(sl.depths[-1])}: the linear fit is not usable, {fit_problem(fl)}")
+                   if fit_problem(fl) else (fl.L0, "fitted L0"))
+    unstable = comparator_problem(L0_lin, R_irr)
+    m.update(L0_linear=L0_lin, linear_L0_from=how, comparator=unstable or "ok")
+    good = bool(not fit_problem(fn) and not unstable and fn.L0 <= L0_lin / 2)
+    v, why = shape_verdict(good, "; ".join(p for p in (problem, unstable) if p), None, (fn,), sn)
+    m["verdict"] = v
+    if fit_problem(fn) or unstable or problem:
+        return v, m, (f"{label(a, b)} nonlinear L0: {fit_problem(fn) or num(fn.L0)}; linear {num(L0_lin)} ({how}) → "
+                      f"{outcome(v, why, good, fn)}")
+    m["ratio"] = ratio = L0_lin / fn.L0 if fn.L0 > 0 else math.inf
+    return v, m, (f"{label(a, b)} L0 nonlinear {num(fn.L0)} vs linear {num(L0_lin)} ({how}): ratio {num(ratio)} "
+                  f"(>= 2 {yes(good)}; paper's Table 1 ratio {pl / pn:.1f} compares d=16 with d=128) → {yes(good)}")
+
+
 def c5b(res, th):
     g = geometry(res.preset, "nonlinear")
     lin = res.view(d=g["d"], P=g["P"], N=g["N"])
     require(res, "nonlinear", "difficult", 2, FIG56_SPECTRA)
-    require(lin, "linear", "difficult", 2, FIG56_SPECTRA, what=f" (d={g['d']}, P={g['P']}, N={g['N']})")
     P = PAPER["table1_L0_difficult_k2"]
+    rows = list(zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]))
+    R_irr = {(a, b): th.floor(a, b, 2, "nonlinear")["R_irr"] for (a, b), _, _ in rows}
+    # a diverged or blown-up comparator is named by its row, never "missing runs" for the claim
+    require(lin, "linear", "difficult", 2, [(a, b) for (a, b), _, _ in rows
+                                            if not linear_runs_problem(lin, a, b, R_irr[(a, b)])],
+            what=f" (d={g['d']}, P={g['P']}, N={g['N']})")
     meas, parts, verdicts = {}, [], []
-    for (a, b), pn, pl in zip(FIG56_SPECTRA, P["nonlinear"], P["linear"]):
-        _, fn = loss_fit(res, "nonlinear", "difficult", 2, a, b)
-        sl, fl = loss_fit(lin, "linear", "difficult", 2, a, b)
-        if fit_problem(fl):
-            L0_lin, how = float(sl.get("R")[-1]), (f"plateau R_{int(sl.depths[-1])}: the linear fit is not "
-                                                   f"usable, {fit_problem(fl)}")
-        else:
-            L0_lin, how = fl.L0, "fitted L0"
-        unstable = comparator_problem(L0_lin, th.floor(a, b, 2, "nonlinear")["R_irr"])
-        paper_ratio = pl / pn
-        m = meas[label(a, b)] = {"L0_nonlinear": fn.L0 if fn is not None and fn.ok else None, "L0_linear": L0_lin,
-                                 "linear_L0_from": how, "paper_ratio_d16_vs_d128": paper_ratio,
-                                 "fit_status": fn.status if fn else None, "comparator": unstable or "ok"}
-        if fit_problem(fn) or unstable:
-            v = FAIL if fit_problem(fn) else INCONCLUSIVE
-            verdicts.append(v)
-            m["verdict"] = v
-            parts.append(f"{label(a, b)} nonlinear L0: {fit_problem(fn) or num(fn.L0)}; linear {num(L0_lin)} ({how})"
-                         f"{'; ' + unstable if unstable else ''} → {mark(v)}")
-            continue
-        ratio = L0_lin / fn.L0 if fn.L0 > 0 else math.inf
-        good = bool(fn.L0 <= L0_lin / 2)
-        verdicts.append(good)
-        m.update(ratio=ratio, verdict=PASS if good else FAIL)
-        parts.append(f"{label(a, b)} L0 nonlinear {num(fn.L0)} vs linear {num(L0_lin)} ({how}): ratio {num(ratio)} "
-                     f"(>= 2 {yes(good)}; paper's Table 1 ratio {paper_ratio:.1f} compares d=16 with d=128) "
-                     f"→ {yes(good)}")
-    return meas, combine(verdicts), judged(f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; "
-                            "nonlinear L0 from a well-posed fit; linear L0 fitted where well posed, else its "
-                            "plateau, every Table 1 spectrum; a row whose linear comparator blew up (> "
-                            f"{UNSTABLE_FACTOR:g} × R_irr at the same d, P) INCONCLUSIVE", parts)
+    for (a, b), pn, pl in rows:
+        v, meas[label(a, b)], part = _row_5b(res, lin, a, b, pn, pl, th)
+        verdicts.append(v)
+        parts.append(part)
+    return meas, combine(verdicts), judged(
+        f"L0_nonlinear <= L0_linear / 2, both trained at d={g['d']}, P={g['P']}, N={g['N']}; nonlinear L0 from a "
+        "well-posed fit (a degenerate one INCONCLUSIVE, FAIL where R_1 - R_Lmax is within 2 SE); linear L0 fitted "
+        "where well posed, else its plateau, every Table 1 spectrum; a row whose linear runs diverged or blew up (per "
+        f"seed: non-finite, or > {UNSTABLE_FACTOR:g} × R_irr at the same d, P; R_irr not finite) or whose depths fail "
+        "a certificate (SPEC §4) INCONCLUSIVE", parts)
 
 
 def c5c(res, th):
@@ -201,7 +235,7 @@ def c5c(res, th):
                           f"d={d}, P={P}, the claim is made at d={want['d']}, P={want['P']}")
     pm = paired_or_fail(res)
     floors: dict = {}
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for k, a, b in items:
         s, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
         Lmax = int(s.depths[-1])
@@ -217,67 +251,100 @@ def c5c(res, th):
         L0 = f.L0 if f else math.nan
         rp, rf = L0 / p - 1, L0 / fl - 1
         good = bool(not fit_problem(f) and abs(rp) <= 0.05 and abs(rf) <= 0.05)
-        ok &= good
+        cert, problem = gate(res, [("nonlinear", "difficult", k, a, b, None)])
+        v, why = shape_verdict(good, problem, None, (f,), s)
+        verdicts.append(v)
         R_deep = float(s.get("R")[-1])
         meas[item_label(a, b, k)] = {"L0": f.L0 if f else None, "L0_se": f.L0_se if f else None, "paper_L0": p,
                                      "ensemble_floor_on_eval": fl, "L0_vs_paper": rp, "L0_vs_floor": rf,
-                                     "R_Lmax": R_deep, "fit_status": f.status if f else None}
+                                     "R_Lmax": R_deep, "fit_status": f.status if f else None, "verdict": v,
+                                     "certificates": cert}
         parts.append(f"{item_label(a, b, k)} L0={num(L0)}±{num(f.L0_se if f else None)} vs paper {num(p)} "
                      f"({100 * rp:+.1f}%, {yes(abs(rp) <= 0.05)}) and floor on its evaluation contexts {num(fl)} "
                      f"({100 * rf:+.1f}%, {yes(abs(rf) <= 0.05)}); beside: R_{Lmax}={num(R_deep)} → "
-                     f"{verdict(good, f)}")
-    return meas, ok, judged(f"at d={d}, P={P}: the fitted L0 (well posed) within 5% of the paper's L0 and within "
-                            "5% of the softmax-ensemble floor on the run's own evaluation contexts, every "
-                            "spectrum with a paper L0 (Tables 1, 4)", parts, left_out(res, (16,)))
+                     f"{outcome(v, why, good, f)}")
+    return meas, combine(verdicts), judged(
+        f"at d={d}, P={P}: the fitted L0 (well posed; a degenerate fit INCONCLUSIVE, FAIL where R_1 - R_Lmax is within "
+        "2 SE) within 5% of the paper's L0 and within 5% of the softmax-ensemble floor on the run's own evaluation "
+        "contexts, every spectrum with a paper L0 (Tables 1, 4); an item reading a depth that fails a certificate "
+        "(SPEC §4), or with fewer than 3 seeds on the envelope, INCONCLUSIVE", parts, left_out(res, (16,)))
 
 
-def power_11(s, f) -> dict:
-    """11's power (SPEC §9): under the paper's law L0 - C_L = c'/L (L0 from the loss fit `f`, c'
-    from the α = 1 fit of L0 - C_L over the depths L >= 2 where it is positive), C_L drawn with
-    each depth's SE and the fit of fits.fit_gap applied (power.criterion_11)."""
-    if f is None or fit_problem(f):
-        return {"power": math.nan, "why": "no well-posed loss fit for L0"}
-    C, keep = s.get("C"), s.depths >= 2
-    L, C, se = s.depths[keep].astype(float), C[keep], series_se(s, "C")[keep]
-    ok = np.isfinite(C) & (f.L0 - C > 0)
-    if ok.sum() < 2:
+def gap_points(s, f) -> dict:
+    """SPEC §9's rule on the depths L >= 2 of claim 11: per depth L0 - C_L and its SE (C_L's
+    point SE and the loss fit's SE of L0 combined); "over": depths with L0 - C_L below -2 SE (the
+    claim FAILs: C_L overshoots the plateau), "left_out": <= 0 within 2 SE, "kept": the rest."""
+    C, keep = s.get("C"), (s.depths >= 2) & np.isfinite(s.get("C"))
+    L, C = s.depths[keep].astype(float), C[keep]
+    L0_se = f.L0_se if f.L0_se is not None and math.isfinite(f.L0_se) else 0.0
+    se = np.hypot(series_se(s, "C")[keep], L0_se)
+    gap = f.L0 - C
+    over = gap < -2 * se
+    return {"L": L, "C": C, "se": se, "gap": gap, "over": over, "left_out": (gap <= 0) & ~over, "kept": gap > 0,
+            "n": s.n[keep]}
+
+
+def power_11(s, f, pts: dict) -> dict:
+    """11's power (SPEC §9): under the fit of L0 - C_L as measured with α = 1 imposed (L0 from the
+    loss fit `f`, c' over the depths kept), C_L drawn with each depth's SE and claim 11's rule and
+    fit applied (power.criterion_11)."""
+    if pts["kept"].sum() < 2:
         return {"power": math.nan, "why": "fewer than 2 depths with L0 - C_L > 0"}
-    c1 = float(np.exp(np.mean(np.log(f.L0 - C[ok]) + np.log(L[ok]))))
-    fin = np.isfinite(C)
-    return dict(power_report(criterion_11(L[fin], f.L0), f.L0 - c1 / L[fin], se[fin], int(s.n[keep][fin].min())),
-                L0=f.L0, c=c1)
+    k = pts["kept"]
+    c1 = float(np.exp(np.mean(np.log(pts["gap"][k]) + np.log(pts["L"][k]))))
+    L = pts["L"]
+    crit = criterion_11(L, f.L0, se=pts["se"])
+    return dict(power_report(crit, f.L0 - c1 / L, pts["se"], int(pts["n"].min())), L0=f.L0, c=c1)
+
+
+def _item_11(res, a: float, b: float) -> tuple[str, dict, str]:
+    """(verdict, measured, detail part) of one fig6 spectrum of claim 11."""
+    s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+    cert, problem = certified(res, "nonlinear", "difficult", 2, a, b)
+    problem = "; ".join(p for p in (problem, seeds_problem(res, "nonlinear", "difficult", 2, a, b)) if p)
+    m = {"certificates": cert, "L0": f.L0 if f else None, "loss_fit_status": f.status if f else None}
+    if f is None or fit_problem(f):
+        v, why = shape_verdict(False, problem, None, (f,), s)
+        m.update(verdict=v, power=None)
+        return v, m, f"{label(a, b)} L0 from the loss fit: {fit_problem(f)} → {outcome(v, why, False, f)}"
+    pts = gap_points(s, f)
+    named = (f"; left out (L0 - C_L <= 0 within 2 SE): L={', '.join(str(int(L)) for L in pts['L'][pts['left_out']])}"
+             if pts["left_out"].any() else "")
+    pw = power_11(s, f, pts)
+    m.update(power=pw, left_out=pts["L"][pts["left_out"]].astype(int).tolist())
+    if pts["over"].any():  # C_L overshoots the plateau beyond 2 SE: against the paper's picture
+        over = ", ".join(f"L={int(L)} {num(g)}±{num(e)}" for L, g, e in zip(pts["L"][pts["over"]], pts["gap"][pts["over"]],
+                                                                            pts["se"][pts["over"]]))
+        v = INCONCLUSIVE if problem else FAIL
+        m["verdict"] = v
+        return v, m, f"{label(a, b)} L0 - C_L below -2 SE at {over}{named} → {outcome(v, problem, False)}"
+    if pts["kept"].sum() < 4:
+        v = INCONCLUSIVE
+        m["verdict"] = v
+        return v, m, (f"{label(a, b)} {int(pts['kept'].sum())} depth(s) with L0 - C_L > 0{named} → "
+                      f"INCONCLUSIVE (fewer than 4 depths left{'; ' + problem if problem else ''})")
+    g = fit_gap(pts["L"][pts["kept"]], pts["C"][pts["kept"]], f.L0)
+    a_ok, r2_ok = 0.8 <= g.alpha <= 1.2, g.r2 >= 0.99
+    good = bool(not fit_problem(g) and a_ok and r2_ok)
+    v, why = shape_verdict(good, problem, pw, (g,), s)
+    m.update(alpha=g.alpha, alpha_se=g.alpha_se, r2=g.r2, fit_status=g.status, verdict=v)
+    return v, m, (f"{label(a, b)} {fitted(g)}: α in [0.8, 1.2] {yes(a_ok)}, R² >= 0.99 {yes(r2_ok)}{named}; "
+                  f"{cert_text(cert, problem)}{power_text(pw)} → {outcome(v, why, good, g)}")
 
 
 def c11(res, th):
     require(res, "nonlinear", "difficult", 2, FIG56_SPECTRA)
     meas, parts, verdicts = {}, [], []
     for a, b in FIG56_SPECTRA:
-        f, g, s = gap_fit(res, a, b)
-        cert, problem = certified(res, "nonlinear", "difficult", 2, a, b)
-        pw = power_11(s, f)
-        if g is None:
-            v, why = shape_verdict(False, problem, pw)
-            verdicts.append(v)
-            meas[label(a, b)] = {"verdict": v, "power": pw, "certificates": cert}
-            reason = "loss fit failed" if f is None else f"L0={num(f.L0)}: fewer than 2 depths with L0 - C_L > 0"
-            parts.append(f"{label(a, b)} no fit ({reason}); {power_text(pw)} → {outcome(v, why, False)}")
-            continue
-        a_ok = 0.8 <= g.alpha <= 1.2
-        r2_ok = g.r2 >= 0.99
-        good = bool(not fit_problem(f) and not fit_problem(g) and a_ok and r2_ok)
-        v, why = shape_verdict(good, problem, pw)
+        v, meas[label(a, b)], part = _item_11(res, a, b)
         verdicts.append(v)
-        meas[label(a, b)] = {"alpha": g.alpha, "alpha_se": g.alpha_se, "r2": g.r2, "L0": f.L0,
-                             "fit_status": g.status, "loss_fit_status": f.status, "verdict": v, "power": pw,
-                             "certificates": cert}
-        end = (f"NO (L0 from a {fit_problem(f)})" if v == FAIL and fit_problem(f) else outcome(v, why, good, g))
-        parts.append(f"{label(a, b)} {fitted(g)}: α in [0.8, 1.2] {yes(a_ok)}, R² >= 0.99 {yes(r2_ok)}"
-                     + (f" ({g.n_dropped} depth(s) with L0 - C_L <= 0 dropped)" if g.n_dropped else "")
-                     + f"; {cert_text(cert, problem)}{power_text(pw)} → {end}")
+        parts.append(part)
     return meas, combine(verdicts), judged(
         "fit of L0 - C_L = c L^-α (L >= 2; L0 from a well-posed loss fit): well posed, α in [0.8, 1.2] and R² >= "
-        "0.99, every fig6 spectrum; an item reading a depth that fails a certificate (SPEC §4) INCONCLUSIVE, a FAIL "
-        "with power < 0.8 INCONCLUSIVE (underpowered)", parts)
+        "0.99, every fig6 spectrum; a depth with L0 - C_L <= 0 beyond 2 SE FAIL, within 2 SE left out and named, "
+        "fewer than 4 depths left INCONCLUSIVE; a degenerate fit INCONCLUSIVE (FAIL where R_1 - R_Lmax is within "
+        "2 SE); an item reading a depth that fails a certificate (SPEC §4), or with fewer than 3 seeds on the "
+        "envelope, INCONCLUSIVE; a FAIL with power < 0.8 INCONCLUSIVE (underpowered)", parts)
 
 
 CLAIMS = (

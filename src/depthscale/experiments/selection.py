@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import MissingRuns, call_paired, finite_runs, judged, num, paired_or_fail, require, yes
+from depthscale.analysis.claims import (MissingRuns, call_paired, finite_runs, gate, gated, judged, num, outcome, paired_or_fail,
+                                        require, yes)
 from depthscale.analysis.curves import selection_quantiles
 from depthscale.analysis.results import Results, Theory
 from depthscale.config.paper import ORIGIN
@@ -83,10 +84,16 @@ def c10(res, th):
     upper = q >= 50
     beyond = mean[upper] > 2 * se[upper]
     ok = bool(upper.any() and np.all(np.isfinite(se[upper])) and np.all(beyond))
+    cert, problem = gate(res, [("nonlinear", "difficult", 2, 0.0, 0.0, (L1, Lmax))])
     parts = [f"q={int(x)}: {num(v)}±{num(e)} {yes(bool(v > 2 * e))}" for x, v, e in zip(q[upper], mean[upper], se[upper])]
     parts.append(f"beside: lowest q={int(q[0])}: {num(mean[0])}±{num(se[0])}")
+    if problem:
+        parts.append(f"→ {outcome(gated(ok, problem), problem, ok)}")
     meas = {f"q{int(x)}": {"dQ": float(v), "se": float(e)} for x, v, e in zip(q, mean, se)}
-    return meas, ok, judged(f"ΔQ(q) = Q_{L1}(q) - Q_{Lmax}(q) > 2 SE for every q >= 50; SE: {how}", parts)
+    meas["certificates"] = cert
+    return meas, gated(ok, problem), judged(f"ΔQ(q) = Q_{L1}(q) - Q_{Lmax}(q) > 2 SE for every q >= 50; SE: {how}; "
+                                            f"L={L1} or L={Lmax} failing a certificate (SPEC §4), or fewer than 3 "
+                                            "seeds on the envelope: INCONCLUSIVE", parts)
 
 
 CLAIMS = (

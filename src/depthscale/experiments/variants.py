@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import MissingRuns, fit_problem, fitted, judged, num, present_ks, require, verdict, yes
+from depthscale.analysis.claims import (MissingRuns, combine, fit_problem, fitted, gate, gated, judged, num, outcome, present_ks,
+                                        require, shape_verdict, yes)
 from depthscale.analysis.curves import loss_fit
 from depthscale.analysis.results import Results, Theory
 from depthscale.config.paper import ORIGIN, PAPER
@@ -170,19 +171,24 @@ def c8a(res, th):
     items = [("single_stream", 2), ("layer_values", 2), ("context_updates", 2)]
     for model, k in items:
         require(res, model, "difficult", k, ORIGIN)
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for model, k in items:
-        _, f = loss_fit(res, model, "difficult", k, 0.0, 0.0)
+        s, f = loss_fit(res, model, "difficult", k, 0.0, 0.0)
         a_ok = f is not None and 0.6 <= f.alpha <= 1.3
         r2_ok = f is not None and f.r2 >= R2_8A
         good = bool(not fit_problem(f) and a_ok and r2_ok)
-        ok &= good
+        cert, problem = gate(res, [(model, "difficult", k, 0.0, 0.0, None)])
+        v, why = shape_verdict(good, problem, None, (f,), s)
+        verdicts.append(v)
         meas[model] = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None,
-                       "r2": f.r2 if f else None, "fit_status": f.status if f else None}
+                       "r2": f.r2 if f else None, "fit_status": f.status if f else None, "verdict": v,
+                       "certificates": cert}
         parts.append(f"{model} {fitted(f)}: α in [0.6, 1.3] {yes(a_ok)}, R² >= 0.95 {yes(r2_ok)} → "
-                     f"{verdict(good, f)}")
-    return meas, ok, judged("well-posed fit with α in [0.6, 1.3] and R² >= 0.95, each variant (k = 2, (0,0), its own depths)",
-                            parts)
+                     f"{outcome(v, why, good, f)}")
+    return meas, combine(verdicts), judged(
+        "well-posed fit with α in [0.6, 1.3] and R² >= 0.95, each variant (k = 2, (0,0), its own depths); a degenerate "
+        "fit INCONCLUSIVE (FAIL where R_1 - R_Lmax is within 2 SE); a variant reading a depth that fails a "
+        "certificate (SPEC §4) INCONCLUSIVE", parts)
 
 
 def c8b(res, th):
@@ -201,18 +207,21 @@ def c8b(res, th):
     flat = bool(spread < 0.5)
     sat = bool(ratio <= 1.1)
     ok = sat and neg and flat
-    detail = judged("k = 16: R_2 <= 1.1 · R_Lmax; m < 0 at every L >= 2 and max - min of m over L >= 2 < 0.5",
+    cert, problem = gate(res, [("context_updates", "difficult", 16, 0.0, 0.0, None)])
+    detail = judged("k = 16: R_2 <= 1.1 · R_Lmax; m < 0 at every L >= 2 and max - min of m over L >= 2 < 0.5; depths "
+                    "failing a certificate (SPEC §4): INCONCLUSIVE",
                     [f"R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}: ratio {num(ratio)} {yes(sat)}",
                      "m " + ", ".join(f"L={L}: {num(x)}" for L, x in zip(s.depths[deep].tolist(), m))
                      + f": all < 0 {yes(neg)}, spread {num(spread)} < 0.5 {yes(flat)} "
-                     f"(paper m ≈ {PAPER['context_updates']['m_top16']})"])
+                     f"(paper m ≈ {PAPER['context_updates']['m_top16']})"]
+                    + ([f"→ {outcome(gated(ok, problem), problem, ok)}"] if problem else []))
     return {"R2_over_RLmax": ratio, "m": {f"L={L}": float(x) for L, x in zip(s.depths[deep].tolist(), m)},
-            "m_spread": spread}, ok, detail
+            "m_spread": spread, "certificates": cert}, gated(ok, problem), detail
 
 
 def c9(res, th):
     present_ks(res, [(2, ORIGIN), (16, ORIGIN)])
-    meas, parts, ok = {}, [], True
+    meas, parts, verdicts = {}, [], []
     for k, test, name in ((2, lambda r: r > 0.9, "> 0.9"), (16, lambda r: r < 0.3, "< 0.3")):
         if k not in PRESET_KS[res.preset]:
             raise MissingRuns(f"missing runs (k={k} is not part of the {res.preset} preset)")
@@ -223,13 +232,16 @@ def c9(res, th):
             raise MissingRuns(f"missing runs: context_updates/difficult k={k} (0,0) at L >= 2")
         Ls, rho, r2 = s.depths[deep].tolist(), s.get("rho")[deep], s.get("rho_r2")[deep]
         good = bool(np.all(np.isfinite(rho)) and all(test(r) for r in rho))
-        ok &= good
+        cert, problem = gate(res, [("context_updates", "difficult", k, 0.0, 0.0, Ls)])
+        verdicts.append(gated(good, problem))
         meas[f"rho_{k}"] = {f"L={L}": float(r) for L, r in zip(Ls, rho)}
+        meas[f"certificates_{k}"] = cert
         paper = PAPER["context_updates"][f"rho_top{k}"]
         parts.append(f"ρ_{k} " + ", ".join(f"L={L}: {num(r)}" for L, r in zip(Ls, rho))
                      + f" (fit R² {num(np.nanmin(r2))}–{num(np.nanmax(r2))}; paper {paper}) {name} at every L >= 2: "
-                     f"{yes(good)}")
-    return meas, ok, judged("ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2", parts)
+                     f"{yes(good)}" + (f" → {outcome(verdicts[-1], problem, good)}" if problem else ""))
+    return meas, combine(verdicts), judged("ρ_2 > 0.9 and ρ_16 < 0.3 at every L >= 2; depths failing a certificate "
+                                           "(SPEC §4): INCONCLUSIVE", parts)
 
 
 CLAIMS = (
