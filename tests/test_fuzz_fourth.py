@@ -674,3 +674,74 @@ def test_remove_stale_temp_files_removes_exactly_our_old_temp_files(tmp_path_fac
     removed = {p.name for p in remove_stale_temp_files(d, target)}
     want = {n for n, age in zip(names, ages) if ours.fullmatch(n) and age > STALE_TEMP_SECONDS}
     assert removed == want and {p.name for p in d.iterdir()} == set(names) - want
+
+
+# fused provenance: a resume never rewrites what trained the checkpointed steps
+
+class _Killed(Exception):
+    pass
+
+
+def _fused_doc(store, cfg) -> dict:
+    return json.loads((store.run_path(cfg.run_id) / "config.json").read_text())
+
+
+@pytest.mark.parametrize("before, resume_env, want", [(True, "0", "mixed"), (False, "0", False), ("mixed", "1", "mixed")])
+def test_a_resume_with_depthscale_fused_changed_records_that_the_run_mixed(tmp_path, monkeypatch, before, resume_env, want):
+    from depthscale.config.run import make_config
+    from depthscale.data import kernels
+    from depthscale.store.store import Store
+    from depthscale.train.training import run_pack
+
+    cfg = make_config("smoke", model="nonlinear", L=1, max_steps=20, eval_every=5, checkpoint_every=5)
+    store = Store(tmp_path / "s")
+    save = store.save_checkpoint
+
+    def save_then_die(rid, obj):
+        save(rid, obj)
+        raise _Killed  # killed right after the first checkpoint
+
+    store.save_checkpoint = save_then_die
+    with pytest.raises(_Killed):
+        run_pack([cfg], store, "cpu", progress=False)
+    doc = _fused_doc(store, cfg)
+    assert doc["fused_cpu_kernels"] is (kernels.fused_ops() is not None)
+    doc["fused_cpu_kernels"] = before  # what trained the checkpointed steps (whether or not the kernels build here)
+    (store.run_path(cfg.run_id) / "config.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("DEPTHSCALE_FUSED", resume_env)
+    if resume_env == "1" and kernels.fused_ops() is None:
+        pytest.skip("the fused kernels cannot be built here")
+    run_pack([cfg], Store(tmp_path / "s"), "cpu", progress=False)
+    assert store.is_done(cfg.run_id) and _fused_doc(store, cfg)["fused_cpu_kernels"] == want
+
+
+def test_a_fresh_run_and_a_run_whose_checkpoint_is_unreadable_record_the_kernels_of_now(tmp_path, monkeypatch):
+    from depthscale.config.run import make_config
+    from depthscale.store.store import Store
+    from depthscale.train.training import run_pack
+
+    monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
+    cfgs = [make_config("smoke", model="nonlinear", L=L, max_steps=5, eval_every=5) for L in (1, 2)]
+    store = Store(tmp_path / "s")
+    for c in cfgs:
+        store.write_config(c, extra={"fused_cpu_kernels": True})
+    (store.run_path(cfgs[1].run_id) / "checkpoint.pt").write_bytes(b"garbage")  # ignored: the run starts again
+    with pytest.warns(UserWarning, match="ignoring unreadable checkpoint"):
+        run_pack(cfgs, store, "cpu", progress=False)
+    assert [_fused_doc(store, c)["fused_cpu_kernels"] for c in cfgs] == [False, False]
+
+
+@HYPO
+@given(stored=st.sampled_from([None, True, False, "mixed", 1, "yes", [True]]), now=st.sampled_from([None, True, False]),
+       resumed=st.booleans())
+def test_fused_record_is_mixed_exactly_when_the_steps_were_trained_both_ways(stored, now, resumed):
+    from depthscale.train.training import fused_record
+
+    got = fused_record(stored, now, resumed)
+    known = resumed and (isinstance(stored, bool) or stored == "mixed")
+    if not known:
+        assert got is now
+    elif stored == "mixed" or stored != bool(now):
+        assert got == "mixed"
+    else:
+        assert got is stored and got == bool(now)

@@ -17,6 +17,7 @@ import contextlib
 
 import torch
 
+from depthscale.base.atomic import read_json
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
 from depthscale.data import kernels
@@ -53,19 +54,20 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
     `loggers` as in train_pack (bind it with functools.partial to hand it to a sweep)."""
     todo = [c for c in configs if not store.is_done(c.run_id)]
     todo = [todo[i] for i in batch_order(todo)]
-    # provenance: did the fused CPU kernels train the runs of the kinds that use them (the same
-    # numbers to float rounding)
-    uses_fused = [model_class(c.model).fused_cpu_kernels for c in todo]
-    fused = None
-    if torch.device(device).type == "cpu" and any(uses_fused):
-        fused = {"fused_cpu_kernels": kernels.fused_ops() is not None}
-    for c, u in zip(todo, uses_fused):
-        store.write_config(c, extra=fused if u else None)
+    for c in todo:
+        store.run_dir(c.run_id)  # a real directory of the store (whatever else was at its name removed) before a read
     checkpoints = {}
     for c in todo:
         ck = store.load_checkpoint(c.run_id)
         if ck is not None and ck.get("config") == c.to_dict():
             checkpoints[c.run_id] = ck
+    # provenance: did the fused CPU kernels train the runs of the kinds that use them (the same
+    # numbers to float rounding), the checkpointed steps of a resumed run included
+    uses_fused = [model_class(c.model).fused_cpu_kernels for c in todo]
+    now = kernels.fused_ops() is not None if torch.device(device).type == "cpu" and any(uses_fused) else None
+    for c, u in zip(todo, uses_fused):
+        value = fused_record(stored_fused(store, c.run_id), now, c.run_id in checkpoints) if u else None
+        store.write_config(c, extra=None if value is None else {FUSED: value})
     for cfgs, resume, carried, shadows in Trainer.plan_resume(todo, checkpoints, store):
         try:
             with recorded_threads([checkpoints[c.run_id] for c in cfgs if c.run_id in checkpoints]):
@@ -75,6 +77,28 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
                 if not store.is_done(c.run_id):
                     store.fail(c.run_id, f"{type(exc).__name__}: {exc}")
             raise
+
+
+FUSED = "fused_cpu_kernels"  # config.json's record: whether the fused CPU kernels trained the run
+
+
+def fused_record(stored, now: bool | None, resumed: bool) -> bool | str | None:
+    """config.json's FUSED for a run the fused kernels train now (`now`; None where they are not in
+    play: not on the CPU, no entry). A run resumed from its checkpoint was trained by the kernels
+    of its earlier steps too: `stored` (config.json's value, True, False or "mixed") is kept where
+    it agrees with now, and "mixed" is recorded where they differ (a resume with DEPTHSCALE_FUSED
+    changed); a stored value of another kind (none, a hand edit) says nothing, and now stands."""
+    if not resumed or not (isinstance(stored, bool) or stored == "mixed"):
+        return now
+    return stored if stored == bool(now) else "mixed"
+
+
+def stored_fused(store, rid: str):
+    """The FUSED entry of the run's config.json as stored, None where there is none to read."""
+    try:
+        return read_json(store.run_path(rid) / "config.json", dict).get(FUSED)
+    except (OSError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
@@ -107,4 +131,4 @@ def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | 
     return store.load_metrics(cfg.run_id)
 
 
-__all__ = ["train_pack", "run_pack", "train_one"]
+__all__ = ["train_pack", "run_pack", "train_one", "fused_record", "stored_fused", "FUSED"]
