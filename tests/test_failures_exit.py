@@ -229,10 +229,45 @@ def test_a_slurm_job_that_dies_leaves_its_runs_failed_with_the_reason(tmp_path, 
     cfgs = [make_config("smoke", **dict(TINY, L=L)) for L in (1, 2)]
     counts = run_sweep(plan(cfgs, store, executor="slurm", slurm={"wait": True}), store, name="x", progress=False)
     assert counts["failed"] == 2
-    for c in cfgs:
+    for c in cfgs:  # submitted twice (a dead task is requeued once), dead twice
         assert store.run_state(c.run_id) == "failed"
         assert store.failure(c.run_id) == ("SLURM job 4242_0 failed: Job 4242_0 (task: 0) with path /x has not produced any "
-                                            "output (state: TIMEOUT)")
+                                            "output (state: TIMEOUT) (its first task had died too; submitted once more)")
+
+
+def test_a_slurm_task_killed_once_is_requeued_and_its_runs_finish(tmp_path, monkeypatch, fake_submitit):
+    """Issue 51: on the SLURM path a killed task is requeued (once): the sweep ends with every run done."""
+    from depthscale.runs.sweeps import plan, run_sweep
+
+    class DeadJob:
+        job_id = "7_0"
+
+        def result(self):
+            raise RuntimeError("Job 7_0 killed (state: OUT_OF_MEMORY)")
+
+    class LocalJob:
+        def __init__(self, fn, args):
+            self.job_id, self.fn, self.args = "8_0", fn, args
+
+        def result(self):
+            return self.fn(*self.args)
+
+    calls = []
+
+    def map_array(self, fn, packs, *rest):
+        calls.append(len(packs))
+        if len(calls) == 1:
+            return [DeadJob() for _ in packs]
+        return [LocalJob(fn, (p, *(r[i] for r in rest))) for i, p in enumerate(packs)]
+
+    fake_submitit.AutoExecutor.map_array = map_array
+    monkeypatch.setattr(depthscale.train.training, "run_pack", failure_workers.fake_worker.run_pack)
+    _fake_slurm_commands(tmp_path, monkeypatch)
+    store = Store(tmp_path / "store")
+    cfgs = [make_config("smoke", **dict(TINY, L=L)) for L in (1, 2)]
+    counts = run_sweep(plan(cfgs, store, executor="slurm", slurm={"wait": True}), store, name="x", progress=False)
+    assert counts["failed"] == 0 and counts["ran"] == 2 and calls == [len(calls) and calls[0], calls[0]]
+    assert all(store.is_done(c.run_id) for c in cfgs) and counts["job_ids"][-1] == "8_0"
 
 
 # --- a full (read-only, unwritable, over-quota) disk --------------------------------------------

@@ -444,28 +444,49 @@ def run_slurm(packs, store, worker, device, name, opts) -> dict:
     if opts.get("additional"):
         params["slurm_additional_parameters"] = dict(opts["additional"])
     executor.update_parameters(**params)
+    jobs = _submit(executor, packs, store, worker, device)
+    out = {"job_ids": [j.job_id for j in jobs], "slurm_folder": str(folder)}
+    if opts.get("wait"):
+        total = dict.fromkeys(COUNT_KEYS, 0)
+        dead = _gather(jobs, packs, store, total)
+        if dead:  # a task that died (killed for memory, node lost, time out) is requeued once
+            log.warning("%d SLURM task(s) died; their %d unfinished runs are submitted once more", len(dead),
+                        sum(len(p) for p, _ in dead))
+            again = _submit(executor, [p for p, _ in dead], store, worker, device)
+            out["job_ids"] += [j.job_id for j in again]
+            for pack, why in _gather(again, [p for p, _ in dead], store, total):
+                for c in pack:
+                    store.fail(run_id(c), f"{why} (its first task had died too; submitted once more)")
+                    total["failed"] += 1
+        out.update(total)
+    return out
+
+
+def _gather(jobs: list, packs: list, store: Store, total: dict) -> list[tuple[list, str]]:
+    """Each job's counts added to `total`; [(its unfinished runs, why)] for each job that died."""
+    dead = []
+    for job, pack in zip(jobs, packs):
+        try:
+            _add(total, job.result())
+        except Exception as e:  # the job died (timeout, cancelled, node lost, OOM-killed)
+            why = f"SLURM job {job.job_id} failed: {' '.join(str(e).split())[:300] or type(e).__name__}"
+            log.error("%s", why)
+            left = [c for c in pack if not store.is_done(run_id(c))]
+            if left:
+                dead.append((left, why))
+    return dead
+
+
+def _submit(executor, packs, store: Store, worker, device: str) -> list:
+    """One array job with a task per pack (SubmissionError, one line, where sbatch refuses)."""
     n = len(packs)
     try:
-        jobs = executor.map_array(_slurm_task, packs, [str(store.root)] * n, [store.lease_timeout] * n,
+        return executor.map_array(_slurm_task, packs, [str(store.root)] * n, [store.lease_timeout] * n,
                                   [worker] * n, [device] * n)
     except Exception as e:  # sbatch failed: no controller, bad partition, limits...
         lines = [ln for ln in str(e).splitlines() if ln.strip()]
         why = next((ln.strip() for ln in lines if "error" in ln.lower()), lines[0].strip() if lines else "")
         raise SubmissionError(f"SLURM submission failed: {type(e).__name__}: {why}") from None
-    out = {"job_ids": [j.job_id for j in jobs], "slurm_folder": str(folder)}
-    if opts.get("wait"):
-        total = dict.fromkeys(COUNT_KEYS, 0)
-        for job, pack in zip(jobs, packs):
-            try:
-                _add(total, job.result())
-            except Exception as e:  # the job died (timeout, cancelled, node lost): its runs are failed, saying so
-                why = f"SLURM job {job.job_id} failed: {' '.join(str(e).split())[:300] or type(e).__name__}"
-                log.error("%s", why)
-                for rid in [run_id(c) for c in pack if not store.is_done(run_id(c))]:
-                    store.fail(rid, why)
-                    total["failed"] += 1
-        out.update(total)
-    return out
 
 
 def import_submitit():
