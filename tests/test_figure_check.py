@@ -56,3 +56,34 @@ def test_error_bars_outside_are_counted():
     fig.canvas.draw()
     out = check(fig)
     assert len(out) == 1 and out[0].endswith("outside the y range") and "(a)" not in out[0]
+
+
+def test_a_figure_legend_stays_clear_of_the_caption_in_the_saved_file():
+    """fig3's line-style key (a fig.legend) printed over the caption: a tight-bbox save widens the
+    figure's box, the legend's anchor; render pins it where the layout put it."""
+    import io
+
+    from matplotlib.lines import Line2D
+
+    from depthscale.analysis.plotting import note, render
+
+    def draw(res, th):
+        fig, axes = new_figure(3)
+        for ax in axes:
+            ax.plot([1, 2], [1, 2])
+        fig.legend(handles=[Line2D([], [], color="k", label=f"style {i}") for i in range(4)],
+                   loc="outside lower center", ncol=4, title="line style")
+        note(fig, "a remark long enough to reach the middle of the figure, where the key is drawn " * 2)
+        return fig
+
+    fig = render(draw, None, None)
+    seen = {}
+
+    def on_draw(event):
+        r = event.renderer
+        seen["legend"] = fig.legends[0].get_window_extent(r)
+        seen["caption"] = fig._depthscale_caption.get_window_extent(r)
+
+    fig.canvas.mpl_connect("draw_event", on_draw)
+    fig.savefig(io.BytesIO(), format="png", dpi=72, bbox_inches="tight")
+    assert seen["legend"].y0 > seen["caption"].y1  # the key above the caption, not on it

@@ -380,14 +380,30 @@ def _room_for_legends(fig) -> None:
         fig.set_figheight(fig.get_figheight() + sum(rows.values()))
 
 
+def pin_figure_legends(fig) -> None:
+    """Fix each figure-level legend (fig.legend, e.g. fig3's line-style key) where the layout put
+    it: its default anchor is the figure's box, which a tight-bbox save widens to take in the
+    caption, so the legend would move down onto the caption (fig3's key printed over (b)'s
+    remark). Freezes the layout (it is computed once, here)."""
+    if not fig.legends:
+        return
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+    for leg in fig.legends:
+        bb = leg.get_window_extent().transformed(fig.transFigure.inverted())
+        leg.set_bbox_to_anchor((bb.x0, bb.y0, bb.width, bb.height), transform=fig.transFigure)
+        leg.set_loc("center")
+
+
 def render(draw: Callable, res: Results, th: Theory):
-    """Build a figure with `draw(res, th)` under STYLE, make room for its legends and write its
-    remarks as the caption."""
+    """Build a figure with `draw(res, th)` under STYLE, make room for its legends, pin the
+    figure-level ones and write its remarks as the caption."""
     from matplotlib import rc_context
 
     with rc_context(STYLE):
         fig = draw(res, th)
         _room_for_legends(fig)
+        pin_figure_legends(fig)
         add_caption(fig)
     return fig
 
