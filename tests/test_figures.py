@@ -417,3 +417,40 @@ def test_fig7_marks_a_mode_whose_normalisation_divides_by_nearly_zero(deep):
     _, th, res = deep
     fig = figures.build("fig7", res, th)
     assert "barely improves" not in " ".join(plotting.remarks(fig))
+
+
+def test_fig6_draws_the_excess_over_L0_on_log_log_axes_with_a_slope_minus_one_line(deep):
+    """Referee (issue 47 item 5): on the drawn log axis of R_L over 0.35-2.2, α ≈ 0.5 and α ≈ 1
+    look alike; SPEC §7 asks for R_L - L0 on log-log axes, where 1/L is a line of slope -1."""
+    _, th, res = deep
+    fig = figures.build("fig6", res, th)
+    fits = {}
+    for a, b in (s for s in paper.FIG56_SPECTRA if s[1] == 0):
+        from depthscale.analysis.curves import loss_fit
+
+        fits[(a, b)] = loss_fit(res, "nonlinear", "difficult", 2, a, b)
+    ax = panel(fig, "h")
+    assert "excess" in ax.get_title(loc="left") and "b=0" in ax.get_title(loc="left")
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    guide = [ln for ln in ax.get_lines() if "slope $-1$" in ln.get_label()]
+    assert len(guide) == 1
+    x, y = np.asarray(guide[0].get_xdata(), float), np.asarray(guide[0].get_ydata(), float)
+    assert np.polyfit(np.log(x), np.log(y), 1)[0] == pytest.approx(-1.0, abs=1e-9)
+    for (a, b), (s, f) in fits.items():  # each well-posed series: its points are R_L - L0
+        assert f.ok
+        pts = [ln for ln in ax.get_lines() if ln.get_linestyle() == "None" and len(ln.get_xdata()) == len(s.depths)]
+        want = s.get("R") - f.L0
+        assert any(np.allclose(ln.get_ydata(), want) for ln in pts), (a, b)
+    notes = " ".join(plotting.remarks(fig))
+    assert "(g, h) draw the excess" in notes and "(h) error bars: the SE of R_L" in notes
+
+
+def test_fig6_says_when_its_error_bars_hide_behind_the_markers(deep):
+    """Referee: fig6's error bars were invisible and the caption did not say so."""
+    _, th, res = deep
+    fig = figures.build("fig6", res, th)
+    notes = plotting.remarks(fig)
+    assert "(a) error bars (SE over 3 seeds) are drawn but smaller than the markers" in notes
+    one = Results(res.df[res.df["seed"] == 0], "smoke", res.store)
+    ax = loss_axes(one)
+    assert "one seed per depth: no error bars" in plotting.remarks(ax.figure)

@@ -281,17 +281,38 @@ def reference_lines(hlines: Callable | None, k: int, a: float, b: float) -> list
     return [(float(v), ls) for v, _, ls in lines if v is not None and np.isfinite(v) and v > 0]
 
 
+def error_bar_remark(ax, points: list[tuple[np.ndarray, np.ndarray]], seeds: int, ms: float = 4.0,
+                     what: str | None = None) -> None:
+    """Say in the caption when a log-y panel's error bars cannot be seen: with one seed there are
+    none (unless `what` names the SE drawn instead); every SE shorter than a marker's radius (`ms`
+    points wide) is hidden by its marker (fig6's were, unsaid). `points`: (y, SE) arrays as drawn.
+    Call after bound_y."""
+    if seeds <= 1 and what is None:
+        note(ax, "one seed per depth: no error bars")
+        return
+    what = what or f"SE over {seeds} seeds"
+    lo, hi = ax.get_ylim()
+    height_pt = ax.get_position().height * ax.figure.get_figheight() * 72
+    half = [math.log1p(e / v) / math.log(hi / lo) * height_pt
+            for y, se in points for v, e in zip(np.ravel(y), np.ravel(se)) if v > 0 and np.isfinite(e) and e > 0]
+    if half and max(half) <= ms / 2:
+        note(ax, f"error bars ({what}) are drawn but smaller than the markers")
+
+
 def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[int, tuple]],
                fit: bool | None = None, metric: str = "R", hlines: Callable | None = None,
-               fit_floor: bool | None = None, ylabel: str = "loss $R_L$", r2_min: float | None = None) -> dict:
+               fit_floor: bool | None = None, ylabel: str = "loss $R_L$", r2_min: float | None = None,
+               eval_se: str | None = None) -> dict:
     """Seed-mean `metric` vs depth for (k, (a, b)) pairs, with fit lines (fit=True) and optional
     horizontal theory lines `hlines(k, a, b)` (reference_lines). A well-posed fit is drawn as a
     line over the depths it was fitted to (never extrapolated) with α ± SE and R² in the series'
     legend entry — dashed, and named in the caption, where R² < `r2_min` (the claim's threshold:
     the points curve away from it); a degenerate one as data only (joined points), the caption
-    naming the reason. Returns every fit made, well posed or not, by (k, a, b)."""
+    naming the reason. With one seed, `eval_se` (a metric, e.g. "R_se") gives the error bars: the
+    SE over evaluation contexts, and the caption says so. Returns every fit made, well posed or
+    not, by (k, a, b)."""
     cols = colors(len(groups))
-    fits, miss, drawn, degenerate, span, poor = {}, [], 0, {}, [], []
+    fits, miss, drawn, degenerate, span, poor, bars = {}, [], 0, {}, [], [], []
     for i, ((k, (a, b)), col) in enumerate(zip(groups, cols)):
         s = res.series(model, task, k, a, b)
         lab = label(a, b, k if len({g[0] for g in groups}) > 1 else None)
@@ -310,9 +331,11 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
         if f is not None and not f.ok:  # grouped by the kind of reason (the values left out)
             degenerate.setdefault(degenerate_text(f), []).append(lab)
         law = f is not None and f.ok
-        errorbar(ax, s.depths[ok], y[ok], s.se[metric][ok], marker=MARKERS[i % len(MARKERS)], color=col,
+        se = s.get(eval_se) if eval_se and int(s.n.max()) <= 1 else s.se[metric]
+        errorbar(ax, s.depths[ok], y[ok], se[ok], marker=MARKERS[i % len(MARKERS)], color=col,
                  label=f"{lab}: {fit_text(f)}" if law else lab, ls="none" if law else "-")
-        span += _span(y[ok], s.se[metric][ok])
+        span += _span(y[ok], se[ok])
+        bars.append((y[ok], se[ok], int(s.n.max())))
         if law:
             weak = r2_min is not None and not f.r2 >= r2_min
             poor += [f"{lab} (R²={f.r2:.3f})"] if weak else []
@@ -324,6 +347,10 @@ def loss_panel(ax, res: Results, model: str, task: str, groups: Sequence[tuple[i
         missing(ax, "missing runs")
     elif miss:
         note(ax, "missing: " + ", ".join(miss))
+    if bars:
+        seeds = max(n for _, _, n in bars)
+        error_bar_remark(ax, [(y, se) for y, se, _ in bars], seeds,
+                         what="one seed: the SE over evaluation contexts" if eval_se and seeds <= 1 else None)
     if poor:
         note(ax, f"dashed fit: R² below {r2_min:g}, the claim's threshold (not a law here): " + ", ".join(poor))
     for why, labs in degenerate.items():
@@ -360,6 +387,52 @@ def decomp_panel(ax, res: Results, model: str, groups, metric: str, ylabel: str,
     if not drawn:
         missing(ax)
     finish_legend(ax, len(groups), spectra_title(groups))
+
+
+def excess_panel(ax, res: Results, model: str, task: str, groups, fits: dict) -> None:
+    """The excess R_L - L0 over each well-posed fit's L0 (`fits` {(k, a, b): FitResult}, from
+    loss_panel) on log-log axes, with the fit c L^-α and guide lines of slope -1 (the paper's 1/L)
+    and -1/2: on a log axis of the whole loss a 1/L law and a 1/sqrt(L) one look alike, here
+    they are lines of different slopes. Error bars are R_L's SE over seeds (L0's uncertainty left
+    out); a depth with R_L <= L0 cannot be drawn on a log axis and the caption counts them."""
+    cols = colors(len(groups))
+    span, nonpos, none, drawn = [], [], [], []
+    for i, ((k, (a, b)), col) in enumerate(zip(groups, cols)):
+        lab = label(a, b, k if len({g[0] for g in groups}) > 1 else None)
+        f, s = fits.get((k, a, b)), res.series(model, task, k, a, b)
+        if f is None or not f.ok or not s:
+            none.append(lab)
+            continue
+        y, se = s.get("R") - f.L0, s.se["R"]
+        ok = np.isfinite(y) & (y > 0)
+        nonpos += [f"{lab} L={int(L)}" for L in s.depths[np.isfinite(y) & (y <= 0)]]
+        if not ok.any():
+            none.append(lab)
+            continue
+        errorbar(ax, s.depths[ok], y[ok], se[ok], marker=MARKERS[i % len(MARKERS)], color=col, ls="none",
+                 label=rf"{lab}: $\alpha = {f.alpha:.2f}$")
+        Lg = np.geomspace(s.depths[ok].min(), s.depths[ok].max(), 50)
+        ax.plot(Lg, f.predict(Lg) - f.L0, color=col, lw=0.9)
+        span += [v for v in _span(y[ok], se[ok]) if v > 0]
+        drawn.append((s.depths[ok], y[ok]))
+    if drawn:
+        L = np.concatenate([d for d, _ in drawn])
+        Lm = math.sqrt(L.min() * L.max())
+        ym = float(np.exp(np.mean(np.log(np.concatenate([v for _, v in drawn])))))
+        Lg = np.geomspace(L.min(), L.max(), 20)
+        ax.plot(Lg, ym * Lm / Lg, color="k", ls=":", lw=1.2, label="slope $-1$ ($1/L$)")
+        ax.plot(Lg, ym * np.sqrt(Lm / Lg), color="0.55", ls=(0, (5, 2, 1, 2)), lw=1.0, label=r"slope $-1/2$")
+    loglog(ax, ylabel="excess $R_L - L_0$ (log axis)")
+    bound_y(ax, span, log=True)
+    if not drawn:
+        missing(ax, "no well-posed fit: no $L_0$")
+    if none and drawn:
+        note(ax, "no excess drawn (no well-posed fit or no depth above L0): " + ", ".join(none))
+    if nonpos:
+        note(ax, "R_L <= L0, not drawn on the log axis: " + ", ".join(nonpos))
+    if drawn:
+        note(ax, "error bars: the SE of R_L over seeds; the fitted L0's own uncertainty is not in them")
+    finish_legend(ax, len(groups) + 2, spectra_title(groups))
 
 
 # ---------------------------------------------------------------- building and writing
@@ -427,4 +500,4 @@ def write_figure(draw: Callable, name: str, res: Results, th: Theory, out_dir: s
 __all__ = ["STYLE", "DPI", "LEGEND_PT", "MARKERS", "new_figure", "colors", "missing", "note", "remarks", "add_caption",
            "panel_title", "errorbar", "logx", "logy", "loglog", "log_ticks", "tick_text", "log_axis_ticks", "bound_y",
            "finish_legend", "spectra_title", "fit_text", "degenerate_text", "pairs", "has_k", "loss_panel",
-           "decomp_panel", "render", "write_figure"]
+           "decomp_panel", "excess_panel", "error_bar_remark", "pin_figure_legends", "render", "write_figure"]

@@ -55,7 +55,8 @@ G14_SPREAD = (RunGroup("nonlinear", "difficult", 2, FIG14_K2, None, variant_fiel
 
 
 def softmax_floor_line(th: Theory):
-    """hlines for loss_panel: the softmax-ensemble floor of each spectrum (SPEC §3.4)."""
+    """hlines for loss_panel: the cosine-mixture reference of each spectrum (SPEC §3.4; softmax_floor's
+    "ensemble_floor": deep trained models sit below it, so the figures call it a reference)."""
     return lambda k, a, b: (th.softmax_floor(a, b, k)["ensemble_floor"], th.softmax_floor(a, b, k)["se"])
 
 
@@ -133,7 +134,7 @@ def certificate_marks(ax, res: Results, groups) -> None:
         B = np.array([c["B"] for c in cv], float)
         ok = np.isfinite(B) & (B > 0)
         if ok.any():
-            ax.plot(L[ok], B[ok], ls="-.", lw=0.9, color=col, alpha=0.8)
+            ax.plot(L[ok], B[ok], ls="-.", lw=0.8, color=col, alpha=0.8, marker="+", ms=5)  # apart from the fit
         bad = [c for c in cv if c["ok"] is False]
         if bad:
             ax.plot([c["L"] for c in bad], [c["R"] for c in bad], ls="none", marker="x", ms=8, mew=1.6,
@@ -145,28 +146,39 @@ def certificate_marks(ax, res: Results, groups) -> None:
     if why:
         pl.note(ax, "no B_L or certificates drawn: " + "; ".join(sorted(why))[:200])
     elif groups:
-        pl.note(ax, "dash-dot: B_L, the best stack of L cosine heads on the same evaluation contexts")
+        pl.note(ax, "dash-dot with +: B_L, the best stack of L cosine heads on the same evaluation contexts (a reference)")
 
 
-def panels(compare: bool):
-    """fig6's and fig14's axes in reading order: (a, b) loss, (c, d) C_L and A_L - C_L, (e, f) the
-    faithful start beside the spread variant (absent without `compare`); rows of two, so the
-    letters run left to right, top to bottom."""
-    fig, ax = pl.new_figure(2, 3 if compare else 2, width=4.2, height=3.2)
-    return fig, ax + [None, None] * (not compare)
+def panels(compare: bool, excess: bool = False):
+    """fig6's and fig14's axes in reading order: [0, 1] loss, [2, 3] C_L and A_L - C_L, [4, 5] the
+    faithful start beside the spread variant (None without `compare`), [6, 7] the excess R_L - L0
+    (None without `excess`); rows of two, so the letters run left to right, top to bottom."""
+    fig, ax = pl.new_figure(2, 2 + compare + excess, width=4.2, height=3.2)
+    ax = ax[:4] + (ax[4:6] if compare else [None, None]) + (ax[-2:] if excess else [None, None])
+    return fig, ax
+
+
+OVERLAP_NOTE = ("(a, b): at this scale the fit, the dashed cosine-mixture reference and B_L lie within a few "
+                "percent of R_L and overlap; ({}) draw the excess R_L - L0 on log-log axes, where a 1/L law is a "
+                "line of slope -1")
 
 
 def fig6(res: Results, th: Theory, compare: bool = True):
-    fig, ax = panels(compare)
+    fig, ax = panels(compare, excess=True)
     fl = softmax_floor_line(th)
     a0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[0] == 0))
-    pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl, r2_min=R2_5A)
+    fits_a = pl.loss_panel(ax[0], res, "nonlinear", "difficult", a0, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[0], res, a0)
-    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: best cosine mixture")
+    pl.panel_title(ax[0], "a", r"$a=0$, fits $L_0 + c\,L^{-\alpha}$; dashed: cosine-mixture reference")
     b0 = pl.pairs(2, sorted(s for s in FIG56_SPECTRA if s[1] == 0))
     fits = pl.loss_panel(ax[1], res, "nonlinear", "difficult", b0, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[1], res, b0)
-    pl.panel_title(ax[1], "b", "$b=0$; dashed: best cosine-head mixture (a reference)")
+    pl.panel_title(ax[1], "b", "$b=0$; dashed: cosine-mixture reference")
+    letters = "gh" if compare else "ef"  # the last row
+    pl.note(fig, OVERLAP_NOTE.format(", ".join(letters)))
+    for i, (groups, fs, name) in enumerate(((a0, fits_a, "$a=0$"), (b0, fits, "$b=0$"))):
+        pl.excess_panel(ax[6 + i], res, "nonlinear", "difficult", groups, fs)
+        pl.panel_title(ax[6 + i], letters[i], f"excess over the fitted $L_0$, {name}")
     if compare:
         start_panel(ax[4], res, a0)
         pl.panel_title(ax[4], "e", f"{main_name(res)} vs spread start, $a=0$")
