@@ -454,3 +454,25 @@ def test_fig6_says_when_its_error_bars_hide_behind_the_markers(deep):
     one = Results(res.df[res.df["seed"] == 0], "smoke", res.store)
     ax = loss_axes(one)
     assert "one seed per depth: no error bars" in plotting.remarks(ax.figure)
+
+
+def test_fig7_c_draws_the_comparison_claim_7_judges(deep):
+    """Referee: fig7 drew the linear model on the difficult task at (1,0); claim 7 compares with
+    the linear model on the easy task at Fig. 3c's spectrum (R_k,inf = 0). (b) has error bars."""
+    from matplotlib.container import ErrorbarContainer
+
+    from depthscale.analysis.curves import reducible_modes
+    from depthscale.config.records import preset_shape
+
+    _, th, res = deep
+    fig = figures.build("fig7", res, th)
+    c = panel(fig, "c")
+    a3, b3 = paper.FIG3C_SPECTRUM
+    assert "linear, easy" in c.get_title(loc="left") and f"({a3:g},{b3:g})" in c.get_title(loc="left")
+    d = preset_shape("smoke", "linear")[0]
+    want = reducible_modes(res.series("linear", "easy", 1, a3, b3), [m for m in paper.FIG3C_MODES if m <= d], False)
+    drawn = [np.asarray(ln.get_ydata(), float) for ln in c.get_lines() if len(ln.get_xdata()) == len(DEEP)]
+    assert want and all(any(np.allclose(y, v) for y in drawn) for v in want.values())
+    b = panel(fig, "b")
+    assert any(isinstance(x, ErrorbarContainer) and x.has_yerr for x in b.containers)
+    assert any("claim 7 compares (b) with (c)" in r for r in plotting.remarks(fig))

@@ -8,8 +8,8 @@ Operational choices:
   and modes, R_k,inf = 0 (the easy task's L0 = 0, SPEC §6.1). PASS iff nonlinear spread < linear
   spread, every mode shown having its curve: a mode whose R_k,inf fit is degenerate (or with no
   curve for another reason) makes the claim FAIL naming it, never dropped (issue 33).
-- fig7 uses (a, b) = (1, 0), a fig6 spectrum with a > 0, and also the linear model at (1, 0)
-  (fig5's run) for the spread comparison.
+- fig7 uses (a, b) = (1, 0), a fig6 spectrum with a > 0, and draws beside it the comparison claim 7
+  judges: the linear model on the easy task at Fig. 3c's spectrum (fig3's runs), R_k,inf = 0.
 """
 
 from __future__ import annotations
@@ -27,40 +27,76 @@ from depthscale.config.paper import FIG3C_MODES, FIG3C_SPECTRUM, FIG7_MODES, FIG
 from depthscale.config.records import Claim, Experiment, RunGroup, preset_shape, register
 
 
+def reducible_se(s: Series, red: dict, modes) -> dict:
+    """The SE over seeds of each normalised reducible curve `red` {mode: curve}: the SE of R_k(L)
+    over the same denominator (R_k(1) - R_k,inf, recovered from the curve; its own uncertainty
+    left out). Empty where the series has one seed."""
+    arrs = s.arrays.get("mode_R", [])
+    if not arrs or any(x is None for x in arrs):
+        return {}
+    raw = mode_curves(s, modes)
+    se = np.stack([np.asarray(x[1], float) for x in arrs])
+    out = {}
+    for m, v in red.items():
+        j = int(np.nanargmax(np.abs(1.0 - v)))  # red = (R - R_inf) / den, red[0] = 1: den from two depths
+        den = (raw[m][0] - raw[m][j]) / (v[0] - v[j]) if v[0] != v[j] else math.nan
+        out[m] = se[:, m - 1] / abs(den) if math.isfinite(den) and den != 0 else np.full(len(v), np.nan)
+    return out
+
+
+def reducible_panel(ax, s: Series, modes, floor: bool) -> None:
+    """The normalised reducible curves of `s` (R_k,inf fitted, or 0 without `floor`) with their
+    SE over seeds; an ill-normalised mode dashed and named."""
+    red = reducible_modes(s, modes, floor)
+    se = reducible_se(s, red, modes)
+    odd = []
+    for i, ((m, v), col) in enumerate(zip(red.items(), pl.colors(len(red)))):
+        bad = ill_normalised(v)
+        odd += [f"k={m} (range {np.nanmin(v):.2g} to {np.nanmax(v):.2g})"] if bad else []
+        pl.errorbar(ax, s.depths, v, se.get(m), marker=pl.MARKERS[i % len(pl.MARKERS)], color=col,
+                    ls="--" if bad else "-", alpha=0.6 if bad else 1.0,
+                    label=f"$k={m}$" + (" (ill-normalised)" if bad else ""))
+    if odd:
+        pl.note(ax, "dashed: a mode that barely improves with depth, so R_k(1) - R_k,inf is near 0 and its "
+                    "normalised curve leaves [-0.5, 1.5] (SPEC §5's normalisation, not the model): " + ", ".join(odd))
+    if red and not se:
+        pl.note(ax, "one seed per depth: no error bars")
+    elif red:
+        pl.note(ax, "error bars: the SE over seeds of R_k(L), divided by the same denominator (whose own uncertainty is left out)")
+    pl.logx(ax)
+    ax.set_ylabel(r"$(R_k(L) - R_{k,\infty})\,/\,(R_k(1) - R_{k,\infty})$")
+    ax.axhline(0, color="0.6", lw=0.6)
+    if not red:
+        pl.missing(ax, "missing runs, or no well-posed fit of $R_{k,\\infty}$\n"
+                   "(degenerate: too few depths, or $R_{k,\\infty}$ on its bound 0)")
+    pl.finish_legend(ax, len(red), "mode")
+
+
 def fig7(res: Results, th: Theory):
+    """(a) the nonlinear model's raw mode-wise loss; (b) its normalised reducible curves; (c) those of
+    the linear model on the easy task at Fig. 3c's spectrum (R_k,inf = 0): claim 7's comparison."""
     fig, ax = pl.new_figure(3)
     a, b = FIG7_SPECTRUM
+    a3, b3 = FIG3C_SPECTRUM
     s_nl = res.series("nonlinear", "difficult", 2, a, b)
-    s_li = res.series("linear", "difficult", 2, a, b)
+    s_li = res.series("linear", "easy", 1, a3, b3)
     raw = mode_curves(s_nl, FIG7_MODES)
     for (m, v), col in zip(raw.items(), pl.colors(len(raw))):
         ok = np.isfinite(v) & (v > 0)
         ax[0].plot(s_nl.depths[ok], v[ok], "o-", color=col, ms=4, lw=1.1, label=f"$k={m}$")
     pl.loglog(ax[0], ylabel="$R_k$")
     pl.panel_title(ax[0], "a", f"nonlinear: mode-wise loss {label(a, b)}")
-    for i, (s, name) in enumerate(((s_nl, "nonlinear"), (s_li, "linear")), start=1):
-        red = reducible_modes(s, FIG7_MODES)
-        odd = []
-        for (m, v), col in zip(red.items(), pl.colors(len(red))):
-            bad = ill_normalised(v)
-            odd += [f"k={m} (range {np.nanmin(v):.2g} to {np.nanmax(v):.2g})"] if bad else []
-            ax[i].plot(s.depths, v, "o--" if bad else "o-", color=col, ms=4, lw=1.1, alpha=0.6 if bad else 1.0,
-                       label=f"$k={m}$" + (" (ill-normalised)" if bad else ""))
-        if odd:
-            pl.note(ax[i], "dashed: a mode that barely improves with depth, so R_k(1) - R_k,inf is near 0 and its "
-                           "normalised curve leaves [-0.5, 1.5] (SPEC §5's normalisation, not the model): "
-                           + ", ".join(odd))
-        pl.logx(ax[i])
-        ax[i].set_ylabel(r"$(R_k(L) - R_{k,\infty})\,/\,(R_k(1) - R_{k,\infty})$")
-        ax[i].axhline(0, color="0.6", lw=0.6)
-        if not red:
-            pl.missing(ax[i], "missing runs, or no well-posed fit of $R_{k,\\infty}$\n"
-                       "(degenerate: too few depths, or $R_{k,\\infty}$ on its bound 0)")
-        pl.finish_legend(ax[i], len(red), "mode")
-        pl.panel_title(ax[i], "bc"[i - 1], f"{name}: normalised reducible loss")
     if not raw:
         pl.missing(ax[0])
     pl.finish_legend(ax[0], len(raw), "mode")
+    d = preset_shape(res.preset, "linear")[0]
+    reducible_panel(ax[1], s_nl, FIG7_MODES, True)
+    pl.panel_title(ax[1], "b", f"nonlinear, difficult {label(a, b)}: normalised")
+    reducible_panel(ax[2], s_li, [m for m in FIG3C_MODES if m <= d], False)
+    pl.panel_title(ax[2], "c", f"linear, easy {label(a3, b3)} (Fig. 3c): normalised")
+    sn, sl = _spread(s_nl, FIG7_MODES, True)[0], _spread(s_li, [m for m in FIG3C_MODES if m <= d], False)[0]
+    pl.note(fig, f"claim 7 compares (b) with (c): the spread across modes (mean over L >= 2 of max - min) is "
+                 f"{num(sn)} in (b) and {num(sl)} in (c); (c) has R_k,inf = 0 (the easy task's loss fit has L0 = 0)")
     return fig
 
 
@@ -124,6 +160,6 @@ FIG7 = register(Experiment(
     "fig7", "Mode-wise loss of nonlinear attention (the paper: modes learn in parallel)",
     ("nonlinear", "linear"), "difficult", (2,), "(1,0)",
     "(a) raw mode-wise loss vs L; (b) normalised reducible loss (the paper: the curves collapse); "
-    "(c) the same normalisation for the linear model",
+    "(c) the same normalisation for the linear model on the easy task at Fig. 3c's spectrum, claim 7's comparison",
     (RunGroup("nonlinear", "difficult", 2, (FIG7_SPECTRUM,)),
-     RunGroup("linear", "difficult", 2, (FIG7_SPECTRUM,))), reuses=("fig5", "fig6"), figure=fig7, claims=CLAIMS))
+     RunGroup("linear", "easy", 1, (FIG3C_SPECTRUM,))), reuses=("fig3", "fig6"), figure=fig7, claims=CLAIMS))
