@@ -476,3 +476,19 @@ def test_fig7_c_draws_the_comparison_claim_7_judges(deep):
     b = panel(fig, "b")
     assert any(isinstance(x, ErrorbarContainer) and x.has_yerr for x in b.containers)
     assert any("claim 7 compares (b) with (c)" in r for r in plotting.remarks(fig))
+
+
+def test_fig8_arrows_are_told_apart_by_style_and_name_not_red_and_green(deep):
+    """Referee: fig8's red and green arrows are lost to colour-blind readers."""
+    _, th, res = deep
+    fig = figures.build("fig8", res, th)
+    ax = panel(fig, "a")
+    arrows = [t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]
+    names = [t.get_text() for t in ax.texts if t.get_text()]
+    assert len(arrows) >= 4 and {"$q$", "$t$", r"$\bar t$", r"$t - \bar t$"} <= set(names)
+    styles = {str(t.arrow_patch.get_linestyle()) for t in arrows}
+    assert len(styles) >= 3  # solid, dashed, dotted
+    from matplotlib.colors import to_hex
+
+    used = {to_hex(t.arrow_patch.get_edgecolor()) for t in arrows}
+    assert not used & {to_hex("tab:red"), to_hex("tab:green"), to_hex("red"), to_hex("green")}
