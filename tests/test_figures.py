@@ -492,3 +492,26 @@ def test_fig8_arrows_are_told_apart_by_style_and_name_not_red_and_green(deep):
 
     used = {to_hex(t.arrow_patch.get_edgecolor()) for t in arrows}
     assert not used & {to_hex("tab:red"), to_hex("tab:green"), to_hex("red"), to_hex("green")}
+
+
+@pytest.mark.parametrize("fid", ["fig6", "fig6-spread", "fig14", "fig14-spread"])
+def test_the_cosine_mixture_and_B_L_are_called_a_reference_never_a_floor(deep, fid):
+    """Referee: fig6-spread, fig14-spread and table6 said 'floor' where fig6, fig14 and the finding
+    say 'reference' (deep models sit below it)."""
+    _, th, res = deep
+    fig = figures.build(fid, res, th)
+    words = [ax.get_title(loc="left") for ax in fig.axes] + plotting.remarks(fig)
+    words += [t for ax in fig.axes for t in legend_texts(ax) + [legend_title(ax)]]
+    assert not [w for w in words if "floor" in w.lower()], fid
+    assert any("reference" in ax.get_title(loc="left") for ax in fig.axes)
+
+
+def test_table6_says_reference_and_defines_its_iid_columns(deep):
+    from depthscale.experiments.nonlinear_floor import TABLE6, TABLE6_COLUMNS
+
+    _, th, res = deep
+    df = TABLE6.table(res, th)
+    assert not [c for c in df.columns if "floor" in c] and "ensemble_reference" in df.columns
+    assert "floor" not in TABLE6.title.lower()
+    assert TABLE6.notes(res) == [TABLE6_COLUMNS]
+    assert "iid_C" in TABLE6_COLUMNS and "iid_delta" in TABLE6_COLUMNS and "iid_C + iid_delta / L" in TABLE6_COLUMNS
