@@ -515,3 +515,14 @@ def test_table6_says_reference_and_defines_its_iid_columns(deep):
     assert "floor" not in TABLE6.title.lower()
     assert TABLE6.notes(res) == [TABLE6_COLUMNS]
     assert "iid_C" in TABLE6_COLUMNS and "iid_delta" in TABLE6_COLUMNS and "iid_C + iid_delta / L" in TABLE6_COLUMNS
+
+
+def test_table4_leaves_a_degenerate_fit_unmeasured(deep):
+    """Referee: table4 printed α ± SE of degenerate fits as measurements."""
+    _, th, res = deep
+    df = ex.REGISTRY["table4"].table(shallow(res), th)  # three depths: every fit with L0 degenerate
+    bad = df[df["fit"].str.startswith("degenerate")]
+    assert len(bad) and bad["alpha"].isna().all() and bad["alpha_se"].isna().all() and bad["L0"].isna().all()
+    assert bad["fit"].str.contains("not a law").all()
+    ok = ex.REGISTRY["table4"].table(res, th)
+    assert (ok["fit"] == "ok").any() and ok.loc[ok["fit"] == "ok", "alpha_se"].notna().all()

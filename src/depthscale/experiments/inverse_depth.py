@@ -242,12 +242,21 @@ def table4(res: Results, th: Theory):
     for p in PAPER["table4_nonlinear_fits"]:
         k, a, b = p["k"], float(p["a"]), float(p["b"])
         _, f = loss_fit(res, "nonlinear", "difficult", k, a, b)
-        rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if f else math.nan,
-                     "alpha": f.alpha if f else math.nan, "alpha_se": f.alpha_se if f else math.nan,
-                     "r2": f.r2 if f else math.nan, "fit": fit_status(f), "paper_L0": p["L0"],
+        law = f is not None and f.ok  # a degenerate fit's L0, α ± SE are not measurements: blank, and said in "fit"
+        rows.append({"k": k, "a": a, "b": b, "L0": f.L0 if law else math.nan,
+                     "alpha": f.alpha if law else math.nan, "alpha_se": f.alpha_se if law else math.nan,
+                     "r2": f.r2 if law else math.nan, "fit": degenerate_cell(f), "paper_L0": p["L0"],
                      "paper_alpha": p["alpha"],
                      "paper_alpha_se": p["alpha_se"], "paper_r2": p["r2"]})
     return pd.DataFrame(rows)
+
+
+def degenerate_cell(f) -> str:
+    """table4's "fit" cell: 'ok', or a degenerate fit named as such with the numbers it gave, which
+    are no measurement (no ±: its SE means nothing with a parameter on its bound)."""
+    if f is None or f.ok:
+        return fit_status(f)
+    return f"{fit_status(f)}; not a law (it gave α {f.alpha:.3g}, R² {f.r2:.3f})"
 
 
 def power_5a(s, lo: float, hi: float, alpha: float = 1.0) -> dict:
