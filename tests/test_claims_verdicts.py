@@ -79,7 +79,7 @@ def test_table1_ratio_is_blank_beside_a_degenerate_L0():
     r0, r1, r2 = df.iloc[0], df.iloc[1], df.iloc[2]
     assert math.isnan(r0["ratio_same_geometry_trained"]) and "degenerate" in r0["ratio_note"]
     assert "unstable" in r1["ratio_note"] and "113" in r1["ratio_note"]
-    assert r2["ratio_same_geometry_trained"] == pytest.approx(2.5 / r2["L0_nonlinear"]) and r2["ratio_note"] == ""
+    assert r2["ratio_same_geometry_trained"] == pytest.approx(2.5 / r2["L0_nonlinear"]) and r2["ratio_note"].startswith("stands")
 
 
 def test_shape_verdict_rules():

@@ -526,3 +526,13 @@ def test_table4_leaves_a_degenerate_fit_unmeasured(deep):
     assert bad["fit"].str.contains("not a law").all()
     ok = ex.REGISTRY["table4"].table(res, th)
     assert (ok["fit"] == "ok").any() and ok.loc[ok["fit"] == "ok", "alpha_se"].notna().all()
+
+
+def test_table3_fills_plateau_se_with_one_seed(deep):
+    """Referee: table3's plateau_se was empty (one seed: no SE over seeds); the run's evaluation SE
+    fills it, and the column beside says which."""
+    _, th, res = deep
+    one = Results(res.df[res.df["seed"] == 0], "smoke", res.store)
+    df = ex.REGISTRY["table3"].table(one, th)
+    row = df[(df["k"] == 2) & (df["a"] == 0) & (df["b"] == 0)].iloc[0]
+    assert np.isfinite(row["plateau_se"]) and row["plateau_se_is"] == "evaluation SE (one seed)"

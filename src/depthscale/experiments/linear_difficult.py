@@ -59,10 +59,13 @@ def table3(res: Results, th: Theory):
                 R_irr, se, fin, fin_se = fl["R_irr"], fl["se"], fl["finite_P"], fl["finite_P_se"]
             else:
                 R_irr = se = fin = fin_se = math.nan
-            m, m_se, _ = plateau(res, "linear", k, a, b)
+            m, _, Lmax = plateau(res, "linear", k, a, b)
+            s = res.series("linear", "difficult", k, a, b, (Lmax,))
+            # one seed left the SE over seeds empty: the run's evaluation SE then, as claim 4c reads it
+            m_se, m_se_is = point_se(s, 0) if s else (math.nan, "no runs")
             rows.append({"k": k, "a": a, "b": b, "R_irr": R_irr, "R_irr_se": se,
                          "finite_P_floor": fin, "finite_P_floor_se": fin_se,
-                         "plateau": m, "plateau_se": m_se,
+                         "plateau": m, "plateau_se": m_se, "plateau_se_is": m_se_is,
                          "diff_pct": 100 * (m - R_irr) / R_irr if R_irr and np.isfinite(R_irr) else math.nan,
                          "diff_finite_P_pct": 100 * (m - fin) / fin if fin and np.isfinite(fin) else math.nan,
                          "paper_R_irr": p["theory"], "paper_R_irr_se": p["theory_se"],

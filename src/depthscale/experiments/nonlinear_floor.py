@@ -108,10 +108,11 @@ def table1(res: Results, th: Theory):
 
 
 def ratio_note(f_nl, comparator: str) -> str:
-    """Why table1's ratio is blank, or what to read it with ('' when it stands)."""
+    """Why table1's ratio is blank, or what to read it with ('stands' when nothing qualifies it: the
+    column was left empty, which a reader cannot tell from a missing value)."""
     why = ([] if f_nl is not None and f_nl.ok else
            [f"no ratio: nonlinear L0 from a {fit_problem(f_nl)}" if f_nl is not None else "no ratio: no nonlinear fit"])
-    return "; ".join(why + ([comparator] if comparator else []))
+    return "; ".join(why + ([comparator] if comparator else [])) or "stands: well-posed fit, sound linear comparator"
 
 
 def table5(res: Results, th: Theory):
