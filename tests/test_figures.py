@@ -536,3 +536,17 @@ def test_table3_fills_plateau_se_with_one_seed(deep):
     df = ex.REGISTRY["table3"].table(one, th)
     row = df[(df["k"] == 2) & (df["a"] == 0) & (df["b"] == 0)].iloc[0]
     assert np.isfinite(row["plateau_se"]) and row["plateau_se_is"] == "evaluation SE (one seed)"
+
+
+def test_fig13_measured_line_leads_with_the_q_that_decide_claim_10():
+    """Referee: fig13's "Measured" line listed q = 0-15, not the q >= 50 that decide claim 10."""
+    from depthscale.experiments.selection import judged_tail
+    from depthscale.report.pages import measured_summary
+
+    q = np.arange(0, 100, 5, dtype=float)
+    mean, se = np.where(q >= 50, 0.01, -0.01), np.full(q.size, 0.002)
+    mean[q == 85] = 0.001
+    tail = judged_tail(q, mean, se)
+    assert tail == {"min_dQ_over_se": pytest.approx(0.5), "at_q": 85.0, "n_beyond_2se": 9, "n": 10}
+    line = measured_summary({"q>=50 (judged)": tail, "q50": {"dQ": 0.01, "se": 0.002}})
+    assert line.startswith("q>=50 (judged): min_dQ_over_se 0.5, at_q 85")
