@@ -550,3 +550,14 @@ def test_fig13_measured_line_leads_with_the_q_that_decide_claim_10():
     assert tail == {"min_dQ_over_se": pytest.approx(0.5), "at_q": 85.0, "n_beyond_2se": 9, "n": 10}
     line = measured_summary({"q>=50 (judged)": tail, "q50": {"dQ": 0.01, "se": 0.002}})
     assert line.startswith("q>=50 (judged): min_dQ_over_se 0.5, at_q 85")
+
+
+def test_fig1_panels_name_their_geometry(deep):
+    """Referee: fig1 (c) is at d = 32 and (d) at d = 16 without saying so."""
+    from depthscale.config.records import preset_shape
+
+    _, th, res = deep
+    fig = figures.build("fig1", res, th)
+    for letter, model in zip("abcd", ("linear", "nonlinear", "linear", "nonlinear")):
+        d, P = preset_shape("smoke", model)
+        assert f"$d={d}$, $P={P}$" in panel(fig, letter).get_title(loc="left")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.results import Results, Theory
 from depthscale.config.paper import FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA
-from depthscale.config.records import Experiment, register
+from depthscale.config.records import Experiment, preset_shape, register
 from depthscale.experiments.inverse_depth import FIG6
 from depthscale.experiments.linear_difficult import FIG5
 from depthscale.experiments.linear_easy import FIG3
@@ -14,15 +14,17 @@ from depthscale.experiments.nonlinear_easy import FIG4
 
 
 def fig1(res: Results, th: Theory):
+    """The four panels each name their geometry: the linear and softmax models train at different
+    d and P (the cpu preset: (c) d = 32, (d) d = 16), so their losses are not on one scale."""
     fig, ax = pl.new_figure(2, 2)
-    pl.loss_panel(ax[0], res, "linear", "easy", pl.pairs(1, sorted(FIG3_SPECTRA)))
-    pl.panel_title(ax[0], "a", "linear, easy")
-    pl.loss_panel(ax[1], res, "nonlinear", "easy", pl.pairs(1, FIG4_SPECTRA))
-    pl.panel_title(ax[1], "b", "nonlinear, easy")
-    pl.loss_panel(ax[2], res, "linear", "difficult", pl.pairs(2, FIG56_SPECTRA))
-    pl.panel_title(ax[2], "c", "linear, difficult ($k=2$)")
-    pl.loss_panel(ax[3], res, "nonlinear", "difficult", pl.pairs(2, FIG56_SPECTRA))
-    pl.panel_title(ax[3], "d", "nonlinear, difficult ($k=2$)")
+    cells = (("linear", "easy", pl.pairs(1, sorted(FIG3_SPECTRA)), "linear, easy"),
+             ("nonlinear", "easy", pl.pairs(1, FIG4_SPECTRA), "nonlinear, easy"),
+             ("linear", "difficult", pl.pairs(2, FIG56_SPECTRA), "linear, difficult ($k=2$)"),
+             ("nonlinear", "difficult", pl.pairs(2, FIG56_SPECTRA), "nonlinear, difficult ($k=2$)"))
+    for i, (model, task, groups, name) in enumerate(cells):
+        pl.loss_panel(ax[i], res, model, task, groups)
+        d, P = preset_shape(res.preset, model)
+        pl.panel_title(ax[i], "abcd"[i], f"{name}, $d={d}$, $P={P}$")
     return fig
 
 
