@@ -561,3 +561,22 @@ def test_fig1_panels_name_their_geometry(deep):
     for letter, model in zip("abcd", ("linear", "nonlinear", "linear", "nonlinear")):
         d, P = preset_shape("smoke", model)
         assert f"$d={d}$, $P={P}$" in panel(fig, letter).get_title(loc="left")
+
+
+def test_fig4_draws_claim_3s_one_percent_line_and_error_bars(deep, tmp_path):
+    """Referee: fig4 lacked error bars and the 1%·Var(y*) line claim 3 judges R_1 by."""
+    from test_report import fabricate
+
+    _, th, _ = deep
+    store = Store(tmp_path / "store")
+    fabricate(store, th, ["fig4"])
+    res = Results.from_store(store, "smoke")
+    one = Results(res.df[res.df["seed"] == 0], "smoke", store)  # one seed: the evaluation SE
+    fig = figures.build("fig4", one, th)
+    for letter in "ab":
+        ax = panel(fig, letter)
+        dotted = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
+        assert dotted and all(np.allclose(ln.get_ydata(), 0.01) for ln in dotted)  # Var(y*) = 1 in the fixture
+        assert "1% of Var" in ax.get_title(loc="left")
+    notes = " ".join(plotting.remarks(fig))
+    assert "one seed: the SE over evaluation contexts" in notes and "claim 3's bound" in notes

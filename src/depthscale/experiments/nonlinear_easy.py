@@ -24,12 +24,23 @@ from depthscale.config.records import Claim, Experiment, RunGroup, depth_set, re
 G4 = RunGroup("nonlinear", "easy", 1, FIG4_SPECTRA)
 
 
+def one_percent_line(res: Results):
+    """hlines for loss_panel: claim 3's bound 1% of Var(y*) (the seed mean at L = 1) of each spectrum."""
+    def line(k, a, b):
+        v = res.series("nonlinear", "easy", k, a, b).get("var_ystar")
+        return (0.01 * float(v[0]), None, ":") if len(v) and np.isfinite(v[0]) else None
+    return lambda k, a, b: [line(k, a, b)] if line(k, a, b) else None
+
+
 def fig4(res: Results, th: Theory):
     fig, ax = pl.new_figure(3)
-    pl.loss_panel(ax[0], res, "nonlinear", "easy", pl.pairs(1, [s for s in FIG4_SPECTRA if s[1] == 0]))
-    pl.panel_title(ax[0], "a", "nonlinear, easy, $b=0$")
-    pl.loss_panel(ax[1], res, "nonlinear", "easy", pl.pairs(1, [s for s in FIG4_SPECTRA if s[0] == 0]))
-    pl.panel_title(ax[1], "b", "nonlinear, easy, $a=0$")
+    for i, (sel, name) in enumerate(((lambda s: s[1] == 0, "$b=0$"), (lambda s: s[0] == 0, "$a=0$"))):
+        pl.loss_panel(ax[i], res, "nonlinear", "easy", pl.pairs(1, [s for s in FIG4_SPECTRA if sel(s)]),
+                      hlines=one_percent_line(res), eval_se="R_se")
+        pl.panel_title(ax[i], "ab"[i], f"nonlinear, easy, {name}; dotted: 1% of Var($y^*$)")
+    pl.note(fig, "(a, b) dotted: claim 3's bound R_1 < 1% of Var(y*), per spectrum in its colour; 'depth does not "
+                 "help' is judged on the paired difference R_1 - R_L over shared contexts and its own SE, not on "
+                 "these error bars")
     drawn = 0
     depths = depth_set(res.preset, "all")
     for L, col in zip(depths, pl.colors(len(depths))):
