@@ -580,3 +580,14 @@ def test_fig4_draws_claim_3s_one_percent_line_and_error_bars(deep, tmp_path):
         assert "1% of Var" in ax.get_title(loc="left")
     notes = " ".join(plotting.remarks(fig))
     assert "one seed: the SE over evaluation contexts" in notes and "claim 3's bound" in notes
+
+
+def test_fig14_b_title_fits_its_panel(deep):
+    """Referee: fig14 (b)'s title was clipped at the panel's right edge."""
+    _, th, res = deep
+    fig = figures.build("fig14", res, th)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        t = ax.title if ax.title.get_text() else ax._left_title
+        assert t.get_window_extent(r).x1 <= ax.get_window_extent(r).x1 + 2, ax.get_title(loc="left")

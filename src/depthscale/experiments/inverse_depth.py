@@ -208,15 +208,16 @@ def fig14(res: Results, th: Theory, res16: Results | None = None, compare: bool 
     fl = softmax_floor_line(th)
     pl.loss_panel(ax[0], res, "nonlinear", "difficult", k2, fit=True, hlines=fl, r2_min=R2_5A)
     certificate_marks(ax[0], res, k2)
-    pl.panel_title(ax[0], "a", "$k=2$; dashed: best cosine-head mixture (a reference)")
+    pl.panel_title(ax[0], "a", "$k=2$; dashed: cosine-mixture reference")
     pl.loss_panel(ax[1], res16, "nonlinear", "difficult", pl.pairs(16, sorted(FIG14_K16)), fit=True, r2_min=R2_5A,
                   hlines=fl if pl.has_k(res, 16) else None)
     if pl.has_k(res, 16):
         certificate_marks(ax[1], res16, pl.pairs(16, sorted(FIG14_K16)))
     # k = 16: trained deep models go below the cosine-head mixture, alike on a fresh evaluation set
     # (docs/recipe.md §14, studies/k16_floor_check.py): the line is that family's reference, not a floor
-    pl.panel_title(ax[1], "b", "nonlinear, $k=16$" + ("; dashed: best cosine-head mixture (a reference)"
-                                                       if pl.has_k(res, 16) else " (not in this preset)"))
+    # short enough for its column (it was clipped at the panel's right edge)
+    pl.panel_title(ax[1], "b", "$k=16$" + ("; dashed: cosine-mixture reference" if pl.has_k(res, 16)
+                                           else " (not in this preset)"))
     if compare:
         start_panel(ax[4], res, k2)
         pl.panel_title(ax[4], "e", f"{main_name(res)} vs spread start, $k=2$")
