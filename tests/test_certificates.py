@@ -39,6 +39,41 @@ def test_paired_gap_is_the_mean_and_se_of_the_difference():
         cm.paired_gap(a, b[:10])
 
 
+def test_the_se_combines_the_seeds_spread_with_the_contexts():
+    """SPEC §4 (2026-12-06): SE² = s²(per-seed differences)/n + SE²(context-paired difference of the
+    seed means); a reference without seeds is a constant; one seed: the contexts' SE alone."""
+    rng = np.random.default_rng(3)
+    a, b = rng.exponential(2.0, 500), rng.exponential(2.0, 500)
+    ctx = cm.paired_gap(a, b)["se"]
+    sa, sb = {0: 2.01, 1: 2.03, 2: 1.98}, {0: 2.00, 1: 2.00, 2: 2.01}
+    d = np.array([0.01, 0.03, -0.03])
+    g = cm.paired_gap(a, b, sa, sb)
+    assert g["se"] == pytest.approx(math.sqrt(ctx ** 2 + d.var(ddof=1) / 3), rel=1e-12)
+    assert g["se_contexts"] == pytest.approx(ctx) and g["seeds"] == 3
+    # against a reference without seeds (B_L): the set's own spread
+    g = cm.paired_gap(a, b, sa, None)
+    assert g["se"] == pytest.approx(math.sqrt(ctx ** 2 + np.var(list(sa.values()), ddof=1) / 3), rel=1e-12)
+    # no seed in common: both sets' variances of the mean
+    g = cm.paired_gap(a, b, sa, {5: 2.0, 6: 2.1})
+    want = np.var(list(sa.values()), ddof=1) / 3 + np.var([2.0, 2.1], ddof=1) / 2
+    assert g["se"] == pytest.approx(math.sqrt(ctx ** 2 + want), rel=1e-12)
+    assert cm.paired_gap(a, b, {0: 2.0}, {0: 2.1})["se"] == pytest.approx(ctx)  # one seed
+    # the measured case that decided it: a budget difference within 2 SE of the seeds' spread
+    half = a - 0.0026
+    base = cm.paired_gap(a, half)
+    assert not base["ok"] or base["se"] * 2 >= 0.0026
+    spread = cm.paired_gap(a, half, {s: 2.0 + e for s, e in enumerate([0.001, -0.002, 0.002, -0.001, 0.0])},
+                           {s: 2.0 for s in range(5)})
+    assert spread["se"] > base["se"]
+    # certify hands the seeds to every certificate
+    sq = {1: a, 2: b}
+    cert = cm.certify(sq, {1: b, 2: b}, {1: b, 2: a}, seeds={1: sa, 2: sb}, half_seeds={1: sb, 2: sa})
+    p = cert["per_depth"]
+    assert p[2]["doubling"]["se"] == pytest.approx(cm.paired_gap(b, a, sb, sa)["se"])
+    assert p[1]["construction"]["se"] == pytest.approx(cm.paired_gap(a, b, sa, None)["se"])
+    assert p[1]["budget"]["se"] == pytest.approx(cm.paired_gap(a, b, sa, sb)["se"])
+
+
 def _made_up():
     rng = np.random.default_rng(1)
     noise = rng.standard_normal((4, 2000)) * 0.05

@@ -200,6 +200,9 @@ def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
     assert all({"doubling", "construction"} <= set(v) or L == min(top["depths"])
                for L, v in top["certificates"].items())
     assert all("budget" in v for v in top["certificates"].values())  # half of 160 steps is 80, a budget
+    best = [r for r in rows if r["series"] == cv.BEST][0]  # the decision's row: a budget per depth by the monitor
+    assert set(best["steps_L"]) <= set(cv.BUDGETS["smoke"]) and best["depths"] == top["depths"]
+    assert all(math.isfinite(m) for m in best["monitor"])
     curves = pd.DataFrame(cv.curve_rows(rows))  # what curves.csv holds: B_L and each certificate's numbers
     mine = curves[(curves["series"] == "envelope") & (curves["steps"] == cv.BUDGETS["smoke"][-1])]
     assert mine["B_L"].notna().all() and (mine["B_L"] > 0).all()

@@ -314,6 +314,7 @@ def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
             + ", ".join(f"{d['drop']:.4f}±{d['se']:.4f}" for d in top["drops"])
             + (f"; still improving at the chosen budget (budget certificate): L={', '.join(map(str, improving))}"
                if improving else "")
+            + (f"; {top['certificates_text']}" if top.get("certificates_text") else "")
             + (f"; not computed: certificates ({top.get('certificates_why')})" if cert is None else ""))
     return {"outcome": outcome, "text": text, "budgets": dict(zip(top["depths"], top["steps_L"])),
             "all_depths": part_a, "certified_depths": part_b, "certified": good, "still_improving": improving,
