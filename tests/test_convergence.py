@@ -232,6 +232,15 @@ def test_the_committed_cpu_study_files_tell_one_story():
     row = budgets[(budgets["series"] == "envelope") & (budgets["steps"] == dec["budget"])].iloc[0]
     assert f"α {row['alpha']:.2f} ± {row['alpha SE']:.2f}" in dec["text"]
     assert (row["5a"] == "pass") == dec["passes_5a"]
+    # the refined rule's decision on the same export (studies/convergence_redecide.py) is what the docs quote
+    refined = d / "decision_refined.json"
+    if refined.exists():
+        dec = json.loads(refined.read_text())["decision"]
+        for part in ("all_depths", "certified_depths"):
+            assert dec[part]["outcome"] in ("reproduced", "not reproduced", "undetermined")
+        assert dec["outcome"] == ("not reproduced" if dec["all_depths"]["outcome"] == dec["certified_depths"]["outcome"]
+                                  == "not reproduced" else dec["outcome"])
+        assert f"α {row['alpha']:.2f} ± {row['alpha SE']:.2f}" in dec["text"]  # part (a) is budgets.csv's fit
     for doc in ("docs/recipe.md", "README.md"):
         text = (root / doc).read_text()
         assert dec["outcome"] in text and f"{row['alpha']:.2f} ± {row['alpha SE']:.2f}" in text, doc
