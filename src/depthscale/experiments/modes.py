@@ -59,7 +59,7 @@ def reducible_panel(ax, s: Series, modes, floor: bool) -> None:
     if odd:
         pl.note(ax, "dashed: a mode that barely improves with depth, so R_k(1) - R_k,inf is near 0 and its "
                     "normalised curve leaves [-0.5, 1.5] (SPEC §5's normalisation, not the model): " + ", ".join(odd))
-    if red and not se:
+    if red and not any(np.isfinite(v).any() for v in se.values()):  # one seed: the SE over seeds is NaN
         pl.note(ax, "one seed per depth: no error bars")
     elif red:
         pl.note(ax, "error bars: the SE over seeds of R_k(L), divided by the same denominator (whose own uncertainty is left out)")
@@ -95,8 +95,10 @@ def fig7(res: Results, th: Theory):
     reducible_panel(ax[2], s_li, [m for m in FIG3C_MODES if m <= d], False)
     pl.panel_title(ax[2], "c", f"linear, easy {label(a3, b3)} (Fig. 3c): normalised")
     sn, sl = _spread(s_nl, FIG7_MODES, True)[0], _spread(s_li, [m for m in FIG3C_MODES if m <= d], False)[0]
+    told = [f"{num(x)} in ({p})" if math.isfinite(x) else f"none in ({p}) (fewer than 2 modes with a curve)"
+            for x, p in ((sn, "b"), (sl, "c"))]
     pl.note(fig, f"claim 7 compares (b) with (c): the spread across modes (mean over L >= 2 of max - min) is "
-                 f"{num(sn)} in (b) and {num(sl)} in (c); (c) has R_k,inf = 0 (the easy task's loss fit has L0 = 0)")
+                 f"{told[0]} and {told[1]}; (c) has R_k,inf = 0 (the easy task's loss fit has L0 = 0)")
     return fig
 
 
