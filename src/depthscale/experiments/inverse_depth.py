@@ -158,9 +158,9 @@ def panels(compare: bool, excess: bool = False):
     return fig, ax
 
 
-OVERLAP_NOTE = ("(a, b): at this scale the fit, the dashed cosine-mixture reference and B_L lie within a few "
-                "percent of R_L and overlap; ({}) draw the excess R_L - L0 on log-log axes, where a 1/L law is a "
-                "line of slope -1")
+OVERLAP_NOTE = ("(a, b): where the fit, the dashed cosine-mixture reference and B_L lie within a few percent of "
+                "R_L (trained runs: cpu preset) they overlap at this scale; ({}) draw the excess R_L - L0 on log-log "
+                "axes, where a 1/L law is a line of slope -1")
 
 
 def fig6(res: Results, th: Theory, compare: bool = True):
