@@ -42,6 +42,10 @@ def test_the_floor_and_the_shape_lines_quote_the_claims_numbers():
     assert "α 0.48 to 0.60" in shape and "(0,0) 0.48 ± 0.12 (FAIL)" in shape and "(1,0) 0.60 ± 0.13 (INCONCLUSIVE)" in shape
     assert "power under the paper's law 0.87 to 1.00" in shape and "Claim 5a as a whole: FAIL" in shape
     assert "missing runs" in answer.floor_lines([], "cpu")[0] and "missing runs" in answer.shape_lines([], "cpu")[0]
+    # a degenerate fit (the smoke preset's) has no SE: said, never a crash
+    cl = _claims()
+    cl[1]["measured"]["(0,0)"]["alpha_se"] = None
+    assert "(0,0) 0.48 (no SE) (FAIL)" in " ".join(answer.shape_lines(cl, "cpu"))
 
 
 @pytest.mark.skipif(not (STUDY / "curves.csv").is_file(), reason="the cpu study's export is not committed")

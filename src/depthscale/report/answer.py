@@ -69,7 +69,8 @@ def shape_lines(claims: list[dict], preset: str | None = None) -> list[str]:
               and _finite(v["power"].get("power"))]
     return [f"**What does not reproduce — the shape.** The paper has α ≈ 1 (claim 5a: α in [0.8, 1.2], R² ≥ 0.99); "
             f"our top-2 fits give α {min(alphas):.2f} to {max(alphas):.2f}: " + "; ".join(
-                f"{k} {v['alpha']:.2f} ± {v.get('alpha_se', math.nan):.2f} ({v.get('verdict', '?')})"
+                f"{k} {v['alpha']:.2f}" + (f" ± {v['alpha_se']:.2f}" if _finite(v.get("alpha_se")) else " (no SE)")
+                + f" ({v.get('verdict', '?')})"
                 for k, v in top2.items())
             + ". Per spectrum: " + ", ".join(f"{n} {w}" for w, n in sorted(verdicts.items()))
             + (f"; 5a's power under the paper's law {min(powers):.2f} to {max(powers):.2f}" if powers else "")
