@@ -50,7 +50,8 @@ def test_configs_expand_deterministically_through_make_config(preset):
             extra = {f: getattr(c, f) for f in named}
             again = make_config(preset, model=c.model, task=c.task, k=c.k, a=c.a, b=c.b, L=c.L, seed=c.seed, **extra)
             assert again == c
-            assert c.L in PRESET_DEPTHS[preset]
+            # the convergence study's top-16 spectrum goes beyond the preset's depths (SPEC §9: to 128)
+            assert c.L in PRESET_DEPTHS[preset] or (e.id.startswith("convergence-spectra") and c.L == 128)
             assert {c.seed for c in a} <= set(resolve_seeds(preset, e.seeds))
 
 
@@ -135,7 +136,8 @@ def test_group_words_and_the_beyond_part():
     assert all(REGISTRY[i].part == "paper" for i in IDS)
     assert all(REGISTRY[i].part == "beyond" for i in BEYOND_IDS)
     studies = {i for i, e in REGISTRY.items() if e.part == "study"}
-    assert studies == {"budget", "convergence"}  # run only when named: neither `all` nor `beyond`
+    spectra = {"convergence-spectra"} | {f"convergence-spectra-{t}" for t in ("1-0", "0-1", "05-05", "top16")}
+    assert studies == {"budget", "convergence"} | spectra  # run only when named: neither `all` nor `beyond`
     assert not set(IDS) & set(BEYOND_IDS) and set(IDS) | set(BEYOND_IDS) | studies == set(REGISTRY)
     assert resolve_ids("beyond") == BEYOND_IDS
     assert resolve_ids("all,beyond") == tuple(i for i in REGISTRY if i not in studies)

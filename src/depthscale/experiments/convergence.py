@@ -97,17 +97,18 @@ def followup(res: Results) -> list:
     return list({c.run_id: c for c in out}.values())
 
 
-def _curve(res: Results, picks: dict, a: float, b: float) -> dict:
+def _curve(res: Results, picks: dict, a: float, b: float, k: int = 2, depths=None) -> dict:
     """Seed means and per-seed values over depth of the runs `picks` ({L: (grid point, steps)}):
-    R_L, C_L, A_L - C_L and the final monitor loss (what chooses a budget)."""
+    R_L, C_L, A_L - C_L and the final monitor loss (what chooses a budget). `k`, `depths` (default
+    the preset's): hooks for convergence_spectra (top-16, depths beyond the preset's)."""
     p = res.preset
     out = {"depths": [], "R": [], "R_seeds": [], "C": [], "gap": [], "n": [], "recipe": [], "steps_L": [],
            "monitor": [], "monitor_seeds": []}
-    for L in PRESET_DEPTHS[p]:
+    for L in (PRESET_DEPTHS[p] if depths is None else depths):
         if picks.get(L) is None or picks[L][0] is None:
             continue
         name, steps = picks[L]
-        rows = [r for r in res.view(**study_fields(p, name, steps)).runs("nonlinear", "difficult", 2, a, b, L)
+        rows = [r for r in res.view(**study_fields(p, name, steps)).runs("nonlinear", "difficult", k, a, b, L)
                 if math.isfinite(r.get("R", math.nan))]
         if not rows:
             continue
@@ -158,16 +159,17 @@ def _fit(curve: dict) -> dict:
             "status": f.status if f.ok else f"degenerate: {f.reason}", "passes_5a": bool(ok)}
 
 
-def _picked_view(res: Results, picks: dict, a: float, b: float, halve: bool = False) -> Results:
+def _picked_view(res: Results, picks: dict, a: float, b: float, halve: bool = False, k: int = 2) -> Results:
     """`res` read with each depth's picked (grid point, steps) (Results.with_recipes); `halve`: at
-    half of each depth's steps where the study has that budget (a depth without it reads no runs)."""
+    half of each depth's steps where the study has that budget (a depth without it reads no runs);
+    `k`: the top-k task's (a hook for convergence_spectra's top-16)."""
     p, recipes = res.preset, {}
     for L, (name, steps) in picks.items():
         if name is None:
             continue
         if halve:
             steps = steps // 2 if steps // 2 in BUDGETS[p] else 0  # (no run has 0 steps: an empty cell)
-        recipes[("nonlinear", "difficult", 2, a, b, L)] = study_fields(p, name, steps)
+        recipes[("nonlinear", "difficult", k, a, b, L)] = study_fields(p, name, steps)
     return res.with_recipes(recipes)
 
 
@@ -177,10 +179,11 @@ def certify_row(res: Results, row: dict, picks: dict) -> dict | None:
     contexts, and budget against the same point at half its steps where the study has that budget); None where they cannot be computed
     (no store, no models: the row's `certificates_why` says why)."""
     halves = any(st // 2 in BUDGETS[res.preset] for st in row["steps_L"])
+    k = row.get("k", 2)  # (a row of convergence_spectra's top-16 names its k)
     try:
         cert = certificates.series_certificates(
-            _picked_view(res, picks, row["a"], row["b"]), "nonlinear", "difficult", 2, row["a"],
-            row["b"], depths=row["depths"], half=_picked_view(res, picks, row["a"], row["b"], True) if halves else None)
+            _picked_view(res, picks, row["a"], row["b"], k=k), "nonlinear", "difficult", k, row["a"],
+            row["b"], depths=row["depths"], half=_picked_view(res, picks, row["a"], row["b"], True, k) if halves else None)
     except Exception as e:  # noqa: BLE001 - uncertifiable rows are undetermined, with the reason
         row["certificates_why"] = f"{type(e).__name__}: {e}"
         return None
