@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of the claim engine and the claim functions with mutmut (issue 33 item 9).
+# Mutation testing of the claim engine, the claim functions and the modules that compute what they
+# judge (certificates, power, fits, the convergence study's rule) with mutmut (issues 33 and 47).
 # Not in CI: it is slow (see docs/mutation.md for the measured time, the score and the survivors).
 #
 #   bash scripts/mutation.sh [FILE ...]     # default: claims.py and every experiments module with claims
@@ -18,7 +19,9 @@ if [ ${#files[@]} -eq 0 ]; then
   files=(src/depthscale/analysis/claims.py src/depthscale/experiments/linear_easy.py src/depthscale/experiments/nonlinear_easy.py
          src/depthscale/experiments/linear_difficult.py src/depthscale/experiments/inverse_depth.py
          src/depthscale/experiments/nonlinear_floor.py src/depthscale/experiments/modes.py
-         src/depthscale/experiments/variants.py src/depthscale/experiments/selection.py)
+         src/depthscale/experiments/variants.py src/depthscale/experiments/selection.py
+         src/depthscale/analysis/certificates.py src/depthscale/analysis/power.py src/depthscale/theory/fits.py
+         src/depthscale/experiments/convergence.py)
 fi
 for f in "${files[@]}"; do
   [ -f "$root/$f" ] || { echo "mutation.sh: no such file: $f" >&2; exit 2; }
@@ -40,7 +43,7 @@ find "$work" -name __pycache__ -prune -exec rm -rf {} +
   echo 'source_paths = ["src/"]'
   printf 'only_mutate = [%s]\n' "$(printf '"%s", ' "${files[@]}" | sed 's/, $//')"
   # the claim tests only: every other test would be selected by mutmut's coverage too, and is slow
-  echo 'pytest_add_cli_args_test_selection = ["tests/test_claims.py", "tests/test_claims_verdicts.py"]'
+  echo 'pytest_add_cli_args_test_selection = ["tests/test_claims.py", "tests/test_claims_verdicts.py", "tests/test_claims_rules.py", "tests/test_certificates.py", "tests/test_power.py", "tests/test_fits.py", "tests/test_convergence.py", "-m", "not slow"]'
   echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
 } >> "$work/pyproject.toml"
 cd "$work"

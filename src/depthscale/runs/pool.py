@@ -163,6 +163,9 @@ class WorkerPool:
                 w.conn.send((task.key, task.fn, task.args))
             except (BrokenPipeError, OSError):  # died while idle: its place is taken below
                 queue.appendleft(task)
+                w.process.join(JOIN_SECONDS)
+                log.warning("a worker process (pid %s) died between tasks (%s); a new one takes its place",
+                            w.process.pid, exit_text(w.process.exitcode))
                 self._drop(w)
                 continue
             w.task = task
