@@ -82,7 +82,7 @@ def banner(preset: str) -> str | None:
             f"P = {g['P']}), depths {', '.join(map(str, depths))} only, a step cap of "
             f"{preset_fields(preset)['max_steps']}. With {len(depths)} depths a fit with a floor (L0, c, α) has no residual "
             "degree of freedom: such fits are degenerate and drawn as data only, and the claims built "
-            "on them FAIL for that reason. No verdict here says anything about the paper: use the cpu "
+            "on them are INCONCLUSIVE for that reason (FAIL only where the depth effect itself is absent). No verdict here says anything about the paper: use the cpu "
             "or paper preset for results.")
 
 
