@@ -31,7 +31,7 @@ def envelope_row(curves: pd.DataFrame, steps: int) -> dict:
            "gap": list(env["A_minus_C"]), "n": [len(s) for s in seeds], "recipe": list(env["recipe"]),
            "steps_L": [steps] * len(depths), "monitor": [float("nan")] * len(depths),
            "monitor_seeds": [[] for _ in depths]}
-    row.update(cv._fit(row))
+    row.update(cv.fit_curve(row))
     row["complete"] = min(row["n"]) >= len(cv.BUDGET_SEEDS) and len(depths) == 7
     row["certificates"] = {L: {n: str(r[f"{n}_ok"]) == "True" for n in cv.certificates.NAMES
                                if str(r[f"{n}_ok"]) in ("True", "False")} for L, (_, r) in zip(depths, env.iterrows())}

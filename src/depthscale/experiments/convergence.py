@@ -97,7 +97,7 @@ def followup(res: Results) -> list:
     return list({c.run_id: c for c in out}.values())
 
 
-def _curve(res: Results, picks: dict, a: float, b: float, k: int = 2, depths=None) -> dict:
+def study_curve(res: Results, picks: dict, a: float, b: float, k: int = 2, depths=None) -> dict:
     """Seed means and per-seed values over depth of the runs `picks` ({L: (grid point, steps)}):
     R_L, C_L, A_L - C_L and the final monitor loss (what chooses a budget). `k`, `depths` (default
     the preset's): hooks for convergence_spectra (top-16, depths beyond the preset's)."""
@@ -149,7 +149,7 @@ def monitor_best_picks(res: Results, chosen: dict, a: float, b: float) -> dict:
     return picks
 
 
-def _fit(curve: dict) -> dict:
+def fit_curve(curve: dict) -> dict:
     f = fit_xy(np.array(curve["depths"], float), np.array(curve["R"], float), True)
     if f is None:
         return {"alpha": math.nan, "alpha_se": math.nan, "r2": math.nan, "L0": math.nan, "status": "no fit",
@@ -240,10 +240,10 @@ def _study_rows(res: Results, certify, power) -> list[dict]:
                   for series, picks in (("envelope", chosen), ("faithful", dict.fromkeys(PRESET_DEPTHS[res.preset], FAITHFUL)))]
         series.append((BEST, max(BUDGETS[res.preset]), monitor_best_picks(res, chosen, a, b)))
         for name, steps, picks in series:
-            curve = _curve(res, picks, a, b)
+            curve = study_curve(res, picks, a, b)
             if not curve["depths"]:
                 continue
-            row = {"series": name, "steps": steps, "a": a, "b": b, **curve, **_fit(curve),
+            row = {"series": name, "steps": steps, "a": a, "b": b, **curve, **fit_curve(curve),
                    "complete": len(curve["depths"]) == len(PRESET_DEPTHS[res.preset])
                    and min(curve["n"]) >= len(BUDGET_SEEDS)}
             row["certificates"] = certify(row) if certify is not None else certify_row(res, row, picks)
@@ -274,7 +274,7 @@ def subrow(row: dict, depths: list[int]) -> dict:
     """`row` restricted to `depths` (its curve, fit and 5a's power recomputed on them)."""
     keep = [i for i, L in enumerate(row["depths"]) if L in set(depths)]
     part = {**row, **{k: [row[k][i] for i in keep] for k in CURVE_KEYS}}
-    part.update(_fit(part))
+    part.update(fit_curve(part))
     part["power_5a"] = row.get("power_of", power_row)(part) if len(keep) >= 2 else None
     part["drops"] = drops(part)
     return part
@@ -370,7 +370,7 @@ def figure(res: Results, th: Theory):
     claim 5a's window shaded; (f) A_L − C_L of the envelope per budget."""
     rows = study_rows(res)
     fig, ax = pl.new_figure(3, 2, width=4.4, height=3.5)
-    _curve_panels(ax[0], ax[1], rows, res.preset)
+    curve_panels(ax[0], ax[1], rows, res.preset)
     best = next((r for r in rows if r["series"] == BEST), None)
     _excess_panel(ax[2], best)
     _drops_panel(ax[3], best)
@@ -391,7 +391,7 @@ def figure(res: Results, th: Theory):
     return fig
 
 
-def _curve_panels(ax_env, ax_faith, rows: list[dict], preset: str) -> None:
+def curve_panels(ax_env, ax_faith, rows: list[dict], preset: str) -> None:
     cols = pl.colors(len(BUDGETS[preset]))
     BL, B = _stack_line(rows)
     for j, (axj, series) in enumerate(((ax_env, "envelope"), (ax_faith, "faithful"))):
@@ -474,14 +474,14 @@ def _alpha_panel(ax, rows: list[dict]) -> None:
 
 def table(res: Results, th: Theory | None = None) -> list[dict]:
     """One row per (series, budget): fit, 5a, R_1, R_Lmax, C and A - C at the deepest depth, the recipes."""
-    return [{"series": r["series"], "steps": _steps_text(r), "spectrum": label(r["a"], r["b"]), "seeds": min(r["n"]),
+    return [{"series": r["series"], "steps": steps_text(r), "spectrum": label(r["a"], r["b"]), "seeds": min(r["n"]),
              "alpha": r["alpha"], "alpha SE": r["alpha_se"], "R2": r["r2"], "L0": r["L0"], "fit": r["status"],
              "5a": "pass" if r["passes_5a"] else "fail", "R_1": r["R"][0], "R_Lmax": r["R"][-1],
              "C_Lmax": r["C"][-1], "A-C_Lmax": r["gap"][-1], "recipes": " ".join(dict.fromkeys(r["recipe"]))}
             for r in study_rows(res)]
 
 
-def _steps_text(r: dict) -> str:
+def steps_text(r: dict) -> str:
     """A row's budget: one number, or per depth for the monitor-best row ('L=1:20,000 L=2:10,000 ...')."""
     if r["series"] != BEST:
         return f"{r['steps']}"
@@ -558,4 +558,5 @@ CONVERGENCE = register(Experiment(
 
 __all__ = ["CONVERGENCE", "FAITHFUL", "STUDY_BATCH", "GRID_STEPS", "BUDGETS", "GRID_SEEDS", "BUDGET_SEEDS",
            "study_fields", "grid_groups", "selection_at", "followup", "study_rows", "decision", "figure", "table",
-           "table_frame", "notes", "export", "curve_rows", "RULE"]
+           "table_frame", "notes", "export", "curve_rows", "RULE", "BEST", "study_curve", "fit_curve", "monitor_best_picks",
+           "drops", "subrow", "curve_panels", "steps_text", "certify_row", "power_row"]

@@ -177,10 +177,10 @@ def three_seed_power(res: Results, spec: Spectrum) -> tuple[bool, float | None]:
 def _three_seed_power(res: Results, spec: Spectrum) -> tuple[bool, float | None]:
     three = _only(res, SEEDS)
     picks = envelope_picks(three, spec, SEEDS)
-    curve = cv._curve(three, picks, spec.a, spec.b, spec.k, spectrum_depths(res.preset, spec))
+    curve = cv.study_curve(three, picks, spec.a, spec.b, spec.k, spectrum_depths(res.preset, spec))
     if len(curve["depths"]) < len(spectrum_depths(res.preset, spec)):
         return False, None
-    return True, cv.power_row({**curve, **cv._fit(curve)})
+    return True, cv.power_row({**curve, **cv.fit_curve(curve)})
 
 
 def spectrum_seeds(res: Results, spec: Spectrum) -> tuple[int, ...]:
@@ -222,10 +222,10 @@ def _rows(res: Results, spec: Spectrum, certify, power) -> list[dict]:
     series.append((cv.BEST, max(budgets), envelope_picks(res, spec, seeds)))
     rows = []
     for name, steps, picks in series:
-        curve = cv._curve(res, picks, spec.a, spec.b, spec.k, depths)
+        curve = cv.study_curve(res, picks, spec.a, spec.b, spec.k, depths)
         if not curve["depths"]:
             continue
-        row = {"series": name, "steps": steps, "a": spec.a, "b": spec.b, "k": spec.k, **curve, **cv._fit(curve),
+        row = {"series": name, "steps": steps, "a": spec.a, "b": spec.b, "k": spec.k, **curve, **cv.fit_curve(curve),
                "complete": len(curve["depths"]) == len(depths) and min(curve["n"]) >= len(seeds),
                "seeds_read": list(seeds)}
         row["certificates"] = certify(row) if certify is not None else cv.certify_row(res, row, picks)
@@ -270,7 +270,7 @@ def table(res: Results, specs=SPECTRA) -> list[dict]:
     out = []
     for spec in specs:
         for r in spectrum_rows(res, spec):
-            out.append({"series": r["series"], "steps": cv._steps_text(r), "spectrum": label(r["a"], r["b"]),
+            out.append({"series": r["series"], "steps": cv.steps_text(r), "spectrum": label(r["a"], r["b"]),
                         "k": r["k"], "seeds": min(r["n"]), "alpha": r["alpha"], "alpha SE": r["alpha_se"], "R2": r["r2"],
                         "L0": r["L0"], "fit": r["status"], "5a": "pass" if r["passes_5a"] else "fail", "R_1": r["R"][0],
                         "R_Lmax": r["R"][-1], "C_Lmax": r["C"][-1], "A-C_Lmax": r["gap"][-1],
@@ -306,7 +306,7 @@ def figure(res: Results, th: Theory, specs=SPECTRA):
     fig, ax = pl.new_figure(3, len(specs), width=4.4, height=3.5)
     for i, spec in enumerate(specs):
         rows = spectrum_rows(res, spec)
-        cv._curve_panels(ax[3 * i], ax[3 * i + 1], rows, res.preset)
+        cv.curve_panels(ax[3 * i], ax[3 * i + 1], rows, res.preset)
         for j, what in enumerate(("envelope (chosen by the monitor)", "faithful start as trained")):
             pl.panel_title(ax[3 * i + j], "abc"[j], f"{label(spec.a, spec.b, spec.k)}: $R_L$, {what}")
         _gap_panel(ax[3 * i + 2], next((r for r in rows if r["series"] == cv.BEST), None), spec)

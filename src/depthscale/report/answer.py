@@ -195,9 +195,7 @@ def resolve_study(study) -> Path | None:
 def answer_section(claims: list[dict], study_dir, preset: str | None, out_dir: Path) -> dict:
     """What the report opens with: {"lines", "figure" (relative to out_dir, copied there), "table_md",
     "study_dir"}; the study's figure is copied into out_dir/study/."""
-    import shutil
-
-    from depthscale.base.atomic import write_text_atomic
+    from depthscale.base.atomic import write_atomic, write_text_atomic
 
     study = load_study(resolve_study(study_dir))
     out = {"lines": answer_lines(claims, study, preset), "figure": None, "table_md": None,
@@ -205,7 +203,8 @@ def answer_section(claims: list[dict], study_dir, preset: str | None, out_dir: P
     if study:
         (out_dir / "study").mkdir(exist_ok=True)
     if study and study.get("figure"):
-        shutil.copyfile(study["figure"], out_dir / "study" / "convergence.png")
+        data = Path(study["figure"]).read_bytes()
+        write_atomic(out_dir / "study" / "convergence.png", lambda fh: fh.write(data))
         out["figure"] = "study/convergence.png"
     if study and study.get("table_md"):
         out["table_md"] = study["table_md"]

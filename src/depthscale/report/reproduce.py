@@ -77,7 +77,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
               shard: tuple[int, int] | str | None = None, workers: int | None = None,
               max_pack: int = 64, slurm: dict | None = None, progress: bool | None = None,
               build: bool | None = None, overrides: dict | None = None, allow_memory: bool = False,
-              plan=None) -> dict:
+              plan=None, study=None) -> dict:
     """Run the missing runs of experiments `ids` at `preset`, then write their figures, tables,
     claims and the report.
 
@@ -132,7 +132,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
            "theory_in_sweep": len(jobs)}
     if build:
         out.update(report(store_dir, out_dir, preset=preset, ids=ids, overrides=overrides,
-                          device=device, progress=progress))
+                          device=device, progress=progress, study=study))
     return out
 
 
@@ -149,12 +149,12 @@ def _followup_configs(ids, preset: str, store, overrides: dict) -> list:
 
 def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None,
            ids: str | Iterable[str] = "all", *, overrides: dict | None = None,
-           device: str = "cpu", progress: bool | None = None, study="auto") -> dict:
+           device: str = "cpu", progress: bool | None = None, study=None) -> dict:
     """Rebuild figures, tables and claims from the store and write report.md and report.html.
 
     The report opens with the answer (report/answer.py): what reproduces and what does not, from the
     claims and the convergence study's export in `study` (a directory; "auto": the checkout's
-    studies/results/convergence where it exists; None: none).
+    studies/results/convergence where it exists, the CLI's default; None: none).
 
     preset None: every preset with finished runs in the store (paper, cpu, smoke order).
     Never trains and never writes to the store. Theory (linear floors, reference curves) is
@@ -226,7 +226,7 @@ def _first_missing(path: Path) -> Path | None:
 
 
 def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, overrides, device, progress,
-                  study="auto") -> dict:
+                  study=None) -> dict:
     """report's body once out_dir exists: every preset's section, claims.json, report.md and .html."""
     sections, all_claims, errors, plugin_errors = [], [], [], []
     for p in presets:

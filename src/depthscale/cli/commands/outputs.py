@@ -36,7 +36,8 @@ def cmd_reproduce(args) -> int:
         sweep_plan.check_memory(args.allow_memory)
     say_preset(args.preset)
     res = reproduce(ids, args.preset, args.store, args.out, executor=args.executor, device=device,
-                    workers=args.workers, run=not args.no_run, allow_memory=args.allow_memory, plan=sweep_plan)
+                    workers=args.workers, run=not args.no_run, allow_memory=args.allow_memory, plan=sweep_plan,
+                    study="auto")
     if args.json:
         print_json(res)
     else:
