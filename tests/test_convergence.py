@@ -244,3 +244,24 @@ def test_the_committed_cpu_study_files_tell_one_story():
     for doc in ("docs/recipe.md", "README.md"):
         text = (root / doc).read_text()
         assert dec["outcome"] in text and f"{row['alpha']:.2f} ± {row['alpha SE']:.2f}" in text, doc
+
+
+def test_the_optimums_alpha_range_against_closed_forms():
+    """Issue 48 item 3: through R_1, R_2 and below every deeper R_L, the law's α lies in [α_min, α_max];
+    an exact law at α0 everywhere gives α_max = α0 (the bound at each depth is tight there and the
+    left side falls with α); α_min = −log2(1 − (R_1 − R_2)/R_1) is L0 = 0."""
+    L = list(DEPTHS)
+    for a0 in (0.5, 0.7, 1.0, 1.4):
+        got = cv.law_alpha_range(L, [2.0 + 0.09 * x ** -a0 for x in L])
+        assert got["alpha_max"] == pytest.approx(a0, abs=1e-6)
+    R = [2.0 + 0.09 * x ** -1.0 for x in L]
+    got = cv.law_alpha_range(L, R)
+    assert got["alpha_min"] == pytest.approx(-math.log2(1 - (R[0] - R[1]) / R[0]))
+    # the achieved deep end lower than any law through the pins allows at large L: a tighter α_max, set by L = 64
+    deeper = R[:-1] + [R[-1] - 0.02]
+    tight = cv.law_alpha_range(L, deeper)
+    assert tight["alpha_max"] < 1.0 and tight["binding_depth"] == 64
+    # below what even the flattest law (α_min) reaches: no law fits
+    assert math.isnan(cv.law_alpha_range(L, R[:-1] + [0.5])["alpha_max"])
+    with pytest.raises(Exception, match="R_1 > R_2"):
+        cv.law_alpha_range(L, [2.0, 2.1, 2.0, 2.0, 2.0, 2.0, 2.0])

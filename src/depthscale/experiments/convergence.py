@@ -335,6 +335,45 @@ def _part(row: dict) -> dict:
             "r2": row["r2"], "L0": row["L0"], "status": row["status"], "power_5a": pw, "depths": row["depths"]}
 
 
+def law_alpha_range(depths, R, tol: float = 1e-9) -> dict:
+    """The exponents α a law R*_L = L0 + c L^−α (c > 0, L0 ≥ 0) can have for the *optimum's* curve
+    (issue 48 item 3), if R_1 and R_2 are the optima at L = 1 and 2 (pinned: the law passes through
+    them) and every deeper R_L is achieved, hence an upper bound on the optimum there
+    (R*_L ≤ R_L). Through the two pins, c = (R_1 − R_2)/(1 − 2^−α) and L0 = R_1 − c; depth L's bound
+    asks (R_1 − R_2)(1 − L^−α)/(1 − 2^−α) ≥ R_1 − R_L, whose left side falls with α, so the
+    feasible α are an interval [α_min, α_max]: α_min from L0 ≥ 0, α_max from the tightest depth
+    (bisection). Returns {"alpha_min", "alpha_max", "binding_depth", "assumptions"}; NaNs where no α fits."""
+    L = np.asarray(depths, dtype=np.float64)
+    R = np.asarray(R, dtype=np.float64)
+    if L[0] != 1 or L[1] != 2 or not R[0] > R[1] > 0:
+        raise InputError("law_alpha_range needs depths starting 1, 2 with R_1 > R_2 > 0")
+    d1, deep = R[0] - R[1], [(float(l), float(R[0] - r)) for l, r in zip(L[2:], R[2:])]
+
+    def ok(a: float) -> bool:
+        return all(d1 * (1 - l ** -a) / (1 - 2 ** -a) >= need - tol for l, need in deep)
+
+    a_min = -math.log2(1 - d1 / R[0])  # L0 = R_1 - c >= 0
+    hi = 64.0
+    if not ok(a_min):
+        return {"alpha_min": math.nan, "alpha_max": math.nan, "binding_depth": None, "assumptions": LAW_ASSUMPTIONS}
+    lo = a_min
+    if ok(hi):
+        lo = hi
+    for _ in range(200):
+        if hi - lo < 1e-10:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    slack = [d1 * (1 - l ** -lo) / (1 - 2 ** -lo) - need for l, need in deep]
+    return {"alpha_min": float(a_min), "alpha_max": float(lo),
+            "binding_depth": int(deep[int(np.argmin(slack))][0]) if deep else None, "assumptions": LAW_ASSUMPTIONS}
+
+
+LAW_ASSUMPTIONS = ("the optimum's curve is a law L0 + c L^-alpha with c > 0 and L0 >= 0; R_1 and R_2 are the "
+                   "optima at L = 1 and 2 (the envelope sits on the best single cosine head and the best 2-stack "
+                   "there); every deeper R_L is achieved by a trained model, so it bounds the optimum from above")
+
+
 def _stack_line(rows: list[dict]) -> tuple[list, list]:
     """B_L over depth (the best cosine stack on the evaluation contexts the study's runs share), from
     the certificates of the largest budget's row that has them."""
@@ -559,4 +598,4 @@ CONVERGENCE = register(Experiment(
 __all__ = ["CONVERGENCE", "FAITHFUL", "STUDY_BATCH", "GRID_STEPS", "BUDGETS", "GRID_SEEDS", "BUDGET_SEEDS",
            "study_fields", "grid_groups", "selection_at", "followup", "study_rows", "decision", "figure", "table",
            "table_frame", "notes", "export", "curve_rows", "RULE", "BEST", "study_curve", "fit_curve", "monitor_best_picks",
-           "drops", "subrow", "curve_panels", "steps_text", "certify_row", "power_row"]
+           "drops", "subrow", "law_alpha_range", "LAW_ASSUMPTIONS", "curve_panels", "steps_text", "certify_row", "power_row"]
