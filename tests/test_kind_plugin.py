@@ -75,3 +75,31 @@ def test_a_toy_kind_in_one_file_sweeps_reports_and_passes_the_kind_tests(tmp_pat
     r = depthscale("sweep", "--grid", "grid.json", "--preset", "smoke", "--store", "store", "--dry-run", env=plain,
                    cwd=tmp_path)
     assert r.returncode == 2 and "model must be one of" in r.stderr and "'cosine_heads'" in r.stderr, r.stderr
+
+
+def test_an_edited_plugin_kind_gets_new_run_ids_and_a_builtin_kind_keeps_its_own(tmp_path):
+    """Issue 49: after a plug-in kind's file changed, its runs' ids change (the file's hash is part of
+    them), so `sweep` never reads the old code's results as the new code's; a kind of the package
+    hashes as before, with or without plug-ins."""
+    blocks = section_blocks()
+    kinds = tmp_path / "kinds"
+    kinds.mkdir()
+    source = kinds / "cosine_heads.py"
+    source.write_text(blocks[0][1])
+    code = ("from depthscale.config.run import make_config\n"
+            "print(make_config('smoke', model='cosine_heads', L=2).run_id, make_config('smoke', model='linear', L=2).run_id)")
+    env = {**os.environ, PLUGIN_ENV: str(kinds)}
+
+    def ids():
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    first = ids()
+    assert ids() == first  # the same file: the same ids
+    source.write_text(blocks[0][1] + "\n# edited: the kind's code changed\n")
+    second = ids()
+    assert second[0] != first[0] and second[1] == first[1]
+    from depthscale.config.run import make_config
+
+    assert make_config("smoke", model="linear", L=2).run_id == first[1]  # no plug-ins here: the same id

@@ -33,6 +33,7 @@ config loads no torch; validating a RunConfig does.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import pkgutil
 from pathlib import Path
@@ -61,6 +62,7 @@ METHODS: dict[str, str] = {
 
 _KINDS: dict[str, type] = {}
 PLUGIN_SOURCES: dict[str, Path] = {}  # the kinds the plug-ins registered: name -> the file
+PLUGIN_CODE: dict[str, str] = {}  # ... -> the sha256 (16 hex digits) of that file's bytes as loaded
 _loaded = False
 
 
@@ -114,12 +116,22 @@ def _load() -> None:
         for path in plugin_files(PLUGIN_ENV, "model kind"):
             before = set(_KINDS)
             load_plugin(path, PLUGIN_ENV, "model kind")
+            code = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
             for kind in set(_KINDS) - before:  # its methods (forward, validate, ...) guarded: plugins.guarded
                 PLUGIN_SOURCES[kind] = path
+                PLUGIN_CODE[kind] = code
                 guard_class(_KINDS[kind], path, PLUGIN_ENV, "model kind")
     except BaseException:
         _loaded = False
         raise
+
+
+def plugin_code(name: object) -> str | None:
+    """The hash of the plug-in file that registered kind `name` (None for a kind of the package):
+    part of its runs' ids (config.run.run_id), so that results of edited plug-in code are never
+    read as the new code's."""
+    _load()
+    return PLUGIN_CODE.get(name) if isinstance(name, str) else None
 
 
 def kind_names() -> tuple[str, ...]:
@@ -148,4 +160,4 @@ class KindNames(Sequence):
 
 
 __all__ = ["register_kind", "kind_names", "find_kind", "KindNames", "FACTS", "METHODS", "GEOMETRY_KINDS",
-           "PLUGIN_ENV", "PLUGIN_SOURCES"]
+           "PLUGIN_ENV", "PLUGIN_SOURCES", "PLUGIN_CODE", "plugin_code"]

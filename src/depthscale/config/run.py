@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Sequence
 
 from depthscale.base.errors import InputError
-from depthscale.config.kind_registry import KindNames, find_kind, kind_names
+from depthscale.config.kind_registry import KindNames, find_kind, kind_names, plugin_code
 
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
@@ -295,11 +295,15 @@ def run_id(cfg: RunConfig) -> str:
     compact JSON with sorted keys, numbers normalised first (-0.0 hashes as 0.0, so a = -0.0 and
     a = 0.0 are one run; every other number as json writes it, so ids of earlier versions
     stand). Left out: the `preset` label (it changes no number: ID_EXCLUDED_FIELDS) and a field of
-    ID_OPTIONAL_FIELDS at its default (it did not exist when older runs were hashed)."""
+    ID_OPTIONAL_FIELDS at its default (it did not exist when older runs were hashed). A run of a
+    plug-in kind also hashes its plug-in file (kind_registry.plugin_code): edited code, new runs."""
     dct = config_dict(cfg, ID_EXCLUDED_FIELDS)
     for name in ID_OPTIONAL_FIELDS:
         if dct[name] == FIELD_DEFAULTS[name]:
             del dct[name]
+    code = plugin_code(dct.get("model"))
+    if code is not None:  # a plug-in kind's runs: its file's hash, so edited code never reuses old results
+        dct["kind_code"] = code
     blob = json.dumps(_id_value(dct), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
