@@ -162,7 +162,8 @@ def test_a_worker_that_dies_is_replaced_and_its_task_given_back(tmp_path):
     results, deaths = _run(pool, tasks)
     assert deaths == [("die", -signal.SIGKILL)]
     assert set(results) == {"die", 0, 1, 2, 3} and all(o.ok for o in results.values())
-    assert pool.started == 3 and pool.deaths[0][1] == -signal.SIGKILL and not pool.workers
+    # a new worker is started only if tasks still wait when the death is seen (the other may have run them all)
+    assert pool.started in (2, 3) and pool.deaths[0][1] == -signal.SIGKILL and not pool.workers
 
 
 def test_a_task_that_kills_every_worker_is_reported_twice_and_the_rest_run():
