@@ -21,9 +21,16 @@ import pandas as pd
 from depthscale.experiments import convergence as cv
 
 
-def envelope_row(curves: pd.DataFrame, steps: int) -> dict:
-    """The envelope's study row at `steps` rebuilt from curves.csv (certificates from its *_ok columns)."""
-    env = curves[(curves["series"] == "envelope") & (curves["steps"] == steps)].sort_values("L")
+def largest_envelope(d: Path) -> tuple[int, pd.DataFrame]:
+    """(the largest budget, curves.csv's envelope rows at it, by depth) of the export in `d`."""
+    curves = pd.read_csv(d / "curves.csv")
+    steps = int(curves[curves["series"] == "envelope"]["steps"].max())
+    return steps, curves[(curves["series"] == "envelope") & (curves["steps"] == steps)].sort_values("L")
+
+
+def envelope_row(env: pd.DataFrame, steps: int) -> dict:
+    """The envelope's study row at `steps` rebuilt from its curves.csv rows (largest_envelope;
+    certificates from the *_ok columns)."""
     seeds = [[float(x) for x in s.split()] for s in env["R_seeds"]]
     depths = [int(L) for L in env["L"]]
     row = {"series": cv.BEST, "steps": steps, "a": float(env["a"].iloc[0]), "b": float(env["b"].iloc[0]),
@@ -46,9 +53,8 @@ def main() -> None:
     ap.add_argument("--dir", default="studies/results/convergence")
     args = ap.parse_args()
     d = Path(args.dir)
-    curves = pd.read_csv(d / "curves.csv")
-    steps = int(curves[curves["series"] == "envelope"]["steps"].max())
-    row = envelope_row(curves, steps)
+    steps, env = largest_envelope(d)
+    row = envelope_row(env, steps)
     dec = cv.decision([row], row["a"], row["b"])
     dec["budget_note"] = (f"every depth read at {steps:,} steps: the committed export lacks the final monitor "
                           "losses that choose the budget per depth (SPEC §4); rerunning the study's export from "

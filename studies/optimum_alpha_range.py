@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-import pandas as pd
+from convergence_redecide import largest_envelope
 
 from depthscale.experiments import convergence as cv
 
@@ -25,9 +25,7 @@ def main() -> None:
     ap.add_argument("--dir", default="studies/results/convergence")
     args = ap.parse_args()
     d = Path(args.dir)
-    curves = pd.read_csv(d / "curves.csv")
-    steps = int(curves[curves["series"] == "envelope"]["steps"].max())
-    env = curves[(curves["series"] == "envelope") & (curves["steps"] == steps)].sort_values("L")
+    steps, env = largest_envelope(d)
     depths, R = [int(L) for L in env["L"]], [float(r) for r in env["R"]]
     out = {"steps": steps, "depths": depths, "R": R, "central": cv.law_alpha_range(depths, R), "R2_lower_by": {}}
     for drop in (0.001, 0.002, 0.005, 0.01):
