@@ -21,7 +21,7 @@ import logging
 import multiprocessing
 import pickle
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
@@ -97,9 +97,6 @@ class _Worker:
     process: Any
     conn: Any
     task: Task | None = None
-    rss: int = 0
-    tasks_done: int = 0
-    history: list = field(default_factory=list)
 
 
 class WorkerPool:
@@ -198,8 +195,7 @@ class WorkerPool:
             queue.extendleft(reversed(list(on_death(task, code))))
             return
         _, ok, value, rss, retire = msg
-        w.task, w.rss = None, rss
-        w.tasks_done += 1
+        w.task = None
         if retire:
             self.retired += 1
             w.process.join(JOIN_SECONDS)
