@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 from depthscale.base import seeds
 from depthscale.data.contexts import ContextStream, Contexts, sample_for
 
@@ -70,10 +68,6 @@ class ContextSet(Sequence):
     def nbytes(self) -> int:
         """Bytes this set holds (one chunk's worth while it is read, if streamed)."""
         return set_bytes(self.cfg, self.n if self.hold else min(self.n, self.chunk))
-
-    def concatenated(self, name: str) -> torch.Tensor:
-        """One field (e.g. "X_BxPxd") of every context, concatenated: the whole field in memory."""
-        return torch.cat([getattr(c, name) for c in self])
 
 
 __all__ = ["ContextSet", "CHUNK", "set_bytes", "stored_floats"]

@@ -124,10 +124,6 @@ class WorkerPool:
         self.workers.append(w)
         return w
 
-    def pids(self) -> list[int]:
-        """The pids of the live workers."""
-        return [w.process.pid for w in self.workers if w.process.is_alive()]
-
     def run(self, tasks, on_result: Callable[[Task, Outcome], None],
             on_death: Callable[[Task, int | None], list]) -> None:
         """Run `tasks` (in order, each on the first free worker) to the end. `on_result(task,
