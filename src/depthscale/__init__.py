@@ -2,7 +2,18 @@
 
 The module map (what each module owns and may import) is in README.md, section "The house"."""
 
-from depthscale.config.run import ConfigError, RunConfig, make_config
+from depthscale.config import kind_registry as _kind_registry
+
+
+def _builtin_kinds() -> None:
+    import depthscale.kinds  # noqa: F401 (its modules register the built-in kinds; loads torch)
+
+
+# the root may import every tier: it hands the registry (config, below the kinds) their loader,
+# called on the registry's first question, so that importing config loads no torch
+_kind_registry.use_builtins(_builtin_kinds)
+
+from depthscale.config.run import ConfigError, RunConfig, make_config  # noqa: E402
 
 from depthscale.base.provenance import __version__, versions
 

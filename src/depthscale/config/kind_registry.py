@@ -1,57 +1,42 @@
-"""The registry of model kinds (SPEC §3): each kind registers its class here once, and everything
-that needs a fact about a kind — config's validation and geometry, the model layer, the memory
-estimate, the experiments — asks it by RunConfig.model.
+"""The registry of model kinds (SPEC §3): each kind's class registers here once (`@register_kind`,
+which checks that it states every fact of FACTS and writes every method of METHODS), and config,
+the model layer, the memory estimate and the experiments ask it by RunConfig.model, never by name.
 
-A kind is one file: a class meeting `kinds.base.ModelKind`'s protocol, decorated with
-`@register_kind`, in `src/depthscale/kinds/` or in a plug-in file named by DEPTHSCALE_KINDS (files
-or directories, loaded as DEPTHSCALE_EXPERIMENTS's experiments are: `depthscale.base.plugins`):
-
-    @register_kind
-    class Toy(ModelKind):
-        kind = "toy"                  # RunConfig.model
-        geometry = "softmax"          # the presets' (d, P, N) it runs at: "linear" or "softmax"
-        loopable = False              # RunConfig.loop >= 1 (tied layers) is implemented
-        packs_across_depth = False    # models of different depths share a pack
-        label_linear = False          # y_hat is linear in the context labels (SPEC §5's mode-wise loss)
-
-        @classmethod
-        def activation_floats(cls, cfg): ...   # the memory estimate (memory.pack_bytes) ...
-        @classmethod
-        def layer_matrices(cls, cfg): ...      # ... with its N x N matrices per layer
-        @classmethod
-        def validate(cls, cfg): ...            # the kind's own rules on a RunConfig (ConfigError)
-
-None of them has a default. A fact of FACTS is stated by the kind's class or by a registered kind it
-extends (layer_values extends nonlinear), never by a shared base class; a method of METHODS is
-written by the kind or a class it extends (ModelKind writes none). A kind that lacks one is refused
-when it registers, with an error naming what it lacks.
-
-This module is a leaf of the layers: it imports no kind. The kinds are loaded by name on the first
-question (every module of the package `depthscale.kinds`, then the plug-in files), so importing
-config loads no torch; validating a RunConfig does.
+It sits in config, below the kinds, so it imports none: the built-in kinds are loaded by the
+loader the package root installs (`use_builtins`), the DEPTHSCALE_KINDS plug-ins by base.plugins,
+both on the first question, so importing config loads no torch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import pkgutil
+from itertools import combinations
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from depthscale.base.errors import InputError
 from depthscale.base.plugins import guard_class, load_plugin, plugin_files
 
 PLUGIN_ENV = "DEPTHSCALE_KINDS"
-KINDS_PACKAGE = "depthscale.kinds"
 # the geometries config.GEOMETRIES has presets for: the linear model's, and every softmax model's
 GEOMETRY_KINDS = ("linear", "softmax")
+# the starts (RunConfig.qk_init) beyond independent, tied and spread: implemented only by the kinds
+# whose special_starts name them
+SPECIAL_STARTS = ("gd", "constructive")
 # the class facts every kind states: name -> (what it says, its values)
 FACTS: dict[str, tuple[str, tuple]] = {
     "geometry": ("the presets' (d, P, N) it runs at", GEOMETRY_KINDS),
     "loopable": ("whether tied layers (RunConfig.loop >= 1) are implemented", (True, False)),
     "packs_across_depth": ("whether models of different depths share a pack", (True, False)),
     "label_linear": ("whether y_hat is linear in the context labels (SPEC §5's mode-wise loss)", (True, False)),
+}
+# the class facts a kind states where it differs from the default: name -> (what it says, its values,
+# the default, which registering sets on a class that states none)
+DEFAULT_FACTS: dict[str, tuple[str, tuple, object]] = {
+    "special_starts": ("the SPECIAL_STARTS (RunConfig.qk_init) it implements",
+                       tuple(c for n in range(len(SPECIAL_STARTS) + 1) for c in combinations(SPECIAL_STARTS, n)), ()),
+    "depth_set": ("the depth set its experiment groups train by default (records.DEPTH_SETS; 'variant' stops at "
+                  "records.VARIANT_MAX_DEPTH, for kinds whose layers cost the most)", ("all", "variant"), "all"),
 }
 # the class methods every kind writes: name -> what it is
 METHODS: dict[str, str] = {
@@ -64,6 +49,14 @@ _KINDS: dict[str, type] = {}
 PLUGIN_SOURCES: dict[str, Path] = {}  # the kinds the plug-ins registered: name -> the file
 PLUGIN_CODE: dict[str, str] = {}  # ... -> the sha256 (16 hex digits) of that file's bytes as loaded
 _loaded = False
+_builtins: Callable[[], object] = lambda: None  # imports the built-in kinds: use_builtins
+
+
+def use_builtins(load: Callable[[], object]) -> None:
+    """Load the built-in kinds by calling `load` on the first question (the package root hands it
+    a function importing depthscale.kinds, whose modules register themselves)."""
+    global _builtins
+    _builtins = load
 
 
 def _stated_by(cls: type, name: str) -> type | None:
@@ -71,6 +64,11 @@ def _stated_by(cls: type, name: str) -> type | None:
     extends (None where no class does, or only a base that is no kind)."""
     owner = next((c for c in cls.__mro__ if name in vars(c)), None)
     return owner if owner is cls or owner in _KINDS.values() else None
+
+
+def _one_of(kind: str, fact: str, value: object, values: tuple) -> None:
+    if not any(value is v or (isinstance(v, (str, tuple)) and value == v) for v in values):
+        raise InputError(f"model kind {kind!r}: {fact} must be one of {', '.join(map(repr, values))}, got {value!r}")
 
 
 def _check(cls: type) -> str:
@@ -83,9 +81,9 @@ def _check(cls: type) -> str:
         if _stated_by(cls, fact) is None:
             raise InputError(f"model kind {kind!r} ({cls.__qualname__}) does not state {fact} ({what}: one of "
                              f"{', '.join(map(repr, values))}); every kind states it (kind_registry.FACTS)")
-        value = getattr(cls, fact)
-        if not any(value is v or (isinstance(v, str) and value == v) for v in values):
-            raise InputError(f"model kind {kind!r}: {fact} must be one of {', '.join(map(repr, values))}, got {value!r}")
+        _one_of(kind, fact, getattr(cls, fact), values)
+    for fact, (_, values, default) in DEFAULT_FACTS.items():
+        _one_of(kind, fact, getattr(cls, fact, default), values)
     for method, what in METHODS.items():
         if not callable(getattr(cls, method, None)):
             raise InputError(f"model kind {kind!r} ({cls.__qualname__}) does not write the class method {method} "
@@ -100,19 +98,20 @@ def _check(cls: type) -> str:
 def register_kind(cls: type) -> type:
     """Class decorator: register the model kind `cls` under its `kind` (checked: _check); returns it."""
     _KINDS[_check(cls)] = cls
+    for fact, (_, _, default) in DEFAULT_FACTS.items():
+        if not hasattr(cls, fact):
+            setattr(cls, fact, default)
     return cls
 
 
 def _load() -> None:
-    """Import every module of the kinds package, then the plug-in files (once; again after a failure)."""
+    """Load the built-in kinds, then the plug-in files (once; again after a failure)."""
     global _loaded
     if _loaded:
         return
     _loaded = True  # set first: a kind module that asks while it loads sees the kinds registered so far
     try:
-        package = importlib.import_module(KINDS_PACKAGE)  # by name: the kinds sit above this leaf
-        for info in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{KINDS_PACKAGE}.{info.name}")
+        _builtins()
         for path in plugin_files(PLUGIN_ENV, "model kind"):
             before = set(_KINDS)
             load_plugin(path, PLUGIN_ENV, "model kind")
@@ -159,5 +158,6 @@ class KindNames(Sequence):
         return repr(kind_names())
 
 
-__all__ = ["register_kind", "kind_names", "find_kind", "KindNames", "FACTS", "METHODS", "GEOMETRY_KINDS",
-           "PLUGIN_ENV", "PLUGIN_SOURCES", "PLUGIN_CODE", "plugin_code"]
+__all__ = ["register_kind", "kind_names", "find_kind", "KindNames", "FACTS", "DEFAULT_FACTS", "METHODS", "GEOMETRY_KINDS",
+           "SPECIAL_STARTS",
+           "PLUGIN_ENV", "PLUGIN_SOURCES", "PLUGIN_CODE", "plugin_code", "use_builtins"]

@@ -52,18 +52,18 @@ SOFTMAX_FLOOR_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 20_000, "paper":
 FINITE_P_SAMPLES: dict[str, int] = {"smoke": 2_000, "cpu": 10_000, "paper": 10_000}
 THEORY_SEED = 0  # seed of every theory Monte Carlo
 DEPTH_SETS = ("all", "ends", "plateau", "variant", "deepest")  # all | (1, Lmax) | (1, 2, Lmax) | up to VARIANT_MAX_DEPTH | (Lmax,)
-# The variants that cannot be packed across depths (single_stream, context_updates) cost O(L) per
-# model and context_updates O(L P^2 N) per step: at the cpu preset their depths stop at 16, which
-# keeps the main job on 2 cores (a depth-64 context_updates model costs 3.4 s per step there).
+# The kinds whose registration says depth_set = "variant" (unpackable across depths and the costliest
+# per layer: context_updates costs O(L P^2 N) per step) stop at these depths: at the cpu preset 16,
+# which keeps the main job on 2 cores (a depth-64 context_updates model costs 3.4 s per step there).
 VARIANT_MAX_DEPTH: dict[str, int] = {"smoke": 4, "cpu": 16, "paper": 256}
-# Models whose registry groups use the "variant" depth set (unpackable, the costliest per layer).
-VARIANT_CAPPED = ("single_stream", "context_updates")
 PARTS = ("paper", "beyond", "study")  # `all` | `beyond` | run only when named
 
 
 def model_depths(model: str) -> str:
-    """The depth set a model is registered with: what its figures and claims read by default."""
-    return "variant" if model in VARIANT_CAPPED else "all"
+    """The depth set a model's kind is registered with (its depth_set; "all" for an unknown name):
+    what its figures and claims read by default."""
+    kind = find_kind(model)
+    return kind.depth_set if kind is not None else "all"
 
 
 def variant_fields(recipe: str, k: int = 2) -> tuple[tuple[str, object], ...]:
@@ -308,5 +308,5 @@ def registered() -> dict[str, Experiment]:
 
 __all__ = ["Experiment", "RunGroup", "TheoryNeed", "Claim", "register", "registered", "Spectrum", "PRESET_SEEDS", "SHAPE_SEEDS",
            "PRESET_KS", "FLOOR_SAMPLES", "SOFTMAX_FLOOR_SAMPLES", "FINITE_P_SAMPLES", "THEORY_SEED", "DEPTH_SETS",
-           "VARIANT_MAX_DEPTH", "VARIANT_CAPPED", "PARTS", "model_depths", "variant_fields", "check_preset",
+           "VARIANT_MAX_DEPTH", "PARTS", "model_depths", "variant_fields", "check_preset",
            "depth_set", "resolve_seeds", "preset_shape", "geometry_line", "floor_needs", "softmax_floor_needs"]

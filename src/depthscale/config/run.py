@@ -15,12 +15,12 @@ from dataclasses import dataclass, fields
 from typing import Sequence
 
 from depthscale.base.errors import InputError
-from depthscale.config.kind_registry import KindNames, find_kind, kind_names, plugin_code
+from depthscale.config.kind_registry import SPECIAL_STARTS, KindNames, find_kind, kind_names, plugin_code
 
 TASKS = ("easy", "difficult")
 SCHEDULES = ("cosine", "constant")
 QK_LRS = ("absolute", "relative")
-QK_INITS = ("independent", "tied", "spread", "gd", "constructive")
+QK_INITS = ("independent", "tied", "spread") + SPECIAL_STARTS
 WX_INITS = ("gaussian", "orthogonal")
 GAIN_INITS = ("random", "positive")
 PRESETS = ("smoke", "cpu", "paper")
@@ -244,11 +244,13 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.gd_step > 0, "gd_step", cfg.gd_step, "> 0")
     if cfg.qk_init in ("spread", "gd", "constructive"):
         _require(cfg.wx_init == "orthogonal", "wx_init", cfg.wx_init, f"orthogonal when qk_init = {cfg.qk_init}")
-    if cfg.qk_init == "gd":
-        _require(cfg.model == "linear", "qk_init", cfg.qk_init, "used with model = linear only (gd)")
+    if cfg.qk_init in SPECIAL_STARTS:  # the starts some kinds implement (their registration's special_starts)
+        able = " or ".join(n for n in kind_names() if cfg.qk_init in find_kind(n).special_starts)
+        _require(kind is not None and cfg.qk_init in kind.special_starts, "qk_init", cfg.qk_init,
+                 f"used with model = {able} only ({cfg.qk_init})")
     if cfg.qk_init == "constructive":  # a stack of cosine heads: the test row's softmax over the context (SPEC §3.1)
-        _require(cfg.model == "nonlinear" and cfg.task == "difficult" and not cfg.loop,
-                 "qk_init", cfg.qk_init, "used with model = nonlinear on the difficult task and loop = 0 only (constructive)")
+        _require(cfg.task == "difficult" and not cfg.loop, "qk_init", cfg.qk_init,
+                 "used on the difficult task and loop = 0 only (constructive)")
 
 
 def scaled_lr(lr: float, depth: int, exponent: float) -> float:

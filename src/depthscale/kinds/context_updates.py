@@ -22,6 +22,7 @@ class ContextUpdates(AttentionStack):
     loopable = True
     packs_across_depth = False
     label_linear = True
+    depth_set = "variant"
     scalar_params = 1  # m
     layer_cost = 48.0
     cost_P_power = 2

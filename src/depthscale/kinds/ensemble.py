@@ -40,6 +40,7 @@ class Nonlinear(AttentionStack):
     loopable = True
     packs_across_depth = True
     label_linear = True
+    special_starts = ("constructive",)
     fused_cpu_kernels = True
 
     @classmethod
@@ -281,6 +282,7 @@ class LayerValues(Nonlinear):
 
     kind = "layer_values"
     per_layer_values = True
+    special_starts = ()  # the constructive start needs one shared W_v
 
     def _layer_gains(self, sel_M, sel_T, owner_T: torch.Tensor, n_models: int) -> torch.Tensor:
         """g_l = W_o W_v^l W_y of each selected layer."""

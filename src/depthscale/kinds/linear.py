@@ -24,6 +24,7 @@ class Linear(AttentionStack):
     loopable = False
     packs_across_depth = False
     label_linear = True
+    special_starts = ("gd",)
     packs_across_spectra = True
     layer_cost = 5.0
 

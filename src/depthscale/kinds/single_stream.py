@@ -21,6 +21,7 @@ class SingleStream(AttentionStack):
     loopable = True
     packs_across_depth = False
     label_linear = False
+    depth_set = "variant"
     layer_cost = 5.0
 
     @classmethod
