@@ -3,6 +3,8 @@
 the README's map of the layers is the contract's. Size is by function (tests/test_function_size.py),
 not by module."""
 
+import ast
+import os
 import re
 import shutil
 import subprocess
@@ -48,13 +50,76 @@ def test_every_module_is_in_a_tier_package():
 
 
 def test_the_contract_states_rules_beside_the_order():
-    """The order alone says what may import what; the forbidden contracts say why, in words, and each
-    names only packages that exist."""
+    """The order alone says what may import what; the forbidden contracts keep the two branches
+    apart where the order would let one in, and each names only packages that exist."""
     rules = [c for c in _contracts() if c["type"] == "forbidden"]
-    assert len(rules) >= 4
+    assert rules
     for c in rules:
         for m in c["source_modules"] + c["forbidden_modules"]:
             assert (SRC / m.removeprefix("depthscale.")).is_dir(), (c["name"], m)
+
+
+def _plants() -> list[tuple[str, str, str]]:
+    """(contract, package, the package it is made to import): for the layers contract, the lowest
+    tier imports the one above it; for a forbidden one, each source imports each forbidden module;
+    for an independence one, the first module imports the second."""
+    out = []
+    for c in _contracts():
+        if c["type"] == "layers":
+            below, above = (c["layers"][i].split("|")[0].strip() for i in (-1, -2))
+            out.append((c["name"], f"depthscale.{below}", f"depthscale.{above}"))
+        elif c["type"] == "forbidden":
+            out += [(c["name"], s, f) for s in c["source_modules"] for f in c["forbidden_modules"]]
+        elif c["type"] == "independence":
+            out.append((c["name"], c["modules"][0], c["modules"][1]))
+        else:
+            pytest.fail(f"no planted import for a {c['type']} contract: {c['name']}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def src_copy(tmp_path_factory) -> Path:
+    """A copy of src/ and pyproject.toml that lint-imports reads instead of the package (PYTHONPATH)."""
+    root = tmp_path_factory.mktemp("house")
+    shutil.copytree(SRC, root / "src" / "depthscale", ignore=shutil.ignore_patterns("__pycache__", "csrc"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def _lint(root: Path) -> dict[str, str]:
+    """Each contract's verdict (KEPT or BROKEN) on the tree under `root`."""
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), "COLUMNS": "1000"}
+    out = subprocess.run([exe, "--no-cache", "pyproject.toml"], cwd=root, env=env, capture_output=True, text=True)
+    verdicts = dict(re.findall(r"^(.+) (KEPT|BROKEN)$", out.stdout, re.M))
+    assert verdicts, out.stdout[-3000:] + out.stderr[-2000:]
+    return verdicts
+
+
+@pytest.mark.parametrize("contract, source, target", _plants() if sys.version_info >= (3, 11) else [],
+                         ids=lambda v: v.removeprefix("depthscale.") if v.startswith("depthscale.") else "")
+def test_each_contract_alone_catches_its_planted_import(src_copy, contract, source, target):
+    """Every rule forbids something no other contract does: an import planted into a copy of the
+    package breaks that contract and no other (a rule the order already states fails here)."""
+    init = src_copy / "src" / Path(*source.split(".")) / "__init__.py"
+    text = init.read_text()
+    init.write_text(text + f"\nimport {target}  # planted\n")
+    try:
+        verdicts = _lint(src_copy)
+    finally:
+        init.write_text(text)
+    assert contract in verdicts, sorted(verdicts)
+    assert {c for c, v in verdicts.items() if v == "BROKEN"} == {contract}, (source, target, verdicts)
+
+
+def test_the_kinds_package_imports_every_module_that_registers_a_kind():
+    """The registry loads the built-in kinds by importing depthscale.kinds (the package root hands
+    it that import), so a kind's module that the package does not import would not exist."""
+    tree = ast.parse((SRC / "kinds" / "__init__.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "depthscale.kinds"
+                for a in n.names}
+    registering = {p.stem for p in (SRC / "kinds").glob("*.py") if re.search(r"^@register_kind\b", p.read_text(), re.M)}
+    assert registering and registering == imported, (registering, imported)
 
 
 def test_no_import_cycles_lazy_imports_included():
