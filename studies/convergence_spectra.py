@@ -25,6 +25,7 @@ from study_export import write_study
 
 from depthscale.analysis.results import Results
 from depthscale.experiments import convergence_spectra as cs
+from depthscale.runs.per_context import StoredRuns
 from depthscale.store.store import Store
 
 
@@ -37,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     spec = cs.spectrum(args.spectrum)
     out = Path(args.out or f"studies/results/convergence_spectra/{spec.tag}")
-    res = Results.from_store(Store(args.store, readonly=True), args.preset)
+    res = Results.from_store(StoredRuns(Store(args.store, readonly=True)), args.preset)
     study = cs.study(spec)
     paths = write_study(study, res, out, "convergence.png", "budgets.md")
     print("\n".join(study.notes(res)))

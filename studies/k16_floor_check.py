@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from depthscale.analysis.paired import evaluate_on, floor_on_eval, per_context
+from depthscale.analysis.paired import floor_on_eval
+from depthscale.runs.per_context import evaluate, per_context
 from depthscale.base.atomic import write_json_atomic
 from depthscale.store.store import Store
 
@@ -45,7 +46,7 @@ def check_run(store: Store, rid: str, offset: int) -> dict:
     cfg = store.load_config(rid)
     own = compare(per_context(store, rid)["sq_err"], floor_on_eval(cfg))
     fresh_cfg = cfg.replace(eval_seed=cfg.eval_seed + offset)
-    fresh = compare(evaluate_on(store, rid, fresh_cfg)["sq_err"], floor_on_eval(fresh_cfg))
+    fresh = compare(evaluate(store, rid, cfg=fresh_cfg)["sq_err"], floor_on_eval(fresh_cfg))
     return {"run_id": rid, "a": cfg.a, "b": cfg.b, "k": cfg.k, "L": cfg.L, "seed": cfg.seed, "qk_init": cfg.qk_init,
             "eval_seed": cfg.eval_seed, "fresh_eval_seed": fresh_cfg.eval_seed, "own": own, "fresh": fresh}
 

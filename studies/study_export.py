@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from depthscale.analysis.results import Results, Theory
+from depthscale.runs.per_context import StoredRuns
 from depthscale.store.store import Store
 
 
@@ -18,7 +19,7 @@ def read_args(description: str, default_out: str) -> tuple[Results, Path]:
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--out", default=default_out)
     args = ap.parse_args()
-    return Results.from_store(Store(args.store, readonly=True), args.preset), Path(args.out)
+    return Results.from_store(StoredRuns(Store(args.store, readonly=True)), args.preset), Path(args.out)
 
 
 def write_study(study, res: Results, out: Path, png_name: str, md_name: str) -> list[Path]:

@@ -53,6 +53,9 @@ class FakeStore:
     def load_curves(self, rid):
         return self.curves[rid]
 
+    def per_context(self, rid, device="cpu"):  # (a paired.RunReader: FakePaired and CertBackend stand in for it)
+        raise NotImplementedError("a World's runs have no per-context arrays")
+
 
 class World:
     """Rows of made-up runs at one preset."""

@@ -19,6 +19,7 @@ from depthscale.config.run import make_config
 from depthscale.store.store import Store
 from depthscale.theory import softmax_floor as sf
 from depthscale.train.training import run_pack
+from depthscale.runs.per_context import StoredRuns
 
 
 def test_paired_gap_is_the_mean_and_se_of_the_difference():
@@ -122,11 +123,11 @@ def store(tmp_path_factory):
 
 
 def test_series_certificates_on_stored_runs(store):
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(StoredRuns(store), "smoke")
     cert = cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0)
     assert cert["depths"] == [1, 2, 4] and cert["computed"] == ["doubling", "construction"]
     rid = {L: res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L)[0]["run_id"] for L in (1, 2, 4)}
-    pd_ = paired.paired_difference(store, rid[2], rid[1])
+    pd_ = paired.paired_difference(StoredRuns(store), rid[2], rid[1])
     assert cert["per_depth"][2]["doubling"]["diff"] == pytest.approx(pd_["diff"], rel=1e-12)
     assert cert["per_depth"][2]["doubling"]["se"] == pytest.approx(pd_["se"], rel=1e-12)
     cfg = store.load_config(rid[1])
@@ -155,7 +156,7 @@ def test_fig6_panel_draws_B_L_and_marks_failing_depths(store):
     from depthscale.analysis import plotting
     from depthscale.experiments.inverse_depth import certificate_marks
 
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(StoredRuns(store), "smoke")
     cert = cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0)
     ax = Figure().subplots()
     ax.set_title("(a) x", loc="left")

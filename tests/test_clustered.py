@@ -14,6 +14,7 @@ from depthscale.data.contexts import (clear_draw_cache, cluster_rotations, make_
                                  step_seed)
 from depthscale.data.measurements import (class_means, eval_contexts, layer_selection_loss, selection_loss,
                                      specialisation_index)
+from depthscale.runs.per_context import StoredRuns
 
 
 def _rotations(O_Bxdxd):
@@ -168,7 +169,7 @@ def smoke_store(tmp_path_factory):
     try:
         store = Store(root / "store")
         run_sweep(plan(ex.REGISTRY["clustered"].configs("smoke"), store), store)
-        yield root, Results.from_store(store, "smoke"), Theory("smoke", cache=root / "theory.json")
+        yield root, Results.from_store(StoredRuns(store), "smoke"), Theory("smoke", cache=root / "theory.json")
     finally:
         torch.set_num_threads(n)
 
@@ -212,6 +213,6 @@ def test_figure_table_and_claims_build_on_smoke(smoke_store):
     # a store without the clustered runs: every claim FAILs "missing runs"
     from depthscale.analysis.results import Results
 
-    empty = Results(res.df[res.df["clusters"] == 0], "smoke", res.store)
+    empty = Results(res.df[res.df["clusters"] == 0], "smoke", res.reader)
     for c in check_all(empty, th, ["clustered"]):
         assert not c["pass"] and c["detail"].startswith("missing runs"), c["detail"]

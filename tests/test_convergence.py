@@ -13,6 +13,7 @@ from depthscale.analysis.results import Results
 from depthscale.config.run import grid_names
 from depthscale.experiments import convergence as cv
 from depthscale.experiments.registry import REGISTRY
+from depthscale.runs.per_context import StoredRuns
 
 PRESET = "cpu"
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)
@@ -183,7 +184,7 @@ def test_reproduce_convergence_at_smoke_runs_both_phases(tmp_path):
     from depthscale.store.store import Store
 
     out = reproduce("convergence", "smoke", tmp_path / "s", tmp_path / "o", progress=False)
-    res = Results.from_store(Store(tmp_path / "s"), "smoke")
+    res = Results.from_store(StoredRuns(Store(tmp_path / "s")), "smoke")
     later = cv.followup(res)
     assert out["sweep"]["failed"] == 0 and later
     done = set(pd.DataFrame(res.df)["run_id"])

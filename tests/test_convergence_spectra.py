@@ -17,6 +17,7 @@ from depthscale.base.errors import InputError
 from depthscale.experiments import convergence as cv
 from depthscale.experiments import convergence_spectra as cs
 from depthscale.experiments.registry import REGISTRY
+from depthscale.runs.per_context import StoredRuns
 
 ROOT = Path(__file__).resolve().parents[1]
 K2, TOP16 = cs.SPECTRA[0], cs.SPECTRA[3]
@@ -164,7 +165,7 @@ def test_reproduce_one_spectrum_at_smoke_and_export_it(tmp_path):
 
     out = reproduce("convergence-spectra-1-0", "smoke", tmp_path / "s", tmp_path / "o", progress=False)
     assert out["sweep"]["failed"] == 0 and out["configs"] == 54
-    res = Results.from_store(Store(tmp_path / "s"), "smoke")
+    res = Results.from_store(StoredRuns(Store(tmp_path / "s")), "smoke")
     assert all(c.run_id in set(res.df["run_id"]) for c in cs.followup(res, (K2,)))  # seeds 3, 4 ran where asked
     rows = cs.spectrum_rows(res, K2)
     best = [r for r in rows if r["series"] == cv.BEST][0]

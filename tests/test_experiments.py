@@ -15,6 +15,7 @@ from depthscale.config.records import SHAPE_SEEDS, Experiment, resolve_seeds
 from depthscale.config.run import ID_OPTIONAL_FIELDS, PRESET_DEPTHS, make_config
 from depthscale.config.run import main_grid
 from depthscale.experiments.registry import IDS, REGISTRY, all_configs, resolve_ids, summary, theory_needs
+from depthscale.runs.per_context import StoredRuns
 
 SPEC_IDS = ["fig1"] + [f"fig{i}" for i in range(3, 15)] + [f"table{i}" for i in range(1, 6)]
 
@@ -254,7 +255,7 @@ def test_results_from_store_leave_diverged_runs_out(tmp_path):
         store.finish(c.run_id, {"R": R, "R_se": 0.1, "A": R, "C": R, "L": 2, "var_ystar": 1.0,
                                 "steps": 60, "stopped_because": "max_steps"},
                      {"step": [20], "loss": [R]})
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(StoredRuns(store), "smoke")
     s = res.series("nonlinear", "difficult", 2, 0, 0, (2,))
     assert s.n.tolist() == [1] and s.get("R")[0] == pytest.approx(1.0)
 

@@ -20,6 +20,7 @@ from depthscale.experiments import registry as ex
 from depthscale.experiments.registry import check
 from depthscale.report import figures
 from depthscale.store.store import Store
+from depthscale.runs.per_context import StoredRuns
 
 from test_report import fabricate
 
@@ -44,7 +45,7 @@ def deep(tmp_path_factory):
         th = Theory("smoke", cache=root / "theory.json")
         store = Store(root / "store")
         fabricate(store, th, ["fig3", "fig6", "fig7", "fig9", "fig10", "fig11", "fig14", "table1"])
-        yield root, th, Results.from_store(store, "smoke")
+        yield root, th, Results.from_store(StoredRuns(store), "smoke")
     finally:
         (config.PRESET_DEPTHS["smoke"], records.VARIANT_MAX_DEPTH["smoke"], records.PRESET_SEEDS["smoke"],
          records.FLOOR_SAMPLES["smoke"], records.SOFTMAX_FLOOR_SAMPLES["smoke"], records.FINITE_P_SAMPLES["smoke"], n) = saved
@@ -54,7 +55,7 @@ def deep(tmp_path_factory):
 
 def shallow(res: Results) -> Results:
     """The same runs cut to smoke's three depths: every fit with a floor is then degenerate."""
-    return Results(res.df[res.df["L"] <= 4], "smoke", res.store)
+    return Results(res.df[res.df["L"] <= 4], "smoke", res.reader)
 
 
 B0 = [(2, (0.0, 0.0)), (2, (0.25, 0.0)), (2, (0.5, 0.0)), (2, (1.0, 0.0))]  # fig6's b = 0 spectra
@@ -325,7 +326,7 @@ def test_fig10_keeps_a_non_positive_C_on_a_linear_axis(deep):
     cut = (df["model"] == "layer_values") & (df["L"] == 2)
     assert cut.any()
     df.loc[cut, "C"] = -0.05
-    fig = figures.build("fig10", Results(df, "smoke", res.store), th)
+    fig = figures.build("fig10", Results(df, "smoke", res.reader), th)
     b = panel(fig, "b")
     assert b.get_yscale() == "linear" and "linear" in b.get_ylabel()
     ys = [y for line in b.get_lines() for y in np.atleast_1d(line.get_ydata()) if line.get_marker() == "o"]
@@ -358,7 +359,7 @@ def test_fit_lines_stay_on_their_data_and_a_poor_fit_is_dashed_and_named(deep):
     from matplotlib.figure import Figure
 
     _, _, res = deep
-    cut = Results(res.df[res.df["L"] <= 8], "smoke", res.store)
+    cut = Results(res.df[res.df["L"] <= 8], "smoke", res.reader)
     ax = Figure(layout="constrained").subplots()
     fits = plotting.loss_panel(ax, cut, "nonlinear", "difficult", B0, fit=True, r2_min=1.01)
     laws = [f for f in fits.values() if f.ok]
@@ -402,7 +403,7 @@ def test_variant_figures_say_how_their_loss_compares_with_the_controlled_model(d
     df = res.df.copy()
     cu = (df["model"] == "context_updates") & (df["k"] == 2)
     df.loc[cu, "R"] = df.loc[cu, "L"].astype(float) * 0.1 + 1.0  # rises with depth
-    notes = " ".join(plotting.remarks(figures.build("fig11", Results(df, "smoke", res.store), th)))
+    notes = " ".join(plotting.remarks(figures.build("fig11", Results(df, "smoke", res.reader), th)))
     assert "rises with depth" in notes and "not converged" in notes
     assert "rises with depth" not in " ".join(plotting.remarks(figures.build("fig11", res, th)))
 
@@ -451,7 +452,7 @@ def test_fig6_says_when_its_error_bars_hide_behind_the_markers(deep):
     fig = figures.build("fig6", res, th)
     notes = plotting.remarks(fig)
     assert "(a) error bars (SE over 3 seeds) are drawn but smaller than the markers" in notes
-    one = Results(res.df[res.df["seed"] == 0], "smoke", res.store)
+    one = Results(res.df[res.df["seed"] == 0], "smoke", res.reader)
     ax = loss_axes(one)
     assert "one seed per depth: no error bars" in plotting.remarks(ax.figure)
 
@@ -532,7 +533,7 @@ def test_table3_fills_plateau_se_with_one_seed(deep):
     """Referee: table3's plateau_se was empty (one seed: no SE over seeds); the run's evaluation SE
     fills it, and the column beside says which."""
     _, th, res = deep
-    one = Results(res.df[res.df["seed"] == 0], "smoke", res.store)
+    one = Results(res.df[res.df["seed"] == 0], "smoke", res.reader)
     df = ex.REGISTRY["table3"].table(one, th)
     row = df[(df["k"] == 2) & (df["a"] == 0) & (df["b"] == 0)].iloc[0]
     assert np.isfinite(row["plateau_se"]) and row["plateau_se_is"] == "evaluation SE (one seed)"
@@ -570,8 +571,8 @@ def test_fig4_draws_claim_3s_one_percent_line_and_error_bars(deep, tmp_path):
     _, th, _ = deep
     store = Store(tmp_path / "store")
     fabricate(store, th, ["fig4"])
-    res = Results.from_store(store, "smoke")
-    one = Results(res.df[res.df["seed"] == 0], "smoke", store)  # one seed: the evaluation SE
+    res = Results.from_store(StoredRuns(store), "smoke")
+    one = Results(res.df[res.df["seed"] == 0], "smoke", StoredRuns(store))  # one seed: the evaluation SE
     fig = figures.build("fig4", one, th)
     for letter in "ab":
         ax = panel(fig, letter)

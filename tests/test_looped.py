@@ -19,6 +19,7 @@ from depthscale.kinds.lookup import AttentionPack, build_pack
 from depthscale.kinds.lookup import pack_key
 from depthscale.train.schedule import base_lr
 from depthscale.train.training import train_one
+from depthscale.runs.per_context import StoredRuns
 
 d, N, P = 4, 6, 7
 KINDS = ("single_stream", "context_updates", "nonlinear", "layer_values")
@@ -164,7 +165,7 @@ def test_figure_table_and_claims_build(tmp_path):
     th = Theory("smoke", cache=tmp_path / "theory.json")
     store = Store(tmp_path / "store")
     fabricate(store, th, ["looped"], skip=lambda c: c.loop == 2)
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(StoredRuns(store), "smoke")
     paths = figures.write_figure("looped", res, th, tmp_path / "out")
     assert all(p.stat().st_size > 0 for p in paths)
     df, _ = tables.write_table("looped", res, th, tmp_path / "out")
@@ -177,7 +178,7 @@ def test_figure_table_and_claims_build(tmp_path):
     r = check("B1d", res, th)
     assert not r["pass"] and r["detail"].startswith("missing runs") and "B=2 L=4" in r["detail"]
     fabricate(store, th, ["looped"], skip=lambda c: c.loop != 2)
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(StoredRuns(store), "smoke")
     assert not lp.missing(res)
     for cid in ("B1b", "B1c", "B1d"):  # (B1a, an identity, is test_one_tied_nonlinear_layer_is_one_head)
         r = check(cid, res, th)

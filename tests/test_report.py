@@ -25,6 +25,7 @@ from depthscale.experiments.registry import all_configs
 from depthscale.report import figures, tables
 from depthscale.report.reproduce import report, reproduce
 from depthscale.store.store import Store
+from depthscale.runs.per_context import StoredRuns
 
 # every claim whose data exist at smoke, that needs no fit with a floor and no trained model passes
 # on the fixture; 8b and 9 need k = 16 (not in smoke); the claims built on a fit with a floor (or on
@@ -119,7 +120,7 @@ def synth(tmp_path_factory):
         th = Theory("smoke", cache=root / "out" / "smoke" / "theory.json")
         store = Store(root / "store")
         fabricate(store, th)
-        yield root, store, th, Results.from_store(store, "smoke")
+        yield root, store, th, Results.from_store(StoredRuns(store), "smoke")
     finally:
         records.FLOOR_SAMPLES["smoke"] = saved
 
@@ -177,7 +178,7 @@ def test_variant_claims_read_the_variant_depths(synth, tmp_path, monkeypatch):
     monkeypatch.setitem(records.VARIANT_MAX_DEPTH, "smoke", 2)
     store = Store(tmp_path / "store")
     fabricate(store, th, ["fig9", "fig10", "fig11"])
-    res = Results.from_store(store, "smoke")
+    res = Results.from_store(StoredRuns(store), "smoke")
     assert res.series("single_stream", "difficult", 2, 0.0, 0.0).depths.tolist() == [1, 2]
     assert res.series("layer_values", "difficult", 2, 0.0, 0.0).depths.tolist() == [1, 2, 4]
     cl = by_id(check_all(res, th, ["fig9", "fig10", "fig11"]))
@@ -199,7 +200,7 @@ def test_every_figure_builds_from_stored_results_and_from_nothing(synth):
     from matplotlib.figure import Figure
 
     _, store, th, res = synth
-    empty = Results(res.df.iloc[:0], "smoke", store)
+    empty = Results(res.df.iloc[:0], "smoke", StoredRuns(store))
     for fid, fn in figures.FIGURES.items():
         assert isinstance(fn(res, th), Figure), fid
         fig = fn(empty, th)

@@ -21,6 +21,7 @@ from depthscale.experiments.registry import check
 from depthscale.experiments.scaling import SCALING_TIME_DEPTHS
 from depthscale.report import figures, tables
 from depthscale.store.store import Store
+from depthscale.runs.per_context import StoredRuns
 
 
 # ---------------------------------------------------------------- registry
@@ -136,7 +137,7 @@ def fake(tmp_path_factory):
     root = tmp_path_factory.mktemp("scaling")
     store = Store(root / "store")
     _fabricate(store)
-    return root, Results.from_store(store, "smoke"), Theory("smoke", cache=root / "theory.json")
+    return root, Results.from_store(StoredRuns(store), "smoke"), Theory("smoke", cache=root / "theory.json")
 
 
 def test_width_series_reads_the_width_groups(fake):
@@ -189,7 +190,7 @@ def test_scaling_claims(fake):
     assert b["pass"], b["detail"]
     c = check("B4c", res, th)  # one power law in t: the same beta in both windows
     assert c["pass"], c["detail"]
-    empty = Results(res.df.iloc[0:0], "smoke", res.store)
+    empty = Results(res.df.iloc[0:0], "smoke", res.reader)
     for cid in ("B4a", "B4b", "B4c"):
         out = check(cid, empty, th)
         assert not out["pass"] and out["detail"].startswith("missing")

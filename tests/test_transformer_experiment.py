@@ -16,6 +16,7 @@ from depthscale.data.measurements import eval_contexts
 from depthscale.experiments.registry import BEYOND_IDS, IDS, REGISTRY, all_configs
 from depthscale.experiments.transformer import TRANSFORMER_DEPTHS, transformer_depths
 from depthscale.kinds.transformer import TransformerPack, evaluate
+from depthscale.runs.per_context import StoredRuns
 from depthscale.runs.sweeps import make_packs, plan, run_sweep
 from depthscale.store.store import Store
 from depthscale.train.training import run_pack, train_pack
@@ -109,7 +110,7 @@ def test_figure_table_and_claims_build(store, tmp_path):
     from depthscale.report.figures import write_figure
     from depthscale.report.tables import write_table
 
-    res = Results.from_store(store, "smoke", overrides=FAST)  # read as the recipe they were trained with
+    res = Results.from_store(StoredRuns(store), "smoke", overrides=FAST)  # read as the recipe they were trained with
     th = Theory("smoke")
     paths = write_figure("transformer", res, th, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)

@@ -151,10 +151,10 @@ def series_contexts(res: Results, model: str, task: str, k: int, a: float, b: fl
         rows = res.runs(model, task, k, a, b, L)
         if not rows:
             continue
-        got = [paired.per_context(res.store, r["run_id"], device) for r in rows]
+        got = [paired.per_context(res.reader, r["run_id"], device) for r in rows]
         for g in got:
             if key is None:
-                key, cfg = g["key"], res.store.load_config(g["run_id"])
+                key, cfg = g["key"], res.reader.load_config(g["run_id"])
             elif g["key"] != key:
                 raise InputError(f"run {g['run_id']} does not share the series' evaluation contexts")
         out[int(L)] = np.mean([g["sq_err"] for g in got], axis=0)
@@ -170,7 +170,7 @@ def series_certificates(res: Results, model: str, task: str, k: int, a: float, b
     is a setting of the runs' model: the controlled nonlinear model on the difficult task, SPEC
     §4); budget against the same series in `half` (a Results view of the runs at half the budget)
     when given."""
-    if res.store is None:
+    if res.reader is None:
         raise InputError("certificates need the store's models (these results have no store)")
     depths = [int(L) for L in (depths if depths is not None else res.series(model, task, k, a, b).depths)]
     seeds, half_seeds = {}, {}

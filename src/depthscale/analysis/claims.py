@@ -39,7 +39,7 @@ General rules:
   naming the series, certificate and depths. On the converged envelope (nonlinear, difficult) an
   item with fewer than 3 seeds is INCONCLUSIVE "seeds" (`seeds_problem`).
 - Paired tests (claims 3, 10) and the floor on the run's own evaluation contexts (5c) need the
-  trained models (depthscale.analysis.paired on `res.store`); without a store, or without that module, or
+  trained models (depthscale.analysis.paired on `res.reader`); without a store, or without that module, or
   where it cannot read a run's model, the claim FAILs "needs the store's models for the paired
   test: ...", never passes.
 - Beyond the paper: every claim states its seeds per cell and, with fewer than 3, the reason
@@ -228,8 +228,8 @@ def _paired():
 
 
 def paired_or_fail(res: Results):
-    """The paired module and the store, or CannotJudge naming what is missing."""
-    if res.store is None:
+    """The paired module and the results' reader, or CannotJudge naming what is missing."""
+    if res.reader is None:
         raise CannotJudge(f"{NEEDS_STORE} (these results have no store)")
     pm = _paired()
     if pm is None:

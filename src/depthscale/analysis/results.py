@@ -31,6 +31,7 @@ from depthscale.base.atomic import as_float, plain, read_json, write_json_atomic
 from depthscale.config.run import (FIELD_DEFAULTS, FIELD_NAMES, FLOAT_FIELDS, ID_OPTIONAL_FIELDS, INT_FIELDS,
                                PRESET_DEPTHS, ConfigError, config_dict, make_config)
 from depthscale.base.errors import InputError
+from depthscale.analysis.paired import RunReader
 from depthscale.config.paper import FIG8_SPECTRUM
 from depthscale.theory.linear_floor import fig8_sample, linear_floor, sample_linear_floor
 from depthscale.config.records import (FINITE_P_SAMPLES, FLOOR_SAMPLES, SOFTMAX_FLOOR_SAMPLES, THEORY_SEED, Experiment,
@@ -303,11 +304,14 @@ class Results:
     the store, 5a used to pass on them).
     """
 
-    def __init__(self, df, preset: str, store=None, overrides: dict | None = None, diverged=None):
+    def __init__(self, df, preset: str, reader=None, overrides: dict | None = None, diverged=None):
         import pandas as pd
 
         check_preset(preset)
-        self.preset, self.store, self.overrides = preset, store, dict(overrides or {})
+        if reader is not None and not isinstance(reader, RunReader):
+            raise InputError(f"Results reads runs through a paired.RunReader (runs.per_context.StoredRuns(store)), "
+                             f"not a {type(reader).__name__}")
+        self.preset, self.reader, self.overrides = preset, reader, dict(overrides or {})
         df = df if df is not None else pd.DataFrame()
         if len(df) and "preset" in df.columns:
             df = df[df["preset"] == preset]
@@ -364,10 +368,11 @@ class Results:
         return v
 
     @classmethod
-    def from_store(cls, store, preset: str, overrides: dict | None = None) -> "Results":
-        """The store's finished runs; diverged ones (a finite but exploded R included) are left out
-        of every cell (`diverged_runs` names them)."""
-        return cls(store.collect(), preset, store, overrides)
+    def from_store(cls, runs, preset: str, overrides: dict | None = None) -> "Results":
+        """The finished runs of a store behind its read-only door (`runs`: runs.per_context.StoredRuns,
+        a RunReader whose collect() is the store's table); diverged ones (a finite but exploded R
+        included) are left out of every cell (`diverged_runs` names them)."""
+        return cls(runs.collect(), preset, runs, overrides)
 
     def diverged_runs(self, model: str, task: str, k: int, a: float, b: float, L: int) -> list[dict]:
         """The diverged runs of one cell of the current recipe (finished, but no result)."""
@@ -456,12 +461,12 @@ class Results:
                       tuple(missing), {m: arrs[m] for m in ARRAYS})
 
     def curves(self, run_id: str) -> dict | None:
-        """Training curves of a run from the store (None without a store or if unreadable)."""
-        if self.store is None:
+        """Training curves of a run from the store (None without a reader or if unreadable)."""
+        if self.reader is None:
             return None
         if run_id not in self._curves:
             try:
-                self._curves[run_id] = self.store.load_curves(run_id)
+                self._curves[run_id] = self.reader.load_curves(run_id)
             except Exception:  # noqa: BLE001 - a missing curves file is a missing panel
                 self._curves[run_id] = None
         return self._curves[run_id]

@@ -161,7 +161,7 @@ def _only(res: Results, seeds) -> Results:
     df = res.df
     if len(df) and "seed" in df.columns:
         df = df[df["seed"].isin(list(seeds))]
-    return Results(df, res.preset, res.store, res.overrides, res.diverged_df)
+    return Results(df, res.preset, res.reader, res.overrides, res.diverged_df)
 
 
 def three_seed_power(res: Results, spec: Spectrum) -> tuple[bool, float | None]:

@@ -127,7 +127,7 @@ def certificate_marks(ax, res: Results, groups) -> None:
         try:
             cert = certificates.series_certificates(res, "nonlinear", "difficult", k, a, b)
         except Exception as e:  # noqa: BLE001 - a panel is drawn without them, and says why
-            why.add(f"{type(e).__name__}: {e}" if res.store is not None else "these results have no store")
+            why.add(f"{type(e).__name__}: {e}" if res.reader is not None else "these results have no store")
             continue
         cv = certificates.curve(cert)
         L = np.array([c["L"] for c in cv], float)

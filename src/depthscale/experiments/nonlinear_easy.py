@@ -82,7 +82,7 @@ def c3(res, th):
             seeds = sorted(set(one) & set(deep))
             if not seeds:
                 raise MissingRuns(f"missing runs: nonlinear/easy {label(a, b)}: no seed at both L=1 and L={L}")
-            got = [call_paired(pm.paired_difference, res.store, one[sd]["run_id"], deep[sd]["run_id"])
+            got = [call_paired(pm.paired_difference, res.reader, one[sd]["run_id"], deep[sd]["run_id"])
                    for sd in seeds]
             if len(got) == 1:
                 dlt, se = float(got[0]["diff"]), float(got[0]["se"])

@@ -246,7 +246,7 @@ def c5c(res, th):
             runs = finite_runs(res, "nonlinear", "difficult", k, a, b, Lmax)
             rid = runs[min(runs)]["run_id"]
             try:
-                cfg = res.store.load_config(rid)
+                cfg = res.reader.load_config(rid)
             except Exception as e:  # noqa: BLE001 - no config, no evaluation contexts: FAIL with why
                 raise CannotJudge(f"{NEEDS_STORE} (load_config {rid}: {type(e).__name__}: {e})") from None
             floors[(a, b, k)] = float(call_paired(pm.floor_on_eval, cfg)["ensemble_floor"])

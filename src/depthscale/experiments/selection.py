@@ -65,7 +65,7 @@ def delta_q(res: Results):
     seeds = sorted(set(one) & set(deep))
     if not seeds:
         raise MissingRuns(f"missing runs: no seed at both L={L1} and L={Lmax}")
-    got = [call_paired(pm.bootstrap_dQ, res.store, one[s]["run_id"], deep[s]["run_id"]) for s in seeds]
+    got = [call_paired(pm.bootstrap_dQ, res.reader, one[s]["run_id"], deep[s]["run_id"]) for s in seeds]
     q = np.asarray(got[0]["q"], dtype=float)
     dQ = np.stack([np.asarray(g["dQ"], dtype=float) for g in got])
     bse = np.stack([np.asarray(g["se"], dtype=float) for g in got])

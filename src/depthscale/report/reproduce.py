@@ -57,6 +57,7 @@ from depthscale.analysis.selection import main_envelope
 from depthscale.config.paper import PAPER
 from depthscale.config.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
 from depthscale.report.tables import write_table
+from depthscale.runs.per_context import StoredRuns
 from depthscale.store.store import Store, store_part
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ def _followup_configs(ids, preset: str, store, overrides: dict) -> list:
     for i in ids:
         e = REGISTRY[i]
         if e.followup is not None:
-            out += e.followup(Results.from_store(store, preset, overrides))
+            out += e.followup(Results.from_store(StoredRuns(store), preset, overrides))
     return out
 
 
@@ -285,7 +286,7 @@ def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
     pdir = out_dir / preset
     pdir.mkdir(parents=True, exist_ok=True)
     # the claims, figures and tables read the monitor-chosen recipe per depth and spectrum (SPEC §4)
-    res = main_envelope(Results(df, preset, store, overrides, diverged=diverged))
+    res = main_envelope(Results(df, preset, StoredRuns(store), overrides, diverged=diverged))
     if res.selection is not None:
         write_json_atomic(pdir / "selection.json", res.selection)
     th = Theory(preset, cache=pdir / "theory.json", device=device, progress=bool(progress))

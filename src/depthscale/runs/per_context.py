@@ -1,0 +1,106 @@
+"""A stored run's model evaluated on evaluation contexts, one number per context (SPEC §5, §9), and
+`StoredRuns`: the read-only door through which analysis reads a store (analysis.paired.RunReader).
+
+Building and running a model is executing work, so it lives here and not in analysis; the arrays
+are cached in this process and in the store's cache (store.cache), keyed by the run's params.pt
+(mtime and size). Files named per_context.npz inside run directories (earlier versions wrote them
+there) are ignored."""
+
+from __future__ import annotations
+
+import torch
+
+from depthscale.base.errors import InputError
+from depthscale.config.run import RunConfig
+from depthscale.data.measurements import eval_batch, eval_contexts, selection_loss, split_contexts
+from depthscale.store import cache, collect
+
+_memo: dict[tuple[str, str], tuple[tuple, dict]] = {}  # (store root, run id) -> (params signature, arrays)
+
+
+def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> dict:
+    """Every evaluation context through the stored model of `run_id`, in measure()'s order and
+    slicing: "sq_err" ((y_hat - y*)^2, y_hat the layer mean of f_l), "ystar" and "sel_E" (the
+    selection loss on the difficult task for a model with attention, else None), numpy float64.
+    `cfg`: the evaluation contexts of that config instead of the run's own (e.g. another eval_seed)."""
+    cfg = store.load_config(run_id) if cfg is None else cfg
+    if not isinstance(cfg, RunConfig):
+        raise InputError(f"cfg must be a RunConfig, got {type(cfg).__name__}")
+    pack = store.load_model(run_id, device)
+    chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device)
+    sq, ystar, sel = [], [], []
+    for ctx in (part for chunk in chunks for part in split_contexts(chunk, eval_batch(device))):
+        with torch.no_grad():
+            out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[0])[0]
+        # measurements.decomposition's arithmetic: e_l = f_l - y* in float32, then the layer mean in float64
+        e = (out.f_BxL - ctx.ystar_B.unsqueeze(1)).double().mean(1)
+        sq.append(e.pow(2).cpu())
+        ystar.append(ctx.ystar_B.double().cpu())
+        if cfg.task == "difficult" and out.p_BxLxP is not None:
+            sel.append(selection_loss(out.p_BxLxP, ctx.sel_Bxk).double().cpu())
+    return {"sq_err": torch.cat(sq).numpy(), "ystar": torch.cat(ystar).numpy(),
+            "sel_E": torch.cat(sel).numpy() if sel else None}
+
+
+def _signature(store, run_id: str) -> tuple:
+    """(mtime in ns, size) of the run's params.pt: the stored model the arrays were computed from."""
+    try:
+        st = (store.run_path(run_id) / "params.pt").stat()
+    except OSError:
+        return ()
+    return (st.st_mtime_ns, st.st_size)
+
+
+def per_context(store, run_id: str, device="cpu") -> dict:
+    """`evaluate` on the run's own evaluation contexts, read-only arrays. Cached in this process and
+    (unless the store is read-only) in <store>/cache/per_context/<run_id>.npz; both are recomputed
+    when params.pt changes. The numbers agree across devices to float rounding (the cache keeps the first)."""
+    sig = _signature(store, run_id)
+    ck = (str(store.root), run_id)
+    hit = _memo.get(ck)
+    if sig and hit is not None and hit[0] == sig:
+        return dict(hit[1])
+    cfg = store.load_config(run_id)
+    arrays = cache.read_per_context(store.root, run_id, sig, cfg.eval_contexts)
+    if arrays is None:
+        arrays = evaluate(store, run_id, device, cfg)
+        if sig and not store.readonly and _signature(store, run_id) == sig:
+            cache.write_per_context(store.root, run_id, sig, arrays)
+    for v in arrays.values():
+        if v is not None:
+            v.flags.writeable = False
+    if sig:
+        _memo[ck] = (sig, arrays)
+    return dict(arrays)
+
+
+def clear_cache() -> None:
+    """Forget the arrays held in this process (the store's cache files stay)."""
+    _memo.clear()
+
+
+class StoredRuns:
+    """A store as analysis reads it (analysis.paired.RunReader): a run's config, its curves and its
+    per-context arrays, and `collect` (the finished runs as a table, for Results.from_store).
+    Nothing it offers writes a run; only the store's cache is written."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"StoredRuns({self.store!r})"
+
+    def collect(self):
+        return collect.collect(self.store)
+
+    def load_config(self, run_id: str) -> RunConfig:
+        return self.store.load_config(run_id)
+
+    def load_curves(self, run_id: str) -> dict:
+        return self.store.load_curves(run_id)
+
+    def per_context(self, run_id: str, device="cpu") -> dict:
+        return per_context(self.store, run_id, device)
+
+
+__all__ = ["StoredRuns", "per_context", "evaluate", "clear_cache"]
