@@ -9,9 +9,9 @@ import torch
 from depthscale.config.run import make_config
 from depthscale.data.contexts import make_generator, sample_contexts
 from depthscale.data.measurements import decomposition, measure, rho_fit, selection_loss, eval_contexts
-from depthscale.kinds.lookup import AttentionPack, build_pack
+from depthscale.kinds.lookup import AttentionPack, build_pack, model_class
 
-KINDS = ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"]
+from built_in_kinds import built_in_kinds
 
 
 def test_decomposition_identity_on_sample_means():
@@ -28,14 +28,14 @@ def test_decomposition_identity_on_sample_means():
         assert r["R_se"] == pytest.approx(np.std((e.mean(1)) ** 2, ddof=1) / math.sqrt(500), rel=1e-10)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", built_in_kinds())
 def test_identity_and_modes_for_every_model(kind):
     cfg = make_config("smoke", model=kind, L=3, a=0.5, b=0.5, qk_std=0.3)
     pack = build_pack([cfg])
     chunks = eval_contexts(cfg, 600, 3, chunk=300)
     r = measure(pack, 0, chunks, cfg.task)
     assert r["R"] == pytest.approx(r["C"] + (r["A"] - r["C"]) / 3, rel=1e-9)
-    if kind != "single_stream":
+    if model_class(kind).label_linear:
         # sum of mode losses = the beta-averaged loss; the sampled R agrees within its SE
         assert abs(r["mode_R_sum"] - r["R"]) < 4 * r["R_se"] + 1e-3 * r["R"]
 

@@ -4,7 +4,10 @@ import pytest
 import torch
 
 from depthscale.data.contexts import make_generator, sample_contexts
+from depthscale.kinds.attention import AttentionStack
 from depthscale.kinds.lookup import AttentionPack
+
+from built_in_kinds import built_in_kinds
 
 d, N, P = 4, 6, 7
 
@@ -42,6 +45,8 @@ def masked_softmax_rows(S, allowed):
 
 def literal(kind, pk, mi, X, y, xq, ctx_mask_value=None):
     """Layer by layer with full (P+1)x(P+1) matrices, one context at a time."""
+    if kind not in LITERALS:
+        pytest.fail(f"kind {kind!r} has no literal reference: write one in literal() and add it to LITERALS")
     L = pk.depths[mi]
     Wx, Wy, Wo = pk.Wx[mi], pk.Wy[mi].unsqueeze(1), pk.Wo[mi].unsqueeze(0)
     Wq, Wk = pk.model_slice("Wq", mi), pk.model_slice("Wk", mi)
@@ -85,7 +90,12 @@ def literal(kind, pk, mi, X, y, xq, ctx_mask_value=None):
     return (Wo @ Hy[:, P]).item()
 
 
-@pytest.mark.parametrize("kind", ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"])
+# every built-in controlled kind (AttentionPack builds them) is checked against its literal reference
+STACK_KINDS = built_in_kinds(AttentionStack)
+LITERALS = ("nonlinear", "layer_values", "linear", "single_stream", "context_updates")  # literal() writes these
+
+
+@pytest.mark.parametrize("kind", STACK_KINDS)
 @pytest.mark.parametrize("L", [1, 3])
 def test_matches_literal_layer_by_layer(kind, L):
     ctx = ctx_for(L)
@@ -97,7 +107,7 @@ def test_matches_literal_layer_by_layer(kind, L):
         assert out.y_hat_B[bi].item() == pytest.approx(ref, rel=1e-10, abs=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["nonlinear", "layer_values", "linear", "single_stream", "context_updates"])
+@pytest.mark.parametrize("kind", STACK_KINDS)
 def test_prediction_is_mean_of_parallel_form(kind):
     ctx = ctx_for(1, B=5)
     pk = pack64(kind, [4])
