@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 
 from depthscale.bench.speed import run_packed, sweep_configs
+from depthscale.base.seeds import step_seed
 from depthscale.config.run import PRESET_DEPTHS, make_config
-from depthscale.data.contexts import make_generator, sample_for, step_seed
+from depthscale.data.contexts import make_generator, sample_for
 from depthscale.data.measurements import eval_contexts
 from depthscale.train.training import train_pack
 

@@ -137,8 +137,9 @@ def sampler(preset: str, B: int, calls: int) -> dict:
 
     import torch
 
+    from depthscale.base.seeds import step_seed
     from depthscale.config.run import make_config
-    from depthscale.data.contexts import make_generator, sample_for, sample_streams, step_seed
+    from depthscale.data.contexts import make_generator, sample_for, sample_streams
 
     cfg = make_config(preset, model="nonlinear", task="difficult", k=2, a=0.0, b=0.0, L=1, seed=0)
 

@@ -8,13 +8,14 @@ from depthscale.bench import naive
 from depthscale.bench.machine import matmul_peak
 from depthscale.bench.speed import bench, cpu_peak_memory, flops_per_step, run_packed, seed_groups, sweep_configs, sweep_flops
 from depthscale.config.run import make_config
-from depthscale.data.contexts import make_generator, sample_contexts, sample_for, step_seed
+from depthscale.base.seeds import step_seed
+from depthscale.data.contexts import make_generator, sample_contexts, sample_for
 from depthscale.kinds.lookup import AttentionPack, build_pack
 from depthscale.kinds.ops import RmsScale, RowReadout
 from depthscale.train.memory import PeakMemory
 from depthscale.train.optim import RowAdam
-from depthscale.train.trainer import data_key, train_step
-from depthscale.train.training import _pack_losses, train_pack
+from depthscale.train.trainer import data_key, pack_losses, train_step
+from depthscale.train.training import train_pack
 
 CPU = torch.device("cpu")
 
@@ -126,7 +127,7 @@ def test_flop_count_matches_torch_counter_and_hand_count(monkeypatch):
     batches = {data_key(c): sample_for(c, c.batch, make_generator(step_seed(c.seed, 0))) for c in cfgs}
     counter = FlopCounterMode(display=False)
     with counter:
-        _pack_losses(pack, cfgs, list(range(len(cfgs))), batches).sum().backward()
+        pack_losses(pack, cfgs, list(range(len(cfgs))), batches).sum().backward()
     assert counter.get_total_flops() == sweep_flops(cfgs)["total"]
     # hand count: one model, L = 1, d = N = 2, P = 3, B = 1
     # forward: scales 2*3*2*2 + 2*2*2 = 32; E 4*8 + 2*8 = 48; u 8, scores 12; readout 6;

@@ -10,8 +10,8 @@ import torch
 
 from depthscale.config.run import make_config
 from depthscale.experiments import registry as ex
-from depthscale.data.contexts import (clear_draw_cache, cluster_rotations, make_generator, sample_contexts, sample_for,
-                                 step_seed)
+from depthscale.base.seeds import step_seed
+from depthscale.data.contexts import clear_draw_cache, cluster_rotations, make_generator, sample_contexts, sample_for
 from depthscale.data.measurements import (class_means, eval_contexts, layer_selection_loss, selection_loss,
                                      specialisation_index)
 from depthscale.runs.per_context import StoredRuns

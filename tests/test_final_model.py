@@ -12,7 +12,7 @@ import torch
 
 from depthscale.base import seeds
 from depthscale.config.run import PRESETS, SHAPE_EVAL_CONTEXTS, make_config
-from depthscale.data.contexts import make_generator, sample_for, step_seed
+from depthscale.data.contexts import make_generator, sample_for
 from depthscale.data.measurements import eval_contexts
 from depthscale.experiments.registry import REGISTRY
 from depthscale.train.schedule import lr_factor
@@ -68,11 +68,11 @@ def test_monitor_set_is_disjoint_from_the_evaluation_set_and_the_training_stream
     c = make_config("smoke", model="nonlinear", task="difficult", monitor_contexts=256, eval_contexts=256)
     ms, es = seeds.monitor_seed(c.eval_seed), seeds.eval_stream_seed(c.eval_seed)
     assert ms != es
-    train = {step_seed(s, t) for s in range(5) for t in range(0, 20_000)}
+    train = {seeds.step_seed(s, t) for s in range(5) for t in range(0, 20_000)}
     assert ms not in train and es not in train
     mon = eval_contexts(c, 256, ms)
     ev = eval_contexts(c, 256, es)
-    tr = sample_for(c, 256, make_generator(step_seed(0, 0), "cpu"), "cpu")
+    tr = sample_for(c, 256, make_generator(seeds.step_seed(0, 0), "cpu"), "cpu")
     xs = lambda chunks: torch.cat([ch.xq_Bxd for ch in chunks])  # noqa: E731
     m, e, t = xs(mon), xs(ev), tr.xq_Bxd
     for a, b in ((m, e), (m, t), (e, t)):

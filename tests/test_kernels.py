@@ -314,7 +314,7 @@ def test_grouped_scales_are_the_blocks_scaled_apart(d, P, B):
 @needs_kernel
 @pytest.mark.parametrize("model", ["nonlinear", "layer_values"])
 def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
-    # _pack_losses runs the seeds' equal blocks of models as one ensemble_forward (groups = K);
+    # pack_losses runs the seeds' equal blocks of models as one ensemble_forward (groups = K);
     # against one call per seed: the same losses bit for bit, the same gradients to float rounding
     # (d M_g sums its contexts in per-thread parts, and the threads split K B contexts, not B)
     from depthscale.train import trainer, training
@@ -329,7 +329,7 @@ def test_seed_groups_in_one_call_change_no_number(model, monkeypatch):
         if not merged:
             monkeypatch.setattr(type(pack), "groups_of", lambda *a, **k: False)
         pack.zero_grad(set_to_none=True)
-        losses = training._pack_losses(pack, cfgs, idx, batches)
+        losses = trainer.pack_losses(pack, cfgs, idx, batches)
         losses.sum().backward()
         out[merged] = (losses.detach(), {n: p.grad.clone() for n, p in pack.named_parameters()})
     assert torch.equal(out[True][0], out[False][0])

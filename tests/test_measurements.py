@@ -8,7 +8,7 @@ import torch
 
 from depthscale.config.run import make_config
 from depthscale.data.contexts import make_generator, sample_contexts
-from depthscale.data.measurements import decomposition, measure, rho_fit, selection_loss, eval_contexts
+from depthscale.data.measurements import decomposition, eval_contexts, measure, monitor, rho_fit, selection_loss
 from depthscale.kinds.lookup import AttentionPack, build_pack, model_class
 
 from built_in_kinds import built_in_kinds
@@ -100,7 +100,6 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     whole-chunk, all-models-at-once computation to float tolerance."""
     import depthscale.data.measurements as meas
     from depthscale.base import seeds
-    from depthscale.train.training import _monitor
     from depthscale.train.trainer import spectrum_key
 
     cfgs = [make_config("smoke", model=kind, task=task, k=2 if task == "difficult" else 1, L=4, a=a, b=b,
@@ -113,7 +112,7 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     models = list(range(len(cfgs)))
     assert meas.eval_batch("cpu") == meas.CPU_EVAL_BATCH and meas.eval_batch("meta") is None
     monkeypatch.setattr(meas, "CPU_EVAL_BATCH", 128)  # 300 = 128 + 128 + 44: uneven slices too
-    sliced = _monitor(pack, models, chunks_of)
+    sliced = monitor(pack, models, chunks_of)
     measured = [measure(pack, m, chunks_of(m), task) for m in models]
     parts = meas.split_contexts(chunks_of(0)[0], 128)
     assert [p.B for p in parts] == [128, 128, 44]
@@ -121,7 +120,7 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     assert torch.equal(torch.cat([p.sel_Bxk for p in parts]), chunks_of(0)[0].sel_Bxk)
     assert parts[1].lam_d is chunks_of(0)[0].lam_d  # per-set fields are shared, not sliced
     monkeypatch.setattr(meas, "CPU_EVAL_BATCH", None)  # the computation before issue 15
-    whole = _monitor(pack, models, chunks_of)
+    whole = monitor(pack, models, chunks_of)
     for m in models:
         _same(sliced[m], whole[m], 1e-5)
         _same(measured[m], measure(pack, m, chunks_of(m), task), 1e-5)

@@ -23,7 +23,8 @@ from torch import nn
 
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
-from depthscale.data.contexts import make_generator, sample_for, step_seed
+from depthscale.base.seeds import step_seed
+from depthscale.data.contexts import make_generator, sample_for
 from depthscale.kinds.base import rms_norm
 from depthscale.kinds.ensemble import Nonlinear
 from depthscale.kinds.lookup import model_class

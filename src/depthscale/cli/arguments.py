@@ -14,7 +14,7 @@ from depthscale.config.run import (FIELD_CHOICES, FIELD_HELP, FIELD_NAMES, ID_EX
 from depthscale.base.errors import UserError
 from depthscale.base.userpaths import UsageError, path_arg
 
-MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (contexts.step_seed, model init)
+MAX_SEED = 2**60  # seeds are mixed into 64-bit generator seeds (seeds.step_seed, model init)
 MAX_SAMPLES = 10**8  # theory: Monte Carlo samples (2e5 take seconds; memory is checked as well)
 MAX_BENCH_STEPS = 100_000  # bench: timed steps (the default is 20)
 # theory --depths: far past the paper's 256 (softmax-floor's best stack of 10,000 heads takes ~25 s,

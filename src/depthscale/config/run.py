@@ -235,7 +235,7 @@ def validate(cfg: RunConfig) -> None:
     _require(cfg.qk_lr in QK_LRS, "qk_lr", cfg.qk_lr, f"one of {', '.join(QK_LRS)}")
     _require(cfg.preset in PRESETS + ("custom",), "preset", cfg.preset, f"one of {', '.join(PRESETS)}")
     _require(cfg.seed >= 0, "seed", cfg.seed, ">= 0")
-    for name in ("seed", "eval_seed"):  # mixed into 64-bit generator seeds (contexts.step_seed, model init)
+    for name in ("seed", "eval_seed"):  # mixed into 64-bit generator seeds (seeds.step_seed, model init)
         _require(0 <= getattr(cfg, name) < 2**60, name, getattr(cfg, name), "an integer in [0, 2**60)")
     for name in ("a", "b"):
         _require(getattr(cfg, name) <= 100, name, getattr(cfg, name), "<= 100 (k^-100 underflows float32 at k = 3)")

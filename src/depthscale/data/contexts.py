@@ -449,10 +449,6 @@ def make_generator(seed, device="cpu") -> ContextStream:
     return ContextStream(seed)
 
 
-step_seed = seeds.step_seed  # (seeds.py derives every stream's key)
-CLUSTER_SEED = seeds.CLUSTER_SEED
-
-
-__all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations", "CLUSTER_SEED",
+__all__ = ["Contexts", "ContextStream", "as_stream", "sample_contexts", "cluster_rotations",
            "clear_draw_cache", "one_pass_available", "sample_for", "sample_streams", "joined", "spectra_per_seed", "spectrum", "haar_orthogonal", "haar_from_householder", "draws_torch",
-           "top_k_by_cosine", "make_generator", "step_seed", "transform_torch"]
+           "top_k_by_cosine", "make_generator", "transform_torch"]

@@ -105,7 +105,6 @@ def specialisation_index(E_LxK: np.ndarray) -> dict:
     return {"class_cv": cv(E), "specialisation": cv(rel)}
 
 
-SPECIALISATION_NULL_SEED = seeds.SPECIALISATION_NULL_SEED  # the class labels' permutation of `specialisation_null`
 
 
 def top1_mass(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
@@ -230,7 +229,7 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
             E_LxK = class_means(El, cls, K)
             res["selection_layer_class"] = E_LxK.tolist()
             res.update(specialisation_index(E_LxK))
-            perm = np.random.default_rng(SPECIALISATION_NULL_SEED).permutation(cls)
+            perm = np.random.default_rng(seeds.SPECIALISATION_NULL_SEED).permutation(cls)
             res["specialisation_null"] = specialisation_index(class_means(El, perm, K))["specialisation"]
     res.update(pack.extra_measurements(m, {key: t / n_extra for key, t in extra_sum.items()}))
     return res

@@ -47,10 +47,11 @@ import torch
 from depthscale.base import seeds
 from depthscale.base.errors import InputError
 from depthscale.base.provenance import versions
+from depthscale.base.seeds import step_seed
 from depthscale.base.timing import phase
 from depthscale.config.run import RunConfig
 from depthscale.data.context_sets import set_bytes
-from depthscale.data.contexts import make_generator, sample_for, sample_streams, spectra_per_seed, step_seed
+from depthscale.data.contexts import make_generator, sample_for, sample_streams, spectra_per_seed
 from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.kinds.base import ModelKind
 from depthscale.train.memory import held_sets, hold_eval
@@ -59,7 +60,6 @@ from depthscale.train.optim import RowAdam, qk_lr_mults
 from depthscale.train.prefetch import Prefetcher
 from depthscale.train.schedule import base_lrs, converged, lr_factor
 
-MONITOR_SEED_OFFSET = seeds.MONITOR_SEED_OFFSET  # the monitor set's seed: seeds.monitor_seed
 CARRIED = "carried"  # stopped_because of a member that finished in an earlier attempt of its pack
 # the trainer's named hooks, what each is called with, and when (Trainer.add_hook):
 # on_eval(i, row): run i's curve row of a monitor evaluation; on_checkpoint(step): the pack's
@@ -519,4 +519,4 @@ class Trainer:
 
 
 __all__ = ["Trainer", "RunState", "CARRIED", "HOOKS", "train_step", "step_batches", "pack_losses", "spectrum_key", "data_key", "replay_plan",
-           "batch_groups", "batch_order", "MONITOR_SEED_OFFSET"]
+           "batch_groups", "batch_order"]

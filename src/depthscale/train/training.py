@@ -21,12 +21,9 @@ from depthscale.base.atomic import read_json
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
 from depthscale.data import kernels
-from depthscale.data.measurements import monitor
 from depthscale.kinds.lookup import build_pack, model_class, pack_key
-from depthscale.train.trainer import Trainer, batch_order, pack_losses
+from depthscale.train.trainer import Trainer, batch_order
 
-_monitor = monitor  # (the names of earlier versions)
-_pack_losses = pack_losses
 
 
 def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress: bool | None = None,
