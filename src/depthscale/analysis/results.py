@@ -445,7 +445,7 @@ class Results:
                     x = [as_float(r.get("A")) - as_float(r.get("C")) for r in rows]
                 else:
                     x = [as_float(r.get(m)) for r in rows]
-                vals[m].append(_mean_se(np.array(x, dtype=float)))
+                vals[m].append(mean_se(np.array(x, dtype=float)))
             for m in ARRAYS:
                 got = [as_array(r.get(m)) for r in rows]
                 got = [g for g in got if g is not None]
@@ -488,7 +488,10 @@ def _finite(x) -> bool:
     return math.isfinite(as_float(x))
 
 
-def _mean_se(x: np.ndarray) -> tuple[float, float]:
+def mean_se(x) -> tuple[float, float]:
+    """The mean of the finite values of `x` and its standard error (nan where there are none, the SE
+    nan for one)."""
+    x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     if x.size == 0:
         return float("nan"), float("nan")
@@ -513,4 +516,4 @@ def as_array(x) -> np.ndarray | None:
 
 __all__ = ["Theory", "Results", "Series", "compute_need", "compute_theory_entry", "theory_jobs",
            "read_theory_entries", "theory_entries_dir", "theory_entry_path", "split_diverged", "as_array",
-           "SCALARS", "ARRAYS", "read_theory_cache", "read_checked_cache", "StaleCacheWarning", "THEORY_CACHE_FORMAT"]
+           "SCALARS", "ARRAYS", "mean_se", "read_theory_cache", "read_checked_cache", "StaleCacheWarning", "THEORY_CACHE_FORMAT"]

@@ -33,7 +33,7 @@ import numpy as np
 
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import fit_series, fit_xy
-from depthscale.analysis.results import Results, Theory
+from depthscale.analysis.results import Results, Theory, mean_se
 from depthscale.base.formatting import label
 from depthscale.config.paper import ORIGIN, TOP2_SPECTRA
 from depthscale.config.records import Experiment, RunGroup, depth_set, register, variant_fields
@@ -83,13 +83,6 @@ def _per_seed(view: Results, a: float, b: float) -> list[dict]:
     return out
 
 
-def _mean_se(x: list[float]) -> tuple[float, float]:
-    x = [v for v in x if math.isfinite(v)]
-    if not x:
-        return math.nan, math.nan
-    return float(np.mean(x)), (float(np.std(x, ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan)
-
-
 def ladder(res: Results) -> list[dict]:
     """One row per (start, budget, spectrum) with any finished run."""
     rows = []
@@ -102,9 +95,9 @@ def ladder(res: Results) -> list[dict]:
                     continue
                 seeds = _per_seed(v, a, b)
                 ok = [x["fit"] for x in seeds if x["fit"] is not None and x["fit"].ok]
-                alpha, alpha_se = _mean_se([f.alpha for f in ok])
-                L0, L0_se = _mean_se([f.L0 for f in ok])
-                r2, _ = _mean_se([f.r2 for f in ok])
+                alpha, alpha_se = mean_se([f.alpha for f in ok])
+                L0, L0_se = mean_se([f.L0 for f in ok])
+                r2, _ = mean_se([f.r2 for f in ok])
                 f = fit_series(s, True)
                 rows.append({
                     "recipe": recipe, "steps": steps, "budget": steps * BUDGET_BATCH, "a": a, "b": b,
@@ -232,20 +225,25 @@ def figure(res: Results, th: Theory):
         pl.loglog(axj)
         pl.finish_legend(axj, len(rr), "budget")
         pl.panel_title(axj, "bc"[j], f"$R_L$ per budget, {recipe} start")
-    cols = pl.colors(len(BUDGET_STEPS))
+    gap_panel(ax[3], rows, BUDGET_STEPS, "f: faithful, s: spread",
+              lambda r: {"ls": "-" if r["recipe"] == "faithful" else "--", "label": f"{r['recipe'][0]}. {r['steps']:,}"})
+    pl.panel_title(ax[3], "d", "layer disagreement per budget")
+    return fig
+
+
+def gap_panel(ax, rows: list[dict], budgets: tuple[int, ...], title: str, style) -> None:
+    """A_L - C_L against L (L > 1, where positive) of each row (its depths, gap and steps), coloured
+    by its budget's place in `budgets`, with `style(row)`'s plot arguments (its label among them)."""
+    cols = pl.colors(len(budgets))
     for r in rows:
         d, g = np.array(r["depths"]), np.array(r["gap"], float)
         ok = (d > 1) & np.isfinite(g) & (g > 0)
-        ax[3].plot(d[ok], g[ok], marker="o", ms=3, color=cols[BUDGET_STEPS.index(r["steps"])],
-                   ls="-" if r["recipe"] == "faithful" else "--",
-                   label=f"{r['recipe'][0]}. {r['steps']:,}")
+        ax.plot(d[ok], g[ok], marker="o", ms=3, color=cols[budgets.index(r["steps"])], **style(r))
     if rows:
-        pl.loglog(ax[3], ylabel="$A_L - C_L$")
-        pl.finish_legend(ax[3], title="f: faithful, s: spread")
+        pl.loglog(ax, ylabel="$A_L - C_L$")
+        pl.finish_legend(ax, title=title)
     else:
-        pl.missing(ax[3])
-    pl.panel_title(ax[3], "d", "layer disagreement per budget")
-    return fig
+        pl.missing(ax)
 
 
 def table(res: Results, th: Theory | None = None) -> list[dict]:

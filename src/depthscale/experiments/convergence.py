@@ -42,6 +42,7 @@ from depthscale.base.formatting import label
 from depthscale.config.paper import ORIGIN
 from depthscale.config.records import PRESET_DEPTHS, Experiment, RunGroup, register
 from depthscale.config.run import geometry, grid_names, grid_variant, make_config
+from depthscale.experiments.budget import gap_panel
 
 FAITHFUL = "faithful-3e-3-flat"  # the faithful start as trained (SPEC §3.4: qk_std 0.02, lr 3e-3, one rate)
 STUDY_BATCH = {"smoke": 64, "cpu": 512, "paper": 512}
@@ -414,18 +415,8 @@ def figure(res: Results, th: Theory):
     _excess_panel(ax[2], best)
     _drops_panel(ax[3], best)
     _alpha_panel(ax[4], rows)
-    env = [r for r in rows if r["series"] == "envelope"]
-    cols = pl.colors(len(BUDGETS[res.preset]))
-    for r in env:
-        d, g = np.array(r["depths"]), np.array(r["gap"], float)
-        ok = (d > 1) & np.isfinite(g) & (g > 0)
-        ax[5].plot(d[ok], g[ok], marker="o", ms=3, color=cols[BUDGETS[res.preset].index(r["steps"])],
-                   label=f"{r['steps']:,}")
-    if env:
-        pl.loglog(ax[5], ylabel="$A_L - C_L$")
-        pl.finish_legend(ax[5], title="budget")
-    else:
-        pl.missing(ax[5])
+    gap_panel(ax[5], [r for r in rows if r["series"] == "envelope"], BUDGETS[res.preset], "budget",
+              lambda r: {"label": f"{r['steps']:,}"})
     pl.panel_title(ax[5], "f", "layer disagreement of the envelope")
     return fig
 
