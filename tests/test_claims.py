@@ -19,7 +19,7 @@ from depthscale.analysis import claims
 from depthscale.analysis.claims import NEEDS_STORE
 from depthscale.analysis.curves import gap_fit, loss_fit
 from depthscale.base.errors import InputError
-from depthscale.experiments.registry import CLAIMS, check
+from depthscale.experiments.registry import CLAIMS, check_claim
 from depthscale.config.paper import (FIG14_K16, FIG3C_SPECTRUM, FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA, FIG7_MODES,
                               FIG7_SPECTRUM, PAPER, TABLE3_K16, TABLE3_K2, TOP2_SPECTRA, paper_L0_top2)
 
@@ -361,7 +361,7 @@ def judge(monkeypatch, cid, variant):
     res = w.results()
     if pre is not None:
         pre(res, th, variant)
-    return check(cid, res, th), res, th, pm
+    return check_claim(cid, res, th), res, th, pm
 
 
 @pytest.mark.parametrize("cid,variant", list(CASES), ids=[f"{c}-{v}" for c, v in CASES])
@@ -425,7 +425,7 @@ def test_shape_claims_without_certificates_are_inconclusive(monkeypatch, cid):
     """No store's models (or no certificates module): never PASS or FAIL on uncertified runs."""
     out, res, th, _ = judge(monkeypatch, cid, "pass")
     use_certificates(monkeypatch, None)
-    out = check(cid, res, th)
+    out = check_claim(cid, res, th)
     assert out["verdict"] == "INCONCLUSIVE" and "certificates not computed" in out["detail"], out["detail"]
 
 
@@ -442,10 +442,10 @@ def test_paired_claims_fail_without_the_store_or_the_module(monkeypatch, cid):
     from depthscale.analysis.results import Results
 
     no_store = Results(res.df, res.preset, None)
-    got = check(cid, no_store, th)
+    got = check_claim(cid, no_store, th)
     assert not got["pass"] and got["detail"].startswith(NEEDS_STORE) and got["measured"] is None
     use_paired(monkeypatch, None)
-    got = check(cid, res, th)
+    got = check_claim(cid, res, th)
     assert not got["pass"] and NEEDS_STORE in got["detail"] and "not available" in got["detail"]
 
     def broken(*a, **k):
@@ -454,7 +454,7 @@ def test_paired_claims_fail_without_the_store_or_the_module(monkeypatch, cid):
     use_paired(monkeypatch, type("P", (), {"paired_difference": staticmethod(broken),
                                            "bootstrap_dQ": staticmethod(broken),
                                            "floor_on_eval": staticmethod(broken)})())
-    got = check(cid, res, th)
+    got = check_claim(cid, res, th)
     assert not got["pass"] and NEEDS_STORE in got["detail"] and "params.pt" in got["detail"]
 
 
@@ -468,7 +468,7 @@ def test_claim3_with_seeds_uses_the_se_over_seeds(monkeypatch):
     for a, b in FIG4_SPECTRA:
         for seed, deep in ((0, 0.0045), (1, 0.0044)):
             w.series("nonlinear", "easy", 1, a, b, [0.005] * 6 + [deep], seed=seed, var_ystar=1.0, top1_mass=0.99)
-    out = check("3", w.results(), th)
+    out = check_claim("3", w.results(), th)
     assert not out["pass"] and "L=64 0.00055±5e-05" in out["detail"], out["detail"]
     assert "seeds per cell: 2" in out["detail"]
     w1 = World()  # one seed: the paired SE (1.0) is the one used, and depth does not help
@@ -477,7 +477,7 @@ def test_claim3_with_seeds_uses_the_se_over_seeds(monkeypatch):
     use_cert_backend(monkeypatch, CertBackend(w1))
     for a, b in FIG4_SPECTRA:
         w1.series("nonlinear", "easy", 1, a, b, [0.005] * 6 + [0.0045], var_ystar=1.0, top1_mass=0.99)
-    assert check("3", w1.results(), th)["pass"]
+    assert check_claim("3", w1.results(), th)["pass"]
 
 
 def test_claim10_with_seeds_takes_the_larger_se(monkeypatch):
@@ -487,7 +487,7 @@ def test_claim10_with_seeds_takes_the_larger_se(monkeypatch):
     for seed, level in ((0, 0.004), (1, 0.016)):  # mean 0.01, SE over seeds 0.006 > bootstrap 0.0014
         r1, rL = w.series("nonlinear", "difficult", 2, 0.0, 0.0, [2.1, 2.0], depths=(1, DEPTHS[-1]), seed=seed)
         pm.dQ[(r1, rL)] = {"q": Q, "dQ": np.where(Q >= 50, level, -0.01), "se": np.full(Q.shape, 0.002)}
-    out = check("10", w.results(), th)
+    out = check_claim("10", w.results(), th)
     assert not out["pass"] and "q=50: 0.01±0.006 NO" in out["detail"], out["detail"]
 
 
@@ -496,7 +496,7 @@ def test_claim4b_needs_p_over_d_of_8():
     w, th = World("smoke"), FakeTheory()
     for a, b in TABLE3_K2:
         w.series("linear", "difficult", 2, a, b, [1.0], depths=(4,))
-    out = check("4b", w.results(), th)
+    out = check_claim("4b", w.results(), th)
     assert not out["pass"] and "P/d=2 (>= 8 NO)" in out["detail"] and "+0.0% ok" in out["detail"], out["detail"]
     assert "k=16 is not part of the smoke preset" in out["detail"]
 
@@ -504,10 +504,10 @@ def test_claim4b_needs_p_over_d_of_8():
 def test_claim5c_only_at_the_papers_geometry(monkeypatch):
     w, th = World("smoke"), FakeTheory()
     use_paired(monkeypatch, FakePaired(w))
-    assert check("5c", w.results(), th)["verdict"] == "INCONCLUSIVE"  # no runs: missing, not judged
+    assert check_claim("5c", w.results(), th)["verdict"] == "INCONCLUSIVE"  # no runs: missing, not judged
     for a, b in TOP2_SPECTRA:
         w.series("nonlinear", "difficult", 2, a, b, law(2.0, 1.0, 1.0, depths=(1, 2, 4)), depths=(1, 2, 4))
-    out = check("5c", w.results(), th)
+    out = check_claim("5c", w.results(), th)
     assert out["verdict"] == "FAIL" and "not at the paper's nonlinear geometry" in out["detail"], out["detail"]
 
 
@@ -529,13 +529,13 @@ def test_a_degenerate_fit_fails_its_claim_with_the_reason(monkeypatch):
         w.series("nonlinear", "difficult", 2, a, b, law(0.0, 1.0, 1.0, 0.0))
     for a, b in FIG14_K16:
         w.series("nonlinear", "difficult", 16, a, b, law(0.2, 1.0, 0.8))
-    out = check("5a", w.results(), th)
+    out = check_claim("5a", w.results(), th)
     assert not out["pass"] and "degenerate fit: " in out["detail"] and "at its bound 0" in out["detail"]
 
 
 def test_missing_runs_are_inconclusive_naming_the_cells_and_the_criterion():
     """Issue 51: a claim whose runs are missing is INCONCLUSIVE, never FAIL (nor PASS)."""
-    out = check("4c", World().results(), FakeTheory())
+    out = check_claim("4c", World().results(), FakeTheory())
     assert out["verdict"] == "INCONCLUSIVE" and not out["pass"] and out["measured"] is None
     assert out["detail"].startswith("missing runs") and "(criterion: the plateau at most 5% above" in out["detail"]
 

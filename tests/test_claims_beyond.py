@@ -15,7 +15,7 @@ import pytest
 from claims_world import DEPTHS, FakeTheory, World, noise
 from depthscale.experiments import looped_runs as lp
 from depthscale.experiments.clustered import CLUSTERED_DEPTHS, CLUSTERED_KS, CLUSTERED_SPECTRUM
-from depthscale.experiments.registry import CLAIMS, check
+from depthscale.experiments.registry import CLAIMS, check_claim
 from depthscale.experiments.registry import REGISTRY
 from depthscale.experiments.scaling import SCALING_DEPTHS, SCALING_SPECTRA, SCALING_WIDTHS
 from depthscale.experiments.transformer import TRANSFORMER_DEPTHS
@@ -174,7 +174,7 @@ MARKS = {("B2a", "pass"): "untrained 0.2 (S above it (one seed: no SE) ok)",
 def test_claim(cid, variant):
     w = World()
     BUILDERS[cid](w, variant)
-    out = check(cid, w.results(), FakeTheory())
+    out = check_claim(cid, w.results(), FakeTheory())
     assert out["pass"] is (variant == "pass"), out["detail"]
     assert out["detail"].startswith("criterion: ") and ONE_SEED in out["detail"], out["detail"]
     assert MARKS[(cid, variant)] in out["detail"], out["detail"]
@@ -192,7 +192,7 @@ def test_B2a_needs_its_untrained_control():
     w = World()
     clustered(w)
     w.rows = [r for r in w.rows if r["max_steps"] != 0]
-    out = check("B2a", w.results(), FakeTheory())
+    out = check_claim("B2a", w.results(), FakeTheory())
     assert not out["pass"] and out["detail"].startswith("missing runs") and "untrained control" in out["detail"]
 
 
@@ -201,12 +201,12 @@ def test_B2a_with_seeds_judges_the_control_by_2_se():
     seeds are stated and no reason is needed."""
     w = World()
     clustered(w, untrained=0.45, seeds=(0, 1, 2), jitter=0.05)  # S - S_u = 0.05 < 2 SE (0.082)
-    out = check("B2a", w.results(), FakeTheory())
+    out = check_claim("B2a", w.results(), FakeTheory())
     assert not out["pass"] and "by more than 2 SE (0.08165) NO" in out["detail"], out["detail"]
     assert "seeds per cell: 3 |" in out["detail"]
     w = World()
     clustered(w, untrained=0.3, seeds=(0, 1, 2), jitter=0.05)
-    assert check("B2a", w.results(), FakeTheory())["pass"]
+    assert check_claim("B2a", w.results(), FakeTheory())["pass"]
 
 
 def test_looped_missing_cells_fail():
@@ -214,6 +214,6 @@ def test_looped_missing_cells_fail():
     build_looped(w, {})
     w.rows = [r for r in w.rows if not (r["model"] == "context_updates" and r["loop"] == 2)]
     for cid in ("B1b", "B1c", "B1d"):
-        out = check(cid, w.results(), FakeTheory())
+        out = check_claim(cid, w.results(), FakeTheory())
         assert not out["pass"] and out["detail"].startswith("missing runs"), out["detail"]
     assert lp.missing(w.results())

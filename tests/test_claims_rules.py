@@ -16,7 +16,7 @@ import pytest
 from claims_world import DEPTHS, CertBackend, FakePaired, FakeTheory, World, use_cert_backend, use_paired
 from depthscale.analysis import claims
 from depthscale.config.paper import FIG3_SPECTRA, FIG4_SPECTRA, FIG56_SPECTRA, FIG7_SPECTRUM, FIG3C_SPECTRUM, TABLE3_K2
-from depthscale.experiments.registry import check
+from depthscale.experiments.registry import check_claim
 from test_claims import CASES, law
 
 # claim -> (a variant, the series whose certificate breaks: (model, k, a, b), a depth the claim reads)
@@ -64,10 +64,10 @@ def test_no_claim_is_judged_on_a_depth_that_fails_a_certificate(monkeypatch, key
             w.series(model, "difficult", k, a, b, [w.rows[-1]["R"] if cid == "10" else 1.03], depths=(32,))
         return w
     w, th, _ = built(monkeypatch, cid, variant)
-    assert check(cid, halfway(w).results(), th)["verdict"] == variant.upper()  # the input as built: judged
+    assert check_claim(cid, halfway(w).results(), th)["verdict"] == variant.upper()  # the input as built: judged
     w, th, pm = built(monkeypatch, cid, variant, {series: {name: [L]}})
     halfway(w)
-    out = check(cid, w.results(), th)
+    out = check_claim(cid, w.results(), th)
     if name == "construction" and series[0] not in claims.CONSTRUCTION_KINDS:
         assert out["verdict"] == variant.upper(), out["detail"]  # no B_L for this model: not computed
         return
@@ -101,11 +101,11 @@ def test_envelope_claims_need_three_seeds(monkeypatch, cid):
     """SPEC §9: a claim judged on the envelope with fewer than 3 seeds is INCONCLUSIVE ("seeds")."""
     w, th, _ = built(monkeypatch, cid, "pass")
     res = w.results()
-    assert check(cid, res, th)["verdict"] == "PASS"
+    assert check_claim(cid, res, th)["verdict"] == "PASS"
     one = pd.DataFrame([r for r in w.rows if not (r["model"] == "nonlinear" and r["task"] == "difficult"
                                                   and r["seed"] > 0)])
     from depthscale.analysis.results import Results
-    out = check(cid, Results(one, "cpu", w.store), th)
+    out = check_claim(cid, Results(one, "cpu", w.store), th)
     assert out["verdict"] == "INCONCLUSIVE" and "seeds: 1 < 3 on the envelope" in out["detail"], out["detail"]
 
 
@@ -123,7 +123,7 @@ def test_a_degenerate_fit_is_inconclusive_unless_depth_does_nothing(monkeypatch,
     w, th, _ = built(monkeypatch, "8a", "pass")
     w.rows = [r for r in w.rows if r["model"] != "layer_values"]
     _flat_or_bent(w, "layer_values", 2, 0.0, 0.0, DEPTHS, flat)
-    out = check("8a", w.results(), th)
+    out = check_claim("8a", w.results(), th)
     assert out["verdict"] == want and "degenerate fit" in out["detail"], out["detail"]
     assert ("the depth effect is absent" if flat else "a fit needs more depths") in out["detail"]
 
@@ -137,18 +137,18 @@ def test_claim5b_judges_its_comparator_per_seed(monkeypatch):
     w.rows = [r for r in w.rows if not (r["model"] == "linear" and r["d"] == 16 and r["a"] == 0.0 and r["b"] == 0.0)]
     ids = [w.series("linear", "difficult", 2, 0.0, 0.0, lambda L, p=p: 3.0 if L == 1 else p, seed=sd, fields=geo)
            for sd, p in ((0, 1.8), (1, 1.8), (2, 9.0))]
-    out = check("5b", w.results(), th)
+    out = check_claim("5b", w.results(), th)
     assert out["verdict"] == "INCONCLUSIVE" and ids[2][1] in out["detail"] and ids[0][1] not in out["detail"]
     th.floors[(0.0, 0.0, 2, "nonlinear")] = {"R_irr": math.nan, "se": math.nan}
     w2, th2, _ = built(monkeypatch, "5b", "pass")
     th2.floors[(0.0, 0.0, 2, "nonlinear")] = {"R_irr": math.nan, "se": math.nan}
-    out = check("5b", w2.results(), th2)
+    out = check_claim("5b", w2.results(), th2)
     assert out["verdict"] == "INCONCLUSIVE" and "R_irr at the same d and P is not finite" in out["detail"]
     w3, th3, _ = built(monkeypatch, "5b", "pass")
     gone = next(r for r in w3.rows if r["model"] == "linear" and r["d"] == 16 and r["L"] == 4 and r["a"] == 0.0
                 and r["b"] == 0.0)
     gone["state"] = "diverged"
-    out = check("5b", w3.results(), th3)
+    out = check_claim("5b", w3.results(), th3)
     assert out["verdict"] == "INCONCLUSIVE" and f"{gone['run_id']} (L=4, seed 0: diverged)" in out["detail"]
     assert "missing runs" not in out["detail"]
 
@@ -165,7 +165,7 @@ def test_claim6_power_is_under_its_own_hypothesis(monkeypatch):
         R = [3.0 if L == 1 else C[j] + (gap[j] + 0.035 * (seed - 1)) / L for j, L in enumerate(DEPTHS)]
         w.series("nonlinear", "difficult", 2, 0.0, 0.0, R, seed=seed, C=C,
                  A=[math.nan if L == 1 else C[j] + gap[j] + 0.035 * (seed - 1) for j, L in enumerate(DEPTHS)])
-    out = check("6", w.results(), th)
+    out = check_claim("6", w.results(), th)
     m = out["measured"]["(0,0)"]
     assert out["verdict"] == "FAIL" and m["power"]["power"] > 0.8, out["detail"]
     assert m["power"]["A_minus_C"] == pytest.approx(3.3, rel=1e-6)
@@ -181,10 +181,10 @@ def test_claim11_rule_for_nonpositive_gaps(monkeypatch, C64, want, text):
     for r in w.rows:
         if r["a"] == 0.0 and r["b"] == 0.0 and r["L"] == 64:
             r["C"] = C64
-    out = check("11", w.results(), th)
+    out = check_claim("11", w.results(), th)
     assert out["verdict"] == want and text in out["detail"], out["detail"]
     for r in w.rows:
         if r["a"] == 0.0 and r["b"] == 0.0 and r["L"] in (16, 32, 64):
             r["C"] = L0 + 0.0005
-    out = check("11", w.results(), th)
+    out = check_claim("11", w.results(), th)
     assert out["verdict"] == "INCONCLUSIVE" and "fewer than 4 depths left" in out["detail"], out["detail"]

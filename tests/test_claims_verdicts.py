@@ -15,7 +15,7 @@ from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS
 from depthscale.config.paper import FIG14_K16, FIG56_SPECTRA, TOP2_SPECTRA
 from depthscale.config.records import Claim, variant_fields
 from depthscale.experiments.nonlinear_floor import table1
-from depthscale.experiments.registry import check
+from depthscale.experiments.registry import check_claim
 
 
 def test_as_verdict_and_combine():
@@ -58,7 +58,7 @@ def test_a_claim_never_reads_another_recipes_runs():
     """Issue 33: with only spread runs in the store, 5a passed on them."""
     w = _spread_only_world()
     res = w.results()
-    out = check("5a", res, FakeTheory())
+    out = check_claim("5a", res, FakeTheory())
     assert out["verdict"] == INCONCLUSIVE and out["measured"] is None, out["detail"]  # missing: never judged
     assert "missing runs" in out["detail"] and "another recipe" in out["detail"], out["detail"]
     assert res.other_recipe

@@ -194,7 +194,7 @@ def test_runs_store_the_class_metrics(smoke_store):
 
 
 def test_figure_table_and_claims_build_on_smoke(smoke_store):
-    from depthscale.experiments.registry import check_all
+    from depthscale.experiments.registry import check_claims
     from depthscale.report.figures import FIGURES, write_figure
     from depthscale.report.tables import TABLES, write_table
 
@@ -206,7 +206,7 @@ def test_figure_table_and_claims_build_on_smoke(smoke_store):
     assert list(df["K"]) == [1, 2, 4, 8, "inf (Haar)"]
     assert np.all(np.isfinite(df["R_Lmax"].astype(float)))
     assert math.isnan(df["specialisation_Lmax"].iloc[-1]) and df["specialisation_Lmax"].iloc[0] == 0
-    claims = check_all(res, th, ["clustered"])
+    claims = check_claims(res, th, ["clustered"])
     assert [c["id"] for c in claims] == ["B2a", "B2b", "B2c"]
     for c in claims:  # judged on smoke data (no science): a verdict with its numbers, never an error
         assert "error while checking" not in c["detail"], c["detail"]
@@ -214,5 +214,5 @@ def test_figure_table_and_claims_build_on_smoke(smoke_store):
     from depthscale.analysis.results import Results
 
     empty = Results(res.df[res.df["clusters"] == 0], "smoke", res.reader)
-    for c in check_all(empty, th, ["clustered"]):
+    for c in check_claims(empty, th, ["clustered"]):
         assert not c["pass"] and c["detail"].startswith("missing runs"), c["detail"]

@@ -17,7 +17,7 @@ from depthscale.analysis.results import Results, Theory
 from depthscale.config import paper, records
 from depthscale.config import run as config
 from depthscale.experiments import registry as ex
-from depthscale.experiments.registry import check
+from depthscale.experiments.registry import check_claim
 from depthscale.report import figures
 from depthscale.store.store import Store
 from depthscale.runs.per_context import StoredRuns
@@ -91,7 +91,7 @@ def test_claims_on_well_posed_fits_pass(deep, monkeypatch):
     use_certificates(monkeypatch, FakeCertificates())
     _, th, res = deep
     for cid in ("5a", "5b", "7", "8a", "11"):
-        c = check(cid, res, th)
+        c = check_claim(cid, res, th)
         assert c["pass"], (cid, c["detail"])
         assert "degenerate fit:" not in c["detail"]  # (the criterion names the rule for one)
 

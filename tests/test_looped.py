@@ -156,7 +156,7 @@ def test_figure_table_and_claims_build(tmp_path):
     """On made-up, paper-shaped metrics (test_report.fabricate): the figure and table build, every
     trained run is one table row; without the looped runs the claims FAIL naming missing runs."""
     from depthscale.report import figures, tables
-    from depthscale.experiments.registry import check
+    from depthscale.experiments.registry import check_claim
     from depthscale.analysis.results import Results, Theory
     from depthscale.store.store import Store
 
@@ -175,13 +175,13 @@ def test_figure_table_and_claims_build(tmp_path):
     assert math.isnan(one.gain_per_kparam) and one.gain == 0
     tied = df[(df.model == "single_stream") & (df.tying == "B=1") & (df.L == 4)].iloc[0]
     assert tied.params == lp.n_params("single_stream", 8, 8, 1)
-    r = check("B1d", res, th)
+    r = check_claim("B1d", res, th)
     assert not r["pass"] and r["detail"].startswith("missing runs") and "B=2 L=4" in r["detail"]
     fabricate(store, th, ["looped"], skip=lambda c: c.loop != 2)
     res = Results.from_store(StoredRuns(store), "smoke")
     assert not lp.missing(res)
     for cid in ("B1b", "B1c", "B1d"):  # (B1a, an identity, is test_one_tied_nonlinear_layer_is_one_head)
-        r = check(cid, res, th)
+        r = check_claim(cid, res, th)
         assert r["measured"] is not None, (cid, r["detail"])
 
 

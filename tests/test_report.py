@@ -20,7 +20,7 @@ from depthscale.config import paper, records
 from depthscale.config.run import make_config
 from depthscale.data.measurements import PERCENTILES
 from depthscale.experiments import registry as ex
-from depthscale.experiments.registry import CLAIMS, check_all
+from depthscale.experiments.registry import CLAIMS, check_claims
 from depthscale.experiments.registry import all_configs
 from depthscale.report import figures, tables
 from depthscale.report.reproduce import report, reproduce
@@ -131,7 +131,7 @@ def by_id(claims):
 
 def test_claims_on_the_synthetic_store(synth):
     _, _, th, res = synth
-    cl = by_id(check_all(res, th))
+    cl = by_id(check_claims(res, th))
     assert set(cl) == {c[0] for c in CLAIMS if set(c[4]) & set(ex.IDS)}  # `all`: the paper's claims
     for cid in SYNTH_PASS:
         assert cl[cid]["pass"], (cid, cl[cid]["detail"])
@@ -162,12 +162,12 @@ def test_missing_runs_are_never_judged(synth):
     df = res.df
     drop = (df["model"] == "nonlinear") & (df["task"] == "difficult") & (df["L"] == 4)
     partial = Results(df[~drop], "smoke")
-    cl = by_id(check_all(partial, th))
+    cl = by_id(check_claims(partial, th))
     for cid in ("5a", "5b", "6", "7", "10", "11"):  # INCONCLUSIVE (issue 51): never PASS, never FAIL
         assert cl[cid]["verdict"] == "INCONCLUSIVE" and cl[cid]["measured"] is None, cid
         assert cl[cid]["detail"].startswith("missing runs"), cl[cid]["detail"]
     assert "missing runs" not in cl["1"]["detail"] + cl["4a"]["detail"]  # untouched claims read their runs
-    empty = check_all(Results(df.iloc[:0], "smoke"), th)
+    empty = check_claims(Results(df.iloc[:0], "smoke"), th)
     assert empty and all(c["verdict"] == "INCONCLUSIVE" and c["measured"] is None for c in empty)
 
 
@@ -181,7 +181,7 @@ def test_variant_claims_read_the_variant_depths(synth, tmp_path, monkeypatch):
     res = Results.from_store(StoredRuns(store), "smoke")
     assert res.series("single_stream", "difficult", 2, 0.0, 0.0).depths.tolist() == [1, 2]
     assert res.series("layer_values", "difficult", 2, 0.0, 0.0).depths.tolist() == [1, 2, 4]
-    cl = by_id(check_all(res, th, ["fig9", "fig10", "fig11"]))
+    cl = by_id(check_claims(res, th, ["fig9", "fig10", "fig11"]))
     assert "missing runs" not in cl["8a"]["detail"]
     assert set(cl["8a"]["measured"]) == {"single_stream", "layer_values", "context_updates"}
 
@@ -191,7 +191,7 @@ def test_contrary_data_fail_with_their_numbers(synth):
     df = res.df.copy()
     nl = (df["model"] == "nonlinear") & (df["task"] == "difficult")
     df.loc[nl, "R"] = 0.3 * df.loc[nl, "L"].astype(float) ** -2.0  # alpha = 2, no floor
-    cl = by_id(check_all(Results(df, "smoke"), th, ["fig6"]))
+    cl = by_id(check_claims(Results(df, "smoke"), th, ["fig6"]))
     assert set(cl) == {"5a", "5c", "6"}  # only the claims that use fig6
     assert cl["5a"]["pass"] is False and cl["5a"]["measured"]["(0,0)"]["alpha"] > 1.5
 

@@ -17,7 +17,7 @@ from depthscale.config import records
 from depthscale.config.run import geometry
 from depthscale.experiments import registry as ex
 from depthscale.experiments import scaling
-from depthscale.experiments.registry import check
+from depthscale.experiments.registry import check_claim
 from depthscale.experiments.scaling import SCALING_TIME_DEPTHS
 from depthscale.report import figures, tables
 from depthscale.store.store import Store
@@ -183,16 +183,16 @@ def test_scaling_figure_and_table_build(fake):
 
 def test_scaling_claims(fake):
     _, res, th = fake
-    a = check("B4a", res, th)
+    a = check_claim("B4a", res, th)
     # a 1% step against a 1% SE per point: z = 0.01 / sqrt(0.0101^2 + 0.01^2) < 2
     assert a["pass"] and a["uses"] == ["scaling"]
-    b = check("B4b", res, th)
+    b = check_claim("B4b", res, th)
     assert b["pass"], b["detail"]
-    c = check("B4c", res, th)  # one power law in t: the same beta in both windows
+    c = check_claim("B4c", res, th)  # one power law in t: the same beta in both windows
     assert c["pass"], c["detail"]
     empty = Results(res.df.iloc[0:0], "smoke", res.reader)
     for cid in ("B4a", "B4b", "B4c"):
-        out = check(cid, empty, th)
+        out = check_claim(cid, empty, th)
         assert not out["pass"] and out["detail"].startswith("missing")
 
 

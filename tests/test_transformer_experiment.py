@@ -106,7 +106,7 @@ def test_a_transformer_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
 
 
 def test_figure_table_and_claims_build(store, tmp_path):
-    from depthscale.experiments.registry import check_all
+    from depthscale.experiments.registry import check_claims
     from depthscale.report.figures import write_figure
     from depthscale.report.tables import write_table
 
@@ -117,7 +117,7 @@ def test_figure_table_and_claims_build(store, tmp_path):
     df, _ = write_table("transformer", res, th, tmp_path)
     assert df["L"].tolist() == [1, 2, 4] and df["R"].notna().all()
     assert (df["A_minus_C"].dropna() == (df["A"] - df["C"]).dropna()).all()
-    claims = {c["id"]: c for c in check_all(res, th, ["transformer"])}
+    claims = {c["id"]: c for c in check_claims(res, th, ["transformer"])}
     # (the identity R = C + (A - C)/L is test_stored_metrics_satisfy_the_identity_and_equal_decompose, not a claim)
     assert set(claims) == {"B3b", "B3c", "B3d"}
     assert all("missing" not in c["detail"] and "error" not in c["detail"] for c in claims.values())

@@ -50,7 +50,7 @@ General rules:
   Transformer) are true by construction and are tests (tests/test_looped.py,
   tests/test_transformer_experiment.py, tests/test_decompose.py), not claims.
 
-The lookup by id (`registry.check`, `registry.check_all`, `registry.CLAIMS`) is the registry's:
+The lookup by id (`registry.check_claim`, `registry.check_claims`, `registry.CLAIMS`) is the registry's:
 this module knows no experiment.
 """
 

@@ -7,7 +7,7 @@ rules); the paper's numbers and spectra in `paper`; each experiment's runs, figu
 and notes in its own module of `depthscale.experiments`. This module finds those modules, orders
 their records and answers: which ids (`IDS`: the paper's, `all`; `BEYOND_IDS`: `beyond`; studies
 run only when named), which runs (`all_configs`), which theory (`theory_needs`), which claims
-(`CLAIMS`, `check`, `check_all`).
+(`CLAIMS`, `check_claim`, `check_claims`).
 
 Plug-ins: DEPTHSCALE_EXPERIMENTS names extra experiment files or directories (of *.py files),
 loaded at load as `depthscale.base.plugins` says (as DEPTHSCALE_KINDS's model kinds are); each registers
@@ -176,16 +176,16 @@ def claims_of(ids: str | Iterable[str] | None) -> tuple[Claim, ...]:
     return tuple(c for c in CLAIMS if wanted & set(c.uses))
 
 
-def check(claim_id: str, res, th) -> dict:
+def check_claim(claim_id: str, res, th) -> dict:
     """One claim, by id, on one preset's results (claims.check)."""
     return _claims.check(claim(claim_id), res, th)
 
 
-def check_all(res, th, ids: str | Iterable[str] | None = "all") -> list[dict]:
+def check_claims(res, th, ids: str | Iterable[str] | None = "all") -> list[dict]:
     """Every claim that uses one of the experiments `ids`, in SPEC §9 order."""
     return _claims.check_all(res, th, claims_of(ids))
 
 
 __all__ = ["PLUGIN_ENV", "PLUGIN_SOURCES", "plugin_files", "REGISTRY", "IDS", "BEYOND_IDS", "CLAIMS", "resolve_ids",
-           "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "claim", "claims_of", "check",
-           "check_all", "plugin_files", "PLUGIN_ENV"]
+           "parse_ids", "check_ids", "all_configs", "theory_needs", "summary", "claim", "claims_of", "check_claim",
+           "check_claims"]
