@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from depthscale.runs.sweeps import expand_grid, plan, run_sweep
+from depthscale.store import collect
 from depthscale.store.store import Store
 from depthscale.theory.fits import fit_power_law
 
@@ -63,7 +64,7 @@ print(f"{len(configs)} runs: {counts}")
 # One row per finished run: every config field and every scalar metric (docs/columns.md).
 
 # %%
-df = store.collect(sweep="notebook").sort_values(["a", "L"]).reset_index(drop=True)
+df = collect.collect(store, sweep="notebook").sort_values(["a", "L"]).reset_index(drop=True)
 print(df[["a", "b", "L", "R", "R_se", "A", "C", "steps"]].to_string(index=False))
 assert len(df) == len(configs)
 

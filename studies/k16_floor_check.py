@@ -26,6 +26,7 @@ import numpy as np
 from depthscale.analysis.paired import floor_on_eval
 from depthscale.runs.per_context import evaluate, per_context
 from depthscale.base.atomic import write_json_atomic
+from depthscale.store import collect
 from depthscale.store.store import Store
 
 OUT = Path(__file__).parent / "results" / "k16_floor_check.json"
@@ -63,7 +64,7 @@ def main() -> None:
     depths = {int(x) for x in args.depths.split(",")}
     seeds = {int(x) for x in args.seeds.split(",")}
     store = Store(args.store)
-    df = store.collect()
+    df = collect.collect(store)
     rows = df[(df["model"] == "nonlinear") & (df["k"] == args.k) & (df["L"].isin(depths)) & (df["seed"].isin(seeds)) & (df["state"] == "done")]
     out = []
     for rid in sorted(rows["run_id"]):

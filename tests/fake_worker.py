@@ -61,7 +61,7 @@ def run_pack(configs, store, device="cpu", progress=None) -> None:
         resumed = False
         if checkpoints:
             resumed = store.load_checkpoint(rid) is not None
-            store.save_checkpoint(rid, {"step": 1, "w": [0.0] * 3})
+            store.save_checkpoint(rid, b"step 1")
         time.sleep(sleep)
         if cfg.noise == 0.25:
             raise RuntimeError(f"fake crash in run {rid}")

@@ -60,6 +60,7 @@ def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> str:
 def finished_store(root: Path, depths=(1, 2)) -> tuple[Path, list[str]]:
     """A store at `root` with one finished smoke run per depth, all in the manifest "train"."""
     from depthscale.config.run import make_config, run_id
+    from depthscale.store import manifests
     from depthscale.store.store import Store
 
     store, ids = Store(root), []
@@ -70,7 +71,7 @@ def finished_store(root: Path, depths=(1, 2)) -> tuple[Path, list[str]]:
         store.finish(rid, {"R": 1.0 + 1.0 / L, "R_L": 1.0, "stopped_because": "converged"},
                      {"step": [0, 10], "R": [2.0, 1.0]})
         ids.append(rid)
-    store.write_manifest("train", ids)
+    manifests.write(store, "train", ids)
     return root, ids
 
 

@@ -12,6 +12,7 @@ from depthscale.base.seeds import step_seed
 from depthscale.data.contexts import make_generator, sample_contexts, sample_for
 from depthscale.kinds.lookup import AttentionPack, build_pack
 from depthscale.kinds.ops import RmsScale, RowReadout
+from depthscale.train import checkpoint
 from depthscale.train.memory import PeakMemory
 from depthscale.train.optim import RowAdam
 from depthscale.train.trainer import data_key, pack_losses, train_step
@@ -60,8 +61,8 @@ class FakeStore:
     def __init__(self):
         self.checkpoints, self.finished = {}, {}
 
-    def save_checkpoint(self, run_id, ck):
-        self.checkpoints[run_id] = ck
+    def save_checkpoint(self, run_id, data):
+        self.checkpoints[run_id] = checkpoint.parse(data)[0]  # bytes: their format is train/checkpoint.py's
 
     def finish(self, run_id, metrics, curves, params=None):
         self.finished[run_id] = (metrics, curves)

@@ -14,6 +14,7 @@ from depthscale.config import run as config
 from depthscale.config.run import (FIELD_DEFAULTS, FIELD_HELP, FIELD_NAMES, PRESETS, TASKS, config_and_sources,
                                depth_steps, geometry, make_config, preset_fields, recipe_fields)
 from depthscale.config.kind_registry import kind_names
+from depthscale.store import collect
 from depthscale.store.store import Store
 
 
@@ -232,9 +233,9 @@ def test_a_runs_config_json_and_a_collected_row_are_grids_of_that_run(tmp_path, 
     rid = json.loads(out)["run_id"]
     config_json = store / "runs" / rid / "config.json"
     row = tmp_path / "row.json"
-    Store(store).collect().iloc[0].to_json(row)
+    collect.collect(Store(store)).iloc[0].to_json(row)
     rows = tmp_path / "rows.json"
-    Store(store).collect().to_json(rows, orient="records")
+    collect.collect(Store(store)).to_json(rows, orient="records")
     for grid in (config_json, row, rows):
         for preset in ("smoke", "cpu"):  # the record gives every field: the preset is only a label
             code, out, _ = run_cli(capsys, "sweep", "--grid", grid, "--preset", preset, "--store", tmp_path / "other",

@@ -19,6 +19,7 @@ import pytest
 
 from depthscale.cli import main as cli
 from depthscale.config.run import make_config, run_id
+from depthscale.store import manifests
 from depthscale.store.store import Store
 
 TINY = {"model": "nonlinear", "max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
@@ -57,7 +58,7 @@ def states(capsys, root: Path) -> dict:
     rec = json.loads(out)[0]
     store = Store(root, readonly=True)
     return {"counts": {k: rec[k] for k in ("done", "diverged", "broken", "running", "failed", "pending")},
-            "of": {rid: store.run_state(rid) for rid in store.load_manifest(rec["sweep"])}, "rec": rec}
+            "of": {rid: store.run_state(rid) for rid in manifests.load(store, rec["sweep"])}, "rec": rec}
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def base(tmp_path_factory) -> dict:
     with pytest.raises(Killed):
         run_pack([running], store)
     rid = running.run_id
-    assert Store(store_root).claim(rid, "a live holder")  # this process: alive, so "running"
+    assert Store(store_root).leases.claim(rid, "a live holder")  # this process: alive, so "running"
     (store.run_dir(rid) / ".metrics.json.abc.tmp").write_text("{")  # a killed writer's temp file
     cfgs = [make_config("smoke", **dict(TINY, L=L)) for L in (1, 2, 3)]
     diverged = make_config("smoke", **dict(TINY, L=1, lr=1e6))
@@ -93,7 +94,7 @@ def base(tmp_path_factory) -> dict:
     (root / "all").mkdir()
     grid_all = root / "all" / "grid.json"
     grid_all.write_text(json.dumps({"grid": [dict(TINY, L=[1, 2, 3, 4]), GRID[1]]}))
-    Store(store_root).write_manifest(SWEEP, Store(store_root).load_manifest(SWEEP) + [rid])
+    manifests.write(Store(store_root), SWEEP, manifests.load(Store(store_root), SWEEP) + [rid])
     return {"root": store_root, "grid": grid, "grid_all": grid_all, "done": [c.run_id for c in cfgs],
             "diverged": diverged.run_id, "running": rid}
 

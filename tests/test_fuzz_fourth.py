@@ -261,12 +261,13 @@ def test_read_records_keeps_records_and_skips_every_other_document(tmp_path_fact
 @HYPO
 @given(doc=_JSON, name=st.sampled_from(["metrics.json", "config.json", "curves.json", "DONE"]))
 def test_any_json_in_a_run_file_gives_a_state_never_an_exception(tmp_path_factory, doc, name):
+    from depthscale.store import collect
     from depthscale.store.store import Store
 
     root, (rid, _) = cases.finished_store(tmp_path_factory.mktemp("s"))
     (root / "runs" / rid / name).write_text(json.dumps(doc))
     store = Store(root, readonly=True)
-    assert store.run_state(rid) in ("done", "broken", "diverged") and store.collect() is not None
+    assert store.run_state(rid) in ("done", "broken", "diverged") and collect.collect(store) is not None
 
 
 # --- 5. sizes bounded before reading: a too-large file is broken and named ------------------------
@@ -274,14 +275,15 @@ def test_any_json_in_a_run_file_gives_a_state_never_an_exception(tmp_path_factor
 def test_a_checkpoint_whose_records_decompress_past_its_size_is_refused_unread(tmp_path):
     from depthscale.config.run import make_config, run_id
     from depthscale.store.store import Store
+    from depthscale.train import checkpoint
 
     store, cfg = Store(tmp_path / "s"), make_config("smoke")
     store.write_config(cfg)
     blob = cases.torch_blob(2**22, compress=True)  # 16 MB of tensor in a file of some kB
     assert len(blob) < 2**20
     (store.run_path(run_id(cfg)) / "checkpoint.pt").write_bytes(blob)
-    with pytest.warns(UserWarning, match=r"ignoring unreadable checkpoint .*checkpoint.pt: .*records declare \d+ bytes"):
-        assert store.load_checkpoint(run_id(cfg)) is None
+    with pytest.warns(UserWarning, match=r"ignoring unreadable checkpoint of run \w+: .*records declare \d+ bytes"):
+        assert checkpoint.read(store, run_id(cfg)) is None
 
 
 @settings(max_examples=12, deadline=None)
@@ -305,11 +307,12 @@ def test_a_sparse_3gb_curves_jsonl_is_a_broken_run_named_at_once(tmp_path):
     from depthscale.config.run import make_config, run_id
 
     root, ids = cases.finished_store(tmp_path / "store", depths=(1,))
+    from depthscale.store import manifests
     from depthscale.store.store import Store
 
     cfg = make_config("smoke", L=3)
     Store(root).write_config(cfg)
-    Store(root).add_to_manifest("train", [run_id(cfg)])
+    manifests.add(Store(root), "train", [run_id(cfg)])
     cases.sparse(root / "runs" / run_id(cfg) / "curves.jsonl", 3 * 2**30)
     t0 = time.perf_counter()
     r = depthscale("status", "--store", root)
@@ -350,7 +353,7 @@ def test_a_lease_whose_heartbeat_is_in_the_future_goes_stale(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
     rid = run_id(make_config("smoke"))
     _far_lease(store.run_dir(rid) / "lease", reported=time.time() + 10 * 365 * 86400, mtime=time.time() - 60)
-    assert store.run_state(rid) == "pending" and store.claim(rid, "me")
+    assert store.run_state(rid) == "pending" and store.leases.claim(rid, "me")
 
 
 @HYPO
@@ -564,7 +567,7 @@ def test_claim_skips_a_run_whose_lease_cannot_be_written_naming_it(tmp_path, mon
 
     monkeypatch.setattr(lease, "take", refused)
     with pytest.warns(UserWarning, match=f"skipping run {store.run_path(rid)}: its lease cannot be written"):
-        assert store.claim(rid, "me") is False
+        assert store.leases.claim(rid, "me") is False
 
 
 def _unprivileged() -> list[str]:
@@ -609,6 +612,7 @@ def test_a_run_of_mode_000_blocks_no_command(tmp_path):
 @HYPO
 @given(hidden=st.sets(st.integers(0, 2), max_size=3))
 def test_any_set_of_unreadable_runs_is_counted_broken_and_the_rest_collected(tmp_path_factory, hidden):
+    from depthscale.store import collect
     from depthscale.store.store import Store
 
     root, ids = cases.finished_store(tmp_path_factory.mktemp("s"), depths=(1, 2, 3))
@@ -617,11 +621,11 @@ def test_any_set_of_unreadable_runs_is_counted_broken_and_the_rest_collected(tmp
         for rid in bad:
             stack.enter_context(unreadable(root / "runs" / rid))
         store = Store(root, readonly=True)
-        status = store.status().loc["train"]
+        status = collect.status(store).loc["train"]
         assert (status["broken"], status["done"]) == (len(bad), 3 - len(bad))
-        assert {p["run_id"] for p in store.problems()} == bad
-        assert all(p["reason"].endswith("cannot be read: Permission denied") for p in store.problems())
-        assert set(store.collect()["run_id"]) == set(ids) - bad
+        assert {p["run_id"] for p in collect.problems(store)} == bad
+        assert all(p["reason"].endswith("cannot be read: Permission denied") for p in collect.problems(store))
+        assert set(collect.collect(store)["run_id"]) == set(ids) - bad
         assert not any(store.is_done(r) or store.is_failed(r) for r in bad)
 
 

@@ -63,7 +63,7 @@ def test_ctrl_c_mid_sweep(tmp_path, executor):
     from depthscale.store.store import Store
 
     store = Store(root, readonly=True)
-    assert all(store.lease_info(r) is None for r in store.run_ids())
+    assert all(store.leases.holder(r) is None for r in store.run_ids())
 
 
 def test_interrupted_line():

@@ -86,32 +86,32 @@ def test_a_live_lease_is_never_broken(tmp_path):
 def test_claim_release_and_live_lease_in_same_host(store, tmp_path):
     rid = run_id(make_config("smoke"))
     other = Store(store.root)  # another holder; this process's pid is alive
-    assert store.claim(rid, "first")
+    assert store.leases.claim(rid, "first")
     assert store.run_state(rid) == "running"
-    lease = store.lease_info(rid)
+    lease = store.leases.holder(rid)
     assert lease["host"] == socket.gethostname() and lease["pid"] == os.getpid() and lease["owner"] == "first"
-    assert not other.claim(rid, "second")
-    other.release(rid)  # not its lease: left alone
-    assert store.lease_info(rid) is not None
-    assert store.heartbeat(rid) and not other.heartbeat(rid)
-    store.release(rid)
-    assert store.lease_info(rid) is None and store.run_state(rid) == "pending"
-    assert other.claim(rid, "second")
-    other.release(rid)
+    assert not other.leases.claim(rid, "second")
+    other.leases.release(rid)  # not its lease: left alone
+    assert store.leases.holder(rid) is not None
+    assert store.leases.heartbeat(rid) and not other.leases.heartbeat(rid)
+    store.leases.release(rid)
+    assert store.leases.holder(rid) is None and store.run_state(rid) == "pending"
+    assert other.leases.claim(rid, "second")
+    other.leases.release(rid)
 
 
 def test_stale_lease_of_dead_process_is_taken_over(store):
     rid = run_id(make_config("smoke"))
     code = ("import sys; from depthscale.store.store import Store; "
-            "assert Store(sys.argv[1]).claim(sys.argv[2], 'doomed')")  # exits without release
+            "assert Store(sys.argv[1]).leases.claim(sys.argv[2], 'doomed')")  # exits without release
     subprocess.run([sys.executable, "-c", code, str(store.root), rid], check=True)
     lease = json.loads((store.run_dir(rid) / "lease").read_text())
     assert lease["owner"] == "doomed" and lease["pid"] != os.getpid()
     assert store.run_state(rid) == "pending"  # a dead holder's lease does not count as running
-    assert store.claim(rid, "heir")
-    assert store.lease_info(rid)["owner"] == "heir"
+    assert store.leases.claim(rid, "heir")
+    assert store.leases.holder(rid)["owner"] == "heir"
     assert not list(store.run_dir(rid).glob("lease.stale.*"))
-    store.release(rid)
+    store.leases.release(rid)
 
 
 def test_claim_removes_temp_files_a_killed_writer_left(store):
@@ -119,9 +119,9 @@ def test_claim_removes_temp_files_a_killed_writer_left(store):
     d = store.run_dir(rid)
     (d / ".metrics.json.abc123.tmp").write_text('{"R_L": 1')
     (d / ".lease.fresh.tmp").write_text("{}")  # a contender's, mid-claim: left alone
-    assert store.claim(rid, "me")
+    assert store.leases.claim(rid, "me")
     assert sorted(p.name for p in d.iterdir()) == [".lease.fresh.tmp", "lease"]
-    store.release(rid)
+    store.leases.release(rid)
 
 
 def test_same_hostname_after_a_reboot_is_another_machine(tmp_path):
@@ -130,12 +130,12 @@ def test_same_hostname_after_a_reboot_is_another_machine(tmp_path):
     lease = {"owner": "before-reboot", "host": socket.gethostname(), "boot": "another-boot",
              "pid": os.getpid(), "start": None, "time": time.time(), "token": "t"}
     write_json_atomic(store.run_dir(rid) / "lease", lease)
-    assert not store.claim(rid, "me")  # judged by its heartbeat, which is fresh
+    assert not store.leases.claim(rid, "me")  # judged by its heartbeat, which is fresh
     lease["time"] -= 60
     write_json_atomic(store.run_dir(rid) / "lease", lease)
     os.utime(store.run_dir(rid) / "lease", (time.time() - 60, time.time() - 60))
-    assert store.claim(rid, "me")
-    store.release(rid)
+    assert store.leases.claim(rid, "me")
+    store.leases.release(rid)
 
 
 def test_reused_pid_does_not_keep_a_lease(store):
@@ -143,8 +143,8 @@ def test_reused_pid_does_not_keep_a_lease(store):
     lease = {"owner": "ghost", "host": socket.gethostname(), "pid": os.getpid(), "start": -1,
              "time": time.time(), "token": "t"}
     write_json_atomic(store.run_dir(rid) / "lease", lease)  # our pid, but another start time
-    assert store.claim(rid, "me")
-    store.release(rid)
+    assert store.leases.claim(rid, "me")
+    store.leases.release(rid)
 
 
 def foreign_lease(store, rid, age):
@@ -158,11 +158,11 @@ def test_lease_on_another_host_expires_after_timeout(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
     rid = run_id(make_config("smoke"))
     foreign_lease(store, rid, age=1.0)
-    assert not store.claim(rid, "me") and store.run_state(rid) == "running"
+    assert not store.leases.claim(rid, "me") and store.run_state(rid) == "running"
     foreign_lease(store, rid, age=60.0)
     assert store.run_state(rid) == "pending"
-    assert store.claim(rid, "me")
-    store.release(rid)
+    assert store.leases.claim(rid, "me")
+    store.leases.release(rid)
 
 
 def test_breaking_a_stale_lease_has_one_winner(tmp_path, monkeypatch):
@@ -183,7 +183,7 @@ def test_breaking_a_stale_lease_has_one_winner(tmp_path, monkeypatch):
 
         def contend(s):
             barrier.wait()
-            if s.claim(rid, "contender"):
+            if s.leases.claim(rid, "contender"):
                 wins.append(s)
 
         threads = [threading.Thread(target=contend, args=(s,)) for s in stores]
@@ -192,9 +192,9 @@ def test_breaking_a_stale_lease_has_one_winner(tmp_path, monkeypatch):
         for t in threads:
             t.join()
         assert len(wins) == 1
-        assert wins[0].heartbeat(rid)
-        assert not any(s.heartbeat(rid) for s in stores if s is not wins[0])
-        wins[0].release(rid)
+        assert wins[0].leases.heartbeat(rid)
+        assert not any(s.leases.heartbeat(rid) for s in stores if s is not wins[0])
+        wins[0].leases.release(rid)
         assert sorted(p.name for p in (root / "runs" / rid).iterdir()) == []
 
 
@@ -202,20 +202,20 @@ def test_heartbeat_keeps_lease_fresh_and_lost_lease_discards_result(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
     cfg = make_config("smoke")
     rid = run_id(cfg)
-    assert store.claim(rid, "slow")
+    assert store.leases.claim(rid, "slow")
     path = store.run_dir(rid) / "lease"
     os.utime(path, (time.time() - 60, time.time() - 60))
-    assert store.heartbeat(rid)
+    assert store.leases.heartbeat(rid)
     assert time.time() - path.stat().st_mtime < 5
     # another host breaks the lease (here: we fake one that saw it stale) and takes the run
     path.unlink()
     foreign_lease(store, rid, age=0.0)
-    assert not store.heartbeat(rid)
+    assert not store.leases.heartbeat(rid)
     with pytest.warns(UserWarning, match="lost the lease"):
         assert not store.finish(rid, {"R_L": 1.0}, {})
     assert not store.is_done(rid)
-    store.release(rid)  # leaves the other holder's lease alone
-    assert store.lease_info(rid)["owner"] == "far"
+    store.leases.release(rid)  # leaves the other holder's lease alone
+    assert store.leases.holder(rid)["owner"] == "far"
 
 
 def test_done_run_is_never_claimed(store):
@@ -223,7 +223,7 @@ def test_done_run_is_never_claimed(store):
     rid = run_id(cfg)
     store.write_config(cfg)
     store.finish(rid, {"R": 1.0, "stopped_because": "converged"}, {})
-    assert not store.claim(rid, "late")
+    assert not store.leases.claim(rid, "late")
     assert not (store.run_dir(rid) / "lease").exists()
 
 
@@ -236,8 +236,8 @@ def test_unreadable_lease_is_stale_at_once(store, content):
     if not content:  # an empty lease may be a lease being written (O_EXCL fallback): a short grace
         assert store.run_state(rid) == "running"
         os.utime(path, (time.time() - 2, time.time() - 2))
-    assert store.lease_info(rid) is None and store.run_state(rid) == "pending"
-    assert store.claim(rid, "me") and store.held() == [rid]
-    store.release(rid)
+    assert store.leases.holder(rid) is None and store.run_state(rid) == "pending"
+    assert store.leases.claim(rid, "me") and store.leases.held() == [rid]
+    store.leases.release(rid)
 
 

@@ -15,8 +15,9 @@ import pytest
 from depthscale.base.errors import StoreError
 from depthscale.cli import main as cli
 from depthscale.config.run import FIELD_NAMES, make_config
+from depthscale.store import collect, manifests
 from depthscale.store.store import CURVES_LIVE, Store
-from depthscale.train import live
+from depthscale.train import checkpoint, live
 from depthscale.train.live import CURVE_KEYS
 from depthscale.train.training import run_pack, train_pack
 
@@ -66,7 +67,7 @@ def test_curves_are_appended_live_and_a_resume_neither_loses_nor_doubles_rows(tm
         fh.write('{"step": 40, "R": 1.')
     assert store.read_curves(cfgs[0].run_id)["step"] == [10, 20, 30]
     # the collect table sees the runs in progress too
-    long = store.collect_curves()
+    long = collect.collect_curves(store)
     assert set(long["run_id"]) == {c.run_id for c in cfgs} and sorted(set(long["step"])) == [10, 20, 30]
 
     store2 = Store(tmp_path / "killed")
@@ -95,13 +96,13 @@ def test_collect_curves_cli_gives_one_long_table(tmp_path, capsys):
         R = df[(df["run_id"] == c.run_id) & (df["metric"] == "R")].sort_values("step")
         assert list(R["value"]) == pytest.approx(store.load_curves(c.run_id)["R"])
     # CSV too, --json, and --sweep as in Python
-    store.write_manifest("one", [cfgs[0].run_id])
+    manifests.write(store, "one", [cfgs[0].run_id])
     code, text, _ = run_cli(capsys, "collect", "--store", store.root, "--curves", "--sweep", "one",
                             "--out", tmp_path / "c.csv", "--json")
     rec = json.loads(text)
     assert code == 0 and rec["runs"] == 1 and rec["columns"] == ["run_id", "step", "metric", "value"]
     assert set(pd.read_csv(tmp_path / "c.csv")["run_id"]) == {cfgs[0].run_id}
-    assert len(store.collect_curves(sweep="one")) == rec["rows"]
+    assert len(collect.collect_curves(store, sweep="one")) == rec["rows"]
 
 
 def test_parquet_has_native_list_columns_and_runs_say_when_where_and_which_preset(tmp_path, capsys):
@@ -111,7 +112,7 @@ def test_parquet_has_native_list_columns_and_runs_say_when_where_and_which_prese
                          "--eval_contexts", 128, "--monitor_contexts", 64, "--batch", 16, "--store", store.root)
     assert code == 0
     run_pack([cfg], store)
-    store.write_manifest("mine", [cfg.run_id])
+    manifests.write(store, "mine", [cfg.run_id])
     code, text, _ = run_cli(capsys, "collect", "--store", store.root, "--out", tmp_path / "r.parquet", "--json")
     assert code == 0 and json.loads(text)["runs"] == 2
     df = pd.read_parquet(tmp_path / "r.parquet").set_index("run_id")
@@ -206,7 +207,7 @@ def test_the_trainer_triggers_named_hooks_that_the_logs_attach_to(tmp_path, monk
         ("eval", i, row["step"], trainer.states[i].best_loss <= row["R"],
          ("scalar", cfgs[i].run_id, "train/R", row["step"]) in events)))
     trainer.add_hook("on_checkpoint", lambda step: seen.append(
-        ("checkpoint", step, [store.load_checkpoint(c.run_id)["step"] for c in cfgs])))
+        ("checkpoint", step, [checkpoint.read(store, c.run_id)["step"] for c in cfgs])))
     trainer.add_hook("on_finish", lambda i, met, curves: seen.append(
         ("finish", i, met["steps"], curves["step"], ("close", cfgs[i].run_id) in events)))
     trainer.run(progress=False)
@@ -242,7 +243,7 @@ def test_sweep_runs_every_experiment_of_a_comma_list(tmp_path, capsys, monkeypat
     code, out, _ = run_cli(capsys, "status", "--store", store, "--json")
     (rec,) = json.loads(out)
     assert rec["sweep"] == "fig9_fig10-smoke" and rec["done"] == 6
-    df = Store(store).collect(sweep="fig9_fig10-smoke")
+    df = collect.collect(Store(store), sweep="fig9_fig10-smoke")
     assert set(df["model"]) == {"single_stream", "layer_values"}
     assert all(s == ["fig9_fig10-smoke"] for s in df["sweeps"])
 
@@ -331,5 +332,5 @@ def test_column_dictionary_covers_every_column(tmp_path):
     run_pack([small(L=1), small(L=2)], store)
     run_pack([small(L=1, task="easy", max_steps=20)], store)
     run_pack([small(L=1, model="context_updates", max_steps=10, batch=8)], store)
-    cols = set(store.collect().columns) | set(store.collect_curves().columns) | set(store.collect_curves()["metric"])
+    cols = set(collect.collect(store).columns) | set(collect.collect_curves(store).columns) | set(collect.collect_curves(store)["metric"])
     assert cols - documented == set(), sorted(cols - documented)

@@ -13,6 +13,7 @@ import pytest
 from depthscale.cli import main as cli
 from depthscale.cli.plots import curve_labels, curves_figure, load_curves, parse_metrics
 from depthscale.config.run import make_config
+from depthscale.store import manifests
 from depthscale.store.store import Store
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "notebook_sweep_to_figure.py"
@@ -35,7 +36,7 @@ def fake_run(store: Store, cfg, R: float, steps=(10, 20, 30)) -> str:
               "lr": [0.01] * n}
     store.finish(cfg.run_id, {"R": R, "R_se": 0.01 * R, "A": 1.5 * R, "C": 0.9 * R, "steps": steps[-1],
                               "stopped_because": "max_steps"}, curves)
-    store.add_to_manifest("depths", [cfg.run_id])
+    manifests.add(store, "depths", [cfg.run_id])
     return cfg.run_id
 
 
@@ -125,5 +126,5 @@ def test_the_notebook_goes_from_a_sweep_to_a_figure(tmp_path, monkeypatch):
     assert len(ns["df"]) == 8 and set(ns["fits"]) == {0.0, 1.0}
     for name in ("loss_vs_depth.png", "loss_vs_depth.pdf", "curves.png"):
         assert (tmp_path / name).stat().st_size > 5_000, name
-    assert Store(tmp_path / "store").load_manifest("notebook")
+    assert manifests.load(Store(tmp_path / "store"), "notebook")
     assert os.path.isdir(tmp_path / "store" / "runs")

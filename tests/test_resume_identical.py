@@ -19,6 +19,7 @@ import torch
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
 from depthscale.train import training
+from depthscale.train.checkpoint import parse
 from depthscale.train.training import run_pack
 
 # runs that stop at different steps (converged at 20, 45 and 60, max_steps) and one whose loss is
@@ -62,7 +63,7 @@ def killed_at(store: Store, k: int, log: list | None = None) -> Store:
             if n[0] == k:
                 raise Killed
             if log is not None:
-                log.append((kind, obj["step"] if kind == "checkpoint" else obj["steps"], rid))
+                log.append((kind, parse(obj)[0]["step"] if kind == "checkpoint" else obj["steps"], rid))
             return orig(rid, obj, *a, **kw)
         return write
     store.save_checkpoint = hook("checkpoint", store.save_checkpoint)

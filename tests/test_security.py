@@ -20,6 +20,7 @@ from depthscale.base.errors import StoreError
 from depthscale.cli import main as cli
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
+from depthscale.train import checkpoint
 
 TINY = {"model": "nonlinear", "max_steps": 20, "eval_contexts": 64, "monitor_contexts": 64, "batch": 16,
         "eval_every": 10, "checkpoint_every": 10}
@@ -105,7 +106,8 @@ def test_malicious_checkpoint_is_refused_and_the_run_restarts(tmp_path, capsys):
     code, out, err = run_cli(capsys, "sweep", "--grid", grid, "--preset", "smoke", "--store", root)
     assert code == 0, err
     assert not marker.exists()
-    assert len(err) == 1 and err[0].startswith("depthscale: warning: ignoring checkpoint ") and str(ck) in err[0]
+    assert len(err) == 1 and err[0].startswith("depthscale: warning: ignoring unreadable checkpoint of run ") \
+        and rid in err[0]
     assert "refused" in err[0] and "posix.system" in err[0]
     assert Store(root, readonly=True).run_state(rid) == "done"
 
@@ -121,7 +123,7 @@ def test_checkpoint_of_wrong_shape_is_ignored(tmp_path):
                                         "state": {}, "config": {}, "pack": []}):
         torch.save(obj, d / "checkpoint.pt")
         with pytest.warns(UserWarning, match="ignoring unreadable checkpoint"):
-            assert store.load_checkpoint(rid) is None
+            assert checkpoint.read(store, rid) is None
 
 
 def test_malicious_params_are_refused(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from depthscale.config.run import run_id
 from depthscale.runs.sweeps import plan, run_sweep
+from depthscale.store import collect, manifests
 from depthscale.store.store import Store
 
 import fake_worker
@@ -93,7 +94,7 @@ def test_submitit_local_executor(tmp_path, job_env):
     counts = _sweep(cfgs, store, {"cluster": "local", "wait": True, "time_min": 5}, max_pack=2)
     assert counts["ran"] == 3 and counts["packs"] == 2
     _check_once(store, job_env, cfgs)
-    assert {run_id(c) for c in cfgs} == set(store.collect()["run_id"])
+    assert {run_id(c) for c in cfgs} == set(collect.collect(store)["run_id"])
 
 
 def _cli(*args, env=None):
@@ -126,7 +127,7 @@ def test_cli_sweep_on_slurm_with_parallelism_and_time(tmp_path, cluster):
     assert "#SBATCH --array=0-1%2" in script and "#SBATCH --time=5" in script, script
     assert f"#SBATCH --partition={cluster.partition}" in script
     st = Store(store, readonly=True)
-    rids = st.load_manifest("grid-smoke")
+    rids = manifests.load(st, "grid-smoke")
     deadline = time.monotonic() + 240  # each job imports torch, then trains for a second
     while not all(st.is_done(r) for r in rids):
         assert time.monotonic() < deadline, cluster.logs()

@@ -16,6 +16,7 @@ from depthscale.base.atomic import write_json_atomic
 from depthscale.base.errors import StoreError
 from depthscale.config.run import make_config, run_id
 from depthscale.store.collect import BrokenRunWarning
+from depthscale.store import collect, manifests
 from depthscale.store.store import Store
 
 import fake_worker
@@ -91,9 +92,9 @@ def test_readonly_store_needs_existing_root_and_refuses_writes(tmp_path, store):
     with pytest.raises(StoreError, match="does not exist"):
         Store(tmp_path / "nowhere", readonly=True)
     ro = Store(store.root, readonly=True)
-    assert ro.collect().empty
+    assert collect.collect(ro).empty
     with pytest.raises(StoreError, match="read-only"):
-        ro.claim("abc", "me")
+        ro.leases.claim("abc", "me")
 
 
 # --- atomic writes ---
@@ -159,8 +160,8 @@ def test_finish_lifecycle(store):
     assert set(doc["versions"]) >= {"depthscale", "torch", "python", "platform"}
     assert store.load_config(rid) == cfg
     assert store.load_checkpoint(rid) is None
-    store.save_checkpoint(rid, {"step": 5, "state": [1, 2]})
-    assert store.load_checkpoint(rid) == {"step": 5, "state": [1, 2]}
+    store.save_checkpoint(rid, b"step 5")  # opaque bytes: their format is train/checkpoint.py's
+    assert store.load_checkpoint(rid) == b"step 5"
     assert not store.is_done(rid) and store.run_state(rid) == "pending"
     with pytest.raises(StoreError, match="is not finished"):
         store.load_metrics(rid)
@@ -179,8 +180,8 @@ def test_finish_lifecycle(store):
     store.fail(rid, "late failure")
     store.write_config(cfg, device="cuda")
     with pytest.raises(StoreError, match="never rewritten"):
-        store.save_checkpoint(rid, {"step": 6})
-    assert not store.claim(rid, "me")
+        store.save_checkpoint(rid, b"step 6")
+    assert not store.leases.claim(rid, "me")
     assert _snapshot(store.run_dir(rid)) == before
 
 
@@ -215,7 +216,7 @@ def test_nan_run_is_finished_as_diverged_in_strict_json(store):
     assert "NaN" not in text and "Infinity" not in text  # strict JSON: null
     json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in metrics.json"))
     assert store.load_metrics(rid)["R_L"] is None and store.load_metrics(rid)["per_layer"] == [None, 1.0]
-    row = store.collect().iloc[0]
+    row = collect.collect(store).iloc[0]
     assert row["stopped_because"] == "nan" and math.isnan(row["R_L"])
     assert row["state"] == "diverged" and row["diverged_step"] == 7
 
@@ -233,23 +234,9 @@ def test_exploded_run_is_diverged_at_the_first_bad_logged_step(store):
     store.write_config(ok)
     store.finish(ok.run_id, {"R": 4.9, "var_ystar": 5.0, "steps": 60, "stopped_because": "max_steps"}, {})
     assert store.run_state(ok.run_id) == "done" and store.divergence(ok.run_id) is None
-    df = store.collect().set_index("run_id")
+    df = collect.collect(store).set_index("run_id")
     assert df.loc[rid, "state"] == "diverged" and df.loc[ok.run_id, "state"] == "done"
     assert df.loc[rid, "diverged_step"] == 40 and pd.isna(df.loc[ok.run_id, "diverged_reason"])
-
-
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
-def test_unreadable_checkpoint_warns_and_gives_none(store, damage):
-    rid = run_id(make_config("smoke"))
-    store.save_checkpoint(rid, {"step": 3, "w": list(range(1000))})
-    path = store.run_dir(rid) / "checkpoint.pt"
-    blob = path.read_bytes()
-    path.write_bytes({"garbage": b"not a checkpoint", "truncated": blob[: len(blob) // 2],
-                      "empty": b""}[damage])
-    with pytest.warns(UserWarning, match="ignoring unreadable checkpoint"):
-        assert store.load_checkpoint(rid) is None
-    store.save_checkpoint(rid, {"step": 4})  # the next save replaces it
-    assert store.load_checkpoint(rid) == {"step": 4}
 
 
 def test_bad_run_id_is_refused(store):
@@ -263,32 +250,32 @@ def test_status_counts_per_sweep(tmp_path):
     store = Store(tmp_path / "s", lease_timeout=5.0)
     cfgs = fake_worker.configs(8)
     rids = [run_id(c) for c in cfgs]
-    store.write_manifest("all", rids)
-    store.write_manifest("pair", rids[:2])
+    manifests.write(store, "all", rids)
+    manifests.write(store, "pair", rids[:2])
     _finish(store, cfgs[0])
     _finish(store, cfgs[1])
-    assert store.claim(rids[2], "me")
+    assert store.leases.claim(rids[2], "me")
     foreign_lease(store, rids[3], age=60.0)  # stale: counts as pending
     store.fail(rids[4], "boom")
     _finish(store, cfgs[6], stopped_because="nan", steps=3)
     _finish(store, cfgs[7])
     (store.run_dir(rids[7]) / "metrics.json").write_text("")
-    st = store.status()
+    st = collect.status(store)
     assert list(st.index) == ["all", "pair"]
-    assert st.loc["all"].to_dict() == {"total": 8, "done": 2, "diverged": 1, "broken": 1, "running": 1,
+    assert st.loc["all"].to_dict() == {"total": 8, "done": 2, "diverged": 1, "broken": 1, "unloaded": 0, "running": 1,
                                        "failed": 1, "pending": 2}
-    assert st.loc["pair"].to_dict() == {"total": 2, "done": 2, "diverged": 0, "broken": 0, "running": 0,
+    assert st.loc["pair"].to_dict() == {"total": 2, "done": 2, "diverged": 0, "broken": 0, "unloaded": 0, "running": 0,
                                         "failed": 0, "pending": 0}
-    assert store.problems() == [
+    assert collect.problems(store) == [
         {"run_id": r, "state": s, "step": st_, "reason": why} for r, s, st_, why in sorted(
             [(rids[6], "diverged", 3, "the training loss became non-finite"),
              (rids[7], "broken", None, "metrics.json is empty")])]
     assert store.run_info(rids[4]) == {"run_id": rids[4], "state": "failed", "step": None, "reason": "boom"}
-    store.release(rids[2])
+    store.leases.release(rids[2])
     with pytest.raises(StoreError, match="no sweep 'nope'"):
-        store.status("nope")
+        collect.status(store, "nope")
     with pytest.raises(StoreError, match="bad sweep name"):
-        store.write_manifest("../x", rids)
+        manifests.write(store, "../x", rids)
 
 
 # --- collect ---
@@ -305,7 +292,7 @@ def _filled_store(tmp_path) -> tuple[Store, list]:
 def test_collect_one_tidy_row_per_finished_run(tmp_path):
     store, cfgs = _filled_store(tmp_path)
     before = _snapshot(store.root)
-    df = store.collect()
+    df = collect.collect(store)
     assert _snapshot(store.root) == before  # collect never modifies the store
     assert len(df) == 4 and df["run_id"].is_unique and list(df["run_id"]) == sorted(df["run_id"])
     assert list(df.columns[:3]) == ["run_id", "d", "P"]
@@ -315,17 +302,17 @@ def test_collect_one_tidy_row_per_finished_run(tmp_path):
         assert row["R_L"] == fake_worker.expected_R(cfg)
         assert row["per_layer"] == [1.0, 2.0]  # a native list (JSON text only with arrays="json")
         assert row["sweeps"] == [] and row["finished_at"].endswith("+00:00")
-    assert json.loads(store.collect(arrays="json")["per_layer"][0]) == [1.0, 2.0]
-    assert "per_layer" not in store.collect(arrays="drop").columns
-    store.write_manifest("two", list(df["run_id"][:2]))
-    assert list(store.collect(sweep="two")["run_id"]) == list(df["run_id"][:2])
+    assert json.loads(collect.collect(store, arrays="json")["per_layer"][0]) == [1.0, 2.0]
+    assert "per_layer" not in collect.collect(store, arrays="drop").columns
+    manifests.write(store, "two", list(df["run_id"][:2]))
+    assert list(collect.collect(store, sweep="two")["run_id"]) == list(df["run_id"][:2])
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_collect_to_round_trips(tmp_path, suffix):
     store, _ = _filled_store(tmp_path)
     out = tmp_path / "out" / f"results{suffix}"
-    df = store.collect_to(out)
+    df = collect.collect_to(store, out)
     back = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
     if suffix == ".parquet":  # list-valued metrics are native list columns (read back as arrays)
         for col in ("per_layer", "sweeps"):
@@ -339,7 +326,7 @@ def test_collect_to_round_trips(tmp_path, suffix):
 
 def test_collect_to_refuses_other_suffixes(tmp_path, store):
     with pytest.raises(StoreError, match=r"use a \.parquet or \.csv suffix"):
-        store.collect_to(tmp_path / "results.xlsx")
+        collect.collect_to(store, tmp_path / "results.xlsx")
 
 
 @pytest.mark.parametrize("damage", ["metrics_garbage", "metrics_missing", "config_garbage",
@@ -358,7 +345,7 @@ def test_broken_run_is_skipped_with_one_warning_naming_it(tmp_path, damage):
                          "no_reason": '{"R_L": 1.0}'}[how])
     before = _snapshot(store.root)
     with pytest.warns(BrokenRunWarning) as caught:
-        df = store.collect()
+        df = collect.collect(store)
     assert len(caught) == 1 and str(caught[0].message).startswith(f"skipping broken run {d}: {path.name} ")
     assert "\n" not in str(caught[0].message)
     assert len(df) == 3 and rid not in set(df["run_id"])  # the others are still collected
@@ -368,10 +355,10 @@ def test_broken_run_is_skipped_with_one_warning_naming_it(tmp_path, damage):
         store.load_metrics(rid)
     assert _snapshot(store.root) == before  # reading never repairs or deletes anything
     # the run is claimable again: its holder clears the broken result (DONE first), then reruns it
-    assert store.claim(rid, "me")
+    assert store.leases.claim(rid, "me")
     assert not (d / "DONE").exists() and store.run_state(rid) == "running"
     _finish(store, cfgs[1])
-    assert store.run_state(rid) == "done" and rid in set(store.collect()["run_id"])
+    assert store.run_state(rid) == "done" and rid in set(collect.collect(store)["run_id"])
 
 
 def test_finish_replaces_a_broken_result_without_a_lease(store):
@@ -397,7 +384,7 @@ def test_collect_reads_a_done_time_out_of_range_as_unknown(tmp_path, t):
     done = store.run_dir(rid) / "DONE"
     doc = json.loads(done.read_text())
     done.write_text(json.dumps(doc).replace(json.dumps(doc["time"]), t, 1))  # a hand edit of the time only
-    df = store.collect()
+    df = collect.collect(store)
     assert len(df) == 4
     row = df[df["run_id"] == rid].iloc[0]
     assert isinstance(row["finished_at"], float) and math.isnan(row["finished_at"])
@@ -408,7 +395,7 @@ def test_collect_names_and_skips_a_run_whose_metric_no_table_holds(tmp_path, suf
     store, cfgs = _filled_store(tmp_path)
     huge = _finish(store, cfgs[4], steps=10 ** 30)  # a foreign tool's run: beyond a 64-bit integer
     with pytest.warns(BrokenRunWarning) as caught:
-        df = store.collect_to(tmp_path / f"t{suffix}")
+        df = collect.collect_to(store, tmp_path / f"t{suffix}")
     assert [str(w.message) for w in caught] == [
         f"skipping run {store.run_dir(huge)}: metric 'steps' = {10 ** 30} does not fit a 64-bit integer"]
     assert len(df) == 4 and huge not in set(df["run_id"])
@@ -418,21 +405,21 @@ def test_collect_names_and_skips_a_run_whose_metric_kind_differs_from_the_others
     store, cfgs = _filled_store(tmp_path)
     odd = _finish(store, cfgs[4], per_layer="not a list")  # the other four runs hold a list
     with pytest.warns(BrokenRunWarning) as caught:
-        df = store.collect_to(tmp_path / "t.parquet")
+        df = collect.collect_to(store, tmp_path / "t.parquet")
     assert [str(w.message) for w in caught] == [f"skipping run {odd}: metric 'per_layer' is text where the other runs' is list"]
     assert len(df) == 4 and odd not in set(df["run_id"])
 
 
 def test_a_manifest_holding_an_object_for_a_run_id_is_corrupted_not_a_traceback(tmp_path):
     store, cfgs = _filled_store(tmp_path)
-    store.write_manifest("grid", [run_id(c) for c in cfgs[:2]])
+    manifests.write(store, "grid", [run_id(c) for c in cfgs[:2]])
     path = store.sweeps_root / "grid.json"
     doc = json.loads(path.read_text())
     doc["run_ids"].append({"an": "object"})
     path.write_text(json.dumps(doc))
     with pytest.raises(StoreError, match="corrupted sweep manifest"):
-        store.load_manifest("grid")
+        manifests.load(store, "grid")
     with pytest.warns(BrokenRunWarning, match="skipping sweep 'grid'"):
-        st = store.status()
+        st = collect.status(store)
     assert "grid" not in st.index
-    assert len(store.collect()) == 4  # the runs are still collected; the manifest is named, not fatal
+    assert len(collect.collect(store)) == 4  # the runs are still collected; the manifest is named, not fatal

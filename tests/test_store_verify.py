@@ -23,6 +23,7 @@ import pytest
 from depthscale.base.errors import StoreError
 from depthscale.cli import main as cli
 from depthscale.runs.sweeps import expand_grid
+from depthscale.store import collect, manifests
 from depthscale.store.store import Store, load_model
 
 TINY = {"max_steps": 4, "eval_every": 2, "checkpoint_every": 2, "eval_contexts": 64, "monitor_contexts": 64,
@@ -242,16 +243,16 @@ def test_any_fifo_is_read_without_blocking(base, store, capsys, name):
     rid, grid = base["ids"][4], base["grid"]
     if name == "lease":  # a run not finished yet, of a sweep that lists it
         rid, grid = ids_of(MORE)[1], base["more"]
-        Store(store).write_manifest(SWEEP_MORE, ids_of(MORE).values())
+        manifests.write(Store(store), SWEEP_MORE, ids_of(MORE).values())
         (store / "runs" / rid).mkdir()
     path = store / "sweeps" / f"{SWEEP}.json" if name == "manifest" else store / "runs" / rid / name
     if path.exists():
         path.unlink()
     os.mkfifo(path)
     s = Store(store)
-    _returns(lambda: s.status())
-    _returns(lambda: s.collect())
-    _returns(lambda: s.collect_curves())
+    _returns(lambda: collect.status(s))
+    _returns(lambda: collect.collect(s))
+    _returns(lambda: collect.collect_curves(s))
     _returns(lambda: s.run_info(rid))
     if name in ("DONE", "config.json", "curves.json", "params.pt"):
         assert s.run_state(rid) == "broken" and s.broken_reason(rid).startswith(name)
@@ -268,7 +269,7 @@ def test_any_fifo_is_read_without_blocking(base, store, capsys, name):
 
 def test_lease_curves_and_failed_directories_are_broken_then_repaired(base, store, capsys):
     ids = ids_of(MORE)
-    Store(store).write_manifest(SWEEP_MORE, ids.values())
+    manifests.write(Store(store), SWEEP_MORE, ids.values())
     squat = {ids[1]: "lease", ids[3]: "curves.jsonl", ids[5]: "FAILED"}
     for rid, name in squat.items():
         (store / "runs" / rid / name).mkdir(parents=True)
@@ -294,9 +295,9 @@ def test_failed_directory_does_not_fail_pack_mates(base, store, capsys):
     for L in (1, 3):
         (store / "runs" / ids[L]).mkdir()
     s = Store(store)
-    assert s.claim(ids[1], "test")  # the claim repairs it; here one appears after the claim
+    assert s.leases.claim(ids[1], "test")  # the claim repairs it; here one appears after the claim
     (store / "runs" / ids[1] / "FAILED").mkdir()
-    s.release(ids[1])
+    s.leases.release(ids[1])
     (store / "runs" / ids[3] / "FAILED").mkdir()
     counts = sweep(capsys, store, base["more"])
     assert counts["ran"] == 3 and counts["failed"] == 0, counts
@@ -307,7 +308,7 @@ def test_failed_directory_does_not_fail_pack_mates(base, store, capsys):
 
 def test_malformed_curves_row_is_named_not_a_valueerror(base, store, capsys):
     ids = ids_of(MORE)
-    Store(store).write_manifest(SWEEP_MORE, ids.values())
+    manifests.write(Store(store), SWEEP_MORE, ids.values())
     rid = ids[3]
     (store / "runs" / rid).mkdir()
     (store / "runs" / rid / "curves.jsonl").write_text('{"step": 2, "R": 1.5}\n{"step": "x"}\n')

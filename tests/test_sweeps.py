@@ -16,6 +16,8 @@ from depthscale.base.errors import MissingExtraError
 from depthscale.config.run import PRESET_DEPTHS, ConfigError, make_config, run_id
 from depthscale.runs.executors import available_cores, execute_pack, pack_cost
 from depthscale.runs.sweeps import expand_grid, load_grid, make_packs, parse_shard, plan, run_sweep
+from depthscale.store import collect, manifests
+from depthscale.store.lease import Leases
 from depthscale.store.store import Store
 
 import fake_worker
@@ -182,14 +184,14 @@ def test_inline_sweep_then_rerun_changes_nothing(tmp_path, logdir):
     assert counts == {"planned": 6, "packs": 2, "ran": 6, "skipped_done": 0, "skipped_claimed": 0,
                       "failed": 0, "skipped_failed": 0}
     _finished_once(store, logdir, cfgs)
-    assert store.held() == [] and not list(store.root.rglob("lease*"))
+    assert store.leases.held() == [] and not list(store.root.rglob("lease*"))
     before = _done_snapshot(store)
     again = _sweep(cfgs, store, name="six")
     assert again["planned"] == 0 and again["skipped_done"] == 6
     assert _done_snapshot(store) == before
-    assert store.status().loc["six"].to_dict() == {"total": 6, "done": 6, "diverged": 0, "broken": 0,
-                                                   "running": 0, "failed": 0, "pending": 0}
-    df = store.collect(sweep="six")
+    assert collect.status(store).loc["six"].to_dict() == {"total": 6, "done": 6, "diverged": 0, "broken": 0,
+                                                   "unloaded": 0, "running": 0, "failed": 0, "pending": 0}
+    df = collect.collect(store, sweep="six")
     assert sorted(df["R_L"]) == sorted(fake_worker.expected_R(c) for c in cfgs)
 
 
@@ -206,7 +208,7 @@ def test_failures_are_recorded_and_retried(tmp_path, logdir):
     assert store.run_state(nan.run_id) == "diverged"  # finished, never run again, but not "done"
     crashed = _sweep([crashing], store)
     assert crashed["failed"] == 1 and store.failure(crashing.run_id).startswith("RuntimeError: fake crash")
-    assert store.held() == [] and not list(store.root.rglob("lease"))
+    assert store.leases.held() == [] and not list(store.root.rglob("lease"))
     kept = _sweep(good + [failing, crashing, nan], store, retry_failed=False)
     assert kept["planned"] == 0 and kept["skipped_failed"] == 2
     retried = _sweep(good + [failing, nan], store)
@@ -218,7 +220,7 @@ def test_worker_leaving_a_run_unfinished_is_recorded(tmp_path):
     cfg = make_config("smoke")
     counts = execute_pack([cfg], store, worker=_lazy_worker)
     assert counts["failed"] == 1 and "without finishing" in store.failure(cfg.run_id)
-    assert store.lease_info(cfg.run_id) is None
+    assert store.leases.holder(cfg.run_id) is None
 
 
 def _lazy_worker(configs, store, device="cpu", progress=None):
@@ -230,13 +232,13 @@ def test_heartbeat_runs_while_the_worker_works(tmp_path, monkeypatch):
     cfg = make_config("smoke")
     monkeypatch.setenv("FAKE_WORKER_SLEEP", "1.2")
     beats = []
-    original = Store.heartbeat
+    original = Leases.heartbeat
 
     def counting(self, rid):
         beats.append(rid)
         return original(self, rid)
 
-    monkeypatch.setattr(Store, "heartbeat", counting)
+    monkeypatch.setattr(Leases, "heartbeat", counting)
     assert execute_pack([cfg], store, worker=fake_worker.run_pack)["ran"] == 1
     assert len(beats) >= 5
 
@@ -245,11 +247,11 @@ def test_skips_runs_held_by_someone_else(tmp_path, logdir):
     store = Store(tmp_path / "s")
     cfgs = fake_worker.configs(4)
     holder = Store(store.root)
-    assert holder.claim(cfgs[1].run_id, "other")
+    assert holder.leases.claim(cfgs[1].run_id, "other")
     counts = _sweep(cfgs, store)
     assert counts["ran"] == 3 and counts["skipped_claimed"] == 1
     assert not store.is_done(cfgs[1].run_id) and events(logdir, cfgs[1].run_id) == []
-    holder.release(cfgs[1].run_id)
+    holder.leases.release(cfgs[1].run_id)
 
 
 def test_sweep_killed_halfway_resumes_and_finishes_each_run_once(tmp_path, logdir):
@@ -310,7 +312,7 @@ def test_process_executor_splits_threads(tmp_path, logdir, monkeypatch):
     counts = _sweep(cfgs, store, executor="process", workers=2, max_pack=3)
     assert counts["ran"] == 6 and counts["packs"] == 2 and counts["failed"] == 0
     _finished_once(store, logdir, cfgs)
-    df = store.collect()
+    df = collect.collect(store)
     threads = max(1, available_cores() // 2)
     assert set(df["omp_threads"]) == {str(threads)}  # set before torch would be imported
     assert df["pid"].nunique() == 2 and os.getpid() not in set(df["pid"])
@@ -365,7 +367,7 @@ def test_slurm_options_are_checked_before_anything_is_written(tmp_path):
                         ({"array_parallelism": "4"}, "array_parallelism must be an integer")):
         with pytest.raises(ConfigError, match=match):
             _sweep(fake_worker.configs(1), store, executor="slurm", slurm=opts, name="x")
-    assert store.manifests() == []
+    assert manifests.names(store) == []
 
 
 def test_empty_grids_are_refused():
@@ -385,7 +387,7 @@ def test_sweep_refuses_packs_that_do_not_fit_before_writing(tmp_path, monkeypatc
     # not even one run fits: refused before anything is written
     with pytest.raises(MemoryRefused, match=r"needs about .* of memory \(estimate\); .* is available on cpu"):
         _sweep(cfgs, store, name="big")
-    assert store.manifests() == [] and store.run_ids() == []
+    assert manifests.names(store) == [] and store.run_ids() == []
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": 1)
     assert _sweep(fake_worker.configs(1), store, allow_memory=True)["ran"] == 1  # allowed: tried anyway
 

@@ -10,6 +10,7 @@ import torch
 
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
+from depthscale.train.checkpoint import parse
 from depthscale.train.schedule import converged, lr_factor
 from depthscale.train.training import run_pack, train_pack
 
@@ -46,8 +47,8 @@ def test_resume_from_checkpoint_equals_uninterrupted(tmp_path, model):
 
     def save_then_die(rid, obj):
         orig(rid, obj)
-        calls.append(obj["step"])
-        if obj["step"] == 20 and len(calls) == len(cfgs) * 2:
+        calls.append(parse(obj)[0]["step"])
+        if calls[-1] == 20 and len(calls) == len(cfgs) * 2:
             raise Interrupt  # killed right after the step-20 checkpoints
     store.save_checkpoint = save_then_die
     with pytest.raises(Interrupt):

@@ -230,12 +230,16 @@ def load_torch_data(path: str | os.PathLike, map_location: Any = "cpu", follow: 
     a pickle that names a function or a class (one that would run code when loaded) raises
     RefusedPickle, one line, and nothing it names runs. Other bytes the data-only reader cannot
     read (garbage, an unknown opcode) raise UnreadableTorchFile; a truncated file what torch raises."""
+    return load_torch_bytes(read_regular(path, follow), map_location, str(path))
+
+
+def load_torch_bytes(blob: bytes, map_location: Any = "cpu", name: str = "torch data") -> Any:
+    """`load_torch_data` on bytes already read (`name` says what they are in a RefusedPickle)."""
     import pickle
     import warnings
 
     import torch
 
-    blob = read_regular(path, follow)
     _check_records(blob)
     try:
         with warnings.catch_warnings():  # torch warns about a pickle protocol it does not expect
@@ -244,7 +248,7 @@ def load_torch_data(path: str | os.PathLike, map_location: Any = "cpu", follow: 
     except pickle.UnpicklingError as e:
         detail = _refusal_detail(str(e))
         if "global" in detail.lower():  # the pickle names a module's attribute: code, not data
-            raise RefusedPickle(f"{path}: refused to load: it holds more than tensors and plain data "
+            raise RefusedPickle(f"{name}: refused to load: it holds more than tensors and plain data "
                                 f"({detail})") from None
         raise UnreadableTorchFile(detail) from None
 
@@ -387,5 +391,5 @@ def as_float(x: Any) -> float:
 __all__ = ["FILE_MODE", "write_atomic", "write_json_atomic", "write_text_atomic", "save_torch_atomic",
            "plain", "dumps", "fsync_dir", "as_float", "remove_path", "remove_unless_file", "remove_temp_files", "remove_stale_temp_files", "STALE_TEMP_SECONDS", "read_regular", "file_kind",
            "load_torch_data", "RefusedPickle", "UnreadableTorchFile",
-           "SpecialFileError", "TooLargeError", "DamagedJSON", "read_json", "loads_json", "MAX_FILE_BYTES",
+           "SpecialFileError", "TooLargeError", "load_torch_bytes", "DamagedJSON", "read_json", "loads_json", "MAX_FILE_BYTES",
            "MAX_JSON_BYTES", "MAX_JSON_DEPTH"]

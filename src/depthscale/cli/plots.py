@@ -19,6 +19,7 @@ import numpy as np
 
 from depthscale.base.errors import InputError
 from depthscale.cli.compare import differing_fields, find_run, run_label
+from depthscale.store import manifests
 
 # metric -> (y label, how to get it from a curves dict)
 METRICS = {
@@ -66,7 +67,7 @@ def metric_values(curves: dict, metric: str) -> np.ndarray:
 def select_runs(store, sweep: str | None = None, runs: list[str] | None = None) -> list[str]:
     """The runs to draw: `runs` (ids or unique prefixes), else the sweep's, else every run; with
     both, each of `runs` must be in the sweep."""
-    in_sweep = store.load_manifest(sweep) if sweep is not None else None  # StoreError names an unknown sweep
+    in_sweep = manifests.load(store, sweep) if sweep is not None else None  # StoreError names an unknown sweep
     if runs:
         ids = list(dict.fromkeys(find_run(store, r) for r in runs))
         if in_sweep is not None:

@@ -58,13 +58,14 @@ from depthscale.config.paper import PAPER
 from depthscale.config.records import FLOOR_SAMPLES, check_preset, geometry_line, resolve_seeds
 from depthscale.report.tables import write_table
 from depthscale.runs.per_context import StoredRuns
+from depthscale.store import collect
 from depthscale.store.store import Store, store_part
 
 log = logging.getLogger(__name__)
 
 
 def sweep_name(ids: Sequence[str], preset: str) -> str:
-    """Manifest name of a reproduce sweep (store.status() reports it)."""
+    """Manifest name of a reproduce sweep (collect.status(store) reports it)."""
     ids = tuple(ids)
     tag = "all" if ids == IDS else "beyond" if ids == BEYOND_IDS else "_".join(ids)
     if len(tag) > 80:
@@ -169,7 +170,7 @@ def report(store_dir: str | Path, out_dir: str | Path, preset: str | None = None
     store = Store(store_dir, readonly=True)
     # a broken run is skipped with a warning naming it; a diverged one is finished, but no result:
     # kept out of every figure, table and claim
-    df, diverged = split_diverged(store.collect())
+    df, diverged = split_diverged(collect.collect(store))
     broken = [store.run_info(r) for r in store.run_ids() if store.is_broken(r)]
     if preset is None:
         found = {p for frame in (df, diverged) if len(frame) and "preset" in frame.columns

@@ -78,7 +78,7 @@ class _Heartbeat:
                 if rid in self._lost or self.store.is_done(rid):
                     continue
                 try:
-                    ok = self.store.heartbeat(rid)
+                    ok = self.store.leases.heartbeat(rid)
                 except OSError as e:  # a flaky shared filesystem: try again next beat
                     log.warning("heartbeat on run %s failed: %s", rid, e)
                     continue
@@ -110,7 +110,7 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
         rid = run_id(cfg)
         if store.is_done(rid):
             counts["skipped_done"] += 1
-        elif store.claim(rid, owner):
+        elif store.leases.claim(rid, owner):
             claimed.append(cfg)
         elif store.is_done(rid):  # finished by someone else since the plan
             counts["skipped_done"] += 1
@@ -148,7 +148,7 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
                 counts["failed"] += 1
     finally:
         for rid in rids:
-            store.release(rid)
+            store.leases.release(rid)
     return counts
 
 

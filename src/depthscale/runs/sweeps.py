@@ -34,6 +34,7 @@ from depthscale.base.errors import StoreError
 from depthscale.config.run import FIELD_NAMES, PRESET_DEPTHS, ConfigError, RunConfig, make_config, run_id, shown
 from depthscale.runs.executors import (COUNT_KEYS, EXECUTORS, check_slurm_options, concurrent_packs, import_submitit,
                                   resolve_worker, run_inline, run_process, run_slurm)
+from depthscale.store import manifests
 from depthscale.store.store import Store
 from depthscale.train.memory import MemoryRefused
 
@@ -376,7 +377,7 @@ def run_sweep(plan: Plan, store: Store | str, *, worker: Callable | str | None =
     adds job_ids and slurm_folder, and the run counts only with slurm={"wait": True}.
     `worker` is a module-level callable (or 'module:function') with the signature of
     depthscale.train.training.run_pack, the default. `name` writes the sweep manifest (all configs,
-    not just this shard's) so that `store.status()` can report it. A plan whose packs would not
+    not just this shard's) so that `collect.status(store)` can report it. A plan whose packs would not
     fit this machine's memory (Plan.refusal: a single run too large) is refused before anything
     is written, unless `allow_memory`. A broken run (store.is_broken) is run again.
     `extra_jobs`: (module-level callable, args) pairs the process executor runs in its pool after
@@ -390,7 +391,7 @@ def run_sweep(plan: Plan, store: Store | str, *, worker: Callable | str | None =
     fn = resolve_worker(worker)  # fail early, and hand the pool or SLURM an importable callable
     plan.check_memory(allow_memory)
     if name is not None:
-        store.write_manifest(name, [run_id(c) for c in plan.configs])
+        manifests.write(store, name, [run_id(c) for c in plan.configs])
     result = {"planned": plan.planned, "packs": len(plan.packs), **dict.fromkeys(COUNT_KEYS, 0)}
     result.update(skipped_done=plan.skipped_done, skipped_failed=plan.skipped_failed)
     packs, executor, device = plan.packs, plan.executor, plan.device

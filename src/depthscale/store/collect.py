@@ -1,8 +1,8 @@
 """A store read back as tables: one row per finished run (`collect`, `collect_to`), every run's
 training curves as one long table (`collect_curves`, `collect_curves_to`), and for each
 named sweep the count of its runs in every state (`status`) and the runs that need a look
-(`problems`). Reads only: the store is never modified. `store.Store`'s methods of the same names
-call these; they use only its public methods."""
+(`problems`). Reads only: the store is never modified. Each takes the store (store.Store) and
+uses only its public methods and the manifests (manifests.py)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,25 @@ from typing import Iterable
 
 from depthscale.base.atomic import remove_stale_temp_files, write_atomic, write_text_atomic
 from depthscale.base.errors import StoreError
+from depthscale.store import manifests
 from depthscale.store.divergence import diverged
+from depthscale.store.store_verify import kind_not_loaded
 
-RUN_STATES = ("done", "diverged", "broken", "running", "failed", "pending")
+RUN_STATES = ("done", "diverged", "broken", "unloaded", "running", "failed", "pending")
 
 
 class BrokenRunWarning(UserWarning):
     """A finished run whose files do not hold a readable result (or a corrupted manifest) was skipped."""
 
 
+class UnloadedKindWarning(UserWarning):
+    """A finished run of a model kind not loaded now (a plug-in's: DEPTHSCALE_KINDS) was skipped."""
+
+
 def sweep_ids(store, name: str, strict: bool) -> list[str] | None:
     """The manifest's run ids; a corrupted manifest raises if `strict`, else warns and gives None."""
     try:
-        ids = store.load_manifest(name)
+        ids = manifests.load(store, name)
         for rid in ids:
             store.run_path(rid)  # validates
         return ids
@@ -43,7 +49,7 @@ def status(store, sweep: str | None = None):
     warning (or raises StoreError when it is the `sweep` asked for)."""
     import pandas as pd
 
-    names = [sweep] if sweep is not None else store.manifests()
+    names = [sweep] if sweep is not None else manifests.names(store)
     rows = []
     for name in names:
         ids = sweep_ids(store, name, strict=sweep is not None)
@@ -57,9 +63,9 @@ def status(store, sweep: str | None = None):
     return pd.DataFrame(rows, columns=cols).set_index("sweep")
 
 
-def problems(store, sweep: str | None = None, states: Iterable[str] = ("diverged", "broken")) -> list[dict]:
+def problems(store, sweep: str | None = None, states: Iterable[str] = ("diverged", "broken", "unloaded")) -> list[dict]:
     """`run_info` of every run in `states` among the sweep's runs (default: every manifest's)."""
-    names = [sweep] if sweep is not None else store.manifests()
+    names = [sweep] if sweep is not None else manifests.names(store)
     ids: set[str] = set()
     for name in names:
         ids.update(sweep_ids(store, name, strict=sweep is not None) or [])
@@ -80,9 +86,9 @@ def _sweeps_of(store) -> dict[str, list[str]]:
     """run id -> the sweeps (manifests) that list it, in name order; unreadable manifests are
     left out (status and problems report them)."""
     out: dict[str, list[str]] = {}
-    for name in store.manifests():
+    for name in manifests.names(store):
         try:
-            ids = store.load_manifest(name)
+            ids = manifests.load(store, name)
         except StoreError:
             continue
         for rid in ids:
@@ -160,7 +166,8 @@ def collect(store, sweep: str | None = None, arrays: str = "list"):
     json.loads) and left out when `arrays="drop"`; dict-valued ones are JSON strings unless dropped.
     A metric whose name is a config field, "run_id" or a state column is renamed "metric_<name>".
     `sweep` restricts to that manifest's runs. A broken run (DONE, but its files hold no readable
-    result) is skipped with a BrokenRunWarning naming it.
+    result) is skipped with a BrokenRunWarning naming it, a run of a kind not loaded with an
+    UnloadedKindWarning saying so.
     """
     import pandas as pd
 
@@ -176,7 +183,10 @@ def collect(store, sweep: str | None = None, arrays: str = "list"):
             continue
         docs, why = store.read_finished(rid)
         if docs is None:
-            warnings.warn(f"skipping broken run {d}: {why}", BrokenRunWarning, stacklevel=3)
+            if kind_not_loaded(why):
+                warnings.warn(f"skipping run {d}: {why}", UnloadedKindWarning, stacklevel=3)
+            else:
+                warnings.warn(f"skipping broken run {d}: {why}", BrokenRunWarning, stacklevel=3)
             continue
         doc, metrics = docs
         why = bad_metric(metrics)
@@ -303,4 +313,4 @@ def _write_table(df, path: Path) -> None:
 
 
 __all__ = ["collect", "collect_to", "collect_curves", "collect_curves_to", "status", "problems", "sweep_ids",
-           "BrokenRunWarning", "RUN_STATES", "ARRAYS", "CURVE_COLUMNS"]
+           "BrokenRunWarning", "UnloadedKindWarning", "RUN_STATES", "ARRAYS", "CURVE_COLUMNS"]

@@ -26,6 +26,9 @@ random token) at a path the store chooses (``runs/<run_id>/lease``). The protoco
 
 The process identity (`identity`, `pid_alive`, `same_machine`) is read from /proc on Linux; where
 it cannot be read, a lease on this host is judged by its heartbeat like a remote one.
+
+`Leases` is a store's leases as one process holds them (``Store.leases``): claim, heartbeat,
+release, and who holds a run now.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import socket
 import tempfile
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 from depthscale.base.atomic import FILE_MODE, MAX_JSON_BYTES, dumps, loads_json, read_regular
@@ -296,7 +300,79 @@ def drop(path: Path, token: str) -> None:
         remove_if_same(path, lease)
 
 
-__all__ = ["take", "refresh", "drop", "still_held", "holder", "read_lease", "is_stale", "break_stale",
+# --- a store's leases ---------------------------------------------------------------------------
+
+class Leases:
+    """The leases of a store's runs (``runs/<run_id>/lease``) as one process holds them (the
+    store's `leases`): `claim` takes a run's lease, `heartbeat` refreshes it, `release` drops it,
+    `held` lists those this object holds and `holder` says who runs a run now. A lease held on
+    another host stays valid for the store's lease_timeout seconds without a heartbeat."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self._tokens: dict[str, str] = {}  # run id -> token of a lease this object holds
+
+    def _path(self, rid: str) -> Path:
+        return self.store.run_path(rid) / "lease"
+
+    def holder(self, rid: str) -> dict | None:
+        """The lease on a run if it is live, else None."""
+        return holder(self._path(rid), self.store.lease_timeout)
+
+    def claim(self, rid: str, owner: str = "") -> bool:
+        """Take the run for this process; False if it is done or someone else holds a live lease,
+        or (with a warning naming it) if its directory is one this process may not read or write
+        (its permissions): that run is skipped, the others go on. Once taken, the run's directory
+        is made ready to run it again (Store.prepare_rerun)."""
+        store = self.store
+        store.check_writable()
+        path = store.run_path(rid)
+        why = store.run_dir_problem(rid)
+        if why is not None and os.path.isdir(path) and not os.path.islink(path):  # a real directory: not ours to replace
+            warnings.warn(f"skipping run {path}: {why} (fix its permissions, then run again)", stacklevel=2)
+            return False
+        store.run_dir(rid)
+        if store.is_done(rid):
+            return False
+        if rid in self._tokens and self.heartbeat(rid):
+            return True  # already ours
+        try:
+            token = take(self._path(rid), owner, store.lease_timeout)
+        except PermissionError as e:  # a directory we may read but not write
+            warnings.warn(f"skipping run {path}: its lease cannot be written: {e.strerror} (fix its permissions, "
+                          f"then run again)", stacklevel=2)
+            return False
+        if token is None:
+            return False
+        self._tokens[rid] = token
+        if store.is_done(rid):  # finished by the previous holder just before it released
+            self.release(rid)
+            return False
+        store.prepare_rerun(rid)
+        return True
+
+    def still_ours(self, rid: str) -> bool:
+        """False only if this object took a lease on `rid` and the lease file now has another token."""
+        token = self._tokens.get(rid)
+        return token is None or still_held(self._path(rid), token)
+
+    def heartbeat(self, rid: str) -> bool:
+        """Refresh this process's lease on `rid`; False if it is not (or no longer) ours."""
+        token = self._tokens.get(rid)
+        return token is not None and refresh(self._path(rid), token)
+
+    def release(self, rid: str) -> None:
+        """Drop this process's lease on `rid` (a lease someone else holds is left alone)."""
+        token = self._tokens.pop(rid, None)
+        if token is not None:
+            drop(self._path(rid), token)
+
+    def held(self) -> list[str]:
+        """Run ids this object holds leases on."""
+        return sorted(self._tokens)
+
+
+__all__ = ["Leases", "take", "refresh", "drop", "still_held", "holder", "read_lease", "is_stale", "break_stale",
            "create_exclusive", "remove_if_same", "identity", "hostname", "boot_id", "proc_start",
            "pid_alive", "same_machine", "DEFAULT_LEASE_TIMEOUT", "BREAK_LOCK_TIMEOUT",
            "EMPTY_LEASE_GRACE", "TEMP_PREFIX"]

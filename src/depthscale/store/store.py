@@ -7,30 +7,36 @@ Layout under the store root::
                                  a file or a FIFO there makes the run broken; nothing is read,
                                  written or deleted through a link, and its claimer removes the
                                  link itself before the run starts again)
-    runs/<run_id>/checkpoint.pt  the trainer's latest checkpoint (deleted once the run is done)
+    runs/<run_id>/checkpoint.pt  the trainer's latest checkpoint: bytes the store keeps whole and
+                                 does not read (their format: train/checkpoint.py); deleted once
+                                 the run is done
     runs/<run_id>/metrics.json   final measurements: scalars and small arrays
     runs/<run_id>/curves.json    training curves, each a list over logged steps (CURVE_KEYS: step, R,
                                  A, C, top1_mass, lr)
     runs/<run_id>/curves.jsonl   the same curves while the run trains: one JSON row per evaluation,
                                  appended as it comes (deleted once the run is done)
     runs/<run_id>/params.pt      the finished run's parameters (one model's state_dict; `load_model`)
-    runs/<run_id>/tensorboard/   TensorBoard event files (`--log tensorboard`)
+    runs/<run_id>/tensorboard/   TensorBoard event files (`--log tensorboard`; `log_dir`)
     runs/<run_id>/DONE           completion marker and the run's manifest, written last (a run is
                                  finished iff it exists): when, where, the run id, and the sha256
                                  and size of config.json, metrics.json, curves.json and params.pt
     runs/<run_id>/FAILED         the reason the last attempt raised (a retry may still finish)
-    runs/<run_id>/lease          who is running it now (host, pid, heartbeat time)
-    sweeps/<name>.json           manifest: the run ids a named sweep wants (`depthscale train` adds
-                                 its runs to the manifest "train")
+    runs/<run_id>/lease          who is running it now (host, pid, heartbeat time; lease.py)
+    sweeps/<name>.json           manifest: the run ids a named sweep wants (manifests.py;
+                                 `depthscale train` adds its runs to the manifest "train")
+    timing/                      one record per pack execution: seconds per phase (base/timing.py)
+    cache/per_context/<run_id>.npz  a finished run's per-context arrays, recomputed from params.pt
+                                 when missing or stale (cache.py); nothing derived is written into
+                                 a run's directory
     slurm/                       submitit logs of SLURM jobs
 
 The root is the directory that holds runs/ and sweeps/; a path to the runs/ directory of a store
 opens that store, and a new store may not be named "runs" (it would nest as runs/runs/).
 
-Every file (but curves.jsonl, which is only appended to) is written atomically (temp file in the same directory, fsync, ``os.replace``), so a
-reader sees the old content or the new one, never a part. JSON is strict: a non-finite number is
-written as ``null``. A finished run is never re-run and its files are never rewritten: ``finish``
-and ``fail`` on a done run change nothing.
+Every file (but curves.jsonl, which is only appended to) is written atomically (temp file in the
+same directory, fsync, ``os.replace``), so a reader sees the old content or the new one, never a
+part. JSON is strict: a non-finite number is written as ``null``. A finished run is never re-run
+and its files are never rewritten: ``finish`` and ``fail`` on a done run change nothing.
 
 States of a run (``run_state``): done; diverged (finished, but its training loss became
 non-finite or exploded: ``divergence`` says at which step and why; never re-run, and kept apart
@@ -38,18 +44,24 @@ from done runs by readers); broken (``DONE`` exists but the run's files do not h
 verifies, store_verify: a config that hashes to the run id, metrics and curves of the right
 fields and types, params.pt as recorded; or an unfinished run with a directory or a FIFO where
 one of its files belongs, or a malformed row in its curves.jsonl: ``broken_reason`` says which
-file; a sweep runs it again, collect skips it with a warning); running (a live lease); failed
-(``FAILED``, no result); pending. No file of a store is opened unless it is a regular file, so
-a FIFO at a file's name never blocks a reader.
+file; a sweep runs it again, collect skips it with a warning); unloaded (``DONE``, but its config
+names a model kind not loaded now: a plug-in's, its file not named by DEPTHSCALE_KINDS; collect
+skips it saying so); running (a live lease); failed (``FAILED``, no result); pending. No file of
+a store is opened unless it is a regular file, so a FIFO at a file's name never blocks a reader.
 
-Leases (lease.py has the protocol): ``claim`` takes a run's lease for this process, ``heartbeat``
-refreshes it and ``release`` drops it; a lease whose holder died, or stopped its heartbeat on
-another host for ``lease_timeout`` seconds, is taken over. If this object's lease was broken while
-it ran (a holder judged stale but still alive), ``finish`` sees the token changed and discards the
-late result, so a run is still recorded once.
-A done run is never claimed: the claimer checks ``DONE`` after taking the lease, and
-``finish`` writes ``DONE`` before the lease is released. A broken run is claimed like an
-unfinished one; its holder deletes ``DONE`` (first) and the unreadable result before running it.
+The concepts beside this class, each with its own methods: the leases (lease.Leases, this
+object's ``leases``: ``claim`` takes a run's lease for this process, ``heartbeat`` refreshes it,
+``release`` drops it; a lease whose holder died, or stopped its heartbeat on another host for
+``lease_timeout`` seconds, is taken over); the sweeps' manifests (manifests.py); the store read
+as tables (collect.py: status, problems, collect, collect_curves). If this object's lease was
+broken while it ran (a holder judged stale but still alive), ``finish`` sees the token changed
+and discards the late result, so a run is still recorded once. A done run is never claimed: the
+claimer checks ``DONE`` after taking the lease, and ``finish`` writes ``DONE`` before the lease
+is released. A broken run is claimed like an unfinished one; its holder deletes ``DONE`` (first)
+and the unreadable result before running it (``prepare_rerun``).
+
+A Store is what training writes through (train/storage.RunStorage: config, checkpoint, live
+curves, result, failure); the package's train layer never imports it.
 """
 
 from __future__ import annotations
@@ -63,17 +75,17 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from depthscale.base.provenance import versions
-from depthscale.store import collect, divergence, lease
+from depthscale.store import divergence, lease
 from depthscale.base.atomic import (FILE_MODE, MAX_JSON_BYTES, DamagedJSON, RefusedPickle, TooLargeError, dumps, file_kind,
                                load_torch_data, loads_json, read_json, read_regular, remove_path,
                                remove_temp_files, remove_unless_file, save_torch_atomic, write_atomic,
                                write_json_atomic, write_text_atomic)
 from depthscale.base.errors import StoreError
 from depthscale.config.run import ConfigError, RunConfig, run_id
-from depthscale.store.store_verify import (LIVE_FILES, MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curve_row_problem,
+from depthscale.store.store_verify import (LIVE_FILES, MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curve_row_problem, kind_not_loaded,
                                      curves_problem, file_signature, manifest_entry, manifest_problem, metrics_problem,
                                      params_problem, squatter, stat_key)
 from depthscale.base.userpaths import no_home, shown
@@ -88,7 +100,7 @@ _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.p
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a run id or a sweep name
 CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
 RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
-STORE_DIRS = ("runs", "sweeps", "timing", "slurm")  # what a store holds under its root (its own directories)
+STORE_DIRS = ("runs", "sweeps", "timing", "slurm", "cache")  # what a store holds under its root (its own directories)
 
 
 def _row_line(row: dict) -> str:
@@ -157,8 +169,8 @@ class Store:
     probing anything, e.g. a copy fetched from a cluster onto a read-only mount.
 
     Its methods, in this order: opening and paths; a run's config; its result (finishing, failing,
-    checking and reading it, its parameters and model); its lease; the files it writes while it
-    trains (checkpoint, live curves); its state; the sweeps' manifests; the store as tables.
+    checking and reading it, its parameters and model); readying a claimed run; the files it
+    writes while it trains (checkpoint, live curves); its state. Its leases are `leases`.
     """
 
     def __init__(self, root: str | os.PathLike, lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
@@ -168,12 +180,12 @@ class Store:
             raise StoreError(f"lease_timeout must be > 0 seconds, got {lease_timeout!r}")
         self.lease_timeout = float(lease_timeout)
         self.readonly = readonly
-        self._leases: dict[str, str] = {}  # run id -> token of a lease this object holds
+        self.leases = lease.Leases(self)  # the leases this object holds (claim, heartbeat, release)
         self._checked: dict[str, tuple] = {}  # run id -> (file signature, broken reason or None)
         self._live_checked: dict[str, tuple] = {}  # the same for an unfinished run's curves.jsonl
         if readonly:
             return
-        self._check_runs_root()  # before anything is written in it
+        self.check_own_dirs()  # before anything is written in it
         try:
             for sub in (self.root, self.runs_root, self.sweeps_root):
                 sub.mkdir(parents=True, exist_ok=True)
@@ -204,7 +216,7 @@ class Store:
             raise StoreError(f"bad run id {rid!r}")
         return self.runs_root / rid
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
         if self.readonly:
             raise StoreError(f"store {self.root} was opened read-only")
 
@@ -212,8 +224,8 @@ class Store:
         """The run's directory, created if needed. Whatever else is at its name (a symbolic link,
         a file, a FIFO: the run is broken, `run_dir_problem`) is removed first, with a warning
         naming it: a link itself, never anything through it; then a real directory is made."""
-        self._check_writable()
-        self._check_runs_root()
+        self.check_writable()
+        self.check_own_dirs()
         path = self.run_path(rid)
         why = self.run_dir_problem(rid)
         if why is not None:
@@ -252,7 +264,7 @@ class Store:
             return f"runs/{rid} is a symbolic link (to {shown(os.readlink(path))}), not a directory of the store"
         return f"runs/{rid} is {file_kind(st.st_mode)}, not a directory"
 
-    def _check_runs_root(self) -> None:
+    def check_own_dirs(self) -> None:
         """A store's runs/, sweeps/ and timing/ are directories of its own (nothing is written
         through a link: a manifest or a timing record would land wherever it points)."""
         for sub in STORE_DIRS[:3]:
@@ -296,6 +308,22 @@ class Store:
             return RunConfig.from_dict(doc["config"])
         except (KeyError, TypeError, ConfigError) as e:
             raise StoreError(f"corrupted run directory {self.run_path(rid)}: config.json: {e}") from None
+
+    def stored_config(self, rid: str) -> dict | None:
+        """config.json as stored (its extra entries too), None where there is none to read."""
+        if self.run_dir_problem(rid) is not None:
+            return None
+        try:
+            doc = self._read_json(rid, "config.json")
+        except StoreError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def log_dir(self, rid: str, name: str) -> Path:
+        """The run's directory for a logger's files (`name`: tensorboard), in its run directory."""
+        if not NAME_RE.match(name):
+            raise StoreError(f"bad log directory name {name!r}")
+        return self.run_dir(rid) / name
 
     # --- results ---
     def is_done(self, rid: str) -> bool:
@@ -370,12 +398,12 @@ class Store:
         Returns False (with a warning) and writes nothing if the run is already done, or if this
         object's lease on it was broken and someone else now holds it (their result will count).
         """
-        self._check_writable()
+        self.check_writable()
         d = self.run_dir(rid)
         if self.is_done(rid):
             warnings.warn(f"run {d} is already done; keeping the first result", stacklevel=2)
             return False
-        if not self._still_ours(rid):
+        if not self.leases.still_ours(rid):
             warnings.warn(f"lost the lease on run {d} to another process; discarding this result",
                           stacklevel=2)
             return False
@@ -401,12 +429,12 @@ class Store:
         write_json_atomic(d / "DONE", {**done, MANIFEST: files}, strict=True)  # the manifest, last
         for name in ("FAILED", "checkpoint.pt", CURVES_LIVE):
             remove_path(d / name)  # a directory at the name too
-        self.release(rid)  # DONE is written: nobody may claim it any more
+        self.leases.release(rid)  # DONE is written: nobody may claim it any more
         return True
 
     def fail(self, rid: str, reason: str) -> None:
         """Record that an attempt raised (for exceptions; a NaN run is finished, not failed)."""
-        self._check_writable()
+        self.check_writable()
         d = self.run_dir(rid)
         if self.is_done(rid):
             return
@@ -499,101 +527,40 @@ class Store:
         pack.load_model_state(0, params)
         return pack.eval()
 
-    # --- leases (the protocol is lease.py's) ---
-    def _lease_path(self, rid: str) -> Path:
-        return self.run_path(rid) / "lease"
-
-    def lease_info(self, rid: str) -> dict | None:
-        """The lease on a run if it is live, else None."""
-        return lease.holder(self._lease_path(rid), self.lease_timeout)
-
-    def claim(self, rid: str, owner: str = "") -> bool:
-        """Take the run for this process; False if it is done or someone else holds a live lease,
-        or (with a warning naming it) if its directory is one this process may not read or write
-        (its permissions): that run is skipped, the others go on."""
-        self._check_writable()
-        path = self.run_path(rid)
-        why = self.run_dir_problem(rid)
-        if why is not None and os.path.isdir(path) and not os.path.islink(path):  # a real directory: not ours to replace
-            warnings.warn(f"skipping run {path}: {why} (fix its permissions, then run again)", stacklevel=2)
-            return False
-        d = self.run_dir(rid)
-        if self.is_done(rid):
-            return False
-        if rid in self._leases and self.heartbeat(rid):
-            return True  # already ours
-        try:
-            token = lease.take(self._lease_path(rid), owner, self.lease_timeout)
-        except PermissionError as e:  # a directory we may read but not write
-            warnings.warn(f"skipping run {path}: its lease cannot be written: {e.strerror} (fix its permissions, "
-                          f"then run again)", stacklevel=2)
-            return False
-        if token is None:
-            return False
-        self._leases[rid] = token
-        if self.is_done(rid):  # finished by the previous holder just before it released
-            self.release(rid)
-            return False
-        # temp files a killed writer left (we hold the lease: no one else writes here), but not
-        # another contender's fresh lease temp file
+    def prepare_rerun(self, rid: str) -> None:
+        """Make a claimed run's directory ready to run again (its lease holder calls it: nobody
+        else writes there): temp files a killed writer left (not a contender's fresh lease temp
+        file), a broken result, and a directory or a FIFO at a file's name (each would fail every
+        attempt)."""
+        d = self.run_path(rid)
         remove_temp_files(d, spare_prefix=lease.TEMP_PREFIX, spare_seconds=60)
         self._clear_broken(d)
-        for name in LIVE_FILES:  # a directory or a FIFO at a file's name would fail every attempt
+        for name in LIVE_FILES:
             what = remove_unless_file(d / name) if name != "lease" else None
             if what is not None:
                 log.warning("run %s: %s was not a file (%s); removed before the run starts again", d, name, what)
-        return True
 
-    def _still_ours(self, rid: str) -> bool:
-        """False only if this object took a lease on `rid` and the lease file now has another token."""
-        token = self._leases.get(rid)
-        return token is None or lease.still_held(self._lease_path(rid), token)
-
-    def heartbeat(self, rid: str) -> bool:
-        """Refresh this process's lease on `rid`; False if it is not (or no longer) ours."""
-        token = self._leases.get(rid)
-        return token is not None and lease.refresh(self._lease_path(rid), token)
-
-    def release(self, rid: str) -> None:
-        """Drop this process's lease on `rid` (a lease someone else holds is left alone)."""
-        token = self._leases.pop(rid, None)
-        if token is not None:
-            lease.drop(self._lease_path(rid), token)
-
-    def held(self) -> list[str]:
-        """Run ids this object holds leases on."""
-        return sorted(self._leases)
-
-    # --- checkpoints ---
-    def save_checkpoint(self, rid: str, obj: Any) -> None:
-        """torch.save `obj` (a dict) as the run's checkpoint, atomically. Refused once the run is done."""
+    # --- checkpoints: opaque bytes (their format is the trainer's: train/checkpoint.py) ---
+    def save_checkpoint(self, rid: str, data: bytes) -> None:
+        """Write `data` as the run's checkpoint.pt, atomically. Refused once the run is done."""
         if self.is_done(rid):
             raise StoreError(f"run {self.run_path(rid)} is finished; its files are never rewritten")
         path = self.run_dir(rid) / "checkpoint.pt"
         remove_unless_file(path)
-        save_torch_atomic(path, obj)
+        write_atomic(path, lambda fh: fh.write(data))
 
-    def load_checkpoint(self, rid: str, map_location: Any = "cpu") -> Any | None:
-        """The run's checkpoint, or None if there is none. It is read as data only
-        (atomic.load_torch_data: tensors, numbers, strings, lists and dicts): a pickle that would
-        import or call anything is refused unread, with one warning line naming the file, and the
-        run starts again from step 0 (nothing in the file runs). An unreadable checkpoint
-        (truncated, corrupt, of another layout) warns the same way and gives None."""
+    def load_checkpoint(self, rid: str) -> bytes | None:
+        """The bytes of the run's checkpoint.pt (at most MAX_FILE_BYTES, from a regular file in a
+        real run directory), or None if there is none; one that cannot be read (a FIFO or a
+        directory at the name, too large) warns with its path and gives None."""
         path = self.run_path(rid) / "checkpoint.pt"
-        if not os.path.lexists(path):
+        if self.run_dir_problem(rid) is not None or not os.path.lexists(path):
+            return None  # (a run directory that is a link: its claimer replaces it, the run starts again)
+        try:
+            return read_regular(path)
+        except OSError as e:
+            warnings.warn(f"ignoring unreadable checkpoint {path}: {e.strerror or e}", stacklevel=2)
             return None
-        try:  # read_regular: a FIFO or a directory at the name is unreadable, never a hang
-            ck = load_torch_data(path, map_location)
-            why = checkpoint_problem(ck)
-        except RefusedPickle as e:
-            warnings.warn(f"ignoring checkpoint {e}; the run starts again", stacklevel=2)
-            return None
-        except Exception as e:  # truncated, corrupt, or from an incompatible version
-            why = f"{type(e).__name__}: {_first_line(e)}"
-        if why is not None:
-            warnings.warn(f"ignoring unreadable checkpoint {path}: {why}", stacklevel=2)
-            return None
-        return ck
 
     # --- live curves: appended while a run trains ---
     def start_curves(self, rid: str, curves: dict) -> None:
@@ -610,7 +577,7 @@ class Store:
 
     def append_curves(self, rid: str, rows: list[dict]) -> None:
         """Append curve rows (one JSON object a line) to the run's live curves, flushed."""
-        self._check_writable()
+        self.check_writable()
         # O_NOFOLLOW: a link put at the name is never appended through (start_curves replaced it)
         fd = os.open(self.run_dir(rid) / CURVES_LIVE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
                      FILE_MODE)
@@ -684,7 +651,7 @@ class Store:
         info = {"run_id": rid, "state": state, "step": None, "reason": None}
         if state == "diverged":
             info.update(self.divergence(rid) or {})
-        elif state == "broken":
+        elif state in ("broken", "unloaded"):
             info["reason"] = self.broken_reason(rid)
         elif state == "failed":
             why = self.failure(rid)
@@ -706,98 +673,24 @@ class Store:
     def run_state(self, rid: str) -> str:
         """One of RUN_STATES: 'done', 'diverged' (finished, training diverged), 'broken' (DONE but
         no result that verifies, a run directory that is not a real directory of the store, or an
-        unfinished run with a directory or a FIFO at the name of a file it writes), 'running'
-        (live lease), 'failed', 'pending'."""
+        unfinished run with a directory or a FIFO at the name of a file it writes), 'unloaded'
+        (DONE, but its config names a model kind not loaded now: a plug-in's, DEPTHSCALE_KINDS
+        unset), 'running' (live lease), 'failed', 'pending'."""
         d = self.run_path(rid)
         if self.run_dir_problem(rid) is not None:  # a link, a file or a FIFO at the run's name
             return "broken"
         if (d / "DONE").exists():
-            if self._check_finished(rid) is not None:
-                return "broken"
+            why = self._check_finished(rid)
+            if why is not None:
+                return "unloaded" if kind_not_loaded(why) else "broken"
             return "diverged" if self.divergence(rid) is not None else "done"
-        if self.lease_info(rid) is not None:
+        if self.leases.holder(rid) is not None:
             return "running"
         if os.path.lexists(d / "DONE") or self.broken_reason(rid) is not None:
             return "broken"
         if (d / "FAILED").exists():
             return "failed"
         return "pending"
-
-    # --- sweeps ---
-    def _manifest_path(self, name: str) -> Path:
-        if not isinstance(name, str) or not NAME_RE.match(name):
-            raise StoreError(f"bad sweep name {name!r}: use letters, digits, '.', '_' and '-'")
-        return self.sweeps_root / f"{name}.json"
-
-    def add_to_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
-        """Add runs to the manifest `name` (created if missing), keeping the ones it lists."""
-        self._check_writable()
-        try:
-            have = self.load_manifest(name)
-        except StoreError:  # missing (or unreadable: started again)
-            have = []
-        return self.write_manifest(name, [*have, *run_ids])
-
-    def write_manifest(self, name: str, run_ids: Iterable[str]) -> Path:
-        """Record which runs the sweep `name` wants (replacing an earlier manifest of that name)."""
-        self._check_writable()
-        self._check_runs_root()  # sweeps/ made a link after the store was opened
-        path = self._manifest_path(name)
-        ids = sorted(set(run_ids))
-        for rid in ids:
-            self.run_path(rid)  # validates
-        try:
-            if read_json(path, dict).get("run_ids") == ids:
-                return path
-        except (OSError, ValueError):
-            pass
-        remove_unless_file(path)  # a directory or a FIFO at the manifest's name
-        write_json_atomic(path, {"name": name, "run_ids": ids, "time": time.time()}, strict=True)
-        return path
-
-    def load_manifest(self, name: str) -> list[str]:
-        """The run ids the sweep `name` wants; StoreError naming the manifest if it is missing or
-        damaged (unreadable, not JSON, nested too deeply, run_ids not a list of strings)."""
-        path = self._manifest_path(name)
-        try:
-            ids = read_json(path, dict).get("run_ids")  # never blocks on a FIFO
-        except FileNotFoundError:
-            raise StoreError(f"no sweep {name!r} in store {self.root}") from None
-        except OSError as e:
-            raise StoreError(f"corrupted sweep manifest {path}: it cannot be read: {e.strerror or e}") from None
-        except DamagedJSON as e:
-            raise StoreError(f"corrupted sweep manifest {path}: it {e}") from None
-        if not isinstance(ids, list) or not all(isinstance(rid, str) for rid in ids):  # a hand edit
-            raise StoreError(f"corrupted sweep manifest {path}: its run_ids is not a list of run ids")
-        return ids
-
-    def manifests(self) -> list[str]:
-        return sorted(p.stem for p in self.sweeps_root.glob("*.json") if NAME_RE.match(p.stem))
-
-    # --- the store as tables (collect.py) ---
-    def status(self, sweep: str | None = None):
-        """Runs per state of each sweep (collect.status)."""
-        return collect.status(self, sweep)
-
-    def problems(self, sweep: str | None = None, states: Iterable[str] = ("diverged", "broken")) -> list[dict]:
-        """The diverged and broken runs of the sweeps, where and why (collect.problems)."""
-        return collect.problems(self, sweep, states)
-
-    def collect(self, sweep: str | None = None, arrays: str = "list"):
-        """One row per finished run (collect.collect)."""
-        return collect.collect(self, sweep, arrays)
-
-    def collect_to(self, path: str | os.PathLike, sweep: str | None = None, arrays: str = "auto"):
-        """collect() written to a .parquet or .csv file (collect.collect_to)."""
-        return collect.collect_to(self, path, sweep, arrays)
-
-    def collect_curves(self, sweep: str | None = None):
-        """Every run's curves as one long table: run_id, step, metric, value (collect.collect_curves)."""
-        return collect.collect_curves(self, sweep)
-
-    def collect_curves_to(self, path: str | os.PathLike, sweep: str | None = None):
-        """collect_curves() written to a .parquet or .csv file (collect.collect_curves_to)."""
-        return collect.collect_curves_to(self, path, sweep)
 
 
 def load_model(store: "Store | str | os.PathLike", run_id: str, device: str = "cpu"):
@@ -812,45 +705,7 @@ def load_model(store: "Store | str | os.PathLike", run_id: str, device: str = "c
     return store.load_model(run_id, device)
 
 
-# --- a training run's files: its checkpoint and its live curves' rows ----------------------------
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0][:200] if lines else ""
-
-
-# a checkpoint (Trainer.checkpoint): its entries and what each must be
-_CHECKPOINT_FIELDS = {"step": int, "params": dict, "adam": dict, "state": dict, "config": dict, "pack": list}
-
-
-def checkpoint_problem(ck: Any) -> str | None:
-    """What keeps `ck` (a checkpoint as loaded) from being a checkpoint, or None. Any checkpoint
-    is a dict; one that names a config (the trainer resumes only those: training.run_pack) is
-    one the trainer wrote: step (an integer >= 0), params and Adam's moments m and v (names ->
-    tensors), Adam's step count t (a number), the run's bookkeeping (state: a dict with string
-    keys), its config and its pack (a list of configs)."""
-    import torch
-
-    if not isinstance(ck, dict):
-        return f"it holds {type(ck).__name__}, not a checkpoint"
-    if "config" not in ck:
-        return None
-    for key, kind in _CHECKPOINT_FIELDS.items():
-        if not isinstance(ck.get(key), kind) or isinstance(ck.get(key), bool):
-            return f"its {key!r} is missing or not {kind.__name__}"
-    if ck["step"] < 0:
-        return f"its step {ck['step']} is negative"
-    adam = ck["adam"]
-    for name, tensors in (("params", ck["params"]), ("adam m", adam.get("m")), ("adam v", adam.get("v"))):
-        if not isinstance(tensors, dict) or not all(isinstance(k, str) and isinstance(t, torch.Tensor)
-                                                    for k, t in tensors.items()):
-            return f"its {name} are not named tensors"
-    if isinstance(adam.get("t"), bool) or not isinstance(adam.get("t"), (int, float)):
-        return "its adam t is not a number"
-    if not all(isinstance(k, str) for k in ck["state"]):
-        return "its state has a key that is not a string"
-    return None
-
+# --- a training run's live curves' rows ---------------------------------------------------------
 
 _DECODER = json.JSONDecoder()
 

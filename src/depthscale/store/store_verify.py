@@ -7,7 +7,9 @@ shows as the run's *broken* reason (and a sweep then runs it again):
 - config.json: a RunConfig whose every field has its type (``L = "four"`` is broken), and whose
   hash is the run's id (`config_problem`): an edited config (L 4 -> 8, with or without its
   ``run_id``) no longer hashes to the directory's name. A config written by an earlier version
-  under a renamed field hashes as it was stored.
+  under a renamed field hashes as it was stored. A config of a model kind that no loaded kind
+  has (a plug-in's, its file not named by DEPTHSCALE_KINDS now) cannot be read: the run is not
+  broken but *unloaded*, and its reason says so (`kind_not_loaded`).
 - metrics.json: R is a number, or null where the run diverged (``R = "abc"`` and a missing R are
   broken, not "diverged" or "done with R = NaN"); stopped_because is a string; the other numbers
   the trainer writes are numbers or null; a run_id in it is the run's (`metrics_problem`).
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.base.atomic import file_kind, read_regular
+from depthscale.config.kind_registry import PLUGIN_ENV, find_kind
 from depthscale.config.run import FIELD_DEFAULTS, ID_OPTIONAL_FIELDS, ConfigError, RunConfig, run_id
 
 # metrics a trainer writes as numbers (null where not finite); any of them present must be one
@@ -98,12 +101,32 @@ def stored_id(raw: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+_NOT_LOADED = f"not loaded: set {PLUGIN_ENV} to the plug-in file that registers it"
+
+
+def kind_not_loaded(reason: str | None) -> bool:
+    """True if `reason` (a config_problem) says the run's model kind is not loaded."""
+    return reason is not None and reason.startswith("kind ") and reason.endswith(_NOT_LOADED)
+
+
+def _unloaded_kind(config: dict) -> str | None:
+    """The model a config names when it reads as a kind's name (a plug-in's) that no loaded kind has."""
+    model = config.get("model")
+    if isinstance(model, str) and 0 < len(model) <= 100 and model.replace("-", "_").isidentifier() \
+            and find_kind(model) is None:
+        return model
+    return None
+
+
 def config_problem(rid: str, doc: Any) -> str | None:
-    """What is wrong with a run's config.json document, or None."""
+    """What is wrong with a run's config.json document, or None (a kind not loaded: `kind_not_loaded`)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         return "config.json has no config"
     if doc.get("run_id", rid) != rid:
         return f"config.json is for run {doc.get('run_id')!r}"
+    kind = _unloaded_kind(doc["config"])
+    if kind is not None:
+        return f"kind {kind!r} {_NOT_LOADED}"
     try:
         cfg = RunConfig.from_dict(doc["config"])
     except (ConfigError, TypeError, ValueError) as e:
@@ -303,7 +326,7 @@ def squatter(d: Path) -> str | None:
     return None
 
 
-__all__ = ["config_problem", "metrics_problem", "curves_problem", "curve_row_problem", "params_problem",
+__all__ = ["config_problem", "kind_not_loaded", "metrics_problem", "curves_problem", "curve_row_problem", "params_problem",
            "manifest_problem", "manifest_entry", "stat_key", "MANIFEST", "VOUCHED",
            "squatter", "stored_id", "file_sha256", "file_signature", "NUMERIC_METRICS", "INTEGER_METRICS", "LIVE_FILES",
            "PARAMS_SHA", "PARAMS_BYTES"]

@@ -1,5 +1,5 @@
 """What a training pack reports while it trains (SPEC §4): each evaluation's curve row appended to its
-run directory and to the loggers (TensorBoard), the current loss on the progress bar, and, without a
+run's live curves and to the loggers (TensorBoard), the current loss on the progress bar, and, without a
 terminal, one plain line per finished run and a heartbeat line at least every HEARTBEAT_SECONDS.
 """
 
@@ -49,19 +49,22 @@ def _clock(seconds: float) -> str:
 
 
 class LiveLog:
-    """What a pack reports while it trains: each run's curve rows appended to its run directory
-    (store.append_curves), the current loss on the progress bar, and, when stderr is not a
+    """What a pack reports while it trains: each run's curve rows appended to its live curves
+    (RunStorage.append_curves), the current loss on the progress bar, and, when stderr is not a
     terminal (a log file, a batch job), one plain line per finished run and a progress line at
-    least every HEARTBEAT_SECONDS. It attaches to the trainer's hooks (`on_eval`, `on_finish`)."""
+    least every HEARTBEAT_SECONDS. It attaches to the trainer's hooks (`on_eval`, `on_finish`).
+    `carried`: run ids of members finished in an earlier attempt (their curves are left alone)."""
 
-    def __init__(self, cfgs: list[RunConfig], store, states: list, start: int, bar=None) -> None:
+    def __init__(self, cfgs: list[RunConfig], store, states: list, start: int, bar=None,
+                 carried: set[str] = frozenset()) -> None:
         self.cfgs, self.store, self.states, self.bar = cfgs, store, states, bar
         self.start, self.t0 = start, time.monotonic()
         self.last_line = self.t0
         self.plain = not _isatty(sys.stderr)
         if store is not None:  # the live curves restart from what the checkpoint holds: no row twice
             for c, st in zip(cfgs, states):
-                store.start_curves(c.run_id, st.curves)
+                if c.run_id not in carried:
+                    store.start_curves(c.run_id, st.curves)
 
     def on_eval(self, i: int, row: dict) -> None:
         """One evaluation's curve row of run i ({key: value} over CURVE_KEYS)."""
@@ -103,24 +106,9 @@ class LiveLog:
         self.last_line = time.monotonic()
 
 
-class LiveStore:
-    """The store as the live log sees it: the carried members' curves (finished runs) are not
-    restarted."""
-
-    def __init__(self, store, carried: set[str]):
-        self._store, self._carried = store, carried
-
-    def start_curves(self, rid: str, curves: dict) -> None:
-        if rid not in self._carried:
-            self._store.start_curves(rid, curves)
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-
 class TensorBoardLog:
     """The TensorBoard logger (`loggers`: LOGGERS, checked; a store is needed): each run's curve
-    rows as scalars train/<key> in its run directory's tensorboard/ (`on_eval`), its writer closed
+    rows as scalars train/<key> in its run's log directory tensorboard/ (`on_eval`), its writer closed
     when it finishes (`on_finish`). A resumed pack (`start` > 0) drops a run's events after its
     checkpoint step rather than doubling them."""
 
@@ -136,7 +124,7 @@ class TensorBoardLog:
             from torch.utils.tensorboard import SummaryWriter
 
             # purge_step: a resumed run's events after its checkpoint step are dropped, not doubled
-            self.writers[i] = SummaryWriter(str(self.store.run_dir(self.cfgs[i].run_id) / "tensorboard"),
+            self.writers[i] = SummaryWriter(str(self.store.log_dir(self.cfgs[i].run_id, "tensorboard")),
                                             purge_step=self.start or None)
         return self.writers[i]
 
@@ -157,4 +145,4 @@ class TensorBoardLog:
         self.writers.clear()
 
 
-__all__ = ["LiveLog", "LiveStore", "TensorBoardLog", "check_loggers", "CURVE_KEYS", "LOGGERS", "HEARTBEAT_SECONDS"]
+__all__ = ["LiveLog", "TensorBoardLog", "check_loggers", "CURVE_KEYS", "LOGGERS", "HEARTBEAT_SECONDS"]

@@ -16,14 +16,16 @@ exactly as it would be alone, and a stopped model's rows are frozen.
 - `keep_best` (on `on_eval`): the step of the lowest monitor loss seen, a diagnostic (best_step,
   best_monitor), and its parameters only where RunConfig.keep_best asks (SPEC §4: the final model
   is the model);
-- `checkpoint` (on `on_checkpoint`, with a store): each unfinished run's checkpoint into the store;
+- `checkpoint` (on `on_checkpoint`, with a store): each unfinished run's checkpoint
+  (checkpoint.build) into the store;
 - `finish`: a stopped run's final measurement (measurements.measure, on the final parameters, or
   the best ones when kept), its metrics (the final monitor loss `final_monitor_loss` among them),
   its result in the store, then the `on_finish` hooks;
 - `run`: the loop that calls them and triggers the hooks (HOOKS): keep-best, the live log
   (live.LiveLog) and TensorBoard (live.TensorBoardLog) attach to them, and so can a caller
   (`add_hook`; train_pack's on_finish).
-The pack is reached only through the model protocol (kinds.base.ModelKind).
+The pack is reached only through the model protocol (kinds.base.ModelKind), the store only
+through the storage protocol (storage.RunStorage).
 
 Resume is bit-identical to an uninterrupted run (issue 28 item 8). A model's numbers depend on its
 pack-mates through float rounding (the batched kernels and the optimiser's masked step see the
@@ -55,10 +57,12 @@ from depthscale.data.contexts import make_generator, sample_for, sample_streams,
 from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.kinds.base import ModelKind
 from depthscale.train.memory import held_sets, hold_eval
-from depthscale.train.live import CURVE_KEYS, LiveLog, LiveStore, TensorBoardLog
+from depthscale.train import checkpoint as ckpt
+from depthscale.train.live import CURVE_KEYS, LiveLog, TensorBoardLog
 from depthscale.train.optim import RowAdam, qk_lr_mults
 from depthscale.train.prefetch import Prefetcher
 from depthscale.train.schedule import base_lrs, converged, lr_factor
+from depthscale.train.storage import RunStorage
 
 CARRIED = "carried"  # stopped_because of a member that finished in an earlier attempt of its pack
 # the trainer's named hooks, what each is called with, and when (Trainer.add_hook):
@@ -249,8 +253,8 @@ class Trainer:
     `shadows`: runs (done in the store) that train only for their pack-mates' numbers: nothing of
     theirs is logged, checkpointed or written."""
 
-    def __init__(self, cfgs: list[RunConfig], pack: ModelKind, device="cpu", store=None, loggers=(),
-                 on_finish=None, shadows=()):
+    def __init__(self, cfgs: list[RunConfig], pack: ModelKind, device="cpu", store: RunStorage | None = None,
+                 loggers=(), on_finish=None, shadows=()):
         self.cfgs, self.c0, self.M = cfgs, cfgs[0], len(cfgs)
         self.shadows = set(shadows)
         self.pack, self.device, self.store, self.loggers = pack, device, store, loggers
@@ -400,19 +404,17 @@ class Trainer:
 
     # ---- checkpoint ----
     def checkpoint(self, done_step: int) -> None:
-        """Each unfinished run's checkpoint: parameters, its Adam moments, bookkeeping, config,
-        the pack it trains in (the configs of all members, in order: a resume rebuilds it) and the
-        intra-op thread count it trained at (float sums depend on it: a resume uses it again)."""
+        """Each unfinished run's checkpoint (checkpoint.build: its parameters, Adam moments,
+        bookkeeping, config, and the pack it trains in) into the store."""
         pack = [c.to_dict() for c in self.cfgs]
         for i in self.unfinished():
             if self.states[i].stopped_because is None:
                 self.states[i].steps = done_step
             adam = self.opt.state_of(i)
-            self.store.save_checkpoint(self.cfgs[i].run_id, {
-                "step": done_step, "params": _cpu(self.pack.state_of(i)),
-                "adam": {"m": _cpu(adam["m"]), "v": _cpu(adam["v"]), "t": adam["t"]},
-                "state": self.states[i].__dict__, "config": self.cfgs[i].to_dict(), "pack": pack,
-                "threads": torch.get_num_threads()})  # a resume trains at it (training.run_pack)
+            ck = ckpt.build(done_step, _cpu(self.pack.state_of(i)),
+                            {"m": _cpu(adam["m"]), "v": _cpu(adam["v"]), "t": adam["t"]},
+                            self.states[i].__dict__, self.cfgs[i].to_dict(), pack)
+            self.store.save_checkpoint(self.cfgs[i].run_id, ckpt.to_bytes(ck))
 
     # ---- finish ----
     def finish(self, i: int, reason: str, step: int) -> None:
@@ -458,9 +460,8 @@ class Trainer:
         c0 = self.c0
         carried = {c.run_id for i, (c, st) in enumerate(zip(self.cfgs, self.states))
                    if st.stopped_because == CARRIED or i in self.shadows}
-        store = LiveStore(self.store, carried) if self.store is not None and carried else self.store
         tensorboard = TensorBoardLog(self.cfgs, self.store, self.loggers, self.start)  # (checks the loggers first)
-        self.live = LiveLog(self.cfgs, store, self.states, self.start)
+        self.live = LiveLog(self.cfgs, self.store, self.states, self.start, carried=carried)
         self._attach_own_hooks(tensorboard)
         self._monitor_sets()
         from tqdm.auto import tqdm

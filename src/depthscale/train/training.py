@@ -7,7 +7,8 @@
 The parts live one level down: the trainer's named pieces (step, evaluate, keep-best, checkpoint,
 finish, resume and its planning) and its hooks (on_eval, on_checkpoint, on_finish) in `trainer`,
 the row-wise Adam in `optim`, the schedule and the convergence rule in `schedule`, the live log
-and TensorBoard that attach to the hooks in `live`, the monitor in `measurements`; the models in
+and TensorBoard that attach to the hooks in `live`, the checkpoint's format in `checkpoint`, what
+training needs of a store in `storage` (RunStorage), the monitor in `measurements`; the models in
 `models` (the registry of model kinds). Each name is imported from the module that defines it.
 """
 
@@ -17,16 +18,17 @@ import contextlib
 
 import torch
 
-from depthscale.base.atomic import read_json
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
 from depthscale.data import kernels
 from depthscale.kinds.lookup import build_pack, model_class, pack_key
+from depthscale.train import checkpoint as ckpt
+from depthscale.train.storage import RunStorage
 from depthscale.train.trainer import Trainer, batch_order
 
 
 
-def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress: bool | None = None,
+def train_pack(cfgs: list[RunConfig], device: str = "cpu", store: RunStorage | None = None, progress: bool | None = None,
                resume: dict | None = None, on_finish=None, loggers: tuple[str, ...] = (),
                carried=(), shadows=()) -> list[dict]:
     """Train the pack; returns each run's metrics (None for `carried`, {} for `shadows`). `resume`
@@ -44,18 +46,16 @@ def train_pack(cfgs: list[RunConfig], device: str = "cpu", store=None, progress:
     return trainer.run(progress)
 
 
-def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: bool | None = None,
+def run_pack(configs: list[RunConfig], store: RunStorage, device: str = "cpu", progress: bool | None = None,
              loggers: tuple[str, ...] = ()) -> None:
     """Sweep worker: train the configs (one pack_key), resuming from checkpoints in the store and
     writing each result there. Runs whose checkpoints are at different steps train as sub-packs.
     `loggers` as in train_pack (bind it with functools.partial to hand it to a sweep)."""
     todo = [c for c in configs if not store.is_done(c.run_id)]
     todo = [todo[i] for i in batch_order(todo)]
-    for c in todo:
-        store.run_dir(c.run_id)  # a real directory of the store (whatever else was at its name removed) before a read
     checkpoints = {}
     for c in todo:
-        ck = store.load_checkpoint(c.run_id)
+        ck = ckpt.read(store, c.run_id)
         if ck is not None and ck.get("config") == c.to_dict():
             checkpoints[c.run_id] = ck
     # provenance: did the fused CPU kernels train the runs of the kinds that use them (the same
@@ -63,7 +63,8 @@ def run_pack(configs: list[RunConfig], store, device: str = "cpu", progress: boo
     uses_fused = [model_class(c.model).fused_cpu_kernels for c in todo]
     now = kernels.fused_ops() is not None if torch.device(device).type == "cpu" and any(uses_fused) else None
     for c, u in zip(todo, uses_fused):
-        value = fused_record(stored_fused(store, c.run_id), now, c.run_id in checkpoints) if u else None
+        stored = (store.stored_config(c.run_id) or {}).get(FUSED) if u else None
+        value = fused_record(stored, now, c.run_id in checkpoints) if u else None
         store.write_config(c, extra=None if value is None else {FUSED: value})
     for cfgs, resume, carried, shadows in Trainer.plan_resume(todo, checkpoints, store):
         try:
@@ -90,14 +91,6 @@ def fused_record(stored, now: bool | None, resumed: bool) -> bool | str | None:
     return stored if stored == bool(now) else "mixed"
 
 
-def stored_fused(store, rid: str):
-    """The FUSED entry of the run's config.json as stored, None where there is none to read."""
-    try:
-        return read_json(store.run_path(rid) / "config.json", dict).get(FUSED)
-    except (OSError, ValueError):
-        return None
-
-
 @contextlib.contextmanager
 def recorded_threads(checkpoints: list[dict]):
     """Train at the intra-op thread count the checkpoints' pack trained at (their "threads"), so
@@ -118,7 +111,7 @@ def recorded_threads(checkpoints: list[dict]):
         torch.set_num_threads(before)
 
 
-def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | None = None,
+def train_one(cfg: RunConfig, store: RunStorage | None = None, device: str = "cpu", progress: bool | None = None,
               loggers: tuple[str, ...] = ()) -> dict:
     """Train (or resume, or load) a single run and return its metrics."""
     if store is None:
@@ -128,4 +121,4 @@ def train_one(cfg: RunConfig, store=None, device: str = "cpu", progress: bool | 
     return store.load_metrics(cfg.run_id)
 
 
-__all__ = ["train_pack", "run_pack", "train_one", "fused_record", "stored_fused", "FUSED"]
+__all__ = ["train_pack", "run_pack", "train_one", "fused_record", "FUSED"]

@@ -104,6 +104,7 @@ TRAIN_KEYS = ("run_id", "R", "R_se", "A", "C", "steps", "stopped_because", "R_re
 def cmd_train(args) -> int:
     """Train one run into --store (a finished one is only loaded); without --store the run trains in
     memory, its numbers are printed and a note on stderr says nothing was saved."""
+    from depthscale.store import manifests
     from depthscale.store.divergence import diverged
     from depthscale.train.training import train_one
 
@@ -123,7 +124,7 @@ def cmd_train(args) -> int:
         if store is None:
             print("depthscale: no --store: the run is trained in memory and not saved", file=sys.stderr)
         else:
-            store.add_to_manifest(TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
+            manifests.add(store, TRAIN_SWEEP, [cfg.run_id])  # `status` and `collect --sweep train` see it
         met = train_one(cfg, store, device, progress=None if not args.json else False, loggers=loggers)
     div = (store.divergence(cfg.run_id) if store is not None else None) or diverged(met)
     # L, model and task come from the config: a diverged run's metrics hold no measurements
@@ -255,17 +256,19 @@ def cmd_sweep(args) -> int:
     return failed_runs_exit(counts, args.store)
 
 
-PROBLEM_STATES = ("diverged", "broken", "failed")  # the runs `status` lists, with where and why
+PROBLEM_STATES = ("diverged", "broken", "unloaded", "failed")  # the runs `status` lists, with where and why
 
 
 def cmd_status(args) -> int:
+    from depthscale.store import collect, manifests
+
     store = existing_store(args.store)
-    st = store.status().reset_index()  # one row per sweep: total, then a count per state
-    problems = store.problems(states=PROBLEM_STATES)  # diverged, broken and failed runs: where and why
+    st = collect.status(store).reset_index()  # one row per sweep: total, then a count per state
+    problems = collect.problems(store, states=PROBLEM_STATES)  # diverged, broken, unloaded and failed runs: where and why
     if args.json:
         recs = st.to_dict(orient="records")
         for rec in recs:
-            ids = set(store.load_manifest(rec["sweep"]))
+            ids = set(manifests.load(store, rec["sweep"]))
             for state in PROBLEM_STATES:
                 rec[f"{state}_runs"] = [{k: p[k] for k in ("run_id", "step", "reason")}
                                         for p in problems if p["state"] == state and p["run_id"] in ids]
@@ -279,17 +282,19 @@ def cmd_status(args) -> int:
 
 
 def cmd_collect(args) -> int:
+    from depthscale.store import collect, manifests
+
     out = out_file(args.out)
     store = existing_store(args.store)
     if args.sweep is not None:
-        store.load_manifest(args.sweep)  # an unknown sweep: one line naming it, before anything is written
+        manifests.load(store, args.sweep)  # an unknown sweep: one line naming it, before anything is written
     if args.curves:
-        df = store.collect_curves_to(out, sweep=args.sweep)
+        df = collect.collect_curves_to(store, out, sweep=args.sweep)
         runs = int(df["run_id"].nunique()) if len(df) else 0
         emit(args, {"out": str(out), "rows": len(df), "runs": runs, "columns": list(df.columns)},
              f"wrote {len(df)} curve rows of {runs} runs to {args.out} (columns run_id, step, metric, value)")
         return 0
-    df = store.collect_to(out, sweep=args.sweep)
+    df = collect.collect_to(store, out, sweep=args.sweep)
     div = int((df["state"] == "diverged").sum()) if len(df) else 0
     emit(args, {"out": str(out), "runs": len(df), "diverged": div, "columns": list(df.columns)},
          f"wrote {len(df)} runs to {args.out}" + (f" ({div} diverged: column state)" if div else ""))
@@ -376,7 +381,7 @@ def _add_read_parsers(sub) -> None:
     """status and collect: what a store holds."""
     sp = sub.add_parser("status", help="done / running / failed per experiment", **help_text(
         "Count the runs of each sweep in a store by state (runs of `depthscale train` are the sweep "
-        "'train'), and list the diverged, broken and failed ones (a failed run's line: the first line "
+        "'train'), and list the diverged, broken, unloaded and failed ones (a failed run's line: the first line "
         "of its FAILED file).", "depthscale status --store runs/cpu"))
     store_flag(sp)
     json_flag(sp, "print one JSON list: a record per sweep")
