@@ -19,6 +19,7 @@ from depthscale.kinds.transformer import TransformerPack, evaluate
 from depthscale.runs.per_context import StoredRuns
 from depthscale.runs.sweeps import make_packs, plan, run_sweep
 from depthscale.store.store import Store
+from depthscale.train import checkpoint
 from depthscale.train.training import run_pack, train_pack
 
 # a smoke run, shorter still: the pipeline, not the science
@@ -97,7 +98,7 @@ def test_a_transformer_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(Store, "finish", crash)
     with pytest.raises(RuntimeError):
         run_pack([cfg], st)
-    assert st.load_checkpoint(cfg.run_id)["step"] == 20  # every result follows a checkpoint at its step
+    assert checkpoint.read(st, cfg.run_id)["step"] == 20  # every result follows a checkpoint at its step
     monkeypatch.setattr(Store, "finish", real_finish)
     run_pack([cfg], st)
     met = st.load_metrics(cfg.run_id)
