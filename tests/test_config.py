@@ -94,7 +94,7 @@ def test_linear_step_budget_grows_with_depth():
 
 
 def test_late_fields_at_their_default_leave_the_run_id_alone():
-    """clusters, loop, heads, mlp came after stores were written: at their defaults they are not in
+    """clusters, loop, heads, mlp, construct_heads came after stores were written: at their defaults they are not in
     the hash (the id is the one the config had before they existed), set they are."""
     import hashlib
     import json
@@ -105,9 +105,11 @@ def test_late_fields_at_their_default_leave_the_run_id_alone():
     old = config_dict(cfg, ("preset",) + ID_OPTIONAL_FIELDS)  # the config as it was hashed before
     expect = hashlib.sha256(json.dumps(old, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
     assert cfg.run_id == expect
+    needs = {"construct_heads": dict(qk_init="constructive", wx_init="orthogonal", task="difficult")}
     for name in ID_OPTIONAL_FIELDS:
-        other = cfg.replace(**{name: FIELD_DEFAULTS[name] + 1 if name != "loop" else 2})
-        assert other.run_id != cfg.run_id
+        base = cfg.replace(**needs.get(name, {}))
+        other = base.replace(**{name: FIELD_DEFAULTS[name] + 1 if name != "loop" else 2})
+        assert other.run_id != base.run_id, name
 
 
 def test_loop_must_divide_the_depth():
@@ -130,7 +132,7 @@ def test_every_field_decides_whether_it_enters_the_run_id():
 
     assert undecided_fields(RunConfig) == []
     assert all(FIELD_HELP[f.name].strip() for f in dataclasses.fields(RunConfig))
-    assert ID_OPTIONAL_FIELDS == ("clusters", "loop", "heads", "mlp") and ID_EXCLUDED_FIELDS == ("preset",)
+    assert ID_OPTIONAL_FIELDS == ("clusters", "loop", "heads", "mlp", "construct_heads") and ID_EXCLUDED_FIELDS == ("preset",)
     assert {f.metadata["run_id"] for f in dataclasses.fields(RunConfig)} == set(RUN_ID_RULES)
     # a new field without the decision is named; `_field` refuses a missing or unknown one
     grown = dataclasses.make_dataclass("Grown", [("width2", int, dataclasses.field(default=0))], bases=(RunConfig,),

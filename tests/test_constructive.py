@@ -90,3 +90,26 @@ def test_noise_is_added_on_top_of_the_stack_and_bad_uses_are_refused():
         make_config("smoke", model="linear", qk_init="constructive")
     with pytest.raises(ConfigError, match="qk_init"):
         make_config("smoke", model="nonlinear", task="easy", qk_init="constructive")
+
+
+def test_copies_start_repeats_the_best_single_head_in_every_layer():
+    """construct_heads = 1 (issue 48's probe): every layer starts as the best single head, so the
+    untrained L-layer model has the single head's loss on the monitor contexts (brute force), not
+    the L-stack's; a divisor of L only, and with the constructive start only."""
+    one = _cfgs()[0]
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", qk_init="constructive", qk_std=0.0, L=L,
+                        monitor_contexts=768, construct_heads=1) for L in (2, 4)]
+    single = constructive_stack(one)
+    chunks = _monitor_chunks(one)
+    mon = monitor(build_pack(cfgs), [0, 1], lambda m: chunks)
+    for i, c in enumerate(cfgs):
+        st = constructive_stack(c)
+        assert st["temperatures"] == single["temperatures"] * c.L and st["gain"] == single["gain"]
+        assert mon[i]["R"] == pytest.approx(_stack_loss_direct(chunks, single["temperatures"], single["gain"]), rel=2e-5)
+        assert constructive_stack(_cfgs()[i + 1])["R"] < st["R"] - 1e-6  # the L-stack is a different, better start
+    assert cfgs[0].run_id != make_config("smoke", model="nonlinear", task="difficult", qk_init="constructive",
+                                         qk_std=0.0, L=2, monitor_contexts=768).run_id
+    with pytest.raises(ConfigError, match="construct_heads"):
+        make_config("smoke", model="nonlinear", task="difficult", qk_init="constructive", L=4, construct_heads=3)
+    with pytest.raises(ConfigError, match="construct_heads"):
+        make_config("smoke", model="nonlinear", task="difficult", L=2, construct_heads=1)

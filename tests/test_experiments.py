@@ -138,7 +138,7 @@ def test_group_words_and_the_beyond_part():
     assert all(REGISTRY[i].part == "beyond" for i in BEYOND_IDS)
     studies = {i for i, e in REGISTRY.items() if e.part == "study"}
     spectra = {"convergence-spectra"} | {f"convergence-spectra-{t}" for t in ("1-0", "0-1", "05-05", "top16")}
-    assert studies == {"budget", "convergence"} | spectra  # run only when named: neither `all` nor `beyond`
+    assert studies == {"budget", "convergence", "optimum-probe"} | spectra  # run only when named: neither `all` nor `beyond`
     assert not set(IDS) & set(BEYOND_IDS) and set(IDS) | set(BEYOND_IDS) | studies == set(REGISTRY)
     assert resolve_ids("beyond") == BEYOND_IDS
     assert resolve_ids("all,beyond") == tuple(i for i in REGISTRY if i not in studies)

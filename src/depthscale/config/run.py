@@ -81,6 +81,7 @@ class RunConfig:
     tau_max: float = _field(30.0, "qk_init=spread: cosine temperature of the last layer at init", run_id="always")
     metric_sigma: float = _field(0.5, "qk_init=spread: log-normal spread of the metric's eigenvalues D (0 = isotropic)", run_id="always")
     gd_step: float = _field(0.5, "qk_init=gd (linear model): every layer starts as one in-context gradient step of this size (B_l = gd_step L I, W_v = I)", run_id="always")
+    construct_heads: int = _field(0, "qk_init=constructive: start from the best stack of this many cosine heads, copied to every L / construct_heads layers (0 = L heads; 1 = the best single head in every layer)", run_id="when_set")
     wx_init: str = _field("gaussian", "gaussian | orthogonal (orthonormal columns of W_x at init)", run_id="always")
     gain_init: str = _field("random", "random | positive (flip W_o at init so that g = W_o W_v W_y > 0)", run_id="always")
     # --- training (SPEC §4) ---
@@ -251,6 +252,10 @@ def validate(cfg: RunConfig) -> None:
     if cfg.qk_init == "constructive":  # a stack of cosine heads: the test row's softmax over the context (SPEC §3.1)
         _require(cfg.task == "difficult" and not cfg.loop, "qk_init", cfg.qk_init,
                  "used on the difficult task and loop = 0 only (constructive)")
+    _require(cfg.construct_heads >= 0, "construct_heads", cfg.construct_heads, ">= 0")
+    if cfg.construct_heads:
+        _require(cfg.qk_init == "constructive" and cfg.L % cfg.construct_heads == 0, "construct_heads", cfg.construct_heads,
+                 f"used with qk_init = constructive and a divisor of L = {cfg.L}")
 
 
 def scaled_lr(lr: float, depth: int, exponent: float) -> float:

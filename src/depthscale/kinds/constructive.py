@@ -43,11 +43,15 @@ _STACKS: dict[tuple, dict] = {}  # the stack per (monitor set, depth): every see
 
 def constructive_stack(cfg) -> dict:
     """The depth-cfg.L stack a constructive run starts from: per-layer temperatures, gain and its
-    in-sample loss on the monitor contexts (softmax_floor.best_stack_on)."""
-    key = monitor_key(cfg) + (cfg.L,)
+    in-sample loss on the monitor contexts (softmax_floor.best_stack_on) — the best stack of L heads,
+    or with construct_heads = h the best stack of h heads copied L / h times (the same equal-weight
+    mixture, so the same gain and loss: e.g. the best single head in every layer)."""
+    h = getattr(cfg, "construct_heads", 0) or cfg.L
+    key = monitor_key(cfg) + (h,)
     if key not in _STACKS:
-        _STACKS[key] = best_stack_on(monitor_moments(cfg), cfg.L)
-    return dict(_STACKS[key])
+        _STACKS[key] = best_stack_on(monitor_moments(cfg), h)
+    stack = dict(_STACKS[key])
+    return dict(stack, temperatures=list(stack["temperatures"]) * (cfg.L // h), L=cfg.L)
 
 
 def constructive_factors(stack: dict, N: int) -> tuple[torch.Tensor, torch.Tensor]:
