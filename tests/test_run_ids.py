@@ -32,9 +32,9 @@ LEGACY_ID = "db494cc8c5130893"
 
 def _independent_id(dct: dict) -> str:
     """The id's formula written out again: sha256 of the compact, key-sorted JSON of the fields
-    but preset and the optional ones at their defaults (clusters, loop, heads, mlp: 0, 0, 4, 4)."""
+    but preset and the optional ones at their defaults (clusters, loop, construct_heads, heads, mlp: 0, 0, 0, 4, 4)."""
     kept = {k: v for k, v in dct.items() if k != "preset"
-            and not (k in ("clusters", "loop") and v == 0) and not (k in ("heads", "mlp") and v == 4)}
+            and not (k in ("clusters", "loop", "construct_heads") and v == 0) and not (k in ("heads", "mlp") and v == 4)}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
