@@ -276,6 +276,6 @@ def test_a_memory_estimate_starts_no_kernel_build_and_counts_the_one_pass_sample
     one_pass = memory.pack_bytes([cfg])
     monkeypatch.setenv("DEPTHSCALE_FUSED", "0")
     cached = memory.pack_bytes([cfg])
-    extra = memory.FLOAT * cfg.batch * (memory._per_context(cfg) - memory._stored_context(cfg))
+    extra = memory.FLOAT * cfg.batch * (memory._per_context(cfg) - memory.stored_floats(cfg))
     assert cached - one_pass == extra > 0
     assert not kernels._STATE["tried"]

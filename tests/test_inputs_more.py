@@ -122,7 +122,7 @@ def test_the_memory_estimate_counts_clustering(monkeypatch):
     # with the kernels on, the unclustered batch is made in one pass (no float64 draws held); a
     # clustered one is not (its rotations come from the classes)
     monkeypatch.setattr(kernels, "expected", lambda: True)
-    draws = memory.FLOAT * cfg.batch * (memory._per_context(cfg) - memory._stored_context(cfg))
+    draws = memory.FLOAT * cfg.batch * (memory._per_context(cfg) - memory.stored_floats(cfg))
     assert pack_bytes([cfg.replace(clusters=4)]) - pack_bytes([cfg]) == cluster_bytes(4, 16) + draws
     # clusters = 1e9 at cpu: 1e9 rotations of 16 x 16 in float64 are 2 TB before their QR
     assert pack_bytes([cfg.replace(clusters=10**9)]) > 1e9 * 16 * 16 * 8

@@ -1,4 +1,4 @@
-"""Where the modules of depthscale 0.1's flat layout live now (issue 34: packages by tier), for the
+"""Names of earlier versions: where the modules of depthscale 0.1's flat layout live now (issue 34: packages by tier), for the
 one-line message a plug-in file or script gets when it imports an old path. No old name is importable:
 an old path fails as it would, and the message names its new home."""
 
@@ -36,4 +36,15 @@ def moved_hint(error: BaseException) -> str:
     return f" ({name} is now {MOVED[name]})" if name in MOVED else ""
 
 
-__all__ = ["MOVED", "moved_hint"]
+RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's (stored curves and checkpoints)
+
+
+def renamed_curves(curves):
+    """`curves` with the names of earlier versions renamed to today's (RENAMED_CURVES): the one
+    home of that rename, for the store's curves.json and the trainer's checkpoints alike."""
+    if isinstance(curves, dict) and any(k in curves for k in RENAMED_CURVES):
+        return {RENAMED_CURVES.get(k, k): v for k, v in curves.items()}
+    return curves
+
+
+__all__ = ["MOVED", "moved_hint", "RENAMED_CURVES", "renamed_curves"]

@@ -88,30 +88,22 @@ from depthscale.config.run import ConfigError, RunConfig, run_id
 from depthscale.store.store_verify import (LIVE_FILES, MANIFEST, PARAMS_BYTES, PARAMS_SHA, config_problem, curve_row_problem, kind_not_loaded,
                                      curves_problem, file_signature, manifest_entry, manifest_problem, metrics_problem,
                                      params_problem, squatter, stat_key)
+from depthscale.base.compat import renamed_curves
 from depthscale.base.userpaths import no_home, shown
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TIMEOUT = lease.DEFAULT_LEASE_TIMEOUT
 REQUIRED_METRICS = ("stopped_because",)  # string keys every finished run's metrics.json holds (and R: store_verify)
 _RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")  # what config.run_id gives
 _JSON_FILES = ("config.json", "metrics.json", "curves.json")  # read whole (and hashed) on every check
 _RESULT_FILES = ("DONE", "config.json", "metrics.json", "curves.json", "params.pt")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a run id or a sweep name
 CURVES_LIVE = "curves.jsonl"  # a training run's curve rows, appended at each evaluation
-RENAMED_CURVES = {"loss": "R"}  # curve names of earlier versions -> today's
 STORE_DIRS = ("runs", "sweeps", "timing", "slurm", "cache")  # what a store holds under its root (its own directories)
 
 
 def _row_line(row: dict) -> str:
     return dumps(row, indent=None).decode()
-
-
-def renamed_curves(curves):
-    """`curves` with the names of earlier versions renamed to today's (RENAMED_CURVES)."""
-    if isinstance(curves, dict) and any(k in curves for k in RENAMED_CURVES):
-        return {RENAMED_CURVES.get(k, k): v for k, v in curves.items()}
-    return curves
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -173,7 +165,7 @@ class Store:
     writes while it trains (checkpoint, live curves); its state. Its leases are `leases`.
     """
 
-    def __init__(self, root: str | os.PathLike, lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
+    def __init__(self, root: str | os.PathLike, lease_timeout: float = lease.DEFAULT_LEASE_TIMEOUT,
                  readonly: bool = False) -> None:
         self.root = store_root(root, readonly)
         if not lease_timeout > 0:
@@ -740,4 +732,4 @@ def _live_rows(path) -> list[dict]:
         rows.append(row)
     return rows
 
-__all__ = ["Store", "store_root", "store_part", "STORE_DIRS", "load_model", "CURVES_LIVE", "DEFAULT_LEASE_TIMEOUT", "REQUIRED_METRICS"]
+__all__ = ["Store", "store_root", "store_part", "STORE_DIRS", "load_model", "CURVES_LIVE", "REQUIRED_METRICS"]

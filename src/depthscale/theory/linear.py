@@ -241,6 +241,11 @@ def basis_images(apply_S, v: torch.Tensor, coeffs) -> list[torch.Tensor]:
     return out
 
 
+def curve_chunk(P: int, d: int) -> int:
+    """Contexts per chunk of _poly_features: ~128 MiB of inputs at a time (also train.memory's estimate)."""
+    return max(1, 2**24 // (P * d))
+
+
 def _poly_features(lam, omega, P, n, coeffs, gen, population):
     """f_m = beta^T S psi_m(S) x_test (m < n_poly) and y* = beta^T x_test on n fresh contexts;
     S is the empirical U^T U / P, or Sigma with population=True."""
@@ -248,7 +253,7 @@ def _poly_features(lam, omega, P, n, coeffs, gen, population):
     F = torch.empty(n, alpha.size, dtype=torch.float64)
     y = torch.empty(n, dtype=torch.float64)
     lam_t = torch.from_numpy(lam)
-    chunk = max(1, 2**24 // (P * lam.size))  # ~128 MiB of inputs at a time
+    chunk = curve_chunk(P, lam.size)
     for lo in range(0, n, chunk):
         c = min(chunk, n - lo)
         U, beta, x = _easy_contexts(lam, omega, P, c, gen)
@@ -374,6 +379,6 @@ def curve(a: float, b: float, d: int, depths) -> dict:
     )
 
 
-__all__ = ["spectra", "zeta", "two_zeta", "exponents", "constrained_curve", "free_curve", "curve",
+__all__ = ["curve_chunk", "spectra", "zeta", "two_zeta", "exponents", "constrained_curve", "free_curve", "curve",
            "sample_free_curve", "sample_constrained_curve", "lanczos", "poly_basis", "basis_images", "check_int",
            "check_k_P", "check_exponent", "check_depths"]

@@ -33,6 +33,11 @@ from depthscale.theory.linear import basis_images, check_int, check_k_P, lanczos
 L_PRIME = 8  # default number of powers Sigma^1..Sigma^L' in the floor (module docstring)
 
 
+def floor_batch(P: int, d: int) -> int:
+    """Contexts per batch of the floor's Monte Carlo by default (also train.memory's estimate)."""
+    return max(1, 2**21 // (P * d))
+
+
 # ---------------------------------------------------------------- the floor (eq. 41-54)
 
 
@@ -91,7 +96,7 @@ def linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int = L_PR
     L_prime = check_int("L_prime", L_prime, 1)
     samples = check_int("samples", samples, 2)
     seed = check_int("seed", seed, 0)
-    batch = max(1, 2**21 // (P * d)) if batch is None else check_int("batch", batch, 1)
+    batch = floor_batch(P, d) if batch is None else check_int("batch", batch, 1)
     # contexts are shared by m queries: the RNG cost of x_1..x_P is amortised, while the selected
     # pairs barely overlap when m << P; the SE below accounts for whatever correlation remains
     if queries_per_context is None:
@@ -167,7 +172,7 @@ def sample_linear_floor(a: float, b: float, k: int, d: int, P: int, L_prime: int
     f64 = dict(dtype=torch.float64)
     m = min(32, P)
     n_ctx = max(2, -(-samples // m))
-    batch = max(1, 2**21 // (P * d)) if batch is None else check_int("batch", batch, 1)
+    batch = floor_batch(P, d) if batch is None else check_int("batch", batch, 1)
     alpha, beta_c = poly_basis(lam, omega, P, gen, L_prime, population=False)
     om = torch.as_tensor(omega, **f64)
 
@@ -286,5 +291,5 @@ def fig8_sample(d: int, P: int, k: int, a: float, b: float, seed: int) -> dict:
     return out
 
 
-__all__ = ["linear_floor", "sample_linear_floor", "floor", "gamma_topk", "predictable_component",
+__all__ = ["floor_batch", "linear_floor", "sample_linear_floor", "floor", "gamma_topk", "predictable_component",
            "fig8_sample", "L_PRIME"]

@@ -32,8 +32,9 @@ def _batch_sizes(n: int, batches: int) -> list[int]:
     return [n // batches + (1 if i < n % batches else 0) for i in range(batches)]
 
 
-def _chunk(J: int, P: int) -> int:
-    """Contexts per moment computation: keeps the (chunk, J, P) attention array near 32 MB."""
+def context_chunk(J: int, P: int) -> int:
+    """Contexts per moment computation: keeps the (chunk, J, P) attention array near 32 MB (also
+    what train.memory's estimate of the softmax floor reads)."""
     return max(1, min(4096, 2**22 // (J * P)))
 
 
@@ -72,7 +73,7 @@ def _moments(parts, tau_J: torch.Tensor, sizes: list[int], bar=None, keep_heads:
 
 
 def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
-    """Monte Carlo contexts (SPEC §2) for `_moments`, batch by batch, in chunks of `_chunk(J, P)`.
+    """Monte Carlo contexts (SPEC §2) for `_moments`, batch by batch, in chunks of `context_chunk(J, P)`.
     The rotation O is the identity: a cosine head and the top-k selection are rotation invariant,
     so no moment changes."""
     lam, omega = spectra(d, a, b)
@@ -80,7 +81,7 @@ def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
     gen = seeds.generator(seed, torch.device(device))
     sqrt_lam = torch.as_tensor(np.sqrt(lam), **f64)
     sqrt_om = torch.as_tensor(np.sqrt(omega), **f64)
-    chunk = _chunk(J, P)
+    chunk = context_chunk(J, P)
     for i, n_i in enumerate(sizes):
         done = 0
         while done < n_i:
@@ -95,8 +96,8 @@ def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
 
 
 def _given_parts(x, q, y, ystar, sizes, J):
-    """Given contexts for `_moments`: consecutive batches of `sizes`, in chunks of `_chunk(J, P)`."""
-    chunk, start = _chunk(J, x.shape[1]), 0
+    """Given contexts for `_moments`: consecutive batches of `sizes`, in chunks of `context_chunk(J, P)`."""
+    chunk, start = context_chunk(J, x.shape[1]), 0
     for i, n_i in enumerate(sizes):
         for s in range(start, start + n_i, chunk):
             e = min(s + chunk, start + n_i)
@@ -364,4 +365,4 @@ def best_stack_on(moments: dict, L: int) -> dict:
     return dict(temperatures=taus.tolist(), gain=gain, R=float(T - 2 * gain * (h @ w) + gain**2 * (w @ G @ w)), L=L)
 
 
-__all__ = ["stack_moments", "best_stack_on", "softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]
+__all__ = ["context_chunk", "stack_moments", "best_stack_on", "softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]

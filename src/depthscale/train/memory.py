@@ -29,6 +29,9 @@ from typing import Sequence
 
 from depthscale.config.run import ConfigError, RunConfig
 from depthscale.data.context_sets import CHUNK, set_bytes, stored_floats
+from depthscale.theory.linear import curve_chunk
+from depthscale.theory.linear_floor import floor_batch
+from depthscale.theory.softmax_floor import context_chunk
 
 FLOAT = 4  # bytes: every tensor of a training step is float32
 EVAL_CHUNK = 1024  # measurements.eval_contexts' chunk: one chunk's forward is alive at a time
@@ -39,7 +42,6 @@ class MemoryRefused(ConfigError):
     """A run or pack that would not fit in memory; the message is one line with both numbers."""
 
 
-_stored_context = stored_floats  # floats of one stored context (contexts.Contexts: inputs, labels, rotation, targets)
 
 # --- the worker's budget ------------------------------------------------------------------------
 # A worker (a process of the process executor, or the sweep's own process inline) declares how many
@@ -145,12 +147,12 @@ def pack_bytes(cfgs: Sequence[RunConfig], nbytes: int | None = None) -> int:
     # (no float64 draws held) where the fused kernels run; a seed's draws serving several are cached
     seeds = spectra_per_seed(cfgs)
     one_pass = kernels.expected() and not c0.clusters  # (no build started to estimate)
-    batch = sum((_stored_context(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
+    batch = sum((stored_floats(c0) if one_pass and n == 1 else _per_context(c0)) * n for n in seeds.values())
     train = B * batch + B * (T * per_layer + M * per_model)
     # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured),
     # those over the budget streamed (a chunk at a time)
     contexts = _held_contexts(c0, spectra, nbytes)
-    held = contexts * _stored_context(c0) * 3 // 2 + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0)
+    held = contexts * stored_floats(c0) * 3 // 2 + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0)
     Lmax = max(c.L for c in cfgs)
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
@@ -168,8 +170,6 @@ def cluster_bytes(K: int, d: int) -> int:
 DF = 8  # bytes of a float64
 CURVE_GRID = 257  # theory.constrained_curve's grid of steps
 BASIS_CONTEXTS = 256  # theory.poly_basis's sample S's (finite P)
-CURVE_CHUNK = 2**24  # theory._poly_features: context entries (P d) per chunk
-FLOOR_CHUNK = 2**21  # linear_floor.linear_floor: context entries per batch
 
 
 def theory_bytes(what: str, d: int, P: int = 1, k: int = 1, samples: int = 0, temperatures: int = 101,
@@ -184,7 +184,7 @@ def theory_bytes(what: str, d: int, P: int = 1, k: int = 1, samples: int = 0, te
         L = min(max_depth, d) + 1
         need = spectra + DF * d * (2 * CURVE_GRID + L)  # constrained curve's d x grid arrays, the Lanczos basis
         if finite_P:
-            c = min(samples, max(1, CURVE_CHUNK // (P * d)))  # contexts per chunk (_poly_features)
+            c = min(samples, curve_chunk(P, d))  # contexts per chunk (theory.linear._poly_features)
             L = min(max_depth, BASIS_CONTEXTS * d) + 1  # the basis is Lanczos on the sample S's eigenvalues
             need += DF * BASIS_CONTEXTS * (2 * P * d + 3 * d * d)  # the basis' sample S's and their eigh
             need += DF * BASIS_CONTEXTS * d * L  # its Lanczos vectors
@@ -193,10 +193,10 @@ def theory_bytes(what: str, d: int, P: int = 1, k: int = 1, samples: int = 0, te
         return need
     if what == "floor":
         m = min(128, P)  # queries per context
-        c = max(1, FLOOR_CHUNK // (P * d))  # contexts per batch
+        c = floor_batch(P, d)  # contexts per batch
         return spectra + DF * c * (3 * P * d + 2 * m * P + m * (k + 2) * d) + 64 * d * samples
     if what == "softmax-floor":
-        c = min(samples, max(1, min(4096, 2**22 // (temperatures * P))))  # softmax_floor._chunk
+        c = min(samples, context_chunk(temperatures, P))
         return spectra + DF * c * (3 * P * d + 2 * temperatures * P + 3 * d) + 64 * temperatures * samples
     return 0
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import torch
 
 from depthscale.base import seeds
+from depthscale.base.compat import renamed_curves
 from depthscale.base.errors import InputError
 from depthscale.base.provenance import versions
 from depthscale.base.seeds import step_seed
@@ -319,8 +320,7 @@ class Trainer:
                                     "v": {n: t.to(dev) for n, t in ck["adam"]["v"].items()},
                                     "t": ck["adam"]["t"]})
             st = self.states[i] = RunState(**ck["state"])
-            if "loss" in st.curves:  # a checkpoint of an earlier version: the loss is R now
-                st.curves["R"] = st.curves.pop("loss")
+            st.curves = renamed_curves(st.curves)  # a checkpoint of an earlier version: its "loss" is R now
             if st.stopped_because is not None:  # stopped at the checkpoint, killed before its result
                 self.pending.append(i)
 
