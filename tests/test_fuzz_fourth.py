@@ -547,9 +547,12 @@ def test_a_sweep_skips_an_unreadable_run_naming_it_and_runs_the_rest(tmp_path, c
     Store(root).write_config(bad)  # a run begun, whose directory then became unreadable
     (tmp_path / "g.json").write_text('{"L": [1, 2, 3]}')
     with unreadable(root / "runs" / run_id(bad)):
-        rc = main(["sweep", "--grid", tmp_path / "g.json", "--preset", "smoke", "--store", root, "--executor", "inline"])
-    err = capsys.readouterr().err
+        rc = main(["sweep", "--grid", tmp_path / "g.json", "--preset", "smoke", "--store", root, "--executor", "inline",
+                   "--json"])
+    out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in err, err
+    counts = json.loads(out)  # counted as unreadable, not as held by another process
+    assert (counts["skipped_unreadable"], counts["skipped_claimed"], counts["ran"]) == (1, 0, 1), counts
     assert f"skipping run {root / 'runs' / run_id(bad)}: runs/{run_id(bad)} cannot be read: Permission denied" in err, err
     store = Store(root, readonly=True)
     assert store.is_done(run_id(make_config("smoke", L=3))) and not store.is_done(run_id(bad))

@@ -320,6 +320,27 @@ def test_report_and_reproduce_print_json_or_text_never_a_dict(tmp_path, capsys, 
     assert code == 0 and json.loads(out)["ids"] == ["fig6"]
 
 
+def test_reproduce_on_an_incomplete_store_exits_3_naming_the_missing_runs(tmp_path, capsys, monkeypatch):
+    # reproduce --no-run on a store whose runs are not all finished writes its report, and exits 3 with
+    # one line per preset (issue 51: a reproduction with runs missing is not a finished one); report exits 0
+    import depthscale.report.reproduce as report_mod
+
+    inc = {"missing": 7, "expected": 21, "file": "o/smoke/missing_runs.json", "command": "c", "shown": "depthscale reproduce fig6"}
+    res = {"report_md": "o/report.md", "report_html": "o/report.html", "claims_json": "o/claims.json",
+           "presets": ["smoke"], "passed": 3, "failed": 0, "inconclusive": 2, "errors": [], "incomplete": {"smoke": inc}}
+    monkeypatch.setattr(report_mod, "reproduce", lambda *a, **k: {"ids": ["fig6"], "preset": "smoke", **res})
+    Store(tmp_path / "s")
+    code, out, err = run_cli(capsys, "reproduce", "fig6", "--preset", "smoke", "--no-run", "--store", tmp_path / "s",
+                             "--out", tmp_path / "o")
+    assert code == 3 and "3 PASS, 0 FAIL, 2 INCONCLUSIVE" in out, (code, out, err)
+    assert ("depthscale: preset smoke: 7 of 21 runs the claims read are not finished (their ids in "
+            "o/smoke/missing_runs.json); finish them with: depthscale reproduce fig6") in err, err
+    monkeypatch.setattr(report_mod, "reproduce", lambda *a, **k: {"ids": ["fig6"], "preset": "smoke", **res, "incomplete": {}})
+    code, _, err = run_cli(capsys, "reproduce", "fig6", "--preset", "smoke", "--no-run", "--store", tmp_path / "s",
+                           "--out", tmp_path / "o")
+    assert code == 0 and "not finished" not in err
+
+
 def _documented_columns() -> set[str]:
     text = (DOCS / "columns.md").read_text()
     return set(re.findall(r"^\| `([A-Za-z0-9_]+)` \|", text, flags=re.M))

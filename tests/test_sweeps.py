@@ -182,7 +182,7 @@ def test_inline_sweep_then_rerun_changes_nothing(tmp_path, logdir):
     cfgs = fake_worker.configs(6)
     counts = _sweep(cfgs, store, max_pack=4, name="six")
     assert counts == {"planned": 6, "packs": 2, "ran": 6, "skipped_done": 0, "skipped_claimed": 0,
-                      "failed": 0, "skipped_failed": 0}
+                      "skipped_unreadable": 0, "failed": 0, "skipped_failed": 0}
     _finished_once(store, logdir, cfgs)
     assert store.leases.held() == [] and not list(store.root.rglob("lease*"))
     before = _done_snapshot(store)

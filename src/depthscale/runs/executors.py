@@ -34,7 +34,7 @@ from depthscale.train.memory import WORKER_BASE, budget, release_memory, tune_al
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("inline", "process", "slurm")
-COUNT_KEYS = ("ran", "skipped_done", "skipped_claimed", "failed")
+COUNT_KEYS = ("ran", "skipped_done", "skipped_claimed", "skipped_unreadable", "failed")
 SLURM_OPTIONS = ("partition", "time_min", "cpus", "gpus", "mem_gb", "array_parallelism", "wait",
                  "cluster", "folder", "additional")
 
@@ -114,6 +114,8 @@ def execute_pack(pack: list[RunConfig], store: Store | str, worker: Callable | s
             claimed.append(cfg)
         elif store.is_done(rid):  # finished by someone else since the plan
             counts["skipped_done"] += 1
+        elif store.run_dir_problem(rid) is not None:  # claim warned, naming it: not another process's
+            counts["skipped_unreadable"] += 1
         else:
             counts["skipped_claimed"] += 1
     if not claimed:

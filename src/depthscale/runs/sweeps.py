@@ -372,7 +372,8 @@ def run_sweep(plan: Plan, store: Store | str, *, worker: Callable | str | None =
     """Run the packs of `plan` (sweeps.plan: nothing is planned again) into `store`; returns counts.
 
     counts: planned (runs in this shard's packs), packs, ran, skipped_done (done before the
-    plan, or found done at claim time), skipped_claimed (held by another process), failed,
+    plan, or found done at claim time), skipped_claimed (held by another process),
+    skipped_unreadable (a run directory this process may not read or write: warned, naming it), failed,
     skipped_failed (failed before, left alone because retry_failed=False). The slurm executor
     adds job_ids and slurm_folder, and the run counts only with slurm={"wait": True}.
     `worker` is a module-level callable (or 'module:function') with the signature of

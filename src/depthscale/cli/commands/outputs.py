@@ -11,7 +11,7 @@ from depthscale.cli.arguments import (MAX_BENCH_STEPS, Parser, check_int, check_
 from depthscale.base.userpaths import UsageError, out_dir, out_file, path_arg
 from depthscale.cli.commands.common import (STORE_HELP, allow_memory_flag, device_flag, emit, json_flag, preset_flag,
                                         print_json, say_preset, store_flag)
-from depthscale.cli.commands.runs import failed_runs_exit
+from depthscale.cli.commands.runs import EXIT_FAILED_RUNS, failed_runs_exit
 from depthscale.config.run import PRESETS
 
 
@@ -44,8 +44,18 @@ def cmd_reproduce(args) -> int:
         print(f"figures, tables and claims.json written to {args.out}")
         if "report_md" in res:
             print(_report_text(res))
-    code = failed_runs_exit(res.get("sweep"), args.store)  # 3 (and a line saying where) if runs failed
+    code = failed_runs_exit(res.get("sweep"), args.store) or incomplete_exit(res)  # 3, and a line saying why
     return plugin_failures_exit(res) or code
+
+
+def incomplete_exit(res: dict) -> int:
+    """EXIT_FAILED_RUNS, with one line on stderr per preset whose claims read runs that are not finished
+    (reproduce --no-run on a store that is not complete, or a SLURM submission that did not wait):
+    a reproduction with runs missing is not a finished one, even if its report was written; else 0."""
+    for preset, inc in sorted((res.get("incomplete") or {}).items()):
+        print(f"depthscale: preset {preset}: {inc['missing']} of {inc['expected']} runs the claims read are not "
+              f"finished (their ids in {inc['file']}); finish them with: {inc['shown']}", file=sys.stderr)
+    return EXIT_FAILED_RUNS if res.get("incomplete") else 0
 
 
 def plugin_failures_exit(res: dict) -> int:
