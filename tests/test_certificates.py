@@ -93,7 +93,12 @@ def test_certify_marks_each_failing_depth():
     assert p[4]["doubling"]["vs"] == 2 and p[4]["doubling"]["diff"] == pytest.approx(0.05, abs=0.01)
     assert p[8]["ok"] and p[8]["B"] == pytest.approx(np.mean(stack[8]))
     assert cm.failing_text(cert) == "doubling fails at L=4; construction fails at L=2, 4"
-    assert "L=2 construction +0.05" in cm.summary_text(cert)
+    text = cm.summary_text(cert)
+    d2, s2 = cert["per_depth"][2]["construction"]["diff"], cert["per_depth"][2]["construction"]["se"]
+    assert text.startswith(f"certificates (doubling, construction): L=2 construction {d2:+.4g}±{s2:.2g}, L=4 doubling +")
+    assert text.endswith(" > 2 SE") and ", L=4 construction +" in text and text.count("L=") == 3, text
+    assert cm.summary_text(cm.certify({1: sq[1], 2: sq[2]})) == "certificates (doubling): all pass"
+    assert cm.summary_text({"per_depth": {}, "computed": []}) == "certificates (none computed): all pass"
     rows = cm.curve(cert)
     assert [r["L"] for r in rows] == [1, 2, 4, 8] and [r["ok"] for r in rows] == [True, False, False, True]
     assert rows[3]["construction"] is True and rows[0]["doubling"] is None

@@ -182,6 +182,10 @@ def test_check_output_and_check_all_order():
     got = claims.check_all(World().results(), FakeTheory(), [e, c, d])
     assert [g["id"] for g in got] == ["X1", "X2", "1"]  # the paper's claims first, whatever the ids (Claim.part)
     assert [g["id"] for g in claims.check_all(World().results(), FakeTheory(), [c, d], uses=["fig6"])] == ["X2"]
+    th, seen = FakeTheory(), []  # each claim is handed the theory it was given (a claim reads its curves from it)
+    f = Claim("X3", "theory", "criterion", lambda res, t: seen.append(t) or (None, True, "criterion: t | item"),
+              ("fig6",), "paper")
+    assert [g["verdict"] for g in claims.check_all(World().results(), th, [f])] == [PASS] and seen == [th]
 
 
 def test_require_names_every_missing_cell():

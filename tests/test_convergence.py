@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from depthscale.analysis.results import Results
+from depthscale.base.errors import InputError
 from depthscale.config.run import grid_names
 from depthscale.experiments import convergence as cv
 from depthscale.experiments.registry import REGISTRY
@@ -266,3 +267,28 @@ def test_the_optimums_alpha_range_against_closed_forms():
     assert math.isnan(cv.law_alpha_range(L, R[:-1] + [0.5])["alpha_max"])
     with pytest.raises(Exception, match="R_1 > R_2"):
         cv.law_alpha_range(L, [2.0, 2.1, 2.0, 2.0, 2.0, 2.0, 2.0])
+
+
+def test_the_optimums_alpha_range_at_a_binding_middle_depth_and_at_its_edges():
+    """With L = 4 the tightest bound, α_max has a closed form: (R_1 − R_2)(1 − 4^−α)/(1 − 2^−α) =
+    (R_1 − R_2)(1 + 2^−α) = R_1 − R_4 gives α = −log2((R_1 − R_4)/(R_1 − R_2) − 1)."""
+    L = list(DEPTHS)
+    R = [0.3 + 0.09 * x ** -1.0 for x in L]  # values below 1: the check is R_2 > 0, not more
+    R[2] -= 0.01  # L = 4 reached lower than the law allows: it binds
+    got = cv.law_alpha_range(L, R)
+    assert got["binding_depth"] == 4
+    assert got["alpha_max"] == pytest.approx(-math.log2((R[0] - R[2]) / (R[0] - R[1]) - 1), abs=1e-6)  # tol 1e-9 in R
+    assert set(got) == {"alpha_min", "alpha_max", "binding_depth", "assumptions"} and got["assumptions"] == cv.LAW_ASSUMPTIONS
+    # nothing deeper than 2, or a deep end no lower than R_2: every α up to the search's cap (64) fits
+    assert cv.law_alpha_range([1, 2], R[:2]) == {"alpha_min": pytest.approx(-math.log2(1 - (R[0] - R[1]) / R[0])),
+                                                 "alpha_max": 64.0, "binding_depth": None,
+                                                 "assumptions": cv.LAW_ASSUMPTIONS}
+    flat = cv.law_alpha_range(L, R[:2] + [R[1]] * (len(L) - 2))
+    assert flat["alpha_max"] == pytest.approx(64.0) and flat["binding_depth"] in L[2:]
+    nan = cv.law_alpha_range(L, R[:-1] + [0.01])  # below the flattest law: nothing fits, every key still there
+    assert math.isnan(nan["alpha_min"]) and math.isnan(nan["alpha_max"]) and nan["binding_depth"] is None
+    assert nan["assumptions"] == cv.LAW_ASSUMPTIONS
+    for depths, vals in (([1, 3, 4], [2.0, 1.9, 1.8]), ([2, 4, 8], [2.0, 1.9, 1.8]), (L, [2.0, 2.1, 1.9, 1.8, 1.7, 1.6, 1.5]),
+                         (L, [1.0, 0.0, -0.1, -0.2, -0.3, -0.4, -0.5]), (L, [2.0, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5])):
+        with pytest.raises(InputError, match=r"^law_alpha_range needs depths starting 1, 2 with R_1 > R_2 > 0$"):
+            cv.law_alpha_range(depths, vals)
