@@ -108,3 +108,30 @@ def test_the_report_opens_with_the_answer_in_markdown_and_html(tmp_path):
     page = "\n".join(answer_html(header, out))
     assert "<strong>What reproduces — the floor.</strong>" in page and "data:image/png;base64," in page
     assert not re.search(r"\*\*", page)
+
+
+def test_the_answer_covers_every_spectrum_studied_and_names_the_command_for_the_rest(tmp_path):
+    """Issue 48: one line per spectrum of SPEC §9's "more spectra", in its order — the exported decision
+    with γ where studies/results/convergence_spectra/<tag>/decision.json exists beside the (0,0) study,
+    else the command that studies it and its estimated cost."""
+    from depthscale.experiments import convergence_spectra as cs
+
+    d = _study(tmp_path)
+    gamma = cs.gamma_fit([1, 2, 4, 8], [3.0, 3.2, 3.5, 3.7])
+    one = tmp_path / "convergence_spectra" / "1-0"
+    one.mkdir(parents=True)
+    (one / "decision.json").write_text(json.dumps({
+        "spectrum": "(1,0)", "seeds": [0, 1, 2], "gamma": gamma,
+        "decisions": [{"outcome": "reproduced", "text": "(1,0): reproduced — (a) all depths: α 0.98 ± 0.05"}]}))
+    lines = answer.spectra_lines(d)
+    assert len(lines) == len(cs.SPECTRA) == 4
+    assert lines[0] == f"**(1,0): reproduced** (3 seeds) — (1,0): reproduced — (a) all depths: α 0.98 ± 0.05; {gamma['text']}."
+    assert "γ = 0.1" in lines[0]  # A_L − C_L grows as about L^0.1 here
+    for line, tag, cost in zip(lines[1:], ("0-1", "05-05", "top16"), ("1 h 50 min", "1 h 50 min", "3 h 45 min")):
+        assert "not studied yet" in line and f"depthscale reproduce convergence-spectra-{tag} --preset cpu" in line
+        assert f"--spectrum {tag}" in line and cost in line, line
+    assert "(0,0.5) (top-16): not studied yet" in lines[3]
+    assert answer.spectra_lines(None) == []
+    out = tmp_path / "out"
+    out.mkdir()
+    assert answer.answer_section(_claims(), d, "cpu", out)["lines"][-4:] == lines  # the report's section ends with them

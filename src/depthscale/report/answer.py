@@ -6,6 +6,8 @@ not, generated from the claims' verdicts and the convergence study's files, befo
 - The study (studies/results/convergence/, `load_study`): its rule, its outcome, the drops per
   doubling of depth with their SE and successive ratios, which depths were still improving, the
   faithful start beside, and what would change the outcome.
+- The study at more spectra (studies/results/convergence_spectra/<tag>/, `spectra_lines`): each
+  spectrum's outcome and γ, or the command that studies it where it has not been.
 Nothing here judges anything: every number is read from claims.json's entries or the study's
 exported files, so the section can never disagree with them.
 """
@@ -179,9 +181,41 @@ def change_line(dec: dict) -> str:
             "is short, a longer budget where a depth is still improving.")
 
 
-def answer_lines(claims: list[dict], study: dict | None, preset: str | None = None) -> list[str]:
+SPECTRA_COST = {2: "≈ 1 h 50 min", 16: "≈ 3 h 45 min"}  # at 3 seeds on 2 cores (docs/recipe.md §16, estimated)
+
+
+def spectra_lines(study_dir: Path | None) -> list[str]:
+    """The study at more spectra (SPEC §9, issue 48), one line per spectrum in SPEC's order: its
+    decision as exported (studies/results/convergence_spectra/<tag>/decision.json, beside the (0,0)
+    study's directory) with γ, or the command that studies it and its estimated cost."""
+    from depthscale.base.formatting import label
+    from depthscale.experiments.convergence_spectra import SPECTRA
+
+    if study_dir is None:
+        return []
+    root = Path(study_dir).parent / "convergence_spectra"
+    out = []
+    for spec in SPECTRA:
+        name = f"{label(spec.a, spec.b)}" + (f" (top-{spec.k})" if spec.k != 2 else "")
+        f = root / spec.tag / "decision.json"
+        if not f.is_file():
+            out.append(f"**{name}: not studied yet** — `depthscale reproduce convergence-spectra-{spec.tag} --preset cpu "
+                       f"--store runs/convergence-spectra --executor process`, then `python studies/convergence_spectra.py "
+                       f"--store runs/convergence-spectra --spectrum {spec.tag}` ({SPECTRA_COST[spec.k]} on 2 cores).")
+            continue
+        doc = read_json(f, dict)
+        dec = (doc.get("decisions") or [{}])[0]
+        g = doc.get("gamma") or {}
+        gamma = f"; {g['text']}" if isinstance(g.get("text"), str) else ""  # convergence_spectra.gamma_fit's
+        out.append(f"**{name}: {dec.get('outcome', '?')}** ({len(doc.get('seeds') or [])} seeds) — "
+                   f"{dec.get('text', '')}{gamma}.")
+    return out
+
+
+def answer_lines(claims: list[dict], study: dict | None, preset: str | None = None,
+                 study_dir: Path | None = None) -> list[str]:
     """The answer section's paragraphs, in order."""
-    return floor_lines(claims, preset) + shape_lines(claims, preset) + study_lines(study)
+    return floor_lines(claims, preset) + shape_lines(claims, preset) + study_lines(study) + spectra_lines(study_dir)
 
 
 def resolve_study(study) -> Path | None:
@@ -197,8 +231,9 @@ def answer_section(claims: list[dict], study_dir, preset: str | None, out_dir: P
     "study_dir"}; the study's figure is copied into out_dir/study/."""
     from depthscale.base.atomic import write_atomic, write_text_atomic
 
-    study = load_study(resolve_study(study_dir))
-    out = {"lines": answer_lines(claims, study, preset), "figure": None, "table_md": None,
+    where = resolve_study(study_dir)
+    study = load_study(where)
+    out = {"lines": answer_lines(claims, study, preset, where), "figure": None, "table_md": None,
            "study_dir": study["dir"] if study else None}
     if study:
         (out_dir / "study").mkdir(exist_ok=True)
@@ -213,4 +248,4 @@ def answer_section(claims: list[dict], study_dir, preset: str | None, out_dir: P
 
 
 __all__ = ["answer_lines", "answer_section", "resolve_study", "floor_lines", "shape_lines", "study_lines", "load_study", "study_drops", "change_line",
-           "STUDY_DIR"]
+           "spectra_lines", "STUDY_DIR"]
