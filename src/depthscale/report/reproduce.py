@@ -235,7 +235,7 @@ def _write_report(store, df, diverged, broken, presets, ids, out_dir: Path, over
         drawn, not_run = covered(with_studies(ids, df, p), df, p)
         sec = build_preset(p, df, store, out_dir, drawn, overrides, device, progress, diverged=diverged,
                            finished=_finished(df) | _finished(diverged),
-                           resume=resume_command(ids, p, store.root, out_dir))
+                           resume=lambda extra, p=p: resume_command((*ids, *extra), p, store.root, out_dir))
         sec["not_run"] = list(not_run)
         sec["run_states"] = run_states(df, diverged, p)
         sections.append(sec)
@@ -280,10 +280,11 @@ def run_states(df, diverged, preset: str) -> dict:
 
 def build_preset(preset: str, df, store, out_dir: Path, ids: Sequence[str],
                  overrides: dict | None = None, device: str = "cpu",
-                 progress: bool | None = None, finished: set | None = None, resume: str = "", diverged=None) -> dict:
+                 progress: bool | None = None, finished: set | None = None, resume=None, diverged=None) -> dict:
     """Figures, tables, claims and provenance of one preset, written under out_dir/<preset>/.
-    `finished`: the run ids the store has finished (default: df's); `resume`: the command that
-    finishes the store (said where runs the claims read are missing, `incomplete`)."""
+    `finished`: the run ids the store has finished (default: df's); `resume(extra_ids)`: the command
+    that produced the report with the experiments `extra_ids` added, which finishes the store (said
+    where runs the claims read are missing, `incomplete`)."""
     pdir = out_dir / preset
     pdir.mkdir(parents=True, exist_ok=True)
     # the claims, figures and tables read the monitor-chosen recipe per depth and spectrum (SPEC §4)
@@ -334,16 +335,16 @@ MISSING_FILE = "missing_runs.json"
 
 
 def resume_command(ids: Sequence[str], preset: str, store_dir, out_dir) -> str:
-    """The command that produced (and resumes) a report of `ids` at `preset`: the same reproduce
-    run again trains only the runs the store has not finished, then rebuilds the report."""
-    ids = tuple(ids)
-    which = "all" if ids == IDS else "beyond" if ids == BEYOND_IDS else ",".join(ids)
+    """The reproduce of `ids` (each once, in order) at `preset` into `store_dir` and `out_dir`: run again,
+    it trains only the runs the store has not finished, then rebuilds the report."""
+    ids = tuple(dict.fromkeys(ids))
+    which = "all" if set(ids) == set(IDS) else "beyond" if set(ids) == set(BEYOND_IDS) else ",".join(ids)
     return (f"depthscale reproduce {shlex.quote(which)} --preset {preset} --store {shlex.quote(str(store_dir))} "
             f"--out {shlex.quote(str(out_dir))}")
 
 
 def note_missing(cl: list[dict], preset: str, finished: set, overrides: dict | None, pdir: Path,
-                 resume: str) -> dict | None:
+                 resume=None) -> dict | None:
     """Issue 51 (a report never judges what was not measured): the runs the claims `cl` read (the
     configs of the experiments they use, default seeds) that the store has not finished, written to
     <preset>/missing_runs.json; each claim that is INCONCLUSIVE for missing runs says how many of
@@ -365,6 +366,11 @@ def note_missing(cl: list[dict], preset: str, finished: set, overrides: dict | N
             c["detail"] = (f"missing runs: {len(mine)} of {len(total)} runs of {', '.join(c['uses'])} not finished "
                            f"(run ids in {where}); " + c["detail"][len("missing runs"):].lstrip(": "))
     n_expected = len({r for ids in expected.values() for r in ids})
+    # the command that produced the report, with every experiment whose runs are missing added: a report
+    # of some experiments still checks every paper claim, and only their runs finish it
+    order = list(REGISTRY)
+    extra = sorted((u for u, ids in missing.items() if ids), key=lambda u: order.index(u) if u in order else len(order))
+    resume = resume(extra) if resume is not None else ""
     write_json_atomic(pdir / MISSING_FILE, {"command": resume, "missing": len(all_missing), "expected": n_expected,
                                             "runs": {u: ids for u, ids in missing.items() if ids}})
     # the report shows the command with its own directory named, not the path (a report is self-contained)
