@@ -1,58 +1,89 @@
 #!/usr/bin/env bash
 # Mutation testing of the claim engine, the claim functions and the modules that compute what they
 # judge (certificates, power, fits, the convergence study's rule) with mutmut (issues 33 and 47).
-# Not in CI: it is slow (see docs/mutation.md for the measured time, the score and the survivors).
+# Not in CI: it is slow (see docs/mutation.md for the measured time, the scores and the survivors).
 #
-#   bash scripts/mutation.sh [FILE ...]     # default: claims.py and every experiments module with claims
-#   MUTATION_WORKDIR=/tmp/mut MUTATION_SECONDS=1800 bash scripts/mutation.sh src/depthscale/analysis/claims.py
+#   bash scripts/mutation.sh [FILE ...]     # default: every module below, one mutmut run each
+#   MUTATION_WORKDIR=/tmp/mut MUTATION_SECONDS=1800 bash scripts/mutation.sh src/depthscale/analysis/power.py
 #
-# Runs in a temporary copy of the repository (src/, tests/, pyproject.toml with a [tool.mutmut]
-# section appended there), so the working tree and its pyproject stay as they are; the results
-# (mutmut results, one line per mutant) are written to mutation-results.txt in the current
-# directory. Needs mutmut 3 (pip install mutmut) in the active environment.
+# Each module is mutated on its own, against its own tests (the map below): run against every claim
+# test, a mutant of fits.py re-ran 470 s of tests (the first run, issue 47, measured a mean of 137 s of
+# covering tests per function: 12,097 mutants would take days on 2 cores). mutmut runs, for each mutant,
+# only those of the module's tests that cover the mutated function. Each run is in a copy of the
+# repository (src/, tests/, pyproject.toml with a [tool.mutmut] section appended there) under
+# $MUTATION_WORKDIR/<module> (default: a temporary directory, removed at the end), so the working tree
+# stays as it is; results (mutmut results, one line per mutant) go to mutation-results-<module>.txt in
+# the current directory, and one score line per module to mutation-scores.txt.
+# Needs mutmut 3 (pip install mutmut) in the active environment.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="$(pwd)/mutation-results.txt"
+here="$(pwd)"
 command -v mutmut >/dev/null || { echo "mutation.sh: mutmut is not installed (pip install mutmut)" >&2; exit 2; }
+
+claims_tests="tests/test_claims.py tests/test_claims_rules.py"
+tests_of() {  # the tests that judge a module's mutants
+  case "$1" in
+    src/depthscale/analysis/claims.py) echo "tests/test_claims_verdicts.py $claims_tests" ;;
+    src/depthscale/analysis/certificates.py) echo "tests/test_certificates.py tests/test_claims_verdicts.py" ;;
+    src/depthscale/analysis/power.py) echo "tests/test_power.py" ;;
+    src/depthscale/theory/fits.py) echo "tests/test_fits.py" ;;
+    src/depthscale/experiments/convergence.py) echo "tests/test_convergence.py" ;;
+    src/depthscale/experiments/selection.py) echo "tests/test_selection.py" ;;
+    src/depthscale/experiments/*.py) echo "$claims_tests" ;;
+    *) echo "" ;;
+  esac
+}
+
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
-  files=(src/depthscale/analysis/claims.py src/depthscale/experiments/linear_easy.py src/depthscale/experiments/nonlinear_easy.py
+  files=(src/depthscale/analysis/certificates.py src/depthscale/theory/fits.py src/depthscale/analysis/power.py
+         src/depthscale/analysis/claims.py src/depthscale/experiments/convergence.py
+         src/depthscale/experiments/linear_easy.py src/depthscale/experiments/nonlinear_easy.py
          src/depthscale/experiments/linear_difficult.py src/depthscale/experiments/inverse_depth.py
          src/depthscale/experiments/nonlinear_floor.py src/depthscale/experiments/modes.py
-         src/depthscale/experiments/variants.py src/depthscale/experiments/selection.py
-         src/depthscale/analysis/certificates.py src/depthscale/analysis/power.py src/depthscale/theory/fits.py
-         src/depthscale/experiments/convergence.py)
+         src/depthscale/experiments/variants.py src/depthscale/experiments/selection.py)
 fi
 for f in "${files[@]}"; do
   [ -f "$root/$f" ] || { echo "mutation.sh: no such file: $f" >&2; exit 2; }
+  [ -n "$(tests_of "$f")" ] || { echo "mutation.sh: no tests are mapped to $f (add it to tests_of)" >&2; exit 2; }
 done
-# MUTATION_WORKDIR: a directory kept between runs (mutmut resumes where it stopped); default a
-# temporary one, removed at the end
+
 if [ -n "${MUTATION_WORKDIR:-}" ]; then
-  work="$MUTATION_WORKDIR"; mkdir -p "$work"
-  rm -rf "$work/src" "$work/tests" "$work/pyproject.toml"
+  base="$MUTATION_WORKDIR"; mkdir -p "$base"
 else
-  work="$(mktemp -d)"
-  trap 'rm -rf "$work"' EXIT
+  base="$(mktemp -d)"
+  trap 'rm -rf "$base"' EXIT
 fi
-cp -r "$root/src" "$root/tests" "$root/pyproject.toml" "$work/"
-find "$work" -name __pycache__ -prune -exec rm -rf {} +
-{
-  echo
-  echo "[tool.mutmut]"
-  echo 'source_paths = ["src/"]'
-  printf 'only_mutate = [%s]\n' "$(printf '"%s", ' "${files[@]}" | sed 's/, $//')"
-  # the claim tests only: every other test would be selected by mutmut's coverage too, and is slow
-  echo 'pytest_add_cli_args_test_selection = ["tests/test_claims.py", "tests/test_claims_verdicts.py", "tests/test_claims_rules.py", "tests/test_certificates.py", "tests/test_power.py", "tests/test_fits.py", "tests/test_convergence.py", "-m", "not slow"]'
-  echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
-} >> "$work/pyproject.toml"
-cd "$work"
-start=$(date +%s)
-# MUTATION_SECONDS: stop the run after this long (the results so far are still listed)
-PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
-mutmut results --all true > "$out" 2>&1 || mutmut results > "$out" 2>&1 || true
-end=$(date +%s)
-echo "mutation.sh: $(( end - start )) s; results in $out"
-grep -c ": killed" "$out" | sed 's/^/killed: /' || true
-grep -c ": survived" "$out" | sed 's/^/survived: /' || true
-grep -c ": no tests" "$out" | sed 's/^/no tests: /' || true
+
+count() { grep -c ": $1\$" "$2" || true; }
+
+for f in "${files[@]}"; do
+  name="$(basename "$f" .py)"
+  work="$base/$name"; mkdir -p "$work"
+  # a kept work directory resumes: mutmut keeps its results in mutants/ and re-runs only changed functions
+  rm -rf "$work/src" "$work/tests" "$work/pyproject.toml"
+  cp -r "$root/src" "$root/tests" "$root/pyproject.toml" "$work/"
+  find "$work" -name __pycache__ -prune -exec rm -rf {} +
+  selection="$(tests_of "$f" | sed 's/[^ ][^ ]*/"&",/g; s/,$//')"
+  {
+    echo
+    echo "[tool.mutmut]"
+    echo 'source_paths = ["src/"]'
+    echo "only_mutate = [\"$f\"]"
+    echo "pytest_add_cli_args_test_selection = [$selection, \"-m\", \"not slow\"]"
+    echo 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]'
+  } >> "$work/pyproject.toml"
+  out="$here/mutation-results-$name.txt"
+  start=$(date +%s)
+  # MUTATION_SECONDS: stop each module's run after this long (the results so far are still listed)
+  (cd "$work" && PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" \
+     >/dev/null 2>&1) || true
+  (cd "$work" && { mutmut results --all true > "$out" 2>&1 || mutmut results > "$out" 2>&1 || true; })
+  secs=$(( $(date +%s) - start ))
+  k=$(count killed "$out"); s=$(count survived "$out"); n=$(count "no tests" "$out"); t=$(count timeout "$out")
+  u=$(count "not checked" "$out")
+  checked=$(( k + s + t ))
+  score="n/a"; [ "$checked" -gt 0 ] && score="$(( 100 * (k + t) / checked ))%"
+  line="$f: killed $k, timeout $t, survived $s, no tests $n, not checked $u; score $score of checked; ${secs} s"
+  echo "$line" | tee -a "$here/mutation-scores.txt"
+done

@@ -206,3 +206,44 @@ def test_cli_fit_flags_the_degenerate_fit(capsys):
     assert out["alpha_se"] is None  # no SE: null in strict JSON
     assert cli.main(["fit", "--depths", "1,2,4,8,16", "--losses", "10,6,4.1,3.4,3.2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "ok"
+
+
+def test_exact_texts_and_edges_of_the_checks_and_the_degeneracy_rules():
+    """What a first mutation run of fits.py (issue 47) found no test of: every input check's exact text
+    (the name of the bad argument), the weights of fit_gap, and each degeneracy rule at its edge."""
+    from depthscale.theory.fits import degeneracy
+
+    def raises(text, fn, *args, **kw):
+        with pytest.raises(ValueError, match="^" + text.replace("(", r"\(").replace(")", r"\)") + "$"):
+            fn(*args, **kw)
+
+    raises("L must be 1-D, got shape (1, 3)", fit_power_law, [[1.0, 2.0, 4.0]], [1.0, 0.5, 0.3])
+    raises("C must be finite, got nan", fit_gap, DEPTHS[:3], [1.0, np.nan, 0.5], 2.0)  # C may be any sign
+    raises("L must be finite and > 0, got -1.0", fit_gap, [1.0, -1.0, 4.0], [1.0, 1.5, 1.8], 2.0)
+    raises("weights must be finite and > 0, got 0.0", fit_power_law, DEPTHS[:3], [1.0, 0.5, 0.3], weights=[1, 0, 1])
+    raises("weights must have length 9, got 3", fit_gap, DEPTHS, 2.0 - DEPTHS ** -1.0, 2.0, weights=np.ones(3))
+    raises("n_starts must be an integer >= 1, got 0", fit_power_law, DEPTHS, 1.0 + DEPTHS ** -1.0, n_starts=0)
+    raises("n_starts must be an integer >= 1, got 1.5", fit_power_law, DEPTHS, 1.0 + DEPTHS ** -1.0, n_starts=1.5)
+    C = 2.0 - DEPTHS ** -1.0
+    C[[1, -1]] = [2.0, 2.5]  # L0 - C_L <= 0 at L = 2 and 256: named
+    f = fit_gap(DEPTHS, C, 2.0, n_starts=1)
+    assert f.note == "dropped 2 point(s) with L0 - C_L <= 0 at L = [2.0, 256.0]" and not f.floor and f.L0 == 2.0
+    # fit_gap's weights reach the fit: equal to fit_power_law's weighted fit of the gap
+    rng = np.random.default_rng(7)
+    gap, w = noisy(1.5 * DEPTHS ** -0.9, 0.05, rng), rng.uniform(0.2, 5.0, DEPTHS.size)
+    g, h = fit_gap(DEPTHS, 2.0 - gap, 2.0, weights=w), fit_power_law(DEPTHS, gap, floor=False, weights=w)
+    np.testing.assert_allclose([g.alpha, g.c, g.alpha_se], [h.alpha, h.c, h.alpha_se], rtol=1e-8)
+    assert abs(g.alpha - fit_gap(DEPTHS, 2.0 - gap, 2.0).alpha) > 1e-6  # and they change it
+    # the rules at their edges, and the exact texts joined by "; "
+    assert degeneracy(9, True, 0.0, 0.1, 2.0, 0.1, 0.99) == "alpha = 0 at its bound [0, 100]"
+    assert degeneracy(9, True, 1.0, 0.1, 0.0, 0.1, 0.99) == "L0 = 0 at its bound 0"
+    assert degeneracy(9, True, 1.0, 0.1, 2.0, 0.1, 0.99, L0_at_bound=True) == "L0 = 2 at its bound 0"
+    assert degeneracy(9, True, 1.0, 0.1, 0.5, math.nan, 0.99) == "no finite SE of L0"  # L0 in (0, 1): still judged
+    assert degeneracy(9, True, 1.0, 0.1, 2.0, math.nan, 0.99, L0_at_bound=True) == "L0 = 2 at its bound 0"
+    assert degeneracy(3, True, 1.0, math.nan, 2.0, math.nan, math.nan, success=False) == (
+        "3 points for 3 parameters (need at least 4); no finite SE of alpha; R^2 undefined; the optimiser did not converge")
+    # a flat series: R^2 undefined (no variance to explain), never 1
+    flat = fit_power_law(DEPTHS, np.full(DEPTHS.size, 2.0), floor=False)
+    assert math.isnan(flat.r2) and "R^2 undefined" in flat.reason
+    ex = fit_power_law(DENSE_DEPTHS, noisy(1.0 + 2.0 * DENSE_DEPTHS ** -1.0, 0.01, np.random.default_rng(2)))
+    assert ex.predict(np.array([1, 2])) == pytest.approx(ex.L0 + ex.c * np.array([1.0, 2.0]) ** -ex.alpha)
