@@ -445,3 +445,29 @@ def test_bootstrap_dQ_is_computed_once_per_runs_and_arguments(runs, monkeypatch)
     paired.bootstrap_dQ(rd, r1, r4, n_boot=50, seed=2)
     assert len(calls) == 2
     paired.clear_cache()
+
+
+def test_the_floor_from_streamed_chunks_equals_the_floor_on_the_whole_set_bit_for_bit():
+    """Issue 51 (the report's memory): floor_on_eval streams the evaluation set chunk by chunk
+    (floor_from_chunks) instead of holding it whole in float64; chunks of any sizes, across batch and
+    moment-slice boundaries, give the same numbers as floor_from_contexts on the concatenation."""
+    rng = np.random.default_rng(3)
+    n, P, d, taus = 1000, 8, 4, [0.0, 2.0, 6.0, 20.0]
+    x, q = torch.tensor(rng.standard_normal((n, P, d)), dtype=torch.float32), torch.tensor(rng.standard_normal((n, d)), dtype=torch.float32)
+    y = torch.einsum("bpd,bd->bp", x, torch.tensor(rng.standard_normal((n, d)), dtype=torch.float32))
+    ys = y[:, :2].mean(1)
+    whole = sf.floor_from_contexts(x, q, y, ys, temperatures=taus, batches=3, depths=(1, 2, 4))
+    cuts = [0, 7, 300, 301, 655, 1000]  # uneven chunks: one of 1 context, boundaries inside batches and slices
+    chunks = [(x[a:b], q[a:b], y[a:b], ys[a:b]) for a, b in zip(cuts, cuts[1:])]
+    streamed = sf.floor_from_chunks(iter(chunks), n, temperatures=taus, batches=3, depths=(1, 2, 4))
+    for key in ("single_head", "single_head_se", "ensemble_floor", "se", "var_ystar", "single_head_temperature"):
+        assert streamed[key] == whole[key], key
+    assert streamed["best_stack"] == whole["best_stack"] and streamed["n"] == n
+    for key in ("sq_err_ensemble", "sq_err_single"):
+        np.testing.assert_array_equal(streamed[key], whole[key])
+    for L in (1, 2, 4):
+        np.testing.assert_array_equal(streamed["sq_err_stack"][L], whole["sq_err_stack"][L])
+    with pytest.raises(InputError, match="fewer contexts than said"):
+        sf.floor_from_chunks(iter(chunks[:-1]), n, temperatures=taus, batches=3)
+    with pytest.raises(InputError, match="the chunks hold more than 1000 contexts"):
+        sf.floor_from_chunks(iter(chunks + [(x[:1], q[:1], y[:1], ys[:1])]), n, temperatures=taus, batches=3)

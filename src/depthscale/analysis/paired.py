@@ -24,7 +24,7 @@ import torch
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
 from depthscale.data.measurements import PERCENTILES, eval_contexts
-from depthscale.theory.softmax_floor import floor_from_contexts
+from depthscale.theory.softmax_floor import floor_from_chunks
 
 _floors: dict[tuple, dict] = {}  # floor_on_eval's results, by evaluation set and arguments
 _boots: dict[tuple, dict] = {}  # bootstrap_dQ's results, by the two runs' selection losses and arguments
@@ -149,7 +149,7 @@ def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), ba
     config `cfg` (eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed)), not on a fresh sample: the
     best single cosine head and the best nonnegative mixture of cosine-head temperatures with one
     common gain ("ensemble_floor"), each cross-fitted over `batches` consecutive batches of those
-    contexts (softmax_floor.floor_from_contexts, which has every key softmax_floor.softmax_floor
+    contexts (softmax_floor.floor_from_chunks, which has every key softmax_floor.softmax_floor
     has; `depths` adds the best stacks of L heads).
 
     Adds "single_tau" (the best single head's temperature), "n", "key" (eval_key) and the data
@@ -160,9 +160,11 @@ def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), ba
     tau = None if temperatures is None else tuple(np.asarray(temperatures, dtype=np.float64).ravel().tolist())
     ck = (eval_key(cfg), tau, tuple(np.atleast_1d(np.asarray(depths)).tolist()), batches, torch.device(device).type)
     if ck not in _floors:
-        chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device)
-        x, q, y, ys = (torch.cat([getattr(c, f) for c in chunks]) for f in ("X_BxPxd", "xq_Bxd", "y_BxP", "ystar_B"))
-        res = floor_from_contexts(x, q, y, ys, temperatures=temperatures, batches=batches, depths=depths)
+        # streamed: each chunk drawn when read (the same bits), never the whole set in float64 (issue 51:
+        # the whole 102,400-context set concatenated and cast held 1.7 GB in the report's process)
+        chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device, hold=False)
+        res = floor_from_chunks(((c.X_BxPxd, c.xq_Bxd, c.y_BxP, c.ystar_B) for c in chunks), cfg.eval_contexts,
+                                temperatures=temperatures, batches=batches, depths=depths)
         for k in ("sq_err_ensemble", "sq_err_single"):
             res[k].flags.writeable = False
         res.update(single_tau=res["single_head_temperature"], key=eval_key(cfg), samples=res["n"],

@@ -27,7 +27,8 @@ def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> 
     if not isinstance(cfg, RunConfig):
         raise InputError(f"cfg must be a RunConfig, got {type(cfg).__name__}")
     pack = store.load_model(run_id, device)
-    chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device)
+    # streamed: each chunk drawn when read, once (the same bits), never the whole set held (issue 51)
+    chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device, hold=False)
     sq, ystar, sel = [], [], []
     for ctx in (part for chunk in chunks for part in split_contexts(chunk, eval_batch(device))):
         with torch.no_grad():

@@ -7,6 +7,7 @@ serves both."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 
@@ -313,20 +314,32 @@ def floor_from_contexts(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None, batc
     and of the held-out best single head (`sq_err_single`), and with `depths` the held-out best
     stack of each depth (`sq_err_stack`: {L: array}, whose mean is best_stack's R at L), for
     comparisons paired by context."""
-    x, q, y, ys = (torch.as_tensor(t).to(torch.float64) for t in (x_BxPxd, xq_Bxd, y_BxP, ystar_B))
+    x, q, y, ys = (torch.as_tensor(t) for t in (x_BxPxd, xq_Bxd, y_BxP, ystar_B))
     if x.ndim != 3 or q.shape != (x.shape[0], x.shape[2]) or y.shape != x.shape[:2] or ys.shape != x.shape[:1]:
         raise InputError(f"contexts must be x BxPxd, x_test Bxd, y BxP, y* B; got shapes {tuple(x.shape)}, "
                          f"{tuple(q.shape)}, {tuple(y.shape)}, {tuple(ys.shape)}")
+    return floor_from_chunks([(x, q, y, ys)], x.shape[0], temperatures, batches, depths)
+
+
+def floor_from_chunks(chunks, n: int, temperatures=None, batches: int = 10, depths=()) -> dict:
+    """`floor_from_contexts` on `n` contexts given as consecutive chunks (x, x_test, y, y*) of any
+    sizes, e.g. an evaluation set streamed chunk by chunk (data.context_sets.ContextSet with
+    hold=False): only a chunk and one moment slice are held in float64 at a time, never the whole
+    set. The same numbers as `floor_from_contexts` on the concatenated tensors, bit for bit (the
+    moment slices are the same rows)."""
     batches = check_int("batches", batches, 2)
-    n_ctx = check_int("contexts", x.shape[0], batches)
+    n_ctx = check_int("contexts", n, batches)
     depths = check_depths(depths).tolist() if len(depths) else []
     tau = _check_temperatures(temperatures)
     sizes = _batch_sizes(n_ctx, batches)
-    tau_J = torch.as_tensor(tau, dtype=torch.float64, device=x.device)
-    G, h, T, n, H = _moments(_given_parts(x, q, y, ys, sizes, tau.size), tau_J, sizes, keep_heads=True)
-    res, fits = _floor_from_moments(G, h, T, n, tau, depths)
+    ys_parts: list = []
+    parts = _chunked_parts(iter(chunks), sizes, tau.size, ys_parts)
+    first = next(parts)  # the device and the token count come with the first chunk
+    tau_J = torch.as_tensor(tau, dtype=torch.float64, device=first[1].device)
+    G, h, T, n_b, H = _moments(itertools.chain([first], parts), tau_J, sizes, keep_heads=True)
+    res, fits = _floor_from_moments(G, h, T, n_b, tau, depths)
     batch_of = np.repeat(np.arange(batches), sizes)
-    ystar = ys.cpu().numpy()
+    ystar = torch.cat(ys_parts).cpu().numpy()
     V = np.stack(fits["mixture"])[batch_of]  # each context's held-out mixture
     ens = (H * V).sum(1)
     j, g = (np.array(c)[batch_of] for c in zip(*fits["single"]))
@@ -334,6 +347,38 @@ def floor_from_contexts(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None, batc
     stack = {L: ((H * np.stack(w)[batch_of]).sum(1) - ystar) ** 2 for L, w in fits["stack"].items()}
     return dict(res, n=n_ctx, sq_err_ensemble=(ens - ystar) ** 2, sq_err_single=(one - ystar) ** 2,
                 sq_err_stack=stack)
+
+
+def _chunked_parts(chunks, sizes, J, ys_out: list):
+    """`_given_parts`'s slices (consecutive batches of `sizes`, in slices of `context_chunk(J, P)`
+    from each batch's start), float64, cut from consecutive chunks (x, x_test, y, y*) of any sizes;
+    each slice's y* is appended to `ys_out`. Holds at most a slice and a chunk."""
+    buf, start = None, 0  # the float64 rows read and not yet yielded
+    for i, n_i in enumerate(sizes):
+        s, end = start, start + n_i
+        while s < end:
+            if buf is None:
+                buf = _next_rows(chunks, None)
+            e = min(s + context_chunk(J, buf[0].shape[1]), end)
+            while buf[0].shape[0] < e - s:
+                buf = _next_rows(chunks, buf)
+            piece, rest = [t[: e - s] for t in buf], [t[e - s:] for t in buf]
+            buf = rest if rest[0].shape[0] else None
+            ys_out.append(piece[3])
+            yield (i, *piece)
+            s = e
+        start = end
+    if buf is not None or next(chunks, None) is not None:
+        raise InputError(f"the chunks hold more than {start} contexts")
+
+
+def _next_rows(chunks, buf):
+    """`buf` (float64 rows, or None) with the next chunk's rows appended."""
+    try:
+        nxt = [torch.as_tensor(t).to(torch.float64) for t in next(chunks)]
+    except StopIteration:
+        raise InputError("the chunks hold fewer contexts than said") from None
+    return nxt if buf is None else [torch.cat([a, b]) for a, b in zip(buf, nxt)]
 
 
 def stack_moments(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None) -> dict:
@@ -365,4 +410,4 @@ def best_stack_on(moments: dict, L: int) -> dict:
     return dict(temperatures=taus.tolist(), gain=gain, R=float(T - 2 * gain * (h @ w) + gain**2 * (w @ G @ w)), L=L)
 
 
-__all__ = ["context_chunk", "stack_moments", "best_stack_on", "softmax_floor", "floor_from_contexts", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]
+__all__ = ["context_chunk", "stack_moments", "best_stack_on", "softmax_floor", "floor_from_contexts", "floor_from_chunks", "mc_contexts", "cosines", "head_predictions", "nonneg_mixture", "best_equal_weight", "default_temperatures", "SOFTMAX_FAMILY"]
