@@ -317,28 +317,35 @@ def test_report_and_reproduce_print_json_or_text_never_a_dict(tmp_path, capsys, 
     assert code == 0 and "{" not in out and "3 PASS, 2 FAIL" in out
     code, out, _ = run_cli(capsys, "reproduce", "fig6", "--preset", "smoke", "--no-run", "--store", tmp_path / "s",
                            "--out", tmp_path / "o", "--json")
-    assert code == 0 and json.loads(out)["ids"] == ["fig6"]
+    assert code == 3 and json.loads(out)["ids"] == ["fig6"]  # its runs are not in the store: exit 3 (issue 51)
 
 
-def test_reproduce_on_an_incomplete_store_exits_3_naming_the_missing_runs(tmp_path, capsys, monkeypatch):
-    # reproduce --no-run on a store whose runs are not all finished writes its report, and exits 3 with
-    # one line per preset (issue 51: a reproduction with runs missing is not a finished one); report exits 0
+def test_reproduce_on_an_incomplete_store_exits_3_saying_how_many_runs_are_missing(tmp_path, capsys, monkeypatch):
+    # reproduce --no-run writes its report from a store where runs of the experiments asked for are not
+    # finished, and exits 3 with one line (issue 51: a reproduction with runs missing is not a finished
+    # one); the claims of experiments not asked for do not count
+    import depthscale.experiments.registry as registry
     import depthscale.report.reproduce as report_mod
+    from depthscale.config.run import make_config
 
-    inc = {"missing": 7, "expected": 21, "file": "o/smoke/missing_runs.json", "command": "c", "shown": "depthscale reproduce fig6"}
     res = {"report_md": "o/report.md", "report_html": "o/report.html", "claims_json": "o/claims.json",
-           "presets": ["smoke"], "passed": 3, "failed": 0, "inconclusive": 2, "errors": [], "incomplete": {"smoke": inc}}
+           "presets": ["smoke"], "passed": 1, "failed": 0, "inconclusive": 16, "errors": []}
     monkeypatch.setattr(report_mod, "reproduce", lambda *a, **k: {"ids": ["fig6"], "preset": "smoke", **res})
+    asked = []
+    monkeypatch.setattr(registry, "all_configs", lambda ids, preset: asked.append((ids, preset))
+                        or [make_config("smoke", L=1), make_config("smoke", L=2)])
     Store(tmp_path / "s")
-    code, out, err = run_cli(capsys, "reproduce", "fig6", "--preset", "smoke", "--no-run", "--store", tmp_path / "s",
-                             "--out", tmp_path / "o")
-    assert code == 3 and "3 PASS, 0 FAIL, 2 INCONCLUSIVE" in out, (code, out, err)
-    assert ("depthscale: preset smoke: 7 of 21 runs the claims read are not finished (their ids in "
-            "o/smoke/missing_runs.json); finish them with: depthscale reproduce fig6") in err, err
-    monkeypatch.setattr(report_mod, "reproduce", lambda *a, **k: {"ids": ["fig6"], "preset": "smoke", **res, "incomplete": {}})
-    code, _, err = run_cli(capsys, "reproduce", "fig6", "--preset", "smoke", "--no-run", "--store", tmp_path / "s",
-                           "--out", tmp_path / "o")
-    assert code == 0 and "not finished" not in err
+    argv = ("reproduce", "fig6", "--preset", "smoke", "--no-run", "--store", tmp_path / "s", "--out", tmp_path / "o")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 3 and "1 PASS, 0 FAIL, 16 INCONCLUSIVE" in out and asked == [(["fig6"], "smoke")], (code, out, err)
+    assert (f"depthscale: 2 of 2 runs of fig6 at preset smoke are not finished in {tmp_path / 's'} "
+            "(the same command without --no-run finishes them)") in err, err
+    monkeypatch.setattr(Store, "is_done", lambda self, rid: rid == make_config("smoke", L=1).run_id)
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 3 and "1 of 2 runs of fig6" in err, err
+    monkeypatch.setattr(Store, "is_done", lambda self, rid: True)
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0 and "not finished" not in err, err
 
 
 def _documented_columns() -> set[str]:

@@ -44,18 +44,27 @@ def cmd_reproduce(args) -> int:
         print(f"figures, tables and claims.json written to {args.out}")
         if "report_md" in res:
             print(_report_text(res))
-    code = failed_runs_exit(res.get("sweep"), args.store) or incomplete_exit(res)  # 3, and a line saying why
+    code = failed_runs_exit(res.get("sweep"), args.store) or incomplete_exit(ids, args.preset, args.store)  # 3: why
     return plugin_failures_exit(res) or code
 
 
-def incomplete_exit(res: dict) -> int:
-    """EXIT_FAILED_RUNS, with one line on stderr per preset whose claims read runs that are not finished
-    (reproduce --no-run on a store that is not complete, or a SLURM submission that did not wait):
-    a reproduction with runs missing is not a finished one, even if its report was written; else 0."""
-    for preset, inc in sorted((res.get("incomplete") or {}).items()):
-        print(f"depthscale: preset {preset}: {inc['missing']} of {inc['expected']} runs the claims read are not "
-              f"finished (their ids in {inc['file']}); finish them with: {inc['shown']}", file=sys.stderr)
-    return EXIT_FAILED_RUNS if res.get("incomplete") else 0
+def incomplete_exit(ids, preset: str, store_arg) -> int:
+    """EXIT_FAILED_RUNS, with one line on stderr, if a run of the experiments `ids` asked for at `preset`
+    is not finished in the store (reproduce --no-run on a store that is not complete, or a SLURM
+    submission that did not wait): a reproduction with its runs missing is not a finished one, even
+    though its report was written; else 0. (The report's other claims, of experiments not asked for,
+    are INCONCLUSIVE where their runs are missing and do not count here.)"""
+    from depthscale.experiments.registry import all_configs
+
+    store = store_if_any(store_arg)
+    cfgs = all_configs(ids, preset)
+    missing = len(cfgs) if store is None else sum(not store.is_done(c.run_id) for c in cfgs)
+    if not missing:
+        return 0
+    what = ids[0] if len(ids) == 1 else f"the {len(ids)} experiments asked for"
+    print(f"depthscale: {missing} of {len(cfgs)} runs of {what} at preset {preset} are not finished in {store_arg} "
+          f"(the same command without --no-run finishes them)", file=sys.stderr)
+    return EXIT_FAILED_RUNS
 
 
 def plugin_failures_exit(res: dict) -> int:
