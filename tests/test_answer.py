@@ -135,3 +135,18 @@ def test_the_answer_covers_every_spectrum_studied_and_names_the_command_for_the_
     out = tmp_path / "out"
     out.mkdir()
     assert answer.answer_section(_claims(), d, "cpu", out)["lines"][-4:] == lines  # the report's section ends with them
+
+
+def test_a_refined_decision_replaces_the_first_rules_outcome_in_the_studys_table(tmp_path):
+    """The committed study's budgets.md says "Outcome — undetermined" (the first rule); the answer says
+    "not reproduced" (decision_refined.json): the report must not state both."""
+    d = _study(tmp_path)
+    (d / "budgets.md").write_text("| series | steps |\n|---|---|\n| envelope | 20000 |\n\nDecision rule — OLD RULE\n\n"
+                                  "Chosen by the final monitor loss — L=1: x\n\nOutcome — (0,0): undetermined — old\n")
+    assert "undetermined — old" in answer.load_study(d)["table_md"]  # no refined decision: the export as it is
+    (d / "decision_refined.json").write_text(json.dumps({"rule": "REFINED", "decision": {
+        "outcome": "not reproduced", "text": "(0,0): not reproduced — refined"}}))
+    table = answer.load_study(d)["table_md"]
+    assert "| envelope | 20000 |" in table and "Chosen by the final monitor loss — L=1: x" in table
+    assert "undetermined" not in table and "OLD RULE" not in table
+    assert table.rstrip().endswith("Outcome (SPEC §9's refined rule, decision_refined.json) — (0,0): not reproduced — refined")

@@ -95,15 +95,26 @@ def load_study(path: str | Path | None) -> dict | None:
         return None
     doc = read_json(d / "decision.json", dict)
     decisions = doc.get("decisions") or []
+    table = (d / "budgets.md").read_text() if (d / "budgets.md").is_file() else None
     if (d / "decision_refined.json").is_file():  # SPEC §9's refined rule on this export (convergence_redecide.py)
         doc = read_json(d / "decision_refined.json", dict)
         decisions = [doc["decision"]] if isinstance(doc.get("decision"), dict) else decisions
+        table = table and refined_table(table, decisions[0] if decisions else None)
     curves = _read_csv(d / "curves.csv")
     budgets = _read_csv(d / "budgets.csv")
     return {"dir": str(d), "rule": doc.get("rule", ""), "decision": decisions[0] if decisions else None,
             "curves": curves, "budgets": budgets,
             "figure": str(d / "convergence.png") if (d / "convergence.png").is_file() else None,
-            "table_md": (d / "budgets.md").read_text() if (d / "budgets.md").is_file() else None}
+            "table_md": table}
+
+
+def refined_table(table_md: str, decision: dict | None) -> str:
+    """budgets.md with the first rule's "Decision rule —" and "Outcome —" paragraphs (written when the
+    study was exported) replaced by the refined decision's outcome: the report states one outcome."""
+    keep = [p for p in table_md.strip().split("\n\n") if not p.lstrip().startswith(("Decision rule —", "Outcome —"))]
+    if decision:
+        keep.append(f"Outcome (SPEC §9's refined rule, decision_refined.json) — {decision.get('text', '')}")
+    return "\n\n".join(keep) + "\n"
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -248,4 +259,4 @@ def answer_section(claims: list[dict], study_dir, preset: str | None, out_dir: P
 
 
 __all__ = ["answer_lines", "answer_section", "resolve_study", "floor_lines", "shape_lines", "study_lines", "load_study", "study_drops", "change_line",
-           "spectra_lines", "STUDY_DIR"]
+           "spectra_lines", "refined_table", "STUDY_DIR"]
