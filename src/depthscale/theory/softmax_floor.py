@@ -96,16 +96,6 @@ def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
             done += nb
 
 
-def _given_parts(x, q, y, ystar, sizes, J):
-    """Given contexts for `_moments`: consecutive batches of `sizes`, in chunks of `context_chunk(J, P)`."""
-    chunk, start = context_chunk(J, x.shape[1]), 0
-    for i, n_i in enumerate(sizes):
-        for s in range(start, start + n_i, chunk):
-            e = min(s + chunk, start + n_i)
-            yield i, x[s:e], q[s:e], y[s:e], ystar[s:e]
-        start += n_i
-
-
 def _head_moments(a, b, k, d, P, samples, seed, temperatures, batches, device, progress):
     """Per-batch moments of the cosine heads on `samples` Monte Carlo contexts in `batches`
     independent batches (`_moments` on `_mc_parts`)."""
@@ -350,8 +340,8 @@ def floor_from_chunks(chunks, n: int, temperatures=None, batches: int = 10, dept
 
 
 def _chunked_parts(chunks, sizes, J, ys_out: list):
-    """`_given_parts`'s slices (consecutive batches of `sizes`, in slices of `context_chunk(J, P)`
-    from each batch's start), float64, cut from consecutive chunks (x, x_test, y, y*) of any sizes;
+    """Contexts for `_moments`: consecutive batches of `sizes`, in slices of `context_chunk(J, P)` from
+    each batch's start, float64, cut from consecutive chunks (x, x_test, y, y*) of any sizes;
     each slice's y* is appended to `ys_out`. Holds at most a slice and a chunk."""
     buf, start = None, 0  # the float64 rows read and not yet yielded
     for i, n_i in enumerate(sizes):
@@ -387,7 +377,7 @@ def stack_moments(x_BxPxd, xq_Bxd, y_BxP, ystar_B, temperatures=None) -> dict:
     x, q, y, ys = (torch.as_tensor(t).to(torch.float64) for t in (x_BxPxd, xq_Bxd, y_BxP, ystar_B))
     tau = _check_temperatures(temperatures)
     n = x.shape[0]
-    G, h, T, _ = _moments(_given_parts(x, q, y, ys, [n], tau.size),
+    G, h, T, _ = _moments(_chunked_parts(iter([(x, q, y, ys)]), [n], tau.size, []),
                           torch.as_tensor(tau, dtype=torch.float64, device=x.device), [n])
     return dict(G=G[0] / n, h=h[0] / n, T=float(T[0] / n), tau=tau, n=n)
 
