@@ -9,6 +9,6 @@ bash scripts/setup.sh
 . .venv/bin/activate
 STORE=${STORE:-runs/cpu}
 OUT=${OUT:-report/cpu}
+# trains what is missing, then writes the report (figures, tables, claims, the answer) from the store
 depthscale reproduce all --preset cpu --store "$STORE" --out "$OUT" --executor process
-depthscale report --store "$STORE" --out "$OUT" --preset cpu
 echo "open $OUT/report.html (or read $OUT/report.md)"

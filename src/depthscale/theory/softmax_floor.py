@@ -59,18 +59,23 @@ def _moments(parts, tau_J: torch.Tensor, sizes: list[int], bar=None, keep_heads:
     T (n_b,) = sum y*^2, n (n_b,) and, with keep_heads, each context's H (n, J) in the order given."""
     J, nb = tau_J.numel(), len(sizes)
     G, h, T = np.zeros((nb, J, J)), np.zeros((nb, J)), np.zeros(nb)
-    kept = []
+    # kept heads in one array made up front: a small block kept after each part's large temporaries
+    # would pin the heap above them (glibc never reuses the holes: +3.8 GB on a 102,400-context set)
+    kept, row = (np.empty((int(sum(sizes)), J)) if keep_heads else None), 0
     for i, x, q, y, ystar in parts:
         H = head_predictions(cosines(x, q), y, tau_J)
         G[i] += (H.T @ H).cpu().numpy()
         h[i] += (H.T @ ystar).cpu().numpy()
         T[i] += float(ystar.pow(2).sum())
         if keep_heads:
-            kept.append(H.cpu().numpy())
+            kept[row:row + H.shape[0]] = H.cpu().numpy()
+            row += H.shape[0]
         if bar is not None:
             bar.update(x.shape[0])
+    if keep_heads and row != kept.shape[0]:
+        raise InputError(f"the parts hold {row} contexts, not the {kept.shape[0]} of the batches")
     n = np.asarray(sizes, dtype=np.float64)
-    return (G, h, T, n, np.concatenate(kept)) if keep_heads else (G, h, T, n)
+    return (G, h, T, n, kept) if keep_heads else (G, h, T, n)
 
 
 def _mc_parts(a, b, k, d, P, sizes, seed, J, device):
