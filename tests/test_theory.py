@@ -514,3 +514,18 @@ def test_the_finite_P_floor_is_the_same_bits_in_every_process():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(4)}
     assert len(outs) == 1, outs
+
+
+@pytest.mark.parametrize("P,d,n,chunk", [(256, 32, 200, 48), (7, 5, 101, 20), (3, 3, 50, 1), (16, 4, 33, 33), (2, 3, 40, 7)])
+def test_the_constrained_curves_draw_in_chunks_is_the_whole_draw_bit_for_bit(P, d, n, chunk):
+    """sample_constrained_curve's eigenvalues and projections drawn chunk by chunk (issue 51: the
+    cpu preset's whole U held 655 MB) equal those of one draw of every context, for chunk sizes that
+    cut the normal sampler's 16-number blocks and for a last chunk shorter than the others; the
+    generator is left where one draw leaves it (the next draw equal)."""
+    lam, omega = spectra(d, 0.5, 1.0)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    U, beta, x = theory._easy_contexts(lam, omega, P, n, g1)
+    s1, v1 = theory._eigen_parts(U, beta, x, P)
+    s2, v2 = theory._eigen_contexts(lam, omega, P, n, g2, chunk=chunk)
+    assert np.array_equal(s1, s2) and np.array_equal(v1, v2)
+    assert torch.equal(torch.randn(5, generator=g1), torch.randn(5, generator=g2))

@@ -200,8 +200,8 @@ def free_curve(lam, omega, depths) -> np.ndarray:
 def _easy_contexts(lam, omega, P, n, gen):
     """n easy-task contexts with O = I (every term below is rotation invariant): inputs U
     (n, P, d), teacher beta (n, d), x_test = x_j with j uniform, y* = beta^T x_test."""
-    U = torch.randn(n, P, lam.size, generator=gen, dtype=torch.float64) * torch.from_numpy(np.sqrt(lam))
-    beta = torch.randn(n, lam.size, generator=gen, dtype=torch.float64) * torch.from_numpy(np.sqrt(omega))
+    U = torch.randn(n, P, lam.size, generator=gen, dtype=torch.float64).mul_(torch.from_numpy(np.sqrt(lam)))  # in place: one copy
+    beta = torch.randn(n, lam.size, generator=gen, dtype=torch.float64).mul_(torch.from_numpy(np.sqrt(omega)))
     x = U[torch.arange(n), torch.randint(0, P, (n,), generator=gen)]
     return U, beta, x
 
@@ -325,6 +325,45 @@ def _finite_columns(*features: np.ndarray) -> int:
     return int(np.argmin(ok)) if not ok.all() else int(ok.size)
 
 
+def _eigen_parts(U, beta, x, P: int):
+    """Per context the eigenvalues s of S = U^T U / P (clamped at 0) and v = (Q^T beta) * (Q^T x)."""
+    s, Q = torch.linalg.eigh(U.transpose(1, 2) @ U / P)
+    v = (Q.transpose(1, 2) @ beta.unsqueeze(-1)).squeeze(-1) * (Q.transpose(1, 2) @ x.unsqueeze(-1)).squeeze(-1)
+    return s.clamp_min(0).numpy(), v.numpy()
+
+
+def _eigen_contexts(lam, omega, P: int, n: int, gen, chunk: int | None = None):
+    """`_eigen_parts` of `_easy_contexts(lam, omega, P, n, gen)`, the same bits, with the inputs U
+    drawn `chunk` contexts at a time (default curve_chunk's ~128 MiB; the whole U of the cpu preset's
+    curves held 655 MB, issue 51). The generator draws all of U before beta and the query indices,
+    so U is drawn twice: once to reach beta (discarded), then again from the saved state, chunk by
+    chunk. torch's normal sampler gives a long draw's numbers in pieces of whole 16-number blocks, so
+    every chunk but the last is a multiple of 16 numbers; the generator ends where one draw leaves it."""
+    d = lam.size
+    step = 16 // math.gcd(P * d, 16)  # contexts per 16-number block boundary
+    chunk = curve_chunk(P, d) if chunk is None else int(chunk)
+    chunk = max(step, chunk - chunk % step)
+    if n <= chunk or P * d < 16:
+        return _eigen_parts(*_easy_contexts(lam, omega, P, n, gen), P)
+    f64 = dict(generator=gen, dtype=torch.float64)
+    start = gen.get_state()
+    for lo in range(0, n, chunk):
+        torch.randn(min(chunk, n - lo), P, d, **f64)
+    beta = torch.randn(n, d, **f64).mul_(torch.from_numpy(np.sqrt(omega)))
+    idx = torch.randint(0, P, (n,), generator=gen)
+    end = gen.get_state()
+    gen.set_state(start)
+    s_parts, v_parts = [], []
+    for lo in range(0, n, chunk):
+        c = min(chunk, n - lo)
+        U = torch.randn(c, P, d, **f64).mul_(torch.from_numpy(np.sqrt(lam)))
+        s, v = _eigen_parts(U, beta[lo:lo + c], U[torch.arange(c), idx[lo:lo + c]], P)
+        s_parts.append(s)
+        v_parts.append(v)
+    gen.set_state(end)
+    return np.concatenate(s_parts), np.concatenate(v_parts)
+
+
 def sample_constrained_curve(a: float, b: float, d: int, P: int, depths, samples: int = 10_000,
                              seed: int = 0) -> dict:
     """Finite-P analogue of the constrained curve (easy task): the least loss
@@ -341,14 +380,8 @@ def sample_constrained_curve(a: float, b: float, d: int, P: int, depths, samples
     depths = check_depths(depths)
     gen = seeds.generator(check_int("seed", seed, 0))
 
-    def draw():
-        U, beta, x = _easy_contexts(lam, omega, P, samples, gen)
-        s, Q = torch.linalg.eigh(U.transpose(1, 2) @ U / P)
-        v = (Q.transpose(1, 2) @ beta.unsqueeze(-1)).squeeze(-1) * (Q.transpose(1, 2) @ x.unsqueeze(-1)).squeeze(-1)
-        return s.clamp_min(0).numpy(), v.numpy()
-
-    s_fit, v_fit = draw()
-    s_out, v_out = draw()
+    s_fit, v_fit = _eigen_contexts(lam, omega, P, samples, gen)
+    s_out, v_out = _eigen_contexts(lam, omega, P, samples, gen)
 
     def errors(s_, v_, gamma, L):
         return ((v_ * np.power(1.0 - gamma * s_ / L, L)).sum(1)) ** 2
