@@ -48,7 +48,8 @@ class MemoryRefused(ConfigError):
 # bytes it may hold; a pack's trainer then holds its monitor sets while they fit HELD_SHARE of it
 # and its evaluation set if it fits EVAL_SHARE, and streams the rest (context_sets: the same bits,
 # drawn again at each reading). Without a declared budget everything is held (as a lone run does).
-WORKER_CAP = 7 << 28  # 1.75 GiB: the default budget of a CPU worker (resident, imports included), at most
+WORKER_CAP = 3 << 29  # 1.5 GiB: the default budget of a CPU worker (resident, imports included), at most;
+# two such workers and the sweep's process (~0.33 GiB) stay under 4 GB (1.75 GiB workers reached 3,847 MiB)
 WORKER_SHARE = 0.6  # ... and at most this share of the memory available at the start, split over the workers
 WORKER_BASE = 256 << 20  # a worker's resident memory before its first pack (Python, torch, the kernels: 250 MiB)
 HELD_SHARE = 0.5  # of the pack budget: the monitor sets held (the rest streamed)
