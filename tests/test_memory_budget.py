@@ -223,3 +223,37 @@ def test_the_streamed_floor_does_not_pin_the_heap_with_its_kept_heads():
                          timeout=600, check=True)
     grown = int(out.stdout.split()[-1])
     assert grown < 200, f"the floor grew the process by {grown} MiB"
+
+
+_RETURNING = """
+import torch
+from depthscale.train import memory
+assert memory.tune_allocator()
+def grown(block):
+    before = memory.rss_bytes()
+    with block():
+        x = torch.ones(50_000_000, dtype=torch.float32)  # 200 MB, freed inside the block
+        del x
+    return (memory.rss_bytes() - before) >> 20
+import contextlib
+kept = grown(contextlib.nullcontext)   # tuned: the freed block stays in the process
+memory.release_memory()
+returned = grown(memory.returning_memory)
+again = grown(contextlib.nullcontext)  # tune_allocator's thresholds back after the block
+print(kept, returned, again)
+"""
+
+
+def test_returning_memory_hands_a_freed_block_back_and_then_restores_the_tuned_thresholds():
+    """Under tune_allocator a freed 200 MB tensor stays resident (the packs' steps reuse it); inside
+    returning_memory (a final measurement, a theory job) it goes back to the OS at once; after the
+    block the tuned behaviour is back. A fresh process: glibc's thresholds are process-wide."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", _RETURNING], capture_output=True, text=True, env=env,
+                         timeout=600, check=True)
+    kept, returned, again = (int(v) for v in out.stdout.split())
+    assert kept > 150 and again > 150, (kept, again)
+    assert returned < 50, returned

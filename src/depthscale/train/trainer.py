@@ -57,7 +57,7 @@ from depthscale.data.context_sets import set_bytes
 from depthscale.data.contexts import make_generator, sample_for, sample_streams, spectra_per_seed
 from depthscale.data.measurements import eval_contexts, measure, monitor
 from depthscale.kinds.base import ModelKind
-from depthscale.train.memory import held_sets, hold_eval
+from depthscale.train.memory import held_sets, hold_eval, returning_memory
 from depthscale.train import checkpoint as ckpt
 from depthscale.train.live import CURVE_KEYS, LiveLog, TensorBoardLog
 from depthscale.train.optim import RowAdam, qk_lr_mults
@@ -444,14 +444,15 @@ class Trainer:
         they beat the last monitor loss."""
         cfg, st = self.cfgs[i], self.states[i]
         key = spectrum_key(cfg)
-        with phase("evaluation"):
+        # the measurement's large temporaries come once per run: handed back, not kept for the steps
+        with phase("evaluation"), returning_memory():
             if key not in self.eval_sets:
                 self.eval_sets.clear()
                 hold = hold_eval(set_bytes(cfg, self.c0.eval_contexts))  # else streamed: the same bits
                 self.eval_sets[key] = eval_contexts(cfg, self.c0.eval_contexts, self.c0.eval_seed, self.device, hold=hold)
         if cfg.keep_best and st.best_params is not None and st.history and st.best_loss < st.history[-1]:
             self.pack.load_model_state(i, {n: t.to(self.device) for n, t in st.best_params.items()})
-        with phase("evaluation"):
+        with phase("evaluation"), returning_memory():
             return measure(self.pack, i, self.eval_sets[key], self.c0.task)
 
     # ---- the loop ----
