@@ -70,6 +70,22 @@ def test_per_context_reproduces_the_stored_metrics_for_every_kind(runs):
     assert paired.per_context(rd, c["easy"].run_id)["sel_E"] is None  # easy task: no selection loss
 
 
+def test_training_caches_each_runs_per_context_arrays_bit_for_bit_as_evaluate_computes_them(runs):
+    """Issue 50: the final measurement's per-context arrays are written to the store's cache when a
+    run finishes, so the report never evaluates a stored model again; for every kind and task they
+    are evaluate()'s on the stored model, bit for bit, and their mean is the stored R."""
+    store, c = runs
+    for name, cfg in c.items():
+        got = cache.read_per_context(store.root, cfg.run_id, pc._signature(store, cfg.run_id), cfg.eval_contexts)
+        assert got is not None, name
+        again = pc.evaluate(store, cfg.run_id)
+        for k in ("sq_err", "ystar", "sel_E"):
+            assert (got[k] is None) == (again[k] is None), (name, k)
+            if got[k] is not None:
+                np.testing.assert_array_equal(got[k], again[k], err_msg=f"{name} {k}")
+        assert got["sq_err"].mean() == pytest.approx(store.load_metrics(cfg.run_id)["R"], rel=1e-12)
+
+
 def test_per_context_caches_in_process_and_in_the_store_and_follows_params(runs, monkeypatch):
     store, c = runs
     rd = StoredRuns(store)

@@ -156,11 +156,21 @@ def split_contexts(ctx: Contexts, size: int | None) -> list[Contexts]:
             for s in range(0, ctx.B, size)]
 
 
-def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
+def per_context_arrays(f_NxL: torch.Tensor, ystar_N: torch.Tensor, sel: list) -> dict:
+    """One number per evaluation context, numpy float64, as runs.per_context.evaluate computes them
+    from a stored model: "sq_err" ((1/L) sum_l f_l - y*)^2 (decomposition's arithmetic: e_l = f_l - y*
+    in float32, the layer mean in float64), "ystar", and "sel_E" (the selection losses, None without)."""
+    return {"sq_err": (f_NxL - ystar_N.unsqueeze(1)).double().mean(1).pow(2).cpu().numpy(),
+            "ystar": ystar_N.double().cpu().numpy(),
+            "sel_E": torch.cat(sel).double().cpu().numpy() if sel else None}
+
+
+def measure(pack, m: int, chunks: list[Contexts], task: str, keep: dict | None = None) -> dict:
     """Every SPEC §5 measurement of model m of the pack on the evaluation chunks. What the kind
     allows is the pack's to say (kinds.base.ModelKind): `label_linear` (input weights and the
     mode-wise loss), `readout_by_hooks` (the identity checked against the model's own readout),
-    `extra_measurements` (the kind's own numbers, from the means of its outputs' extras)."""
+    `extra_measurements` (the kind's own numbers, from the means of its outputs' extras).
+    `keep`, a dict given, receives the per-context arrays (`per_context_arrays`)."""
     L = pack.depths[m]
     f_all, ys_all, mode_all, sel_all, top1_all, ystar_all = [], [], [], [], [], []
     layer_sel_all, cls_all = [], []  # clustered contexts: per-layer selection loss and class per context
@@ -199,6 +209,8 @@ def measure(pack, m: int, chunks: list[Contexts], task: str) -> dict:
             n_extra += ctx.B
     f = torch.cat(f_all)
     ystar = torch.cat(ys_all)
+    if keep is not None:
+        keep.update(per_context_arrays(f, ystar, sel_all))
     res = decomposition(f, ystar)
     n = f.shape[0]
     res.update(L=L, n_eval=n, var_ystar=torch.cat(ystar_all).var().item())
@@ -285,6 +297,6 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
     return res
 
 
-__all__ = ["decomposition", "input_weights", "modewise", "selection_loss", "top1_mass",
+__all__ = ["decomposition", "per_context_arrays", "input_weights", "modewise", "selection_loss", "top1_mass",
            "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
            "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

@@ -46,10 +46,9 @@ def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> 
 def _signature(store, run_id: str) -> tuple:
     """(mtime in ns, size) of the run's params.pt: the stored model the arrays were computed from."""
     try:
-        st = (store.run_path(run_id) / "params.pt").stat()
+        return cache.params_signature(store.run_path(run_id))
     except OSError:
         return ()
-    return (st.st_mtime_ns, st.st_size)
 
 
 def per_context(store, run_id: str, device="cpu") -> dict:

@@ -28,6 +28,16 @@ def per_context_path(root: str | os.PathLike, run_id: str) -> Path | None:
     return Path(root).joinpath(*PER_CONTEXT_DIR, f"{run_id}.npz")
 
 
+def params_signature(run_dir: str | os.PathLike) -> tuple:
+    """(mtime in ns, size) of the run's params.pt: the stored model cached arrays were computed from;
+    () where there is none."""
+    try:
+        st = (Path(run_dir) / "params.pt").stat()
+    except OSError:
+        return ()
+    return (st.st_mtime_ns, st.st_size)
+
+
 def read_per_context(root: str | os.PathLike, run_id: str, signature: tuple, n: int) -> dict | None:
     """The cached arrays ("sq_err", "ystar", "sel_E" or None) of `run_id` computed from the params.pt
     of `signature`, each of shape (n,); None where there is no such file that holds them."""
@@ -75,5 +85,5 @@ def write_per_context(root: str | os.PathLike, run_id: str, signature: tuple, ar
     return True
 
 
-__all__ = ["per_context_path", "read_per_context", "write_per_context", "PER_CONTEXT_DIR", "CACHE_VERSION",
+__all__ = ["params_signature", "per_context_path", "read_per_context", "write_per_context", "PER_CONTEXT_DIR", "CACHE_VERSION",
            "MAX_CACHE_BYTES"]

@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from depthscale.base.provenance import versions
-from depthscale.store import divergence, lease
+from depthscale.store import cache, divergence, lease
 from depthscale.base.atomic import (FILE_MODE, MAX_JSON_BYTES, DamagedJSON, RefusedPickle, TooLargeError, dumps, file_kind,
                                load_torch_data, loads_json, read_json, read_regular, remove_path,
                                remove_temp_files, remove_unless_file, save_torch_atomic, write_atomic,
@@ -423,6 +423,17 @@ class Store:
             remove_path(d / name)  # a directory at the name too
         self.leases.release(rid)  # DONE is written: nobody may claim it any more
         return True
+
+    def cache_per_context(self, rid: str, arrays: dict) -> bool:
+        """Keep a finished run's per-context arrays (its final measurement's, in the order and
+        arithmetic of runs.per_context.evaluate) in the store's cache under its params.pt's
+        signature, so that the analysis reads them instead of evaluating the model again; False
+        where nothing was written (not done, no params.pt, a link in the way)."""
+        self.check_writable()
+        if not self.is_done(rid):
+            return False
+        sig = cache.params_signature(self.run_path(rid))
+        return bool(sig) and cache.write_per_context(self.root, rid, sig, arrays)
 
     def fail(self, rid: str, reason: str) -> None:
         """Record that an attempt raised (for exceptions; a NaN run is finished, not failed)."""

@@ -46,6 +46,10 @@ class RunStorage(Protocol):
     def fail(self, rid: str, reason: str) -> None:
         """Record that an attempt at the run raised."""
 
+    # optional, looked up by the trainer where it exists (a storage without it is not less of one):
+    # cache_per_context(rid, arrays) -> bool keeps a finished run's per-context arrays
+    # (data.measurements.per_context_arrays of its final measurement) for the analysis to read
+
     def log_dir(self, rid: str, name: str) -> Path:
         """A directory of the run for a logger's files (`name`: e.g. tensorboard)."""
 

@@ -425,7 +425,8 @@ class Trainer:
         if i in self.shadows:
             self.results[i] = {}
             return
-        met = self.final_measurement(i) if reason != "nan" else {}
+        arrays: dict = {}  # the per-context arrays of the measurement, for the store's cache
+        met = self.final_measurement(i, arrays) if reason != "nan" else {}
         if math.isfinite(st.best_loss):  # the monitor's best step: a diagnostic, not the reported model
             met.update(best_step=st.best_step, best_monitor=st.best_loss)
         met.update(run_id=self.cfgs[i].run_id, steps=step, stopped_because=reason, train_seconds=st.seconds,
@@ -436,12 +437,15 @@ class Trainer:
         self.results[i] = met
         if self.store is not None:
             params = _cpu(self.pack.state_of(i)) if reason != "nan" else None
-            self.store.finish(self.cfgs[i].run_id, met, st.curves, params=params)
+            kept = self.store.finish(self.cfgs[i].run_id, met, st.curves, params=params)
+            cache = getattr(self.store, "cache_per_context", None)  # optional (storage.RunStorage)
+            if kept and params is not None and arrays and cache is not None:
+                cache(self.cfgs[i].run_id, arrays)  # the report reads them instead of evaluating again
         self.trigger("on_finish", i, met, st.curves)
 
-    def final_measurement(self, i: int) -> dict:
+    def final_measurement(self, i: int, keep: dict | None = None) -> dict:
         """SPEC §5 on the evaluation set of run i's spectrum, with the kept best parameters when
-        they beat the last monitor loss."""
+        they beat the last monitor loss; `keep`, a dict given, receives its per-context arrays."""
         cfg, st = self.cfgs[i], self.states[i]
         key = spectrum_key(cfg)
         # the measurement's large temporaries come once per run: handed back, not kept for the steps
@@ -453,7 +457,7 @@ class Trainer:
         if cfg.keep_best and st.best_params is not None and st.history and st.best_loss < st.history[-1]:
             self.pack.load_model_state(i, {n: t.to(self.device) for n, t in st.best_params.items()})
         with phase("evaluation"), returning_memory():
-            return measure(self.pack, i, self.eval_sets[key], self.c0.task)
+            return measure(self.pack, i, self.eval_sets[key], self.c0.task, keep=keep)
 
     # ---- the loop ----
     def run(self, progress: bool | None = None) -> list[dict]:
