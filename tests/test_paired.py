@@ -86,6 +86,28 @@ def test_training_caches_each_runs_per_context_arrays_bit_for_bit_as_evaluate_co
         assert got["sq_err"].mean() == pytest.approx(store.load_metrics(cfg.run_id)["R"], rel=1e-12)
 
 
+def test_the_arrays_held_in_process_are_bounded_least_recently_read_first(runs, monkeypatch):
+    """per_context holds at most MEMO_BYTES of arrays in the process (the least recently read dropped
+    first, the newest always kept); a dropped run is read back from the store's cache, not evaluated."""
+    store, c = runs
+    rd = StoredRuns(store)
+    ids = [c[n].run_id for n in ("nl1", "nl2", "nl4")]
+    pc.clear_cache()
+    one = pc._nbytes(pc.per_context(store, ids[0]))
+    pc.clear_cache()
+    monkeypatch.setattr(pc, "MEMO_BYTES", 2 * one)
+    first = [paired.per_context(rd, r)["sq_err"] for r in ids[:2]]
+    paired.per_context(rd, ids[0])  # read again: now the most recent
+    paired.per_context(rd, ids[2])  # over the bound: ids[1], the least recently read, goes
+    assert [k[1] for k in pc._memo] == [ids[0], ids[2]]
+    monkeypatch.setattr(pc, "evaluate", lambda *a: pytest.fail("evaluated a run whose arrays the store caches"))
+    np.testing.assert_array_equal(paired.per_context(rd, ids[1])["sq_err"], first[1])
+    monkeypatch.setattr(pc, "MEMO_BYTES", 0)
+    paired.per_context(rd, ids[0])
+    assert [k[1] for k in pc._memo] == [ids[0]]  # the newest stays, whatever the bound
+    pc.clear_cache()
+
+
 def test_per_context_caches_in_process_and_in_the_store_and_follows_params(runs, monkeypatch):
     store, c = runs
     rd = StoredRuns(store)

@@ -8,6 +8,8 @@ there) are ignored."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import torch
 
 from depthscale.base.errors import InputError
@@ -15,7 +17,9 @@ from depthscale.config.run import RunConfig
 from depthscale.data.measurements import eval_batch, eval_contexts, selection_loss, split_contexts
 from depthscale.store import cache, collect
 
-_memo: dict[tuple[str, str], tuple[tuple, dict]] = {}  # (store root, run id) -> (params signature, arrays)
+_memo: OrderedDict[tuple[str, str], tuple[tuple, dict]] = OrderedDict()  # (store root, run id) -> (signature, arrays)
+MEMO_BYTES = 256 << 20  # the arrays held in this process, the least recently read dropped first (issue 51:
+# unbounded, a cpu report held all 686 runs' 102,400-context arrays, 1.7 GB); the store's cache file stays
 
 
 def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> dict:
@@ -59,6 +63,7 @@ def per_context(store, run_id: str, device="cpu") -> dict:
     ck = (str(store.root), run_id)
     hit = _memo.get(ck)
     if sig and hit is not None and hit[0] == sig:
+        _memo.move_to_end(ck)
         return dict(hit[1])
     cfg = store.load_config(run_id)
     arrays = cache.read_per_context(store.root, run_id, sig, cfg.eval_contexts)
@@ -71,7 +76,21 @@ def per_context(store, run_id: str, device="cpu") -> dict:
             v.flags.writeable = False
     if sig:
         _memo[ck] = (sig, arrays)
+        _memo.move_to_end(ck)
+        _bound_memo()
     return dict(arrays)
+
+
+def _bound_memo() -> None:
+    """Drop the least recently read arrays while those held exceed MEMO_BYTES (the newest always stays)."""
+    held = sum(_nbytes(a) for _, a in _memo.values())
+    while held > MEMO_BYTES and len(_memo) > 1:
+        _, (_, arrays) = _memo.popitem(last=False)
+        held -= _nbytes(arrays)
+
+
+def _nbytes(arrays: dict) -> int:
+    return sum(v.nbytes for v in arrays.values() if v is not None)
 
 
 def clear_cache() -> None:
