@@ -18,7 +18,7 @@ from depthscale.data.measurements import eval_batch, eval_contexts, selection_lo
 from depthscale.store import cache, collect
 
 _memo: OrderedDict[tuple[str, str], tuple[tuple, dict]] = OrderedDict()  # (store root, run id) -> (signature, arrays)
-MEMO_BYTES = 256 << 20  # the arrays held in this process, the least recently read dropped first (issue 51:
+MEMO_BYTES = 512 << 20  # the arrays held in this process, the least recently read dropped first (issue 51:
 # unbounded, a cpu report held all 686 runs' 102,400-context arrays, 1.7 GB); the store's cache file stays
 
 
