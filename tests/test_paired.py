@@ -106,6 +106,21 @@ def test_the_arrays_held_in_process_are_bounded_least_recently_read_first(runs, 
     paired.per_context(rd, ids[0])
     assert [k[1] for k in pc._memo] == [ids[0]]  # the newest stays, whatever the bound
     pc.clear_cache()
+    # arrays no file holds (a read-only store without them cached) stay: dropped, they would be evaluated again
+    for r in ids[:2]:
+        cache.per_context_path(store.root, r).unlink()
+    ro = StoredRuns(Store(store.root, readonly=True))
+    monkeypatch.undo()
+    monkeypatch.setattr(pc, "MEMO_BYTES", 0)
+    paired.per_context(ro, ids[2])
+    assert [k[1] for k in pc._memo] == [ids[2]]  # its file exists, but it is the newest
+    for r in ids[:2]:
+        paired.per_context(ro, r)
+    assert [k[1] for k in pc._memo] == ids[:2]  # ids[2], on disk and no longer the newest, went; they stay
+    pc.clear_cache()
+    for r in ids[:2]:  # the fixture's files back, for the other tests
+        pc.per_context(store, r)
+    pc.clear_cache()
 
 
 def test_per_context_caches_in_process_and_in_the_store_and_follows_params(runs, monkeypatch):

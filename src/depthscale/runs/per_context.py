@@ -17,7 +17,7 @@ from depthscale.config.run import RunConfig
 from depthscale.data.measurements import eval_batch, eval_contexts, selection_loss, split_contexts
 from depthscale.store import cache, collect
 
-_memo: OrderedDict[tuple[str, str], tuple[tuple, dict]] = OrderedDict()  # (store root, run id) -> (signature, arrays)
+_memo: OrderedDict[tuple[str, str], tuple[tuple, dict, bool]] = OrderedDict()  # (root, run id) -> (signature, arrays, on disk)
 MEMO_BYTES = 512 << 20  # the arrays held in this process, the least recently read dropped first (issue 51:
 # unbounded, a cpu report held all 686 runs' 102,400-context arrays, 1.7 GB); the store's cache file stays
 
@@ -67,26 +67,30 @@ def per_context(store, run_id: str, device="cpu") -> dict:
         return dict(hit[1])
     cfg = store.load_config(run_id)
     arrays = cache.read_per_context(store.root, run_id, sig, cfg.eval_contexts)
+    on_disk = arrays is not None  # read back at the cost of a file read, if dropped from the process
     if arrays is None:
         arrays = evaluate(store, run_id, device, cfg)
         if sig and not store.readonly and _signature(store, run_id) == sig:
-            cache.write_per_context(store.root, run_id, sig, arrays)
+            on_disk = cache.write_per_context(store.root, run_id, sig, arrays)
     for v in arrays.values():
         if v is not None:
             v.flags.writeable = False
     if sig:
-        _memo[ck] = (sig, arrays)
+        _memo[ck] = (sig, arrays, on_disk)
         _memo.move_to_end(ck)
         _bound_memo()
     return dict(arrays)
 
 
 def _bound_memo() -> None:
-    """Drop the least recently read arrays while those held exceed MEMO_BYTES (the newest always stays)."""
-    held = sum(_nbytes(a) for _, a in _memo.values())
-    while held > MEMO_BYTES and len(_memo) > 1:
-        _, (_, arrays) = _memo.popitem(last=False)
-        held -= _nbytes(arrays)
+    """Drop the least recently read arrays that the store's cache holds while those held exceed
+    MEMO_BYTES (the newest always stays). Arrays no file holds (a read-only store trained before
+    training cached them) stay: dropping them would mean evaluating the model again."""
+    held = sum(_nbytes(a) for _, a, _ in _memo.values())
+    for ck in [k for k in list(_memo)[:-1] if _memo[k][2]]:
+        if held <= MEMO_BYTES:
+            break
+        held -= _nbytes(_memo.pop(ck)[1])
 
 
 def _nbytes(arrays: dict) -> int:
