@@ -1,5 +1,6 @@
 """The store's cache of what is recomputed from finished runs: <store>/cache/per_context/<run_id>.npz,
-a run's per-context arrays (runs.per_context computes them). Derived numbers, never a result: a
+a run's per-context arrays (its final measurement writes them, Store.cache_per_context; runs.per_context
+computes them where they are missing). Derived numbers, never a result: a
 file that is missing, unreadable, over MAX_CACHE_BYTES, of another CACHE_VERSION, of another
 params.pt (its signature) or of the wrong shape is recomputed, not trusted. Written atomically,
 never through a symbolic link; nothing is written into a run's directory."""

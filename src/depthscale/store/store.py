@@ -25,9 +25,9 @@ Layout under the store root::
     sweeps/<name>.json           manifest: the run ids a named sweep wants (manifests.py;
                                  `depthscale train` adds its runs to the manifest "train")
     timing/                      one record per pack execution: seconds per phase (base/timing.py)
-    cache/per_context/<run_id>.npz  a finished run's per-context arrays, recomputed from params.pt
-                                 when missing or stale (cache.py); nothing derived is written into
-                                 a run's directory
+    cache/per_context/<run_id>.npz  a finished run's per-context arrays, written from its final
+                                 measurement (cache_per_context), recomputed from params.pt when
+                                 missing or stale (cache.py); nothing derived is written into a run's directory
     slurm/                       submitit logs of SLURM jobs
 
 The root is the directory that holds runs/ and sweeps/; a path to the runs/ directory of a store
