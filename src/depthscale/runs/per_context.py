@@ -14,7 +14,7 @@ import torch
 
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
-from depthscale.data.measurements import eval_batch, eval_contexts, selection_loss, split_contexts
+from depthscale.data.measurements import eval_batch, eval_contexts, per_context_arrays, selection_loss, split_contexts
 from depthscale.store import cache, collect
 
 _memo: OrderedDict[tuple[str, str], tuple[tuple, dict, bool]] = OrderedDict()  # (root, run id) -> (signature, arrays, on disk)
@@ -33,18 +33,16 @@ def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> 
     pack = store.load_model(run_id, device)
     # streamed: each chunk drawn when read, once (the same bits), never the whole set held (issue 51)
     chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device, hold=False)
-    sq, ystar, sel = [], [], []
+    f, ystar, sel = [], [], []
     for ctx in (part for chunk in chunks for part in split_contexts(chunk, eval_batch(device))):
         with torch.no_grad():
             out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[0])[0]
-        # measurements.decomposition's arithmetic: e_l = f_l - y* in float32, then the layer mean in float64
-        e = (out.f_BxL - ctx.ystar_B.unsqueeze(1)).double().mean(1)
-        sq.append(e.pow(2).cpu())
-        ystar.append(ctx.ystar_B.double().cpu())
+        f.append(out.f_BxL.cpu())
+        ystar.append(ctx.ystar_B.cpu())
         if cfg.task == "difficult" and out.p_BxLxP is not None:
-            sel.append(selection_loss(out.p_BxLxP, ctx.sel_Bxk).double().cpu())
-    return {"sq_err": torch.cat(sq).numpy(), "ystar": torch.cat(ystar).numpy(),
-            "sel_E": torch.cat(sel).numpy() if sel else None}
+            sel.append(selection_loss(out.p_BxLxP, ctx.sel_Bxk).cpu())
+    # the arithmetic of the final measurement's arrays (one definition: the store's cache holds either)
+    return per_context_arrays(torch.cat(f), torch.cat(ystar), sel)
 
 
 def _signature(store, run_id: str) -> tuple:
