@@ -152,7 +152,7 @@ class FakePaired:
         self.calls.append(("bootstrap_dQ", rid_1, rid_L))
         return self.dQ[(rid_1, rid_L)]
 
-    def floor_on_eval(self, cfg):
+    def floor_on_eval(self, cfg, reader=None):
         self.calls.append(("floor_on_eval", cfg.run_id))
         return {"ensemble_floor": self.floor[(cfg.a, cfg.b, cfg.k)], "single_head": math.nan}
 
@@ -192,7 +192,7 @@ class CertBackend:
         self._seen.setdefault(self._key(cfg), {}).setdefault(cfg.L, {})[rid] = sq
         return {"key": "shared", "run_id": rid, "sq_err": sq}
 
-    def floor_on_eval(self, cfg, device="cpu", temperatures=None, depths=(), batches=10):
+    def floor_on_eval(self, cfg, device="cpu", temperatures=None, depths=(), batches=10, reader=None):
         self.floor_calls.append((cfg.model, cfg.k, cfg.a, cfg.b, tuple(depths)))
         seen, bad = self._seen[self._key(cfg)], self._bad(cfg).get("construction", ())
         return {"sq_err_stack": {L: np.mean(list(seen[L].values()), axis=0) * (0.9 if L in bad else 1.02)

@@ -58,7 +58,7 @@ def test_rows_and_summary_against_a_brute_force_paired_gap(monkeypatch):
     rng = np.random.default_rng(0)
     n = 400
     stack = {L: rng.exponential(1.0, n) for L in op.DEPTHS["smoke"]}
-    monkeypatch.setattr(paired, "floor_on_eval", lambda cfg, device="cpu", depths=(): {"sq_err_stack": stack})
+    monkeypatch.setattr(paired, "floor_on_eval", lambda cfg, device="cpu", depths=(), reader=None: {"sq_err_stack": stack})
     sq = {c.run_id: stack[c.L] + rng.normal(0.05 if c.qk_init == "constructive" else -0.2, 0.1, n) for c in cfgs}
     df = pd.DataFrame([{**c.to_dict(), "run_id": c.run_id, "R": float(sq[c.run_id].mean()),
                         "final_monitor_loss": float(sq[c.run_id].mean()) + 0.01 * c.seed} for c in cfgs])

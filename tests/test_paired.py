@@ -149,11 +149,11 @@ def test_per_context_caches_in_process_and_in_the_store_and_follows_params(runs,
     pc.clear_cache()
     paired.per_context(rd, rid)
     assert len(calls) == 1  # the file was rewritten for the new params.pt
-    for bad in (b"not an npz", b""):  # a damaged cache file is recomputed (and replaced), never trusted
+    for bad in (b"not an npz", b"", path.read_bytes()[:100]):  # damaged (a cut zip too): recomputed, replaced
         path.write_bytes(bad)
         pc.clear_cache()
         np.testing.assert_array_equal(paired.per_context(rd, rid)["sq_err"], first["sq_err"])
-    assert len(calls) == 3 and cache.read_per_context(store.root, rid, pc._signature(store, rid), 512) is not None
+    assert len(calls) == 4 and cache.read_per_context(store.root, rid, pc._signature(store, rid), 512) is not None
     ro = StoredRuns(Store(store.root, readonly=True))  # a read-only store: computed, never written
     rid2 = c["lv"].run_id
     cache.per_context_path(store.root, rid2).unlink(missing_ok=True)
@@ -524,3 +524,90 @@ def test_the_floor_from_streamed_chunks_equals_the_floor_on_the_whole_set_bit_fo
         sf.floor_from_chunks(iter(chunks[:-1]), n, temperatures=taus, batches=3)
     with pytest.raises(InputError, match="the chunks hold more than 1000 contexts"):
         sf.floor_from_chunks(iter(chunks + [(x[:1], q[:1], y[:1], ys[:1])]), n, temperatures=taus, batches=3)
+
+
+def _same_floor(got: dict, want: dict) -> None:
+    assert set(got) == set(want), set(got) ^ set(want)
+    for k, v in want.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(got[k], v, err_msg=k)
+        elif k == "sq_err_stack":
+            assert sorted(got[k]) == sorted(v)
+            for L in v:
+                np.testing.assert_array_equal(got[k][L], v[L], err_msg=f"{k} {L}")
+        else:
+            assert got[k] == v, k
+
+
+def test_floor_on_eval_keeps_its_floor_in_the_store_and_reads_it_back(runs, tmp_path, monkeypatch):
+    """Issue 50 item 2: a floor computed once (in the sweep's tail) is kept in the store's cache
+    (cache/floors/) and read back with every number, per-context array and type it had; a call
+    without depths is served by it (its stacks dropped) with what the call without depths computes;
+    its seconds are counted where it is read; a read-only store is never written."""
+    from depthscale.base import timing
+
+    store, c = runs
+    cfg, taus = c["nl2"], [0.0, 4.0, 10.0, 30.0]
+    paired.clear_cache()
+    rd = StoredRuns(store)
+    first = paired.floor_on_eval(cfg, temperatures=taus, depths=(1, 2, 4), reader=rd)
+    name = paired.floor_cache_name(cfg, tuple(taus), (1, 2, 4), 10)
+    assert cache.floor_path(store.root, name).is_file()
+    paired.clear_cache()
+    monkeypatch.setattr(paired, "_compute_floor", lambda *a, **k: pytest.fail("computed again"))
+    before = timing.totals().get("figures", 0.0)
+    again = paired.floor_on_eval(cfg, temperatures=taus, depths=(1, 2, 4), reader=rd)
+    _same_floor(again, first)
+    assert timing.totals()["figures"] > before  # the seconds it took where it was computed
+    plain = paired.floor_on_eval(cfg, temperatures=taus, reader=rd)  # no depths: from the cached one
+    monkeypatch.undo()
+    paired.clear_cache()
+    _same_floor(plain, paired.floor_on_eval(cfg, temperatures=taus))  # computed without depths
+    paired.clear_cache()
+    _same_floor(paired.floor_on_eval(cfg, temperatures=taus, reader=rd), plain)  # no depths, from the store
+    # another set of depths, temperatures or evaluation set is another floor
+    assert paired.floor_cache_name(cfg, tuple(taus), (1, 2), 10) != name
+    assert paired.floor_cache_name(cfg, None, (1, 2, 4), 10) != name
+    assert paired.floor_cache_name(c["other"], tuple(taus), (1, 2, 4), 10) != name
+    assert paired.floor_cache_name(c["nl4"], tuple(taus), (1, 2, 4), 10) == name  # same contexts, any depth of run
+    ro = StoredRuns(Store(store.root, readonly=True))
+    paired.clear_cache()
+    paired.floor_on_eval(cfg, temperatures=taus, depths=(1,), reader=ro)
+    assert not cache.floor_path(store.root, paired.floor_cache_name(cfg, tuple(taus), (1,), 10)).exists()
+    paired.clear_cache()
+
+
+def test_a_damaged_or_linked_floor_cache_is_recomputed_never_trusted(runs, tmp_path):
+    store, c = runs
+    cfg, taus = c["nl1"], [0.0, 10.0]
+    rd = StoredRuns(store)
+    paired.clear_cache()
+    ref = paired.floor_on_eval(cfg, temperatures=taus, depths=(1, 2), reader=rd)
+    path = cache.floor_path(store.root, paired.floor_cache_name(cfg, tuple(taus), (1, 2), 10))
+    for junk in (b"", b"not a zip", path.read_bytes()[:100]):
+        path.write_bytes(junk)
+        assert cache.read_floor(store.root, path.stem) is None
+        paired.clear_cache()
+        _same_floor(paired.floor_on_eval(cfg, temperatures=taus, depths=(1, 2), reader=rd), ref)
+    assert cache.read_floor(store.root, path.stem) is not None  # rewritten
+    # a cache entry of another version is ignored
+    good = cache.read_floor(store.root, path.stem)
+    seconds = good.pop("seconds")
+    assert seconds > 0
+    assert cache.write_floor(store.root, path.stem, dict(good, key=list(good["key"])))
+    monkey = cache.CACHE_VERSION
+    try:
+        cache.CACHE_VERSION = monkey + 1
+        assert cache.read_floor(store.root, path.stem) is None
+    finally:
+        cache.CACHE_VERSION = monkey
+    # names floor_cache_name does not give are never paths; a linked floors/ directory is never written through
+    assert cache.floor_path(store.root, "../x") is None and cache.floor_path(store.root, path.stem + "x") is None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "linked"
+    (root / "cache").mkdir(parents=True)
+    (root / "cache" / "floors").symlink_to(elsewhere)
+    assert not cache.write_floor(root, path.stem, good)
+    assert not list(elsewhere.iterdir())
+    paired.clear_cache()

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from depthscale.analysis.claims import NEEDS_STORE
+from depthscale.analysis import paired
+from depthscale.analysis.claims import CONSTRUCTION_KINDS, NEEDS_STORE
 from depthscale.analysis.results import Results, Theory
 from depthscale.config import paper, records
 from depthscale.config.run import make_config
@@ -22,8 +23,9 @@ from depthscale.data.measurements import PERCENTILES
 from depthscale.experiments import registry as ex
 from depthscale.experiments.registry import CLAIMS, check_claims
 from depthscale.experiments.registry import all_configs
-from depthscale.report import figures, tables
+from depthscale.report import figures, tables, tail
 from depthscale.report.reproduce import report, reproduce
+from depthscale.store import cache as store_cache
 from depthscale.store.store import Store
 from depthscale.runs.per_context import StoredRuns
 
@@ -315,16 +317,40 @@ def test_reproduce_process_computes_theory_during_the_sweep(tmp_path, monkeypatc
     at_report = {}
     real_report = rep.report
 
+    floors = tail.floor_series(all_configs(ids, "smoke", 1))
+    names = [paired.floor_cache_name(cfg, None, Ls, 10) for cfg, Ls in floors]
+
     def report_checked(*args, **kwargs):
         th = Theory("smoke", cache=cache)
         at_report["cached"] = [th.has(n) for n in needs]
-        return real_report(*args, **kwargs)
+        at_report["floors"] = [store_cache.read_floor(store, n) is not None for n in names]
+        computed, served = [], []
+        real_compute, real_kept = paired._compute_floor, paired._kept_floor
+        monkeypatch.setattr(paired, "_compute_floor", lambda *a, **k: computed.append(a) or real_compute(*a, **k))
+        monkeypatch.setattr(paired, "_kept_floor", lambda *a: served.append(a[1]) or real_kept(*a))
+        paired.clear_cache()
+        try:
+            return real_report(*args, **kwargs)
+        finally:
+            at_report["computed"], at_report["served"] = computed, served
+            monkeypatch.setattr(paired, "_compute_floor", real_compute)
+            monkeypatch.setattr(paired, "_kept_floor", real_kept)
 
     monkeypatch.setattr(rep, "report", report_checked)
     r = reproduce(ids, "smoke", store, out, seeds=1, executor="process", workers=2, progress=False)
     assert r["sweep"]["failed"] == 0 and not r["errors"]
     assert r["theory_in_sweep"] == len(needs) == 4
     assert at_report["cached"] == [True] * len(needs)  # all of it before the report started
+    # issue 50 item 2: the certificates' best cosine stacks too (fig14's four series), with the numbers
+    # this process computes
+    assert r["floors_in_sweep"] == len(floors) == 4 and at_report["floors"] == [True] * 4
+    assert at_report["computed"] == []  # the report read every floor it used (claim 5c's too) from the store
+    assert set(names) <= set(at_report["served"])
+    for (cfg, Ls), name in zip(floors, names):
+        kept, fresh = store_cache.read_floor(store, name), paired._compute_floor(cfg, "cpu", None, Ls, 10)
+        for L in Ls:
+            np.testing.assert_array_equal(kept["sq_err_stack"][L], fresh["sq_err_stack"][L])
+        assert kept["best_stack"] == fresh["best_stack"] and kept["ensemble_floor"] == fresh["ensemble_floor"]
     entries = {key: (value, seconds) for key, value, seconds in read_theory_entries(cache)}
     assert set(entries) == {n.key("smoke") for n in needs}
     for n in needs:  # what the report would have computed, in this process
@@ -335,8 +361,28 @@ def test_reproduce_process_computes_theory_during_the_sweep(tmp_path, monkeypatc
     assert fig14_seconds > 0 and fig14_seconds <= build["fig14"]["theory"] < fig14_seconds + 0.5
     again = reproduce(ids, "smoke", store, out, seeds=1, executor="process", workers=2, progress=False)
     assert again["theory_in_sweep"] == 0 and again["sweep"]["planned"] == 0  # resumed: nothing left
+    assert again["floors_in_sweep"] == 0
     assert fig14_seconds <= json.loads((out / "smoke" / "build_timing.json").read_text())["fig14"]["theory"] \
         < fig14_seconds + 0.5
+
+
+def test_floor_series_is_every_certified_series_once():
+    """The floors the sweep's tail computes are the ones the certificates will ask for: one per
+    evaluation set and depths among the series of the kinds a cosine stack is a setting of, with the
+    depths the sweep trains (what series_certificates passes when every run is there)."""
+    configs = all_configs(["fig6", "fig5", "fig11"], "smoke", 2)
+    got = tail.floor_series(configs)
+    want = {}
+    for c in configs:
+        if c.model in CONSTRUCTION_KINDS:
+            want.setdefault((c.model, c.task, c.k, c.a, c.b), set()).add(c.L)
+    assert want and all(cfg.model in CONSTRUCTION_KINDS for cfg, _ in got)
+    names = [paired.floor_cache_name(cfg, None, Ls, 10) for cfg, Ls in got]
+    assert len(names) == len(set(names))  # each once
+    wanted = {paired.floor_cache_name(next(c for c in configs if (c.model, c.task, c.k, c.a, c.b) == s), None,
+                                      tuple(sorted(Ls)), 10) for s, Ls in want.items()}
+    assert set(names) == wanted
+    assert not tail.floor_series([c for c in configs if c.model == "linear"])
 
 
 def test_a_partial_store_draws_what_it_has_and_counts_every_claim(tmp_path):

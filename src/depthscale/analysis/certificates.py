@@ -179,7 +179,7 @@ def series_certificates(res: Results, model: str, task: str, k: int, a: float, b
         raise InputError(f"no runs of {model}/{task} k={k} ({a}, {b}) to certify")
     stack = None
     if construction:
-        fl = paired.floor_on_eval(cfg, device, depths=tuple(sorted(sq)))
+        fl = paired.floor_on_eval(cfg, device, depths=tuple(sorted(sq)), reader=res.reader)
         stack = fl["sq_err_stack"]
     halved = series_contexts(half, model, task, k, a, b, sorted(sq), device, half_seeds)[0] if half is not None else None
     return certify(sq, stack, halved, seeds, half_seeds)

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
+from depthscale.base import timing
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
 from depthscale.data.measurements import PERCENTILES, eval_contexts
@@ -144,7 +146,8 @@ def _bootstrap(E1: np.ndarray, EL: np.ndarray, q: np.ndarray, n_boot: int, seed:
             "n": n, "n_boot": n_boot}
 
 
-def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), batches: int = 10) -> dict:
+def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), batches: int = 10,
+                  reader: RunReader | None = None) -> dict:
     """The softmax-ensemble floor of SPEC §3.4 on exactly the evaluation contexts of a run with
     config `cfg` (eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed)), not on a fresh sample: the
     best single cosine head and the best nonnegative mixture of cosine-head temperatures with one
@@ -154,23 +157,83 @@ def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), ba
 
     Adds "single_tau" (the best single head's temperature), "n", "key" (eval_key) and the data
     fields; "sq_err_ensemble" and "sq_err_single" are per context, in per_context's order, for
-    a comparison with a run paired by context. Cached in this process."""
+    a comparison with a run paired by context. Cached in this process and, given a `reader` that
+    keeps floors (runs.per_context.StoredRuns: the store's cache/floors/), in its store, where the
+    sweep's idle workers put them (report.floor_jobs). A call without depths is served by a
+    cached result with depths (the same numbers: the stacks are only added; `without_depths`)."""
     if not isinstance(cfg, RunConfig):
         raise InputError(f"cfg must be a RunConfig, got {type(cfg).__name__}")
     tau = None if temperatures is None else tuple(np.asarray(temperatures, dtype=np.float64).ravel().tolist())
-    ck = (eval_key(cfg), tau, tuple(np.atleast_1d(np.asarray(depths)).tolist()), batches, torch.device(device).type)
+    depths = tuple(int(L) for L in np.atleast_1d(np.asarray(depths)).tolist())
+    name = floor_cache_name(cfg, tau, depths, batches)
+    ck = (name, torch.device(device).type)
     if ck not in _floors:
-        # streamed: each chunk drawn when read (the same bits), never the whole set in float64 (issue 51:
-        # the whole 102,400-context set concatenated and cast held 1.7 GB in the report's process)
-        chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device, hold=False)
-        res = floor_from_chunks(((c.X_BxPxd, c.xq_Bxd, c.y_BxP, c.ystar_B) for c in chunks), cfg.eval_contexts,
-                                temperatures=temperatures, batches=batches, depths=depths)
+        res = _kept_floor(reader, name, ck[1])
+        if res is None:
+            t0 = time.perf_counter()
+            res = _compute_floor(cfg, device, temperatures, depths, batches)
+            keep = getattr(reader, "cache_floor", None)
+            if keep is not None:
+                keep(name, res, time.perf_counter() - t0)
         for k in ("sq_err_ensemble", "sq_err_single"):
             res[k].flags.writeable = False
-        res.update(single_tau=res["single_head_temperature"], key=eval_key(cfg), samples=res["n"],
-                   seed=cfg.eval_seed, d=cfg.d, P=cfg.P, k=cfg.k, a=cfg.a, b=cfg.b, task=cfg.task)
         _floors[ck] = res
     return dict(_floors[ck])
 
 
-__all__ = ["RunReader", "per_context", "paired_difference", "bootstrap_dQ", "floor_on_eval", "eval_key", "clear_cache"]
+def floor_cache_name(cfg: RunConfig, tau, depths: tuple, batches: int) -> str:
+    """'<24 hex of the evaluation set and the fit's arguments>-<12 hex of the depths>': what names a
+    floor_on_eval result in this process and in a store's cache (the prefix alone: one set's floor
+    with any depths)."""
+    head = hashlib.sha256(repr((eval_key(cfg), tau, int(batches))).encode()).hexdigest()[:24]
+    return f"{head}-{_depths_digest(tuple(depths))}"
+
+
+def _kept_floor(reader, name: str, device_type: str) -> dict | None:
+    """The floor named `name` from the reader's store; without depths, one of the same set with
+    depths, from this process or the store (without_depths); None where neither has it."""
+    read = getattr(reader, "cached_floor", None)
+    got = read(name) if read is not None else None
+    if got is not None:  # computed elsewhere (the sweep's tail): its seconds counted where it is used
+        timing.add("figures", float(got.pop("seconds", 0.0)))
+        return dict(got, key=tuple(got["key"]))
+    if not name.endswith("-" + _depths_digest(())):
+        return None
+    prefix = name.split("-")[0] + "-"
+    for (other, dev), res in _floors.items():
+        if other.startswith(prefix) and dev == device_type:
+            return without_depths(res)
+    names = getattr(reader, "floor_names", None)
+    for other in names(prefix) if names is not None and read is not None else ():
+        res = read(other)
+        if res is not None:
+            timing.add("figures", float(res.pop("seconds", 0.0)))
+            return without_depths(dict(res, key=tuple(res["key"])))
+    return None
+
+
+def _depths_digest(depths: tuple) -> str:
+    return hashlib.sha256(repr(tuple(depths)).encode()).hexdigest()[:12]
+
+
+def without_depths(res: dict) -> dict:
+    """A floor_on_eval result with depths as the call without depths gives it: its stacks and its
+    iid-depth curve dropped (every other number is computed before them, from the same moments)."""
+    out = dict(res, sq_err_stack={}, best_stack=dict(res["best_stack"], depths=[], R=[]))
+    out["iid_depth"] = dict(res["iid_depth"], depths=[], R=[])
+    return out
+
+
+def _compute_floor(cfg: RunConfig, device, temperatures, depths: tuple, batches: int) -> dict:
+    # streamed: each chunk drawn when read (the same bits), never the whole set in float64 (issue 51:
+    # the whole 102,400-context set concatenated and cast held 1.7 GB in the report's process)
+    chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device, hold=False)
+    res = floor_from_chunks(((c.X_BxPxd, c.xq_Bxd, c.y_BxP, c.ystar_B) for c in chunks), cfg.eval_contexts,
+                            temperatures=temperatures, batches=batches, depths=depths)
+    res.update(single_tau=res["single_head_temperature"], key=eval_key(cfg), samples=res["n"],
+               seed=cfg.eval_seed, d=cfg.d, P=cfg.P, k=cfg.k, a=cfg.a, b=cfg.b, task=cfg.task)
+    return res
+
+
+__all__ = ["RunReader", "per_context", "paired_difference", "bootstrap_dQ", "floor_on_eval", "floor_cache_name",
+           "without_depths", "eval_key", "clear_cache"]

@@ -249,7 +249,7 @@ def c5c(res, th):
                 cfg = res.reader.load_config(rid)
             except Exception as e:  # noqa: BLE001 - no config, no evaluation contexts: FAIL with why
                 raise CannotJudge(f"{NEEDS_STORE} (load_config {rid}: {type(e).__name__}: {e})") from None
-            floors[(a, b, k)] = float(call_paired(pm.floor_on_eval, cfg)["ensemble_floor"])
+            floors[(a, b, k)] = float(call_paired(pm.floor_on_eval, cfg, reader=res.reader)["ensemble_floor"])
         fl, p = floors[(a, b, k)], paper[(k, a, b)]
         L0 = f.L0 if f else math.nan
         rp, rf = L0 / p - 1, L0 / fl - 1

@@ -92,7 +92,7 @@ def _rows(res: Results) -> list[dict]:
                 got = paired.per_context(res.reader, r["run_id"])
                 key = got["key"]  # (eval_key of the run's config: runs with one key share B_L's contexts)
                 if key not in floors:
-                    floors[key] = paired.floor_on_eval(res.reader.load_config(r["run_id"]), depths=DEPTHS[p])["sq_err_stack"]
+                    floors[key] = paired.floor_on_eval(res.reader.load_config(r["run_id"]), depths=DEPTHS[p], reader=res.reader)["sq_err_stack"]
                 gap = certificates.paired_gap(got["sq_err"], floors[key][L])
                 out.append({"L": L, "start": s.name, "seed": int(r["seed"]), "run_id": r["run_id"], "R": float(r["R"]),
                             "monitor": float(r.get("final_monitor_loss", math.nan)),

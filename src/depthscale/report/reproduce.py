@@ -47,7 +47,7 @@ from depthscale.base.atomic import as_float, remove_stale_temp_files, write_json
 from depthscale.base.errors import InputError, is_storage_error
 from depthscale.base.provenance import versions
 from depthscale.config.run import PRESETS
-from depthscale.report import figcheck
+from depthscale.report import figcheck, tail
 from depthscale.report.answer import answer_section
 from depthscale.report.pages import render_html, render_markdown
 from depthscale.experiments.registry import (BEYOND_IDS, IDS, PLUGIN_SOURCES, REGISTRY, all_configs, claims_of, resolve_ids,
@@ -93,9 +93,10 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     plan: the sweeps.Plan of these configs, made by the caller (the CLI plans, and checks its
     memory, before the store is created); None: planned here, once (sweeps.plan).
     With the process executor (and a build to follow) the theory the report needs and its cache
-    lacks is computed in the sweep's worker pool after the packs (results.theory_jobs).
+    lacks is computed in the sweep's worker pool after the packs (results.theory_jobs), and so are
+    the best cosine stacks the certificates read that the store's cache lacks (tail.floor_jobs).
     Returns {"configs", "sweep" (run_sweep's counts or None), "out_dir", "theory_in_sweep" (theory
-    needs submitted to the pool), "claims", ...}.
+    needs submitted to the pool), "floors_in_sweep" (floors submitted), "claims", ...}.
     """
     ids = resolve_ids(ids)
     overrides = dict(overrides or {})
@@ -109,8 +110,10 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
     # the report's theory, computed in the process pool while the sweep runs (after its packs, in
     # the tail where a worker would idle), each need into its own file beside the report's cache
     # (results.compute_theory_entry): the report then finds it cached
-    jobs = theory_jobs(theory_needs(ids, preset), preset, Path(out_dir) / preset / "theory.json", device) \
-        if run and configs and build and executor == "process" else []
+    # and the best cosine stacks the certificates compare with (tail.floor_jobs), into the store's cache
+    side = bool(run and configs and build and executor == "process")
+    jobs = theory_jobs(theory_needs(ids, preset), preset, Path(out_dir) / preset / "theory.json", device) if side else []
+    floors = tail.floor_jobs(configs, store_dir, device) if side else []
     if run and configs:
         from depthscale.runs.sweeps import plan as plan_sweep
         from depthscale.runs.sweeps import run_sweep
@@ -121,7 +124,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
         elif [c.run_id for c in plan.configs] != [c.run_id for c in configs]:
             raise InputError("reproduce's plan is not a plan of its configs (sweeps.plan of registry.all_configs)")
         counts = run_sweep(plan, store, progress=progress, name=sweep_name(ids, preset), allow_memory=allow_memory,
-                           extra_jobs=jobs)
+                           extra_jobs=jobs + floors)
         # a study's second phase (Experiment.followup: runs chosen from the first phase's results)
         later = _followup_configs(ids, preset, store, overrides) if build else []
         if later:
@@ -131,7 +134,7 @@ def reproduce(ids: str | Iterable[str] = "all", preset: str = "cpu", store_dir: 
                       for k in {**counts, **more}}
     out = {"ids": list(ids), "preset": preset, "seeds": list(resolve_seeds(preset, seeds)),
            "configs": len(configs), "sweep": counts, "out_dir": str(Path(out_dir)),
-           "theory_in_sweep": len(jobs)}
+           "theory_in_sweep": len(jobs), "floors_in_sweep": len(floors)}
     if build:
         out.update(report(store_dir, out_dir, preset=preset, ids=ids, overrides=overrides,
                           device=device, progress=progress, study=study))

@@ -123,5 +123,16 @@ class StoredRuns:
     def per_context(self, run_id: str, device="cpu") -> dict:
         return per_context(self.store, run_id, device)
 
+    def cached_floor(self, name: str) -> dict | None:
+        """The floor on one evaluation set cached in the store under `name` (paired.floor_on_eval), or None."""
+        return cache.read_floor(self.store.root, name)
+
+    def floor_names(self, prefix: str) -> list[str]:
+        return cache.floor_names(self.store.root, prefix)
+
+    def cache_floor(self, name: str, res: dict, seconds: float = 0.0) -> bool:
+        """Keep a floor and the seconds it took in the store's cache (not in a read-only store: False)."""
+        return False if self.store.readonly else cache.write_floor(self.store.root, name, res, seconds)
+
 
 __all__ = ["StoredRuns", "per_context", "evaluate", "clear_cache"]

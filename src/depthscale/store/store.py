@@ -28,6 +28,8 @@ Layout under the store root::
     cache/per_context/<run_id>.npz  a finished run's per-context arrays, written from its final
                                  measurement (cache_per_context), recomputed from params.pt when
                                  missing or stale (cache.py); nothing derived is written into a run's directory
+    cache/floors/<name>.npz      the best cosine stacks and the softmax-ensemble floor on one evaluation
+                                 set (analysis.paired.floor_on_eval; the sweep's tail computes them)
     slurm/                       submitit logs of SLURM jobs
 
 The root is the directory that holds runs/ and sweeps/; a path to the runs/ directory of a store
