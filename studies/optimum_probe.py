@@ -24,6 +24,7 @@ from study_export import read_args, write_study
 
 from depthscale.base.atomic import write_json_atomic, write_text_atomic
 from depthscale.experiments import convergence as cv
+from depthscale.experiments import learned_metrics as lm
 from depthscale.experiments import optimum_probe as op
 from depthscale.store.store import Store
 
@@ -31,17 +32,9 @@ ENVELOPE = Path("studies/results/convergence")
 
 
 def layer_metrics(store: Store, rid: str) -> list[dict]:
-    """Per layer: eigenvalues (ascending) of sym(N W_xᵀ W_qᵀ W_k W_x) and their mean."""
-    p = {k: np.asarray(v, dtype=np.float64) for k, v in store.load_params(rid).items() if k in ("Wq", "Wk", "Wx")}
-    Wx = p["Wx"][0] if p["Wx"].ndim == 3 else p["Wx"]
-    N = Wx.shape[0]
-    Wq, Wk = (p[k].reshape(-1, N, N) for k in ("Wq", "Wk"))
-    out = []
-    for q, k in zip(Wq, Wk):
-        M = N * Wx.T @ q.T @ k @ Wx
-        ev = np.linalg.eigvalsh((M + M.T) / 2)
-        out.append({"eigenvalues": ev.round(4).tolist(), "mean": float(ev.mean())})
-    return out
+    """Per layer: eigenvalues (ascending) of sym(N W_xᵀ W_qᵀ W_k W_x) and their mean (learned_metrics)."""
+    return [{"eigenvalues": np.round(x["eigenvalues"], 4).tolist(), "mean": x["mean"]}
+            for x in lm.layer_metrics(store.load_params(rid))]
 
 
 def export(res, out: Path, store: Store, envelope: Path) -> list[Path]:
