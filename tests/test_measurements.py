@@ -124,3 +124,36 @@ def test_sliced_evaluation_equals_whole_chunks(kind, task, monkeypatch):
     for m in models:
         _same(sliced[m], whole[m], 1e-5)
         _same(measured[m], measure(pack, m, chunks_of(m), task), 1e-5)
+
+
+@pytest.mark.parametrize("kind", ["nonlinear", "layer_values"])
+def test_exact_label_weights_equal_the_differentiated_forward(kind, monkeypatch):
+    """Issue 50 item 1: the softmax ensembles read the input weights w = d y_hat / d y_in off a forward
+    without gradients (w = (1/L) sum_l g_l p_l, ModelKind.label_weights) instead of a backward pass.
+    They equal autograd's w to float32 rounding, and every measurement equals the differentiated one's:
+    R, A, C bit for bit (the same forward), the mode-wise losses to float rounding."""
+    import depthscale.data.measurements as meas
+
+    cfgs = [make_config("smoke", model=kind, task="difficult", k=2, L=L, seed=s, qk_std=0.5)
+            for L, s in ((1, 0), (4, 0), (4, 1))]
+    pack = build_pack(cfgs)
+    with torch.no_grad():  # gains away from 1, so that a missing g shows
+        pack.Wo.mul_(1.7)
+    assert pack.exact_label_weights
+    chunks = eval_contexts(cfgs[0], 600, 5, chunk=300)
+    exact = [measure(pack, m, chunks, "difficult") for m in range(len(cfgs))]
+    for m in range(len(cfgs)):
+        for ctx in chunks:
+            w, out = meas.input_weights(pack, m, ctx)
+            y = ctx.y_BxP.detach().clone().requires_grad_(True)
+            with torch.enable_grad():
+                (w_ref,) = torch.autograd.grad(pack(ctx.X_BxPxd, y, ctx.xq_Bxd, models=[m])[0].y_hat_B.sum(), y)
+            torch.testing.assert_close(w, w_ref, rtol=1e-5, atol=1e-7)
+            assert not w.requires_grad and not out.f_BxL.requires_grad
+    monkeypatch.setattr(type(pack), "exact_label_weights", False)  # the backward pass, as before
+    for m in range(len(cfgs)):
+        ref = measure(pack, m, chunks, "difficult")
+        for key in ("R", "A", "C", "R_se", "selection_mean"):  # (C is nan at L = 1)
+            np.testing.assert_array_equal(exact[m][key], ref[key], err_msg=key)
+        np.testing.assert_allclose(exact[m]["mode_R"], ref["mode_R"], rtol=1e-5)
+        assert exact[m]["mode_R_sum"] == pytest.approx(ref["mode_R_sum"], rel=1e-5)

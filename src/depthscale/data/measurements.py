@@ -39,7 +39,15 @@ def decomposition(f_BxL: torch.Tensor, ystar_B: torch.Tensor) -> dict:
 
 def input_weights(pack, m: int, ctx: Contexts) -> tuple[torch.Tensor, torch.Tensor]:
     """w = d y_hat / d y_in (exact: y_hat is linear in the labels for every model but
-    single_stream), and the model's output. Returns (w_BxP, y_hat_B)."""
+    single_stream), and the model's output. Returns (w_BxP, y_hat_B). Read off a forward without
+    gradients where the kind says w exactly (`exact_label_weights`, ModelKind.label_weights: the
+    softmax ensembles), else by differentiating the forward."""
+    if getattr(pack, "exact_label_weights", False):
+        with torch.no_grad():
+            out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
+            w = pack.label_weights(m, out)
+        if w is not None:
+            return w, out
     y = ctx.y_BxP.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         out = pack(ctx.X_BxPxd, y, ctx.xq_Bxd, models=[m])[0]

@@ -58,6 +58,8 @@ class ModelKind(nn.Module):
     - `readout_by_hooks`: f_l is read off the forward by hooks (depthscale.data.decompose) beside the
       model's own readout; the measurement checks the identity against that readout.
     - `fused_cpu_kernels`: training may run depthscale.data.kernels (recorded in each run's config.json).
+    - `exact_label_weights`: `label_weights` reads w = d y_hat / d y_in off a forward without a
+      backward pass (the evaluation then runs one forward per chunk).
     - `layer_cost`, `cost_P_power`: the relative training cost of one layer of one context
       (times `cost_scale(cfg)`; the process executor starts the longest packs first).
 
@@ -88,6 +90,7 @@ class ModelKind(nn.Module):
     packs_across_spectra: ClassVar[bool] = False
     readout_by_hooks: ClassVar[bool] = False
     fused_cpu_kernels: ClassVar[bool] = False
+    exact_label_weights: ClassVar[bool] = False  # label_weights says w without a backward pass
     layer_cost: ClassVar[float] = 1.0
     cost_P_power: ClassVar[int] = 1
 
@@ -138,6 +141,12 @@ class ModelKind(nn.Module):
         return torch.stack([(o.y_hat_B - batch_of(m).ystar_B).pow(2).mean() for m, o in zip(models, outs)])
 
     # ---- measurements (SPEC §5) ----
+    def label_weights(self, m: int, out) -> "torch.Tensor | None":
+        """The input weights w = d y_hat / d y_in (B x P) of model m read off its forward's output
+        `out` (computed without gradients), where the kind can say them exactly; None (the default):
+        measurements.input_weights differentiates the forward instead."""
+        return None
+
     def extra_measurements(self, m: int, extras: dict) -> dict:
         """The kind's own numbers for model m, from the means over the evaluation contexts of its
         outputs' `extras` (float64, the leading B axis averaged away). None by default."""

@@ -42,6 +42,7 @@ class Nonlinear(AttentionStack):
     label_linear = True
     special_starts = ("constructive",)
     fused_cpu_kernels = True
+    exact_label_weights = True
 
     @classmethod
     def validate(cls, cfg) -> None:
@@ -90,6 +91,20 @@ class Nonlinear(AttentionStack):
         # attention rows are computed at once; f_l = g p_l . y with g = W_o W_v W_y.
         f, p = self.ensemble_forward(X, y, xq, [m])
         return ModelOutput(f.mean(1), f, p)
+
+    def label_weights(self, m: int, out) -> torch.Tensor | None:
+        """y_hat = (1/L) sum_l g_l p_l . y (`ensemble_forward`: p_l does not depend on the labels), so
+        w = (1/L) sum_l g_l p_l exactly, from the forward's attention rows and the layers' gains: no
+        backward pass (issue 50: the evaluation's input weights cost a forward, not a forward and a
+        backward). None for a looped model whose rows are tiled (the backward says it there)."""
+        p = out.p_BxLxP
+        if p is None or self.rows[m] != self.depths[m] or p.shape[1] != self.depths[m]:
+            return None
+        dev = p.device
+        sel_M, sel_T = self._selectors([m], dev)
+        _, owner_T = self._layer_owners((self.rows[m],), 1, dev)
+        g = self._layer_gains(sel_M, sel_T, owner_T, 1).detach()  # (1,) shared W_v, (L,) per-layer values
+        return (p * g.to(p.dtype).view(1, -1, 1)).mean(1)
 
     def train_losses(self, models: list[int], batch_of: Callable) -> torch.Tensor:
         """Every model that shares a batch runs as one computation (`ensemble_forward`), and the
