@@ -63,3 +63,42 @@ def test_the_figure_draws_every_layer():
     fig = lm.figure(rows, "t")
     ax, bx = fig.axes[:2]
     assert sum(len(line.get_xdata()) for line in ax.lines) == 8 and sum(len(line.get_xdata()) for line in bx.lines) == 4
+
+
+def test_the_study_script_on_a_smoke_store(tmp_path):
+    """studies/learned_metrics.py on fig6's smoke runs at (0,0): one row per layer of every run the
+    envelope reads, each beside the cosine stack of its depth; a spectrum without runs is one line, exit 1."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    from depthscale.experiments.registry import REGISTRY
+    from depthscale.store.store import Store
+    from depthscale.train.training import run_pack
+
+    root = Path(__file__).resolve().parents[1]
+    cfgs = [c for c in REGISTRY["fig6"].configs("smoke", 1) if (c.a, c.b) == (0.0, 0.0) and c.model == "nonlinear"]
+    assert cfgs
+    from depthscale.kinds.lookup import pack_key
+
+    packs: dict = {}
+    for c in cfgs:  # (the grid's two recipes are two packs)
+        packs.setdefault(pack_key(c), []).append(c)
+    for pack in packs.values():
+        run_pack(pack, Store(tmp_path / "s"), progress=False)
+    cmd = [sys.executable, str(root / "studies" / "learned_metrics.py"), "--store", str(tmp_path / "s"),
+           "--preset", "smoke", "--spectrum", "0,0", "--out", str(tmp_path / "x")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    layers, summary = pd.read_csv(tmp_path / "x" / "layers.csv"), pd.read_csv(tmp_path / "x" / "summary.csv")
+    assert len(summary) >= len({c.L for c in cfgs}) and set(summary["L"]) == {c.L for c in cfgs}
+    assert len(layers) == int(summary["L"].sum())  # every layer of every run read
+    runs = json.loads((tmp_path / "x" / "metrics.json").read_text())["runs"]
+    assert all(len(r["stack_temperatures"]) == r["L"] == len(r["layers"]) for r in runs)
+    assert (tmp_path / "x" / "metrics.png").stat().st_size > 10_000
+    bad = subprocess.run(cmd[:-4] + ["--spectrum", "9,9", "--out", str(tmp_path / "y")], capture_output=True,
+                         text=True, cwd=root)
+    assert bad.returncode == 1 and "no finished nonlinear difficult runs at (9, 9)" in bad.stderr

@@ -78,6 +78,7 @@ def figure(rows: list[dict], title: str):
     bx.set_ylabel("within-layer spread: std / |mean| of its eigenvalues")
     ax.set_title("(a) layer temperatures", fontsize=9)
     bx.set_title("(b) anisotropy of each layer's metric (cosine head: 0)", fontsize=9)
+    bx.set_ylim(bottom=0)  # the cosine head's 0 in view
     ax.legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=9)
     return fig
