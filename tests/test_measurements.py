@@ -8,7 +8,8 @@ import torch
 
 from depthscale.config.run import make_config
 from depthscale.data.contexts import make_generator, sample_contexts
-from depthscale.data.measurements import decomposition, eval_contexts, measure, monitor, rho_fit, selection_loss
+from depthscale.data.measurements import (decomposition, eval_contexts, measure, measure_many, monitor, rho_fit,
+                                          selection_loss)
 from depthscale.kinds.lookup import AttentionPack, build_pack, model_class
 
 from built_in_kinds import built_in_kinds
@@ -157,3 +158,49 @@ def test_exact_label_weights_equal_the_differentiated_forward(kind, monkeypatch)
             np.testing.assert_array_equal(exact[m][key], ref[key], err_msg=key)
         np.testing.assert_allclose(exact[m]["mode_R"], ref["mode_R"], rtol=1e-5)
         assert exact[m]["mode_R_sum"] == pytest.approx(ref["mode_R_sum"], rel=1e-5)
+
+
+def test_measure_many_reads_a_streamed_set_once_with_the_numbers_of_measure(monkeypatch):
+    """Issue 50/51: the runs of a pack that stop together are measured in one pass over their
+    evaluation set (measure_many), so a streamed set (never held whole) is drawn once, not once per
+    model, with the numbers `measure` gives model by model, bit for bit."""
+    from depthscale.data.context_sets import ContextSet
+
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, L=L, qk_std=0.4) for L in (1, 2, 4)]
+    pack = build_pack(cfgs)
+    draws = []
+    real = ContextSet._draw
+    monkeypatch.setattr(ContextSet, "_draw", lambda self, i: draws.append(i) or real(self, i))
+    streamed = eval_contexts(cfgs[0], 700, 11, chunk=300, hold=False)
+    keeps = [{}, {}, {}]
+    many = measure_many(pack, [0, 1, 2], streamed, "difficult", keeps)
+    assert draws == [0, 1, 2]  # each chunk drawn once for the three models
+    held = eval_contexts(cfgs[0], 700, 11, chunk=300)
+    for m in range(3):
+        keep = {}
+        one = measure(pack, m, held, "difficult", keep=keep)
+        assert set(one) == set(many[m])
+        for key, v in one.items():
+            np.testing.assert_array_equal(np.asarray(many[m][key], dtype=float), np.asarray(v, dtype=float), err_msg=key)
+        for key in ("sq_err", "ystar", "sel_E"):
+            np.testing.assert_array_equal(keeps[m][key], keep[key])
+
+
+def test_the_runs_that_stop_together_are_measured_in_one_pass_with_the_numbers_run_by_run(tmp_path):
+    """Trainer.final_measurements (the pack's last step) against final_measurement run by run: the
+    same metrics and per-context arrays, and no evaluation set left held."""
+    from depthscale.train.trainer import Trainer
+
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, L=L, max_steps=5, eval_contexts=600)
+            for L in (1, 2)]
+    tr = Trainer(cfgs, build_pack(cfgs))
+    tr.run(progress=False)
+    together = tr.final_measurements([0, 1])
+    assert not tr.eval_sets  # streamed for them: nothing held
+    for i in (0, 1):
+        keep: dict = {}
+        alone = tr.final_measurement(i, keep)
+        met, arrays = together[i]
+        for key, v in alone.items():
+            np.testing.assert_array_equal(np.asarray(met[key], dtype=float), np.asarray(v, dtype=float), err_msg=key)
+        np.testing.assert_array_equal(arrays["sq_err"], keep["sq_err"])

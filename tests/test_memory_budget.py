@@ -94,12 +94,18 @@ def test_the_budget_decides_what_is_held_and_the_estimate_follows():
     with memory.budget(None):
         assert memory.held_sets([one] * 3) == [True] * 3  # no budget declared: everything held
     assert memory.held_sets([one] * 3, nbytes=int(2 * one / memory.HELD_SHARE)) == [True, True, False]
-    cfgs = [cfg.replace(a=a) for a in (0, 0.25, 0.5, 1)]
+    # with early stopping a run may stop alone and be measured on a held evaluation set (below); without
+    # it the pack's runs stop together and stream the set (Trainer.final_measurements): a chunk, whatever
+    # the budget
+    cfgs = [cfg.replace(a=a, early_stop=True) for a in (0, 0.25, 0.5, 1)]
+    together = [c.replace(early_stop=False) for c in cfgs]
+    per = 4 * memory.stored_floats(cfg) * 1.5
+    assert memory.pack_bytes(cfgs) - memory.pack_bytes(together) == pytest.approx((cfg.eval_contexts - 1024) * per, abs=8)
+    assert memory.pack_bytes(cfgs, nbytes=1 << 28) == memory.pack_bytes(together, nbytes=1 << 28)
     every = memory.pack_bytes(cfgs)
     tight = memory.pack_bytes(cfgs, nbytes=1 << 30)
     # a 1 GiB pack budget holds one monitor set (half of it) and the evaluation set (at most half):
     # the other three monitor sets stream, a chunk each instead of 10,240 contexts
-    per = 4 * memory.stored_floats(cfg) * 1.5
     assert every - tight == pytest.approx(3 * (cfg.monitor_contexts - 1024) * per, abs=8)
     # a quarter of a GiB: no set fits, all four monitor sets and the evaluation set stream
     small = memory.pack_bytes(cfgs, nbytes=1 << 28)

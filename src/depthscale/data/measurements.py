@@ -179,80 +179,112 @@ def measure(pack, m: int, chunks: list[Contexts], task: str, keep: dict | None =
     mode-wise loss), `readout_by_hooks` (the identity checked against the model's own readout),
     `extra_measurements` (the kind's own numbers, from the means of its outputs' extras).
     `keep`, a dict given, receives the per-context arrays (`per_context_arrays`)."""
-    L = pack.depths[m]
-    f_all, ys_all, mode_all, sel_all, top1_all, ystar_all = [], [], [], [], [], []
-    layer_sel_all, cls_all = [], []  # clustered contexts: per-layer selection loss and class per context
-    extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
-    n_extra = 0
+    return measure_many(pack, [m], chunks, task, [keep])[0]
+
+
+def measure_many(pack, models: list[int], chunks, task: str, keeps: list | None = None) -> list[dict]:
+    """`measure` of each of `models` (of one evaluation set), in one pass over the chunks: each chunk
+    is read once and every model measured on it before the next, so a streamed set (ContextSet with
+    hold=False) is drawn once for all of them, not once per model (issue 50: a pack's runs that
+    finish together). The same numbers as `measure` model by model, bit for bit (each model sees
+    the same slices in the same order)."""
+    keeps = list(keeps) if keeps is not None else [None] * len(models)
+    parts = [_Measurement(pack, m, task) for m in models]
     device = getattr(chunks, "device", None)  # a ContextSet's (a streamed one would draw chunk 0 to tell)
     size = eval_batch(device if device is not None else chunks[0].X_BxPxd.device) if len(chunks) else None
-    yhat_all = []  # the model's own prediction (readout_by_hooks: its readout, beside the hooks' f_l)
-    for ctx in (part for chunk in chunks for part in split_contexts(chunk, size)):
+    for chunk in chunks:
+        for ctx in split_contexts(chunk, size):
+            for part in parts:
+                part.add(ctx)
+    return [part.result(keep) for part, keep in zip(parts, keeps)]
+
+
+class _Measurement:
+    """One model's measurement (`measure`), context slice by slice: `add` reads a slice, `result`
+    gives the numbers."""
+
+    def __init__(self, pack, m: int, task: str) -> None:
+        self.pack, self.m, self.task = pack, m, task
+        self.f_all, self.ys_all, self.mode_all, self.sel_all, self.top1_all = [], [], [], [], []
+        self.ystar_all, self.yhat_all = [], []  # (yhat: the model's own readout, beside the hooks' f_l)
+        self.layer_sel_all, self.cls_all = [], []  # clustered contexts: per-layer selection loss, class
+        self.extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
+        self.n_extra, self.clusters = 0, 0
+
+    def add(self, ctx: Contexts) -> None:
+        pack, m = self.pack, self.m
         if pack.label_linear:
             w, out = input_weights(pack, m, ctx)
             u = torch.einsum("bp,bpd->bd", w, ctx.X_BxPxd)
-            mode_all.append(modewise(u, ctx).double().sum(0))
+            self.mode_all.append(modewise(u, ctx).double().sum(0))
         else:
             with torch.no_grad():
                 out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
-        f_all.append(out.f_BxL.detach())
-        yhat_all.append(out.y_hat_B.detach())
-        ys_all.append(ctx.ystar_B)
-        ystar_all.append(ctx.ystar_B.double())
+        self.f_all.append(out.f_BxL.detach())
+        self.yhat_all.append(out.y_hat_B.detach())
+        self.ys_all.append(ctx.ystar_B)
+        self.ystar_all.append(ctx.ystar_B.double())
         if out.p_BxLxP is not None:
             p = out.p_BxLxP.detach()
-            if task == "easy":
-                top1_all.append(top1_mass(p, ctx.sel_Bxk))
+            if self.task == "easy":
+                self.top1_all.append(top1_mass(p, ctx.sel_Bxk))
             else:
-                sel_all.append(selection_loss(p, ctx.sel_Bxk))
+                self.sel_all.append(selection_loss(p, ctx.sel_Bxk))
                 if ctx.cls_B is not None:
-                    layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
+                    self.layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
         if ctx.cls_B is not None:
-            cls_all.append(ctx.cls_B.cpu())
-            clusters = ctx.clusters
+            self.cls_all.append(ctx.cls_B.cpu())
+            self.clusters = ctx.clusters
         if out.extras:
             for key, t in out.extras.items():
                 s = t.detach().double().sum(0)
-                extra_sum[key] = s if key not in extra_sum else extra_sum[key] + s
-            n_extra += ctx.B
-    f = torch.cat(f_all)
-    ystar = torch.cat(ys_all)
-    if keep is not None:
-        keep.update(per_context_arrays(f, ystar, sel_all))
-    res = decomposition(f, ystar)
-    n = f.shape[0]
-    res.update(L=L, n_eval=n, var_ystar=torch.cat(ystar_all).var().item())
-    res["R_rel"] = res["R"] / res["var_ystar"]
-    if pack.readout_by_hooks:  # f_l read by hooks (depthscale.data.decompose): checked against the model's own loss
-        R_model = (torch.cat(yhat_all).double() - ystar.double()).pow(2).mean().item()
-        res["R_model"] = R_model
-        res["identity_residual"] = R_model - (res["C"] + (res["A"] - res["C"]) / L if L > 1 else res["A"])
-    if mode_all:
-        Rk = (torch.stack(mode_all).sum(0) / n).cpu().numpy()
-        res["mode_R"] = Rk.tolist()
-        res["mode_R_sum"] = float(Rk.sum())
-    if top1_all:
-        res["top1_mass"] = torch.cat(top1_all).double().mean().item()
-    if sel_all:
-        E = torch.cat(sel_all).double().cpu().numpy()
-        res["selection_mean"] = float(E.mean())
-        res["selection_percentiles"] = np.percentile(E, PERCENTILES).tolist()
-    if cls_all:  # clustered contexts (RunConfig.clusters = K): per-class loss and layer specialisation
-        K = clusters
-        cls = torch.cat(cls_all).numpy()
+                self.extra_sum[key] = s if key not in self.extra_sum else self.extra_sum[key] + s
+            self.n_extra += ctx.B
+
+    def result(self, keep: dict | None = None) -> dict:
+        pack, L = self.pack, self.pack.depths[self.m]
+        f, ystar = torch.cat(self.f_all), torch.cat(self.ys_all)
+        if keep is not None:
+            keep.update(per_context_arrays(f, ystar, self.sel_all))
+        res = decomposition(f, ystar)
+        n = f.shape[0]
+        res.update(L=L, n_eval=n, var_ystar=torch.cat(self.ystar_all).var().item())
+        res["R_rel"] = res["R"] / res["var_ystar"]
+        if pack.readout_by_hooks:  # f_l read by hooks (depthscale.data.decompose): checked against the model's own loss
+            R_model = (torch.cat(self.yhat_all).double() - ystar.double()).pow(2).mean().item()
+            res["R_model"] = R_model
+            res["identity_residual"] = R_model - (res["C"] + (res["A"] - res["C"]) / L if L > 1 else res["A"])
+        if self.mode_all:
+            Rk = (torch.stack(self.mode_all).sum(0) / n).cpu().numpy()
+            res["mode_R"] = Rk.tolist()
+            res["mode_R_sum"] = float(Rk.sum())
+        if self.top1_all:
+            res["top1_mass"] = torch.cat(self.top1_all).double().mean().item()
+        if self.sel_all:
+            E = torch.cat(self.sel_all).double().cpu().numpy()
+            res["selection_mean"] = float(E.mean())
+            res["selection_percentiles"] = np.percentile(E, PERCENTILES).tolist()
+        if self.cls_all:
+            res.update(self._by_class(f, ystar, E if self.sel_all else None))
+        res.update(pack.extra_measurements(self.m, {key: t / self.n_extra for key, t in self.extra_sum.items()}))
+        return res
+
+    def _by_class(self, f, ystar, E) -> dict:
+        """Clustered contexts (RunConfig.clusters = K): per-class loss and layer specialisation."""
+        K, res = self.clusters, {}
+        cls = torch.cat(self.cls_all).numpy()
         e2 = ((f.double().mean(1) - ystar.double()) ** 2).cpu().numpy()
         res["R_class"] = class_means(e2, cls, K)[0].tolist()
-        if sel_all:
+        if E is not None:
             res["selection_class"] = class_means(E, cls, K)[0].tolist()
-        if layer_sel_all:
-            El = torch.cat(layer_sel_all).numpy()
+        if self.layer_sel_all:
+            El = torch.cat(self.layer_sel_all).numpy()
             E_LxK = class_means(El, cls, K)
             res["selection_layer_class"] = E_LxK.tolist()
             res.update(specialisation_index(E_LxK))
             perm = np.random.default_rng(seeds.SPECIALISATION_NULL_SEED).permutation(cls)
             res["specialisation_null"] = specialisation_index(class_means(El, perm, K))["specialisation"]
-    res.update(pack.extra_measurements(m, {key: t / n_extra for key, t in extra_sum.items()}))
-    return res
+        return res
 
 
 def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
@@ -305,6 +337,6 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
     return res
 
 
-__all__ = ["decomposition", "per_context_arrays", "input_weights", "modewise", "selection_loss", "top1_mass",
+__all__ = ["decomposition", "per_context_arrays", "input_weights", "measure_many", "modewise", "selection_loss", "top1_mass",
            "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
            "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

@@ -113,14 +113,16 @@ def _per_context(cfg: RunConfig) -> int:
     return 5 * (P + 1) * d + 2 * d * d + 3 * P + 5 * d + 2 * cfg.k
 
 
-def _held_contexts(c0: RunConfig, spectra: int, nbytes: int | None) -> int:
+def _held_contexts(c0: RunConfig, spectra: int, nbytes: int | None, early: bool = True) -> int:
     """Contexts a pack's evaluation and monitor sets hold at once under the pack budget `nbytes`
-    (None: every set held): held sets whole, streamed ones a chunk each."""
+    (None: every set held): held sets whole, streamed ones a chunk each. The evaluation set is held
+    only for a run measured alone, i.e. one that stops before the pack's last step (`early`: the
+    pack has early stopping); the runs that stop together stream it (Trainer.final_measurements)."""
     if nbytes is None:
-        return c0.eval_contexts + spectra * c0.monitor_contexts
+        return (c0.eval_contexts if early else min(c0.eval_contexts, CHUNK)) + spectra * c0.monitor_contexts
     kept = sum(held_sets([set_bytes(c0, c0.monitor_contexts)] * spectra, nbytes))
     monitor = kept * c0.monitor_contexts + (spectra - kept) * min(c0.monitor_contexts, CHUNK)
-    held_eval = hold_eval(set_bytes(c0, c0.eval_contexts), nbytes)
+    held_eval = early and hold_eval(set_bytes(c0, c0.eval_contexts), nbytes)
     return monitor + (c0.eval_contexts if held_eval else min(c0.eval_contexts, CHUNK))
 
 
@@ -152,12 +154,16 @@ def pack_bytes(cfgs: Sequence[RunConfig], nbytes: int | None = None) -> int:
     train = B * batch + B * (T * per_layer + M * per_model)
     # one evaluation set at a time (training.train_pack), a monitor set per spectrum (3/2: measured),
     # those over the budget streamed (a chunk at a time)
-    contexts = _held_contexts(c0, spectra, nbytes)
+    contexts = _held_contexts(c0, spectra, nbytes, early=any(c.early_stop for c in cfgs))
     held = contexts * stored_floats(c0) * 3 // 2 + min(c0.eval_contexts, EVAL_CHUNK) * _per_context(c0)
     Lmax = max(c.L for c in cfgs)
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
+    # the final pass over the set for the runs that stop together (measure_many): every layer's f_l per
+    # context (float32) and six float32 words of per-context numbers per model (y*, ŷ and the selection
+    # loss in float32, y* again in float64)
+    finals = c0.eval_contexts * (T + 6 * M)
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
-    return FLOAT * (4 * params + train + held + max(evaluate, monitor)) + cluster_bytes(c0.clusters, d)
+    return FLOAT * (4 * params + train + held + max(evaluate + finals, monitor)) + cluster_bytes(c0.clusters, d)
 
 
 def cluster_bytes(K: int, d: int) -> int:

@@ -55,7 +55,7 @@ from depthscale.base.timing import phase
 from depthscale.config.run import RunConfig
 from depthscale.data.context_sets import set_bytes
 from depthscale.data.contexts import make_generator, sample_for, sample_streams, spectra_per_seed
-from depthscale.data.measurements import eval_contexts, measure, monitor
+from depthscale.data.measurements import eval_contexts, measure, measure_many, monitor
 from depthscale.kinds.base import ModelKind
 from depthscale.train.memory import held_sets, hold_eval, returning_memory
 from depthscale.train import checkpoint as ckpt
@@ -417,16 +417,20 @@ class Trainer:
             self.store.save_checkpoint(self.cfgs[i].run_id, ckpt.to_bytes(ck))
 
     # ---- finish ----
-    def finish(self, i: int, reason: str, step: int) -> None:
+    def finish(self, i: int, reason: str, step: int, measured: tuple | None = None) -> None:
         """Run i stops after `step` steps (`reason`: converged, max_steps or nan): its final
-        measurement, metrics and stored result."""
+        measurement (or `measured`, (metrics, per-context arrays) from final_measurements), metrics
+        and stored result."""
         st = self.states[i]
         st.stopped_because, st.steps = reason, step
         if i in self.shadows:
             self.results[i] = {}
             return
         arrays: dict = {}  # the per-context arrays of the measurement, for the store's cache
-        met = self.final_measurement(i, arrays) if reason != "nan" else {}
+        if measured is not None:
+            met, arrays = measured
+        else:
+            met = self.final_measurement(i, arrays) if reason != "nan" else {}
         if math.isfinite(st.best_loss):  # the monitor's best step: a diagnostic, not the reported model
             met.update(best_step=st.best_step, best_monitor=st.best_loss)
         met.update(run_id=self.cfgs[i].run_id, steps=step, stopped_because=reason, train_seconds=st.seconds,
@@ -446,7 +450,7 @@ class Trainer:
     def final_measurement(self, i: int, keep: dict | None = None) -> dict:
         """SPEC §5 on the evaluation set of run i's spectrum, with the kept best parameters when
         they beat the last monitor loss; `keep`, a dict given, receives its per-context arrays."""
-        cfg, st = self.cfgs[i], self.states[i]
+        cfg = self.cfgs[i]
         key = spectrum_key(cfg)
         # the measurement's large temporaries come once per run: handed back, not kept for the steps
         with phase("evaluation"), returning_memory():
@@ -454,10 +458,37 @@ class Trainer:
                 self.eval_sets.clear()
                 hold = hold_eval(set_bytes(cfg, self.c0.eval_contexts))  # else streamed: the same bits
                 self.eval_sets[key] = eval_contexts(cfg, self.c0.eval_contexts, self.c0.eval_seed, self.device, hold=hold)
-        if cfg.keep_best and st.best_params is not None and st.history and st.best_loss < st.history[-1]:
-            self.pack.load_model_state(i, {n: t.to(self.device) for n, t in st.best_params.items()})
+        self._load_best(i)
         with phase("evaluation"), returning_memory():
             return measure(self.pack, i, self.eval_sets[key], self.c0.task, keep=keep)
+
+    def final_measurements(self, idx: list[int]) -> dict[int, tuple[dict, dict]]:
+        """The final measurements of the runs `idx` that stop together (the pack's last step): per
+        spectrum, one pass over its evaluation set for all of them (measurements.measure_many), the
+        set drawn as it is read (streamed, a chunk at a time: the same bits as held), so no set is
+        held whole for them and none is drawn twice. {i: (metrics, per-context arrays)}, the same
+        numbers as final_measurement run by run."""
+        groups: dict = {}
+        for i in idx:
+            groups.setdefault(spectrum_key(self.cfgs[i]), []).append(i)
+        out = {}
+        for group in groups.values():
+            for i in group:
+                self._load_best(i)
+            keeps: list[dict] = [{} for _ in group]
+            cfg = self.cfgs[group[0]]
+            with phase("evaluation"), returning_memory():
+                self.eval_sets.clear()
+                chunks = eval_contexts(cfg, self.c0.eval_contexts, self.c0.eval_seed, self.device, hold=False)
+                mets = measure_many(self.pack, group, chunks, self.c0.task, keeps)
+            out.update({i: (met, keep) for i, met, keep in zip(group, mets, keeps)})
+        return out
+
+    def _load_best(self, i: int) -> None:
+        """Run i's kept best parameters into the pack when they beat its last monitor loss."""
+        cfg, st = self.cfgs[i], self.states[i]
+        if cfg.keep_best and st.best_params is not None and st.history and st.best_loss < st.history[-1]:
+            self.pack.load_model_state(i, {n: t.to(self.device) for n, t in st.best_params.items()})
 
     # ---- the loop ----
     def run(self, progress: bool | None = None) -> list[dict]:
@@ -491,8 +522,10 @@ class Trainer:
                 self.finish_pending()
                 bar.update(1)
                 self.live.tick(done_step, [st.stopped_because is None for st in self.states])
-            for i in sorted(self.running(), key=lambda j: spectrum_key(self.cfgs[j])):
-                self.finish(i, "max_steps", c0.max_steps)
+            last = sorted(self.running(), key=lambda j: spectrum_key(self.cfgs[j]))
+            measured = self.final_measurements([i for i in last if i not in self.shadows])
+            for i in last:
+                self.finish(i, "max_steps", c0.max_steps, measured.get(i))
         finally:
             self.prefetch.close()
             bar.close()
