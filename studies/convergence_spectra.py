@@ -13,7 +13,7 @@ convergence.png — and gap.csv (C_L, A_L − C_L and (A_L − C_L)/L of the mon
 slope of log(A_L − C_L) against log L, with its SE in decision.json). Reads only finished runs, so a
 spectrum can be exported as soon as its own runs are done. The runs come from
 `depthscale reproduce convergence-spectra-<tag> --preset cpu --store runs/convergence-spectra
---executor process` per spectrum in SPEC §9's order (or `convergence-spectra` for all four at once).
+--out report/convergence-spectra --executor process` per spectrum in SPEC §9's order (or `convergence-spectra` for all four at once).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Export the optimum probe at L = 1, 2, 4 (issue 48 items 2, 3; depthscale.experiments.optimum_probe).
 
-    depthscale reproduce optimum-probe --preset cpu --store runs/optimum-probe --executor process
+    depthscale reproduce optimum-probe --preset cpu --store runs/optimum-probe --out report/optimum-probe --executor process
     python studies/optimum_probe.py --store runs/optimum-probe [--out studies/results/optimum_probe]
 
 Writes runs.csv (every start: R_L, final monitor loss, B_L, R_L − B_L ± SE), summary.csv and

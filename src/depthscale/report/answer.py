@@ -211,7 +211,7 @@ def spectra_lines(study_dir: Path | None) -> list[str]:
         f = root / spec.tag / "decision.json"
         if not f.is_file():
             out.append(f"**{name}: not studied yet** — `depthscale reproduce convergence-spectra-{spec.tag} --preset cpu "
-                       f"--store runs/convergence-spectra --executor process`, then `python studies/convergence_spectra.py "
+                       f"--store runs/convergence-spectra --out report/convergence-spectra --executor process`, then `python studies/convergence_spectra.py "
                        f"--store runs/convergence-spectra --spectrum {spec.tag}` ({SPECTRA_COST[spec.k]} on 2 cores).")
             continue
         doc = read_json(f, dict)
