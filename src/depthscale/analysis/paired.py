@@ -146,7 +146,10 @@ def _bootstrap(E1: np.ndarray, EL: np.ndarray, q: np.ndarray, n_boot: int, seed:
             "n": n, "n_boot": n_boot}
 
 
-def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), batches: int = 10,
+FLOOR_BATCHES = 10  # floor_on_eval's cross-fitting batches, the ones the certificates read
+
+
+def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), batches: int = FLOOR_BATCHES,
                   reader: RunReader | None = None) -> dict:
     """The softmax-ensemble floor of SPEC §3.4 on exactly the evaluation contexts of a run with
     config `cfg` (eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed)), not on a fresh sample: the
@@ -159,7 +162,7 @@ def floor_on_eval(cfg: RunConfig, device="cpu", temperatures=None, depths=(), ba
     fields; "sq_err_ensemble" and "sq_err_single" are per context, in per_context's order, for
     a comparison with a run paired by context. Cached in this process and, given a `reader` that
     keeps floors (runs.per_context.StoredRuns: the store's cache/floors/), in its store, where the
-    sweep's idle workers put them (report.floor_jobs). A call without depths is served by a
+    sweep's idle workers put them (report.tail.floor_jobs). A call without depths is served by a
     cached result with depths (the same numbers: the stacks are only added; `without_depths`)."""
     if not isinstance(cfg, RunConfig):
         raise InputError(f"cfg must be a RunConfig, got {type(cfg).__name__}")
@@ -194,9 +197,8 @@ def _kept_floor(reader, name: str, device_type: str) -> dict | None:
     depths, from this process or the store (without_depths); None where neither has it."""
     read = getattr(reader, "cached_floor", None)
     got = read(name) if read is not None else None
-    if got is not None:  # computed elsewhere (the sweep's tail): its seconds counted where it is used
-        timing.add("figures", float(got.pop("seconds", 0.0)))
-        return dict(got, key=tuple(got["key"]))
+    if got is not None:
+        return _served(got)
     if not name.endswith("-" + _depths_digest(())):
         return None
     prefix = name.split("-")[0] + "-"
@@ -207,9 +209,15 @@ def _kept_floor(reader, name: str, device_type: str) -> dict | None:
     for other in names(prefix) if names is not None and read is not None else ():
         res = read(other)
         if res is not None:
-            timing.add("figures", float(res.pop("seconds", 0.0)))
-            return without_depths(dict(res, key=tuple(res["key"])))
+            return without_depths(_served(res))
     return None
+
+
+def _served(stored: dict) -> dict:
+    """A floor read back from a store's cache as floor_on_eval gives it (its key a tuple again); the
+    seconds it took where it was computed (the sweep's tail) are counted to the figures phase here."""
+    timing.add("figures", float(stored.pop("seconds", 0.0)))
+    return dict(stored, key=tuple(stored["key"]))
 
 
 def _depths_digest(depths: tuple) -> str:
@@ -235,5 +243,5 @@ def _compute_floor(cfg: RunConfig, device, temperatures, depths: tuple, batches:
     return res
 
 
-__all__ = ["RunReader", "per_context", "paired_difference", "bootstrap_dQ", "floor_on_eval", "floor_cache_name",
+__all__ = ["RunReader", "per_context", "paired_difference", "bootstrap_dQ", "floor_on_eval", "floor_cache_name", "FLOOR_BATCHES",
            "without_depths", "eval_key", "clear_cache"]

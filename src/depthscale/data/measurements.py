@@ -206,7 +206,7 @@ class _Measurement:
     def __init__(self, pack, m: int, task: str) -> None:
         self.pack, self.m, self.task = pack, m, task
         self.f_all, self.ys_all, self.mode_all, self.sel_all, self.top1_all = [], [], [], [], []
-        self.ystar_all, self.yhat_all = [], []  # (yhat: the model's own readout, beside the hooks' f_l)
+        self.yhat_all = []  # the model's own readout (readout_by_hooks: beside the hooks' f_l)
         self.layer_sel_all, self.cls_all = [], []  # clustered contexts: per-layer selection loss, class
         self.extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
         self.n_extra, self.clusters = 0, 0
@@ -223,7 +223,6 @@ class _Measurement:
         self.f_all.append(out.f_BxL.detach())
         self.yhat_all.append(out.y_hat_B.detach())
         self.ys_all.append(ctx.ystar_B)
-        self.ystar_all.append(ctx.ystar_B.double())
         if out.p_BxLxP is not None:
             p = out.p_BxLxP.detach()
             if self.task == "easy":
@@ -248,7 +247,7 @@ class _Measurement:
             keep.update(per_context_arrays(f, ystar, self.sel_all))
         res = decomposition(f, ystar)
         n = f.shape[0]
-        res.update(L=L, n_eval=n, var_ystar=torch.cat(self.ystar_all).var().item())
+        res.update(L=L, n_eval=n, var_ystar=ystar.double().var().item())
         res["R_rel"] = res["R"] / res["var_ystar"]
         if pack.readout_by_hooks:  # f_l read by hooks (depthscale.data.decompose): checked against the model's own loss
             R_model = (torch.cat(self.yhat_all).double() - ystar.double()).pow(2).mean().item()

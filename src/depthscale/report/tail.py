@@ -34,7 +34,7 @@ def floor_series(configs) -> list[tuple[RunConfig, tuple[int, ...]]]:
         first.setdefault(s, c)
     out, seen = [], set()
     for s, Ls in depths.items():
-        name = paired.floor_cache_name(first[s], None, tuple(sorted(Ls)), 10)
+        name = paired.floor_cache_name(first[s], None, tuple(sorted(Ls)), paired.FLOOR_BATCHES)
         if name not in seen:
             seen.add(name)
             out.append((first[s], tuple(sorted(Ls))))
@@ -45,15 +45,13 @@ def floor_jobs(configs, store_dir, device: str = "cpu") -> list[tuple]:
     """(compute_floor, args) for every floor_series entry the store's cache lacks."""
     reader = StoredRuns(Store(store_dir, readonly=True))
     return [(compute_floor, (str(store_dir), cfg, Ls, device)) for cfg, Ls in floor_series(configs)
-            if reader.cached_floor(paired.floor_cache_name(cfg, None, Ls, 10)) is None]
+            if reader.cached_floor(paired.floor_cache_name(cfg, None, Ls, paired.FLOOR_BATCHES)) is None]
 
 
 def compute_floor(store_dir: str, cfg: RunConfig, depths: tuple, device: str = "cpu") -> float:
-    """paired.floor_on_eval(cfg, depths=depths) into the store's cache; the seconds it took (0.0 if
-    it was cached). A module-level function: the sweep's process pool runs it."""
+    """paired.floor_on_eval(cfg, depths=depths) into the store's cache (it reads a cached one instead
+    of computing it); the seconds it took. A module-level function: the sweep's process pool runs it."""
     reader = StoredRuns(Store(store_dir))
-    if reader.cached_floor(paired.floor_cache_name(cfg, None, tuple(depths), 10)) is not None:
-        return 0.0
     t0 = time.perf_counter()
     paired.floor_on_eval(cfg, device, depths=tuple(depths), reader=reader)
     paired.clear_cache()

@@ -160,7 +160,7 @@ def pack_bytes(cfgs: Sequence[RunConfig], nbytes: int | None = None) -> int:
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
     # the final pass over the set for the runs that stop together (measure_many): every layer's f_l per
     # context (float32) and six float32 words of per-context numbers per model (y*, ŷ and the selection
-    # loss in float32, y* again in float64)
+    # loss, with room for the float64 copies their results make)
     finals = c0.eval_contexts * (T + 6 * M)
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
     return FLOAT * (4 * params + train + held + max(evaluate + finals, monitor)) + cluster_bytes(c0.clusters, d)
