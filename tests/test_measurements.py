@@ -186,6 +186,50 @@ def test_measure_many_reads_a_streamed_set_once_with_the_numbers_of_measure(monk
             np.testing.assert_array_equal(keeps[m][key], keep[key])
 
 
+def test_decomposition_in_blocks_of_rows_against_the_whole_array(monkeypatch):
+    """Issue 51: the decomposition turns f into float64 errors DECOMPOSITION_ROWS contexts at a
+    time (its temporaries were four n x L float64 arrays per model). Against the formula on the
+    whole array: R, its SE and the per-context squared errors the same bits, A and C to float64
+    rounding, with blocks that do not divide n (7 rows, 100 contexts) and one block (n < rows)."""
+    from depthscale.data import measurements as meas
+
+    g = torch.Generator().manual_seed(5)
+    f = torch.randn(100, 6, generator=g) + torch.randn(100, 1, generator=g)  # float32, as the models give
+    ys = torch.randn(100, generator=g)
+    e = (f - ys.unsqueeze(1)).double()
+    sq = e.mean(1) ** 2
+    want = {"R": sq.mean().item(), "R_se": sq.std(unbiased=True).item() / 10.0, "A": e.pow(2).mean().item(),
+            "C": ((e.sum(1) ** 2 - e.pow(2).sum(1)).mean() / 30).item()}
+    for rows in (7, 100, 4096):
+        monkeypatch.setattr(meas, "DECOMPOSITION_ROWS", rows)
+        got = meas.decomposition(f, ys)
+        assert (got["R"], got["R_se"]) == (want["R"], want["R_se"]), rows
+        assert got["A"] == pytest.approx(want["A"], rel=1e-14) and got["C"] == pytest.approx(want["C"], rel=1e-13)
+        np.testing.assert_array_equal(meas.squared_errors(f, ys).numpy(), sq.numpy())
+        assert meas.decomposition(f[:, :1], ys)["C"] != meas.decomposition(f[:, :1], ys)["C"]  # NaN at L = 1
+
+
+def test_a_measurement_keeps_each_per_context_value_in_one_array_made_up_front():
+    """Issue 51: a model's per-context values (f_l, y*, ŷ, selection loss) go into one array of n
+    rows each, filled slice by slice, not lists of slices joined at the end (those small slices,
+    kept between each forward's temporaries, fragmented a worker's heap: +700 MiB in the main job's
+    final pass; benchmarks/final_pass_memory.py)."""
+    from depthscale.data import measurements as meas
+
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, L=L, qk_std=0.4) for L in (1, 3)]
+    pack = build_pack(cfgs)
+    chunks = eval_contexts(cfgs[0], 700, 11, chunk=300)
+    part = meas._Measurement(pack, 1, "difficult", 700)
+    for chunk in chunks:
+        for ctx in meas.split_contexts(chunk, 256):
+            part.add(ctx)
+            assert all(col.shape[0] == 700 for col in part.cols.values())
+    assert part.pos == 700 and set(part.cols) == {"f", "yhat", "ystar", "sel"}
+    assert part.cols["f"].shape == (700, 3)
+    assert not [v for v in vars(part).values() if isinstance(v, list) and len(v) > 0 and v is not part.mode_all]
+    assert part.result()["R"] == measure(pack, 1, chunks, "difficult")["R"]
+
+
 def test_the_runs_that_stop_together_are_measured_in_one_pass_with_the_numbers_run_by_run(tmp_path):
     """Trainer.final_measurements (the pack's last step) against final_measurement run by run: the
     same metrics and per-context arrays, and no evaluation set left held."""

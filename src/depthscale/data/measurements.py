@@ -20,21 +20,41 @@ from depthscale.data.contexts import Contexts
 PERCENTILES = tuple(range(0, 101, 5))
 
 
+# Rows of f the decomposition turns into float64 errors at a time: its temporaries stay a few MB
+# (the whole 102,400-context set of an L = 64 model made four 52 MB float64 arrays per model, issue 51).
+DECOMPOSITION_ROWS = 8192
+
+
+def _row_blocks(n: int, rows: int = DECOMPOSITION_ROWS):
+    return (slice(s, min(n, s + rows)) for s in range(0, n, rows))
+
+
+def squared_errors(f_BxL: torch.Tensor, ystar_B: torch.Tensor) -> torch.Tensor:
+    """((1/L) sum_l f_l - y*)^2 per context, float64: e_l = f_l - y* in f's dtype, the mean over
+    layers in float64 (row by row; blocks of rows change no bit)."""
+    out = torch.empty(f_BxL.shape[0], dtype=torch.float64, device=f_BxL.device)
+    for r in _row_blocks(f_BxL.shape[0]):
+        out[r] = (f_BxL[r] - ystar_B[r].unsqueeze(1)).double().mean(1).pow(2)
+    return out
+
+
 def decomposition(f_BxL: torch.Tensor, ystar_B: torch.Tensor) -> dict:
-    """R_L, its SE, A_L, C_L from per-layer predictors; R_L = C_L + (A_L - C_L)/L exactly."""
-    e_BxL = (f_BxL - ystar_B.unsqueeze(1)).double()
-    L = e_BxL.shape[1]
-    sq_B = (e_BxL.mean(1)) ** 2
-    n = sq_B.numel()
+    """R_L, its SE, A_L, C_L from per-layer predictors; R_L = C_L + (A_L - C_L)/L exactly.
+    In blocks of DECOMPOSITION_ROWS contexts: R and its SE are the same bits as on the whole
+    array; A's and C's float64 sums are added block by block (a different order: the last bits)."""
+    n, L = f_BxL.shape
+    sq_B = squared_errors(f_BxL, ystar_B)
     R = sq_B.mean().item()
     se = (sq_B.std(unbiased=True).item() / math.sqrt(n)) if n > 1 else float("nan")
-    A = e_BxL.pow(2).mean().item()
-    if L > 1:
-        cross = e_BxL.sum(1).pow(2) - e_BxL.pow(2).sum(1)  # sum over l != m of e_l e_m
-        C = (cross.mean() / (L * (L - 1))).item()
-    else:
-        C = float("nan")
-    return {"R": R, "R_se": se, "A": A, "C": C}
+    A_sum = C_sum = 0.0
+    for r in _row_blocks(n):
+        e_BxL = (f_BxL[r] - ystar_B[r].unsqueeze(1)).double()
+        e2 = e_BxL.pow(2)
+        A_sum += e2.sum().item()
+        if L > 1:
+            C_sum += (e_BxL.sum(1).pow(2) - e2.sum(1)).sum().item()  # sum over l != m of e_l e_m
+    C = C_sum / (n * L * (L - 1)) if L > 1 else float("nan")
+    return {"R": R, "R_se": se, "A": A_sum / (n * L), "C": C}
 
 
 def input_weights(pack, m: int, ctx: Contexts) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,13 +184,13 @@ def split_contexts(ctx: Contexts, size: int | None) -> list[Contexts]:
             for s in range(0, ctx.B, size)]
 
 
-def per_context_arrays(f_NxL: torch.Tensor, ystar_N: torch.Tensor, sel: list) -> dict:
+def per_context_arrays(f_NxL: torch.Tensor, ystar_N: torch.Tensor, sel_N: torch.Tensor | None) -> dict:
     """One number per evaluation context, numpy float64, as runs.per_context.evaluate computes them
     from a stored model: "sq_err" ((1/L) sum_l f_l - y*)^2 (decomposition's arithmetic: e_l = f_l - y*
     in float32, the layer mean in float64), "ystar", and "sel_E" (the selection losses, None without)."""
-    return {"sq_err": (f_NxL - ystar_N.unsqueeze(1)).double().mean(1).pow(2).cpu().numpy(),
+    return {"sq_err": squared_errors(f_NxL, ystar_N).cpu().numpy(),
             "ystar": ystar_N.double().cpu().numpy(),
-            "sel_E": torch.cat(sel).double().cpu().numpy() if sel else None}
+            "sel_E": sel_N.double().cpu().numpy() if sel_N is not None else None}
 
 
 def measure(pack, m: int, chunks: list[Contexts], task: str, keep: dict | None = None) -> dict:
@@ -189,7 +209,8 @@ def measure_many(pack, models: list[int], chunks, task: str, keeps: list | None 
     finish together). The same numbers as `measure` model by model, bit for bit (each model sees
     the same slices in the same order)."""
     keeps = list(keeps) if keeps is not None else [None] * len(models)
-    parts = [_Measurement(pack, m, task) for m in models]
+    n = chunks.n if hasattr(chunks, "n") else sum(c.B for c in chunks)  # (a streamed set is not drawn to count)
+    parts = [_Measurement(pack, m, task, n) for m in models]
     device = getattr(chunks, "device", None)  # a ContextSet's (a streamed one would draw chunk 0 to tell)
     size = eval_batch(device if device is not None else chunks[0].X_BxPxd.device) if len(chunks) else None
     for chunk in chunks:
@@ -200,16 +221,30 @@ def measure_many(pack, models: list[int], chunks, task: str, keeps: list | None 
 
 
 class _Measurement:
-    """One model's measurement (`measure`), context slice by slice: `add` reads a slice, `result`
-    gives the numbers."""
+    """One model's measurement (`measure`) on `n` contexts, slice by slice: `add` reads a slice,
+    `result` gives the numbers. The per-context values go into arrays of n rows made at the first
+    slice, not into lists of slices joined at the end: a list's small slices kept between each
+    forward's temporaries fragmented the heap (a worker's final pass over a 102,400-context set grew
+    by 700 MiB, issue 51), and the join copied them once more."""
 
-    def __init__(self, pack, m: int, task: str) -> None:
-        self.pack, self.m, self.task = pack, m, task
-        self.f_all, self.ys_all, self.mode_all, self.sel_all, self.top1_all = [], [], [], [], []
-        self.yhat_all = []  # the model's own readout (readout_by_hooks: beside the hooks' f_l)
-        self.layer_sel_all, self.cls_all = [], []  # clustered contexts: per-layer selection loss, class
+    def __init__(self, pack, m: int, task: str, n: int) -> None:
+        self.pack, self.m, self.task, self.n = pack, m, task, int(n)
+        self.cols: dict[str, torch.Tensor] = {}  # name -> n x ... array, rows [0, pos) filled
+        self.pos = 0
+        self.mode_all: list = []  # per slice, the mode-wise losses summed over its contexts (float64, d)
         self.extra_sum: dict = {}  # per-context extras of the kind, summed over the contexts (float64)
         self.n_extra, self.clusters = 0, 0
+
+    def _put(self, name: str, t: torch.Tensor) -> None:
+        """Rows pos .. pos + B of column `name` (made at its first slice, of t's dtype and device)."""
+        col = self.cols.get(name)
+        if col is None:
+            col = self.cols[name] = t.new_empty((self.n, *t.shape[1:]))
+        col[self.pos:self.pos + t.shape[0]] = t
+
+    def col(self, name: str) -> torch.Tensor | None:
+        """The filled rows of column `name`, None where no slice gave it."""
+        return self.cols[name][:self.pos] if name in self.cols else None
 
     def add(self, ctx: Contexts) -> None:
         pack, m = self.pack, self.m
@@ -220,64 +255,65 @@ class _Measurement:
         else:
             with torch.no_grad():
                 out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
-        self.f_all.append(out.f_BxL.detach())
-        self.yhat_all.append(out.y_hat_B.detach())
-        self.ys_all.append(ctx.ystar_B)
+        self._put("f", out.f_BxL.detach())
+        self._put("yhat", out.y_hat_B.detach())  # the model's own readout (readout_by_hooks: beside the hooks' f_l)
+        self._put("ystar", ctx.ystar_B)
         if out.p_BxLxP is not None:
             p = out.p_BxLxP.detach()
             if self.task == "easy":
-                self.top1_all.append(top1_mass(p, ctx.sel_Bxk))
+                self._put("top1", top1_mass(p, ctx.sel_Bxk))
             else:
-                self.sel_all.append(selection_loss(p, ctx.sel_Bxk))
-                if ctx.cls_B is not None:
-                    self.layer_sel_all.append(layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
+                self._put("sel", selection_loss(p, ctx.sel_Bxk))
+                if ctx.cls_B is not None:  # clustered contexts: per-layer selection loss
+                    self._put("layer_sel", layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
         if ctx.cls_B is not None:
-            self.cls_all.append(ctx.cls_B.cpu())
+            self._put("cls", ctx.cls_B.cpu())
             self.clusters = ctx.clusters
         if out.extras:
             for key, t in out.extras.items():
                 s = t.detach().double().sum(0)
                 self.extra_sum[key] = s if key not in self.extra_sum else self.extra_sum[key] + s
             self.n_extra += ctx.B
+        self.pos += ctx.B
 
     def result(self, keep: dict | None = None) -> dict:
         pack, L = self.pack, self.pack.depths[self.m]
-        f, ystar = torch.cat(self.f_all), torch.cat(self.ys_all)
+        f, ystar, sel = self.col("f"), self.col("ystar"), self.col("sel")
         if keep is not None:
-            keep.update(per_context_arrays(f, ystar, self.sel_all))
+            keep.update(per_context_arrays(f, ystar, sel))
         res = decomposition(f, ystar)
         n = f.shape[0]
         res.update(L=L, n_eval=n, var_ystar=ystar.double().var().item())
         res["R_rel"] = res["R"] / res["var_ystar"]
         if pack.readout_by_hooks:  # f_l read by hooks (depthscale.data.decompose): checked against the model's own loss
-            R_model = (torch.cat(self.yhat_all).double() - ystar.double()).pow(2).mean().item()
+            R_model = (self.col("yhat").double() - ystar.double()).pow(2).mean().item()
             res["R_model"] = R_model
             res["identity_residual"] = R_model - (res["C"] + (res["A"] - res["C"]) / L if L > 1 else res["A"])
         if self.mode_all:
             Rk = (torch.stack(self.mode_all).sum(0) / n).cpu().numpy()
             res["mode_R"] = Rk.tolist()
             res["mode_R_sum"] = float(Rk.sum())
-        if self.top1_all:
-            res["top1_mass"] = torch.cat(self.top1_all).double().mean().item()
-        if self.sel_all:
-            E = torch.cat(self.sel_all).double().cpu().numpy()
+        if "top1" in self.cols:
+            res["top1_mass"] = self.col("top1").double().mean().item()
+        E = sel.double().cpu().numpy() if sel is not None else None
+        if E is not None:
             res["selection_mean"] = float(E.mean())
             res["selection_percentiles"] = np.percentile(E, PERCENTILES).tolist()
-        if self.cls_all:
-            res.update(self._by_class(f, ystar, E if self.sel_all else None))
+        if "cls" in self.cols:
+            res.update(self._by_class(f, ystar, E))
         res.update(pack.extra_measurements(self.m, {key: t / self.n_extra for key, t in self.extra_sum.items()}))
         return res
 
     def _by_class(self, f, ystar, E) -> dict:
         """Clustered contexts (RunConfig.clusters = K): per-class loss and layer specialisation."""
         K, res = self.clusters, {}
-        cls = torch.cat(self.cls_all).numpy()
+        cls = self.col("cls").numpy()
         e2 = ((f.double().mean(1) - ystar.double()) ** 2).cpu().numpy()
         res["R_class"] = class_means(e2, cls, K)[0].tolist()
         if E is not None:
             res["selection_class"] = class_means(E, cls, K)[0].tolist()
-        if self.layer_sel_all:
-            El = torch.cat(self.layer_sel_all).numpy()
+        if "layer_sel" in self.cols:
+            El = self.col("layer_sel").numpy()
             E_LxK = class_means(El, cls, K)
             res["selection_layer_class"] = E_LxK.tolist()
             res.update(specialisation_index(E_LxK))
@@ -336,6 +372,6 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
     return res
 
 
-__all__ = ["decomposition", "per_context_arrays", "input_weights", "measure_many", "modewise", "selection_loss", "top1_mass",
+__all__ = ["decomposition", "squared_errors", "per_context_arrays", "input_weights", "measure_many", "modewise", "selection_loss", "top1_mass",
            "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
            "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

@@ -42,7 +42,7 @@ def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> 
         if cfg.task == "difficult" and out.p_BxLxP is not None:
             sel.append(selection_loss(out.p_BxLxP, ctx.sel_Bxk).cpu())
     # the arithmetic of the final measurement's arrays (one definition: the store's cache holds either)
-    return per_context_arrays(torch.cat(f), torch.cat(ystar), sel)
+    return per_context_arrays(torch.cat(f), torch.cat(ystar), torch.cat(sel) if sel else None)
 
 
 def _signature(store, run_id: str) -> tuple:

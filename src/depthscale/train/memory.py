@@ -159,9 +159,11 @@ def pack_bytes(cfgs: Sequence[RunConfig], nbytes: int | None = None) -> int:
     Lmax = max(c.L for c in cfgs)
     evaluate = min(c0.eval_contexts, EVAL_CHUNK) * (Lmax * per_layer + per_model)  # with grads
     # the final pass over the set for the runs that stop together (measure_many): every layer's f_l per
-    # context (float32) and six float32 words of per-context numbers per model (y*, ŷ and the selection
-    # loss, with room for the float64 copies their results make)
-    finals = c0.eval_contexts * (T + 6 * M)
+    # context (float32) and nine float32 words of per-context numbers per model (y*, ŷ and the selection
+    # loss, and the float64 per-context arrays kept for the store: squared error, y*, selection loss).
+    # The pass fills arrays made up front and decomposes in blocks of rows, so this is its peak within
+    # 1.25x, where lists of slices fragmented the heap to 2x (benchmarks/final_pass_memory.py)
+    finals = c0.eval_contexts * (T + 9 * M)
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
     return FLOAT * (4 * params + train + held + max(evaluate + finals, monitor)) + cluster_bytes(c0.clusters, d)
 
