@@ -5,7 +5,7 @@ settings (`tune_allocator`, the trainer's `returning_memory` around the pass), i
 
     python benchmarks/final_pass_memory.py [N] [--history K]
 
-Prints the resident set before the pass, its peak during (sampled every 0.2 s) and after, and the
+Prints the resident set before the pass, its peak during (memory.PeakMemory) and after, and the
 part of the pack's memory estimate that counts the pass (`memory.pack_bytes`' final-pass term:
 N x (layers + 9 x models) float32). `--history K` first runs K forward and backward passes of a
 256-context batch, as training leaves the heap. Run it with PYTHONPATH=<another checkout>/src to
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 import time
 
 import torch
@@ -28,8 +27,7 @@ from depthscale.train import memory
 
 
 def rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2**20
+    return memory.rss_bytes() / 2**20
 
 
 def main() -> None:
@@ -49,25 +47,16 @@ def main() -> None:
             sum(o.y_hat_B.pow(2).mean() for o in outs).backward()
         pack.zero_grad(set_to_none=True)
     before = rss_mib()
-    peak, stop = [before], threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.2):
-            peak[0] = max(peak[0], rss_mib())
-
-    thread = threading.Thread(target=sample)
-    thread.start()
     t0 = time.perf_counter()
-    with memory.returning_memory():
+    with memory.PeakMemory(torch.device("cpu"), interval=0.2) as peak, memory.returning_memory():
         chunks = eval_contexts(cfgs[0], args.n, cfgs[0].eval_seed, hold=False)
         mets = measure_many(pack, list(range(len(cfgs))), chunks, "difficult", [{} for _ in cfgs])
     seconds = time.perf_counter() - t0
-    stop.set()
-    thread.join()
     layers = sum(c.L for c in cfgs)
     estimate = memory.FLOAT * args.n * (layers + 9 * len(cfgs)) / 2**20  # pack_bytes' finals term
-    print(json.dumps({"n": args.n, "history": args.history, "before_mib": round(before), "peak_mib": round(peak[0]),
-                      "peak_above_mib": round(peak[0] - before), "after_above_mib": round(rss_mib() - before),
+    above = peak.peak_bytes / 2**20
+    print(json.dumps({"n": args.n, "history": args.history, "before_mib": round(before), "peak_mib": round(before + above),
+                      "peak_above_mib": round(above), "after_above_mib": round(rss_mib() - before),
                       "estimate_final_pass_mib": round(estimate), "seconds": round(seconds, 1),
                       "R_first_last": [mets[0]["R"], mets[-1]["R"]]}))
 

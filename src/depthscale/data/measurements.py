@@ -25,16 +25,20 @@ PERCENTILES = tuple(range(0, 101, 5))
 DECOMPOSITION_ROWS = 8192
 
 
-def _row_blocks(n: int, rows: int = DECOMPOSITION_ROWS):
-    return (slice(s, min(n, s + rows)) for s in range(0, n, rows))
+def _row_errors(f_BxL: torch.Tensor, ystar_B: torch.Tensor):
+    """(rows, e) for blocks of DECOMPOSITION_ROWS contexts: e_l = f_l - y* in f's dtype, then float64."""
+    n = f_BxL.shape[0]
+    for s in range(0, n, DECOMPOSITION_ROWS):
+        r = slice(s, min(n, s + DECOMPOSITION_ROWS))
+        yield r, (f_BxL[r] - ystar_B[r].unsqueeze(1)).double()
 
 
 def squared_errors(f_BxL: torch.Tensor, ystar_B: torch.Tensor) -> torch.Tensor:
     """((1/L) sum_l f_l - y*)^2 per context, float64: e_l = f_l - y* in f's dtype, the mean over
     layers in float64 (row by row; blocks of rows change no bit)."""
     out = torch.empty(f_BxL.shape[0], dtype=torch.float64, device=f_BxL.device)
-    for r in _row_blocks(f_BxL.shape[0]):
-        out[r] = (f_BxL[r] - ystar_B[r].unsqueeze(1)).double().mean(1).pow(2)
+    for r, e_BxL in _row_errors(f_BxL, ystar_B):
+        out[r] = e_BxL.mean(1).pow(2)
     return out
 
 
@@ -43,16 +47,16 @@ def decomposition(f_BxL: torch.Tensor, ystar_B: torch.Tensor) -> dict:
     In blocks of DECOMPOSITION_ROWS contexts: R and its SE are the same bits as on the whole
     array; A's and C's float64 sums are added block by block (a different order: the last bits)."""
     n, L = f_BxL.shape
-    sq_B = squared_errors(f_BxL, ystar_B)
-    R = sq_B.mean().item()
-    se = (sq_B.std(unbiased=True).item() / math.sqrt(n)) if n > 1 else float("nan")
+    sq_B = torch.empty(n, dtype=torch.float64, device=f_BxL.device)  # squared_errors, from the same blocks
     A_sum = C_sum = 0.0
-    for r in _row_blocks(n):
-        e_BxL = (f_BxL[r] - ystar_B[r].unsqueeze(1)).double()
+    for r, e_BxL in _row_errors(f_BxL, ystar_B):
+        sq_B[r] = e_BxL.mean(1).pow(2)
         e2 = e_BxL.pow(2)
         A_sum += e2.sum().item()
         if L > 1:
             C_sum += (e_BxL.sum(1).pow(2) - e2.sum(1)).sum().item()  # sum over l != m of e_l e_m
+    R = sq_B.mean().item()
+    se = (sq_B.std(unbiased=True).item() / math.sqrt(n)) if n > 1 else float("nan")
     C = C_sum / (n * L * (L - 1)) if L > 1 else float("nan")
     return {"R": R, "R_se": se, "A": A_sum / (n * L), "C": C}
 

@@ -161,8 +161,9 @@ def pack_bytes(cfgs: Sequence[RunConfig], nbytes: int | None = None) -> int:
     # the final pass over the set for the runs that stop together (measure_many): every layer's f_l per
     # context (float32) and nine float32 words of per-context numbers per model (y*, ŷ and the selection
     # loss, and the float64 per-context arrays kept for the store: squared error, y*, selection loss).
-    # The pass fills arrays made up front and decomposes in blocks of rows, so this is its peak within
-    # 1.25x, where lists of slices fragmented the heap to 2x (benchmarks/final_pass_memory.py)
+    # For the 21 cpu fig6 runs this term is 223 MiB; the pass (arrays made up front, decomposed in blocks
+    # of rows) measured 166 MiB above its start after a training-like history and 332-340 MiB (once 614)
+    # in a fresh process (benchmarks/final_pass_memory.py)
     finals = c0.eval_contexts * (T + 9 * M)
     monitor = min(c0.monitor_contexts, EVAL_CHUNK) * (T * per_layer + M * per_model) // 2  # no grad
     return FLOAT * (4 * params + train + held + max(evaluate + finals, monitor)) + cluster_bytes(c0.clusters, d)
