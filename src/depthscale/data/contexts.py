@@ -15,6 +15,7 @@ Shapes: B contexts, P context pairs, d input dims, k selected tokens.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -388,11 +389,18 @@ def _kept(cache: dict, key: tuple, make: Callable[[], tuple]) -> tuple:
     return made
 
 
+def root_spectrum(d: int, exponent: float) -> torch.Tensor:
+    """The square root of spectrum(d, exponent) in float64, each entry correctly rounded (IEEE sqrt,
+    one entry at a time). Not torch.sqrt: on the CPU it goes through the math library it was built
+    with, which on some CPUs (MKL on an Intel Xeon, seen here) is off by an ulp in a few entries --
+    and these numbers are the sampler's input, so the context stream would depend on the CPU's make."""
+    return torch.tensor([math.sqrt(x) for x in spectrum(d, exponent, torch.float64).tolist()], dtype=torch.float64)
+
+
 def _root_spectra(d: int, a: float, b: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The square roots of the spectra in float64, the samplers' arguments (the kernels' and
-    `transform_torch`'s: read, never written, never handed out; kept per (d, a, b))."""
-    return _kept(_ROOTS, (int(d), float(a), float(b)),
-                 lambda: (spectrum(d, a, torch.float64).sqrt(), spectrum(d, b, torch.float64).sqrt()))
+    """The square roots of the spectra in float64 (root_spectrum), the samplers' arguments (the
+    kernels' and `transform_torch`'s: read, never written, never handed out; kept per (d, a, b))."""
+    return _kept(_ROOTS, (int(d), float(a), float(b)), lambda: (root_spectrum(d, a), root_spectrum(d, b)))
 
 
 def _spectra(d: int, a: float, b: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
