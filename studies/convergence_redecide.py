@@ -7,7 +7,9 @@ each certificate's verdict at every budget, but not the final monitor losses tha
 per depth (exports since this script do). So the envelope is read at the largest budget, 20,000
 steps, at every depth — what the monitor-best budget would have to beat — and the rule's two parts
 are computed on it: (a) all depths, (b) the certified depths alone (>= 5 spanning >= 16x), each with
-5a's power, plus the drops per doubling. Writes DIR/decision_refined.json and prints the outcome.
+5a's power, plus the drops per doubling; and the mechanism (issue 48 item 4), as for the other spectra:
+C_L, A_L − C_L and (A_L − C_L)/L per depth and γ, the slope of log(A_L − C_L) against log L
+(convergence_spectra.gamma_fit). Writes DIR/decision_refined.json and DIR/gap.csv and prints both.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from depthscale.experiments import convergence as cv
+from depthscale.experiments.convergence_spectra import gamma_fit
 
 
 def largest_envelope(d: Path) -> tuple[int, pd.DataFrame]:
@@ -60,9 +63,15 @@ def main() -> None:
                           "losses that choose the budget per depth (SPEC §4); rerunning the study's export from "
                           "its store records them")
     dec = {k: v for k, v in dec.items() if k != "budgets"} | {"budget": steps}
-    (d / "decision_refined.json").write_text(json.dumps({"rule": cv.RULE, "decision": dec}, indent=1, default=float)
-                                             + "\n")
+    gamma = gamma_fit(row["depths"], row["gap"])
+    (d / "decision_refined.json").write_text(json.dumps({"rule": cv.RULE, "decision": dec, "gamma": gamma}, indent=1,
+                                                        default=float) + "\n")
+    gap = pd.DataFrame({"L": row["depths"], "recipe": row["recipe"], "steps": steps, "seeds": row["n"], "R": row["R"],
+                        "C": row["C"], "A_minus_C": row["gap"]})
+    gap["A_minus_C_over_L"] = gap["A_minus_C"] / gap["L"]
+    gap.to_csv(d / "gap.csv", index=False)
     print(dec["text"])
+    print(gamma["text"])
     print(f"wrote {d / 'decision_refined.json'}")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -243,6 +244,20 @@ def test_the_committed_cpu_study_files_tell_one_story():
         assert dec["outcome"] == ("not reproduced" if dec["all_depths"]["outcome"] == dec["certified_depths"]["outcome"]
                                   == "not reproduced" else dec["outcome"])
         assert f"α {row['alpha']:.2f} ± {row['alpha SE']:.2f}" in dec["text"]  # part (a) is budgets.csv's fit
+        # the mechanism (issue 48 item 4): gap.csv is the envelope's C_L and A_L − C_L at that budget, and γ
+        # the slope of log(A_L − C_L) on log L, against numpy's least squares and its textbook SE
+        gamma = json.loads(refined.read_text())["gamma"]
+        gap = pd.read_csv(d / "gap.csv")
+        env = curves[(curves["series"] == "envelope") & (curves["steps"] == int(gap["steps"].iloc[0]))].sort_values("L")
+        assert gap["L"].tolist() == env["L"].tolist()
+        assert np.allclose(gap["A_minus_C"], env["A_minus_C"], equal_nan=True, rtol=1e-12)
+        assert np.allclose(gap["A_minus_C_over_L"], env["A_minus_C"] / env["L"], equal_nan=True, rtol=1e-12)
+        ok = gap["A_minus_C"].notna()
+        x, y = np.log(gap["L"][ok].to_numpy(float)), np.log(gap["A_minus_C"][ok].to_numpy(float))
+        (slope, icept), res, *_ = np.polyfit(x, y, 1, full=True)
+        se = math.sqrt(res[0] / (len(x) - 2) / ((x - x.mean()) ** 2).sum())
+        assert gamma["depths"] == gap["L"][ok].tolist()
+        assert gamma["gamma"] == pytest.approx(slope, rel=1e-10) and gamma["gamma_se"] == pytest.approx(se, rel=1e-10)
     for doc in ("docs/recipe.md", "README.md"):
         text = (root / doc).read_text()
         assert dec["outcome"] in text and f"{row['alpha']:.2f} ± {row['alpha SE']:.2f}" in text, doc
