@@ -75,8 +75,8 @@ def test_the_streams_bits_are_pinned(shape):
 
 def test_the_samplers_root_spectra_are_correctly_rounded():
     """The square roots of the spectra are the stream's input: each one correctly rounded, against
-    60-digit decimal square roots of the same float64 spectrum. torch.sqrt on the CPU is not (MKL on
-    an Intel Xeon: 1 of d = 32's entries at exponent 0.7, 218 of d = 1024's at 0.5), and with it the
+    60-digit decimal square roots of the same float64 spectrum. torch.sqrt on the CPU is not on every
+    machine (an Intel Xeon: 1 of d = 32's entries at exponent 0.7, 23 of d = 1024's at 0.5), and with it the
     pinned batch of d = 32 above came out other bits on an Intel machine than on an AMD one."""
     getcontext().prec = 60
     for d in (8, 32, 64, 1024):

@@ -391,8 +391,8 @@ def _kept(cache: dict, key: tuple, make: Callable[[], tuple]) -> tuple:
 
 def root_spectrum(d: int, exponent: float) -> torch.Tensor:
     """The square root of spectrum(d, exponent) in float64, each entry correctly rounded (IEEE sqrt,
-    one entry at a time). Not torch.sqrt: on the CPU it goes through the math library it was built
-    with, which on some CPUs (MKL on an Intel Xeon, seen here) is off by an ulp in a few entries --
+    one entry at a time). Not torch.sqrt: on the CPU it goes through the vectorised math torch was
+    built with, which on some CPUs (an Intel Xeon, seen here) is off by an ulp in a few entries --
     and these numbers are the sampler's input, so the context stream would depend on the CPU's make."""
     return torch.tensor([math.sqrt(x) for x in spectrum(d, exponent, torch.float64).tolist()], dtype=torch.float64)
 
