@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import norm
 
 from depthscale.analysis import power
+from depthscale.base.errors import InputError
 from depthscale.theory.fits import fit_gap, fit_power_law
 
 L = np.array([1, 2, 4, 8, 16, 32, 64], dtype=float)
@@ -111,3 +112,85 @@ def test_bad_inputs_are_named():
         power.simulate(z_test(0.0), [0.0], [1.0], n_sims=0)
     with pytest.raises(Exception, match="same length|one length"):
         power.simulate(z_test(0.0), [0.0, 1.0], [1.0])
+
+
+# --- mutation testing's survivors (issue 47 item 3): power_report, seeds_for, law_fit and the criteria
+#     of 6 and 11 checked on values where each condition decides
+
+def test_power_report_uses_the_draws_it_is_given_and_names_its_fields():
+    crit, mean, se = z_test(0.25), [0.0], [1.0]
+    r = power.power_report(crit, mean, se, 3, n_sims=60, seed=7)
+    assert r == {"power": power.simulate(crit, mean, se, 60, 7), "sims": 60, "seed": 7, "n_seeds": 3,
+                 "target": power.TARGET, "seeds_for_target": power.seeds_for(crit, mean, se, 3, power.TARGET, 60, 7)}
+    # these 60 draws (seed 7) need 12 seeds; seed 8's need 39, the default draws 35: the answer is the draws'
+    assert r["power"] == pytest.approx(44 / 60) and r["seeds_for_target"] == 12
+    assert power.power_report(crit, mean, se, 3, n_sims=60, seed=8)["seeds_for_target"] == 39
+    assert power.power_report(crit, mean, se, 3)["seeds_for_target"] == 35
+
+
+def test_power_report_at_exactly_the_target_keeps_the_seeds_it_has():
+    # pass iff |Y| > t, t set so that exactly 8 of these 10 draws pass at 3 seeds (power 0.8 = TARGET);
+    # more seeds shrink |Y|, so at 1,024 seeds almost none pass: a search would say "out of reach"
+    Z = np.random.default_rng(5).standard_normal((10, 1))[:, 0]
+    a = np.sort(np.abs(Z))
+    t = (a[1] + a[2]) / 2
+
+    def crit(Y):
+        return np.abs(Y[:, 0]) > t
+
+    r = power.power_report(crit, [0.0], [1.0], 3, n_sims=10, seed=5)
+    assert r["power"] == 0.8 and r["seeds_for_target"] == 3
+    assert power.seeds_for(crit, [0.0], [1.0], 3, n_sims=10, seed=5) is None  # what searching would say
+
+
+def test_seeds_for_is_the_first_count_that_reaches_the_target_on_the_same_draws():
+    crit, mean, se = z_test(0.25), [0.0], [1.0]
+    for n0, n_sims, seed in ((3, 60, 7), (3, 60, 8), (1, 200, 3), (2, 400, power.SEED)):
+        got = power.seeds_for(crit, mean, se, n0, n_sims=n_sims, seed=seed)
+        brute = next(n for n in range(n0, power.MAX_SEEDS + 1)
+                     if power.simulate(crit, mean, np.array(se) * math.sqrt(n0 / n), n_sims, seed) >= power.TARGET)
+        assert type(got) is int and got == brute, (n0, n_sims, seed, got, brute)
+    assert power.seeds_for(z_test(10.0), mean, se, 1) == 1  # already powered at one seed
+    # a criterion that passes 80% of the rows whatever they hold: powered at any count, so the seeds given
+    every5 = lambda Y: np.arange(len(Y)) % 5 != 0  # noqa: E731
+    assert power.seeds_for(every5, mean, se, 3, n_sims=400) == 3
+
+
+def test_law_fit_edges():
+    assert power.law_fit([1, 2], [3.0, 2.0]) == pytest.approx((1.0, 2.0), rel=1e-9)  # two depths: exact
+    assert power.law_fit(L, 0.2 + 0.3 / L) == pytest.approx((0.2, 0.3), rel=1e-7)  # losses below 1
+    L0, c = power.law_fit(L, 1.0 / L ** 2)  # falls faster than 1/L: L0 stays on its bound, 0
+    assert 0.0 <= L0 < 1e-12 and c > 0
+    for R in ([2.0], [1.0, -1.0, 2.0], [1.0, 0.0, 2.0], [1.0, math.inf, 2.0], [1.0, math.nan, 2.0]):
+        with pytest.raises(InputError, match="need at least 2 positive losses"):
+            power.law_fit(list(L[:len(R)]), R)
+
+
+def test_criterion_6_on_rows_where_each_condition_decides():
+    crit = power.criterion_6()
+    rows = np.array([[1, 1.05, 2, 2.1],    # both within 10%: pass
+                     [1, 1.2, 2, 2.0],     # C moves 20%
+                     [1, 1.0, 2, 2.3],     # A - C moves 15%
+                     [2, 1.81, 1, 1.0],    # C: 0.19 of the first depth's 2 (9.5%), not of the second's 1.81
+                     [1, 1.0, 2, 1.81],    # A - C the same
+                     [4, 4.2, 1, 1.0],     # a relative change: 0.2 of 4 is 5%
+                     [1, 1.0, 4, 4.2]])
+    assert crit(rows).tolist() == [True, False, False, True, True, True, True]
+    at = power.criterion_6(limit=0.25)  # exactly at the limit: not below it
+    assert at(np.array([[1, 1.25, 1, 1.0], [1, 1.0, 1, 1.25], [1, 1.0, 1, 1.0]])).tolist() == [False, False, True]
+
+
+def test_criterion_11_overshoot_by_more_than_two_se_fails_only_its_row():
+    Ls = [2, 4, 8, 16, 32]
+    L0 = 1.0
+    clean = L0 - 0.5 / np.array(Ls, float)  # L0 - C_L = 0.5/L: α = 1, R² = 1
+
+    def rows(last_gap):
+        r = clean.copy()
+        r[-1] = L0 - last_gap
+        return r
+
+    crit = power.criterion_11(Ls, L0, se=np.full(5, 0.01))
+    C = np.stack([clean, rows(-0.025), rows(-0.015)])  # the last depth 2.5 SE below L0 - C = 0; 1.5 SE
+    assert crit(C).tolist() == [True, False, True]  # 1.5 SE: left out, the 4 others decide
+    assert power.criterion_11(Ls, L0)(C).tolist() == [True, True, True]  # without SEs: only left out
