@@ -10,6 +10,8 @@ tests/test_report.py checks that every figure the committed report names is ther
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -40,16 +42,17 @@ def snapshot(src: Path, dst: Path, width: int = 1400) -> list[Path]:
     md = re.sub(r"\n\[PDF\]\([^)]*\.pdf\)\n", "\n", md)  # the PDFs are not committed
     (dst / "report.md").write_text(md)
     page = (src / "report.html").read_text()
-    # each inlined figure back to its file, found by its alt text (the experiment id) and the preset
-    # section it sits in
-    out, preset = [], None
-    for part in re.split(r"(<h2 id=\"[^\"]+\">|<img alt=\"[^\"]*\" src=\"data:image/png;base64,[^\"]*\">)", page):
-        m = re.match(r"<h2 id=\"([^\"]+)\">", part)
+    # each inlined figure back to the file it was read from, found by its bytes (the answer's study
+    # figure sits in study/, the experiments' in their preset's folder: names cannot tell)
+    by_bytes = {hashlib.sha256(f.read_bytes()).hexdigest(): f.relative_to(src).as_posix() for f in src.rglob("*.png")}
+    out = []
+    for part in re.split(r"(<img alt=\"[^\"]*\" src=\"data:image/png;base64,[^\"]*\">)", page):
+        m = re.match(r"<img alt=\"([^\"]*)\" src=\"data:image/png;base64,([^\"]*)\">", part)
         if m:
-            preset = m.group(1)
-        m = re.match(r"<img alt=\"([^\"]*)\" src=\"data:image/png;base64,", part)
-        if m and preset:
-            part = f'<img alt="{m.group(1)}" src="{preset}/{m.group(1)}.png">'
+            rel = by_bytes.get(hashlib.sha256(base64.b64decode(m.group(2))).hexdigest())
+            if rel is None or not (dst / rel).exists():
+                raise SystemExit(f"snapshot_report: the figure {m.group(1)!r} of report.html is no PNG file of {src}")
+            part = f'<img alt="{m.group(1)}" src="{rel}">'
         out.append(part)
     (dst / "report.html").write_text("".join(out))
     for f in ("claims.json",):
