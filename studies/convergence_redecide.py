@@ -9,7 +9,8 @@ steps, at every depth — what the monitor-best budget would have to beat — an
 are computed on it: (a) all depths, (b) the certified depths alone (>= 5 spanning >= 16x), each with
 5a's power, plus the drops per doubling; and the mechanism (issue 48 item 4), as for the other spectra:
 C_L, A_L − C_L and (A_L − C_L)/L per depth and γ, the slope of log(A_L − C_L) against log L
-(convergence_spectra.gamma_fit). Writes DIR/decision_refined.json and DIR/gap.csv and prints both.
+(convergence_spectra.gamma_fit). Writes DIR/decision_refined.json and DIR/gap.csv and prints both, and redraws DIR/convergence.png
+(convergence.figure_rows) from the export.
 """
 
 from __future__ import annotations
@@ -22,6 +23,37 @@ import pandas as pd
 
 from depthscale.experiments import convergence as cv
 from depthscale.experiments.convergence_spectra import gamma_fit
+
+
+def export_rows(d: Path) -> list[dict]:
+    """The study's rows (convergence.study_rows' form) rebuilt from curves.csv: every series and budget,
+    and the monitor-best row read at the largest budget (envelope_row); B_L from the B_L column."""
+    curves = pd.read_csv(d / "curves.csv")
+    rows = []
+    for (series, steps), part in curves.groupby(["series", "steps"], sort=True):
+        row = envelope_row(part.sort_values("L"), int(steps))
+        row["series"] = series
+        row["certificate_detail"] = {int(L): {"B": float(B)} for L, B in zip(part["L"], part["B_L"]) if pd.notna(B)}
+        rows.append(row)
+    steps, env = largest_envelope(d)
+    rows.append({**envelope_row(env, steps), "certificate_detail": {}})
+    return rows
+
+
+def write_figure(d: Path, preset: str = "cpu") -> Path:
+    """The study's figure (convergence.figure_rows, the report's style and caption) from the export in `d`."""
+    from depthscale.analysis.plotting import note, render
+
+    def draw(res, th):
+        rows = export_rows(d)
+        fig = cv.figure_rows(rows, preset)
+        note(fig, f"the monitor-best row is the envelope at {rows[-1]['steps']:,} steps at every depth: this export "
+                  "lacks the final monitor losses that choose the budget per depth (decision_refined.json)")
+        return fig
+
+    png = d / "convergence.png"
+    render(draw, None, None).savefig(png, dpi=100, bbox_inches="tight")
+    return png
 
 
 def largest_envelope(d: Path) -> tuple[int, pd.DataFrame]:
@@ -72,6 +104,7 @@ def main() -> None:
     gap.to_csv(d / "gap.csv", index=False)
     print(dec["text"])
     print(gamma["text"])
+    print(f"wrote {write_figure(d)}")
     print(f"wrote {d / 'decision_refined.json'}")
 
 

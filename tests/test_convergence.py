@@ -307,3 +307,36 @@ def test_the_optimums_alpha_range_at_a_binding_middle_depth_and_at_its_edges():
                          (L, [1.0, 0.0, -0.1, -0.2, -0.3, -0.4, -0.5]), (L, [2.0, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5])):
         with pytest.raises(InputError, match=r"^law_alpha_range needs depths starting 1, 2 with R_1 > R_2 > 0$"):
             cv.law_alpha_range(depths, vals)
+
+
+def test_the_study_figure_is_redrawn_from_the_committed_export():
+    """studies/convergence_redecide.py rebuilds the study's rows from curves.csv (the store is gone) and
+    draws the report's six panels from them: every series and budget, and the monitor-best row whose
+    drops are decision_refined.json's."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    d = root / "studies" / "results" / "convergence"
+    if not (d / "curves.csv").exists():
+        pytest.skip("the cpu study's results are not committed")
+    sys.path.insert(0, str(root / "studies"))
+    try:
+        spec = importlib.util.spec_from_file_location("convergence_redecide", root / "studies" / "convergence_redecide.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(root / "studies"))
+    rows = mod.export_rows(d)
+    assert sorted((r["series"], r["steps"]) for r in rows) == sorted(
+        [(s, n) for s in ("envelope", "faithful") for n in (5000, 10000, 20000)] + [(cv.BEST, 20000)])
+    best = rows[-1]
+    dec = json.loads((d / "decision_refined.json").read_text())["decision"]
+    assert [round(x["drop"], 10) for x in best["drops"]] == [round(x["drop"], 10) for x in dec["drops"]]
+    env20 = next(r for r in rows if (r["series"], r["steps"]) == ("envelope", 20000))
+    assert env20["certificate_detail"] and all(math.isfinite(v["B"]) for v in env20["certificate_detail"].values())
+    fig = cv.figure_rows(rows, "cpu")
+    titles = [ax.get_title(loc="left") or ax.get_title() for ax in fig.axes]
+    assert sum(t.startswith(f"({c})") for c in "abcdef" for t in titles) == 6, titles

@@ -426,3 +426,44 @@ def test_the_committed_cpu_report_has_every_figure_it_names():
         assert f.exists(), n
         assert f.stat().st_size < 600_000, (n, f.stat().st_size)
     assert "fig6" in md and "Claims (SPEC §9)" in md
+
+
+def test_markdown_tables_and_paragraphs_become_html():
+    """The answer's study table (budgets.md) is an HTML table in report.html, not markdown in a <pre>:
+    read back with the standard library's parser, cell by cell."""
+    from html.parser import HTMLParser
+
+    from depthscale.report.pages import md_blocks_html
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.tags, self.cur = [], [], None
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            if tag == "tr":
+                self.rows.append([])
+            if tag in ("td", "th"):
+                self.cur = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th"):
+                self.rows[-1].append(self.cur)
+                self.cur = None
+
+        def handle_data(self, data):
+            if self.cur is not None:
+                self.cur += data
+
+    md = "| a | b<c |\n|---|---:|\n| 1 | **2** |\n| 3 | 4 |\n\nOutcome — **not reproduced** & 5a fails"
+    parts = md_blocks_html(md)
+    assert len(parts) == 2 and parts[0].startswith("<table>") and parts[1].startswith("<p>")
+    p = Cells()
+    p.feed(parts[0])
+    assert p.rows == [["a", "b<c"], ["1", "**2**"], ["3", "4"]]  # the rule row dropped, text escaped
+    assert parts[1] == "<p>Outcome — <strong>not reproduced</strong> &amp; 5a fails</p>"
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "report" / "cpu" / "report.html").read_text()
+    assert "<pre" not in page.split('<h2 id="answer">')[1].split("<h2")[0]  # the committed page's answer too

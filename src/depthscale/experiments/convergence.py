@@ -408,14 +408,19 @@ def figure(res: Results, th: Theory):
     envelope on log-log axes, slope −1 (the paper's law) drawn through L = 1; (d) its drops per
     doubling of depth with their SE, beside the halving α = 1 predicts; (e) fitted α vs budget,
     claim 5a's window shaded; (f) A_L − C_L of the envelope per budget."""
-    rows = study_rows(res)
+    return figure_rows(study_rows(res), res.preset)
+
+
+def figure_rows(rows: list[dict], preset: str):
+    """`figure` from the study's rows (study_rows' form; studies/convergence_redecide.py rebuilds them
+    from an export when the store is gone)."""
     fig, ax = pl.new_figure(3, 2, width=4.4, height=3.5)
-    curve_panels(ax[0], ax[1], rows, res.preset)
+    curve_panels(ax[0], ax[1], rows, preset)
     best = next((r for r in rows if r["series"] == BEST), None)
     _excess_panel(ax[2], best)
     _drops_panel(ax[3], best)
     _alpha_panel(ax[4], rows)
-    gap_panel(ax[5], [r for r in rows if r["series"] == "envelope"], BUDGETS[res.preset], "budget",
+    gap_panel(ax[5], [r for r in rows if r["series"] == "envelope"], BUDGETS[preset], "budget",
               lambda r: {"label": f"{r['steps']:,}"})
     pl.panel_title(ax[5], "f", "layer disagreement of the envelope")
     return fig
@@ -588,5 +593,5 @@ CONVERGENCE = register(Experiment(
 
 __all__ = ["CONVERGENCE", "FAITHFUL", "STUDY_BATCH", "GRID_STEPS", "BUDGETS", "GRID_SEEDS", "BUDGET_SEEDS",
            "study_fields", "grid_groups", "selection_at", "followup", "study_rows", "decision", "figure", "table",
-           "table_frame", "notes", "export", "curve_rows", "RULE", "BEST", "study_curve", "fit_curve", "monitor_best_picks",
+           "table_frame", "notes", "export", "curve_rows", "RULE", "BEST", "study_curve", "fit_curve", "monitor_best_picks", "figure_rows",
            "drops", "subrow", "law_alpha_range", "LAW_ASSUMPTIONS", "curve_panels", "steps_text", "certify_row", "power_row"]

@@ -56,7 +56,7 @@ def _prov_lines(prov: dict) -> list[str]:
         f"the default seeds; {prov['runs_in_store_for_preset']} finished runs of this preset in the store)",
         f"seeds: {', '.join(map(str, prov['seeds'])) or '—'}",
         f"total train time: {_fmt_seconds(prov['train_seconds_total'])}",
-        "stopped because: " + (", ".join(f"{k} {v}" for k, v in prov["stopped_because"].items()) or "—"),
+        "why the runs stopped: " + (", ".join(f"{k} ({v} runs)" for k, v in prov["stopped_because"].items()) or "—"),
         "devices: " + (", ".join(f"{k} ({v})" for k, v in prov["devices"].items()) or "—"),
         "run versions: " + (", ".join(f"{k} ({v})" for k, v in prov["run_versions"].items()) or "—"),
         f"cells with runs of another recipe only (not read: missing): {prov.get('cells_only_other_recipe', 0)}",
@@ -300,16 +300,36 @@ def answer_html(header: dict, out_dir: Path) -> list[str]:
         return []
     esc = html.escape
     parts = [f"<h2 id=\"answer\">{esc(ANSWER_TITLE)}</h2>"]
-    for line in ans["lines"]:
-        text = esc(line)
-        while text.count("**") >= 2:
-            text = text.replace("**", "<strong>", 1).replace("**", "</strong>", 1)
-        parts.append(f"<p>{text}</p>")
+    parts += [f"<p>{_strong(esc(line))}</p>" for line in ans["lines"]]
     if ans.get("figure"):
         parts.append(f"<img alt=\"the convergence study\" src=\"{_img_data_uri(out_dir / ans['figure'])}\">")
     if ans.get("table_md"):
-        parts.append(f"<pre class=\"small\">{esc(ans['table_md'].strip())}</pre>")
+        parts += ["<p>The study per budget:</p>", *md_blocks_html(ans["table_md"])]
     return parts
+
+
+def md_blocks_html(text: str) -> list[str]:
+    """Markdown's paragraphs as HTML: a block of `| ... |` lines (a header row, its rule, the rows) as a
+    <table>, any other block as a <p> with its **bold** as <strong>."""
+    out = []
+    for block in (b.strip() for b in text.strip().split("\n\n")):
+        lines = block.splitlines()
+        if lines and all(ln.startswith("|") for ln in lines):
+            cells = [[html.escape(c.strip()) for c in ln.strip().strip("|").split("|")] for ln in lines]
+            body = [r for r in cells[1:] if not all(set(c) <= set(":-") for c in r)]
+            head = "".join(f"<th>{c}</th>" for c in cells[0])
+            rows = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' for c in r) + "</tr>" for r in body)
+            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif block:
+            out.append(f"<p>{_strong(html.escape(block))}</p>")
+    return out
+
+
+def _strong(text: str) -> str:
+    """Markdown's **bold** pairs in `text` (already escaped) as <strong>."""
+    while text.count("**") >= 2:
+        text = text.replace("**", "<strong>", 1).replace("**", "</strong>", 1)
+    return text
 
 
 def _html_claims(title: str, cl: list[dict]) -> list[str]:
@@ -392,5 +412,5 @@ def _caption_html(sec: dict, exp_id: str) -> list[str]:
     return out + ([f"<p class=\"small\">Figure check: {esc('; '.join(problems))}</p>"] if problems else [])
 
 
-__all__ = ["render_markdown", "render_html", "banner", "split_claims", "BEYOND_INTRO", "caption_lines",
+__all__ = ["render_markdown", "render_html", "md_blocks_html", "banner", "split_claims", "BEYOND_INTRO", "caption_lines",
            "measured_summary"]
