@@ -194,3 +194,36 @@ def test_criterion_11_overshoot_by_more_than_two_se_fails_only_its_row():
     C = np.stack([clean, rows(-0.025), rows(-0.015)])  # the last depth 2.5 SE below L0 - C = 0; 1.5 SE
     assert crit(C).tolist() == [True, False, True]  # 1.5 SE: left out, the 4 others decide
     assert power.criterion_11(Ls, L0)(C).tolist() == [True, True, True]  # without SEs: only left out
+
+
+def test_simulate_with_one_draw_and_its_own_seed():
+    assert power.simulate(z_test(10.0), [0.0], [1.0], n_sims=1) == 1.0  # one draw is a simulation
+    assert power.simulate(z_test(-10.0), [0.0], [1.0], n_sims=1) == 0.0
+    # the draws are the seed's: Y = mean + se Z with Z = default_rng(seed)'s normals, not their negatives
+    Z = np.random.default_rng(11).standard_normal((50, 1))[:, 0]
+    assert power.simulate(z_test(0.3), [0.0], [1.0], n_sims=50, seed=11) == np.mean(Z < 0.3) != np.mean(-Z < 0.3)
+
+
+def test_criterion_5a_passes_the_law_to_the_fit_and_keeps_its_window_closed(monkeypatch):
+    seen = {}
+
+    def fake_fit(L, R, L0, c, alpha):  # three rows on the window's edges, one just outside each
+        seen.update(L=L, R=R, L0=L0, c=c, alpha=alpha)
+        return {"ok": np.array([True] * 6), "alpha": np.array([0.8, 1.2, 1.0, 0.7999, 1.2001, 1.0]),
+                "r2": np.array([0.99, 0.99, 0.99, 0.995, 0.995, 0.9899])}
+
+    monkeypatch.setattr(power, "batch_fit", fake_fit)
+    crit = power.criterion_5a(L, 2.0, 0.09, alpha=0.88)
+    R = np.ones((6, L.size))
+    assert crit(R).tolist() == [True, True, True, False, False, False]
+    assert seen["L0"] == 2.0 and seen["c"] == 0.09 and seen["alpha"] == 0.88 and seen["R"] is R
+
+
+def test_batch_fit_keeps_alpha_and_L0_within_their_bounds():
+    rows = np.stack([2.0 + 0.1 * L ** 0.5,             # rising with L: α would go below 0
+                     np.where(L == 1, 3.0, 1.0),        # a step at L = 1: α runs away upwards
+                     -0.5 + 2.5 * L ** -0.3])           # an exact law with L0 = -0.5: L0 stays at 0
+    f = power.batch_fit(L, rows, 2.0, 0.1)
+    assert np.all(f["alpha"] >= 0.0) and np.all(f["alpha"] <= power.ALPHA_MAX)
+    assert np.all(f["L0"] >= 0.0)
+    assert not f["ok"][0] and not f["ok"][1]  # on a bound: not a law
