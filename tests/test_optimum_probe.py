@@ -113,3 +113,21 @@ def test_export_of_a_partly_trained_probe(tmp_path):
     env = pd.read_csv(root / "studies/results/convergence/curves.csv")
     assert rng["R_used"][0] == min(rng["R_envelope"][0], rng["R_probe_min"]["1"])
     assert len(rng["depths"]) == len(set(env["L"])) and (tmp_path / "x" / "probe.png").stat().st_size > 10_000
+
+
+def test_a_stuck_start_is_drawn_at_the_top_edge_with_its_value(monkeypatch):
+    """One stuck start (R_L − B_L = +5.26) must not squash the others' ±0.01 to a line: it is drawn at
+    the edge, its value written beside it and in the caption."""
+    from types import SimpleNamespace
+
+    from depthscale.experiments import optimum_probe as opm
+
+    names = [s.name for s in opm.starts("smoke")]
+    L0 = opm.DEPTHS["smoke"][0]
+    fake = [{"L": L0, "start": names[0], "seed": 0, "R_minus_B": 5.26, "se": 0.03},
+            {"L": L0, "start": names[1], "seed": 0, "R_minus_B": -0.004, "se": 0.0004}]
+    monkeypatch.setattr(opm, "rows", lambda res: fake)
+    ax = opm.figure(SimpleNamespace(preset="smoke"), None).axes[0]
+    assert ax.get_ylim()[1] < 0.1 and ax.get_ylim()[0] < -0.004
+    assert [t.get_text() for t in ax.texts] == ["+5.26"]
+    assert any("+5.26" in n for n in getattr(ax, "_depthscale_notes", []))

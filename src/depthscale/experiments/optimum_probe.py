@@ -134,6 +134,9 @@ def notes(res: Results) -> list[str]:
     return out
 
 
+OFF_SCALE = 0.05  # R_L − B_L above this is drawn at the figure's top edge (a stuck start), its value written
+
+
 def figure(res: Results, th: Theory):
     """Per depth, every start's R_L − B_L with its 2-SE bar (0: the best cosine stack)."""
     fig, ax = pl.new_figure(1, 1, width=7.5, height=4.2)
@@ -143,11 +146,21 @@ def figure(res: Results, th: Theory):
         pl.missing(ax, "missing runs")
         return fig
     names = [s.name for s in starts(res.preset)]
+    off = []
     for i, L in enumerate(DEPTHS[res.preset]):
         at = [r for r in got if r["L"] == L]
         x = [names.index(r["start"]) + 0.15 * r["seed"] + 0.02 * i for r in at]
-        ax.errorbar(x, [r["R_minus_B"] for r in at], yerr=[2 * r["se"] for r in at], ls="none", marker="o", ms=4,
-                    capsize=2, label=f"L = {L}", color=f"C{i}")
+        on = [k for k, r in enumerate(at) if r["R_minus_B"] <= OFF_SCALE]
+        ax.errorbar([x[k] for k in on], [at[k]["R_minus_B"] for k in on], yerr=[2 * at[k]["se"] for k in on],
+                    ls="none", marker="o", ms=4, capsize=2, label=f"L = {L}", color=f"C{i}")
+        for k in set(range(len(at))) - set(on):  # a stuck start, drawn at the top edge with its value
+            ax.plot(x[k], OFF_SCALE, marker="^", ms=6, color=f"C{i}", ls="none")
+            ax.annotate(f"{at[k]['R_minus_B']:+.2f}", (x[k], OFF_SCALE), textcoords="offset points", xytext=(4, -10),
+                        fontsize=7, color=f"C{i}")
+            off.append(f"L={L} {at[k]['start']} s{at[k]['seed']} ({at[k]['R_minus_B']:+.3g})")
+    if off:
+        ax.set_ylim(top=OFF_SCALE * 1.08)
+        pl.note(ax, f"triangles: runs above +{OFF_SCALE} (off the scale, their R_L − B_L beside them): " + ", ".join(off))
     ax.axhline(0.0, color="k", lw=0.8, ls=":", label="$B_L$ (best stack of L cosine heads)")
     ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("$R_L - B_L$ (bars: 2 SE, paired over contexts)")
