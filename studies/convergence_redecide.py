@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from depthscale.experiments import convergence as cv
-from depthscale.experiments.convergence_spectra import gamma_fit
+from depthscale.experiments.convergence_spectra import best_gap_rows, gamma_fit
 
 
 def export_rows(d: Path) -> list[dict]:
@@ -35,17 +35,17 @@ def export_rows(d: Path) -> list[dict]:
         row["series"] = series
         row["certificate_detail"] = {int(L): {"B": float(B)} for L, B in zip(part["L"], part["B_L"]) if pd.notna(B)}
         rows.append(row)
-    steps, env = largest_envelope(d)
-    rows.append({**envelope_row(env, steps), "certificate_detail": {}})
+    top = max((r for r in rows if r["series"] == "envelope"), key=lambda r: r["steps"])
+    rows.append({**top, "series": cv.BEST, "certificate_detail": {}})  # the same curve, its fit and power
     return rows
 
 
-def write_figure(d: Path, preset: str = "cpu") -> Path:
-    """The study's figure (convergence.figure_rows, the report's style and caption) from the export in `d`."""
+def write_figure(d: Path, rows: list[dict], preset: str = "cpu") -> Path:
+    """The study's figure (convergence.figure_rows, the report's style and caption) from its rows
+    (export_rows), written to `d`."""
     from depthscale.analysis.plotting import note, render
 
     def draw(res, th):
-        rows = export_rows(d)
         fig = cv.figure_rows(rows, preset)
         note(fig, f"the monitor-best row is the envelope at {rows[-1]['steps']:,} steps at every depth: this export "
                   "lacks the final monitor losses that choose the budget per depth (decision_refined.json)")
@@ -88,8 +88,8 @@ def main() -> None:
     ap.add_argument("--dir", default="studies/results/convergence")
     args = ap.parse_args()
     d = Path(args.dir)
-    steps, env = largest_envelope(d)
-    row = envelope_row(env, steps)
+    rows = export_rows(d)
+    row, steps = rows[-1], rows[-1]["steps"]  # the monitor-best row: the envelope at the largest budget
     dec = cv.decision([row], row["a"], row["b"])
     dec["budget_note"] = (f"every depth read at {steps:,} steps: the committed export lacks the final monitor "
                           "losses that choose the budget per depth (SPEC §4); rerunning the study's export from "
@@ -98,13 +98,10 @@ def main() -> None:
     gamma = gamma_fit(row["depths"], row["gap"])
     (d / "decision_refined.json").write_text(json.dumps({"rule": cv.RULE, "decision": dec, "gamma": gamma}, indent=1,
                                                         default=float) + "\n")
-    gap = pd.DataFrame({"L": row["depths"], "recipe": row["recipe"], "steps": steps, "seeds": row["n"], "R": row["R"],
-                        "C": row["C"], "A_minus_C": row["gap"]})
-    gap["A_minus_C_over_L"] = gap["A_minus_C"] / gap["L"]
-    gap.to_csv(d / "gap.csv", index=False)
+    pd.DataFrame(best_gap_rows(row)).to_csv(d / "gap.csv", index=False)
     print(dec["text"])
     print(gamma["text"])
-    print(f"wrote {write_figure(d)}")
+    print(f"wrote {write_figure(d, rows)}")
     print(f"wrote {d / 'decision_refined.json'}")
 
 

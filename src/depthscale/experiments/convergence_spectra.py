@@ -331,7 +331,12 @@ def _gap_panel(ax, row: dict | None, spec: Spectrum) -> None:
 
 def gap_rows(res: Results, spec: Spectrum) -> list[dict]:
     """Per depth of the monitor-best envelope: C_L, A_L − C_L and (A_L − C_L)/L (seed means)."""
-    best = _best(res, spec)
+    return best_gap_rows(_best(res, spec))
+
+
+def best_gap_rows(best: dict | None) -> list[dict]:
+    """gap.csv's rows of a monitor-best study row (convergence.study_rows' form; the (0,0) study's from
+    its export, studies/convergence_redecide.py)."""
     return [] if best is None else [
         {"L": L, "recipe": name, "steps": st, "seeds": n, "R": R, "C": C, "A_minus_C": g, "A_minus_C_over_L": g / L}
         for L, name, st, n, R, C, g in zip(best["depths"], best["recipe"], best["steps_L"], best["n"], best["R"],
@@ -401,4 +406,4 @@ PER_SPECTRUM = {s: register(_experiment_of((s,))) for s in SPECTRA}
 __all__ = ["SPECTRA", "Spectrum", "CHOSEN_00", "DEPTHS", "SEEDS", "MORE_SEEDS", "ID", "RULE", "rule", "spectrum",
            "spectrum_depths", "points", "spectrum_groups", "monitor_table", "envelope_picks", "three_seed_power",
            "spectrum_seeds", "followup", "spectrum_rows", "gamma_fit", "table", "table_frame", "notes", "figure",
-           "gap_rows", "export", "study", "CONVERGENCE_SPECTRA", "PER_SPECTRUM"]
+           "gap_rows", "best_gap_rows", "export", "study", "CONVERGENCE_SPECTRA", "PER_SPECTRUM"]

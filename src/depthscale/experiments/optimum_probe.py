@@ -153,7 +153,7 @@ def figure(res: Results, th: Theory):
         on = [k for k, r in enumerate(at) if r["R_minus_B"] <= OFF_SCALE]
         ax.errorbar([x[k] for k in on], [at[k]["R_minus_B"] for k in on], yerr=[2 * at[k]["se"] for k in on],
                     ls="none", marker="o", ms=4, capsize=2, label=f"L = {L}", color=f"C{i}")
-        for k in set(range(len(at))) - set(on):  # a stuck start, drawn at the top edge with its value
+        for k in (k for k in range(len(at)) if k not in on):  # a stuck start: at the top edge, its value beside
             ax.plot(x[k], OFF_SCALE, marker="^", ms=6, color=f"C{i}", ls="none")
             ax.annotate(f"{at[k]['R_minus_B']:+.2f}", (x[k], OFF_SCALE), textcoords="offset points", xytext=(4, -10),
                         fontsize=7, color=f"C{i}")
