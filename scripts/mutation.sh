@@ -76,14 +76,24 @@ for f in "${files[@]}"; do
   out="$here/mutation-results-$name.txt"
   start=$(date +%s)
   # MUTATION_SECONDS: stop each module's run after this long (the results so far are still listed)
+  # One thread for torch/OpenMP/MKL: mutmut forks its children from a process that has imported torch, and
+  # a forked child that enters an OpenMP region of the parent's pool hangs until mutmut's limit ("timeout"
+  # for a mutant the tests never judged: 84 of certificates.py's first 158, issue 47). Timeouts left after
+  # the run are run once more by name (a mutant that really loops times out again).
+  export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
   (cd "$work" && PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" \
      >/dev/null 2>&1) || true
+  mapfile -t again < <(cd "$work" && mutmut results --all true 2>/dev/null | sed -n 's/^ *\([^ ]*\): timeout$/\1/p')
+  if [ ${#again[@]} -gt 0 ]; then
+    (cd "$work" && PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" \
+       "${again[@]}" >/dev/null 2>&1) || true
+  fi
   (cd "$work" && { mutmut results --all true > "$out" 2>&1 || mutmut results > "$out" 2>&1 || true; })
   secs=$(( $(date +%s) - start ))
   k=$(count killed "$out"); s=$(count survived "$out"); n=$(count "no tests" "$out"); t=$(count timeout "$out")
   u=$(count "not checked" "$out")
   checked=$(( k + s + t ))
-  score="n/a"; [ "$checked" -gt 0 ] && score="$(( 100 * (k + t) / checked ))%"
+  score="n/a"; [ "$checked" -gt 0 ] && score="$(( 100 * (k + t) / checked ))% ($(( 100 * k / checked ))% without timeouts)"
   line="$f: killed $k, timeout $t, survived $s, no tests $n, not checked $u; score $score of checked; ${secs} s"
   echo "$line" | tee -a "$here/mutation-scores.txt"
 done
