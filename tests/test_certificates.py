@@ -6,6 +6,8 @@ paired.floor_on_eval on smoke runs (d = 8, P = 16, 512 evaluation contexts) trai
 from __future__ import annotations
 
 import math
+import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from depthscale.config.run import make_config
 from depthscale.store.store import Store
 from depthscale.theory import softmax_floor as sf
 from depthscale.train.training import run_pack
+from depthscale.runs import per_context as per_context_cache
 from depthscale.runs.per_context import StoredRuns
 
 
@@ -148,7 +151,7 @@ def test_series_certificates_on_stored_runs(store):
     assert cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0, construction=False)["computed"] == [
         "doubling"]
     # without a store: a named error, never a silent pass
-    with pytest.raises(InputError, match="store"):
+    with pytest.raises(InputError, match=r"^certificates need the store's models \(these results have no store\)$"):
         cm.series_certificates(Results(res.df, "smoke"), "nonlinear", "difficult", 2, 0.0, 0.0)
 
 
@@ -177,3 +180,99 @@ def test_fig6_panel_draws_B_L_and_marks_failing_depths(store):
     bare = Figure().subplots()
     certificate_marks(bare, Results(res.df, "smoke"), [(2, (0.0, 0.0))])
     assert not bare.get_lines() and "no B_L or certificates drawn" in " ".join(plotting.remarks(bare.figure))
+
+
+def test_paired_gap_edges():
+    """Mutation testing (issue 47): equal arrays pass (0 <= 2·0); two contexts are enough; a 2-D
+    pair of one shape is refused; exactly two seeds give a spread (against a reference without seeds
+    and paired)."""
+    a = np.array([2.0, 2.5, 1.5])
+    g = cm.paired_gap(a, a.copy())
+    assert g["diff"] == 0.0 and g["se"] == 0.0 and g["ok"]  # a copy of a stack is never "above" it
+    two = cm.paired_gap(np.array([1.0, 3.0]), np.array([0.0, 0.0]))
+    assert two["diff"] == 2.0 and two["se"] == pytest.approx(1.0)  # std (ddof 1) √2 / √2
+    with pytest.raises(InputError, match="1-D"):
+        cm.paired_gap(np.ones((3, 3)), np.ones((3, 3)))
+    with pytest.raises(InputError, match="1-D"):
+        cm.paired_gap(np.ones(1), np.ones(1))
+    assert cm.seed_variance({0: 2.0, 1: 2.2}, None) == (pytest.approx(0.02 / 2), 2)  # s² = 0.02, n = 2
+    assert cm.seed_variance({0: 2.0, 1: 2.2}, {0: 1.0, 1: 1.0}) == (pytest.approx(0.02 / 2), 2)
+    assert cm.seed_variance({0: 2.0}, None) == (0.0, 1)
+
+
+def test_doubling_pairs_each_depths_own_seeds():
+    """Each doubling certificate reads the seeds of its two depths (2L against L), at every depth."""
+    rng = np.random.default_rng(4)
+    sq = {L: 2.0 + 0.1 / L + 0.05 * rng.standard_normal(300) for L in (1, 2, 4, 8)}
+    seeds = {L: {s: 2.0 + 0.1 / L + 0.01 * (s - 1) * L for s in range(3)} for L in sq}
+    dbl = cm.doubling(sq, seeds)
+    for L in (2, 4, 8):
+        assert dbl[L]["se"] == pytest.approx(cm.paired_gap(sq[L], sq[L // 2], seeds[L], seeds[L // 2])["se"], rel=1e-12)
+        assert dbl[L]["vs"] == L // 2
+
+
+def _two_seed_store(root):
+    st = Store(root)
+    run_pack([make_config("smoke", model="nonlinear", L=L, seed=s) for L in (1, 2, 4) for s in (3, 5)], st,
+             progress=False)
+    paired.clear_cache()
+    return st
+
+
+def test_series_certificates_reads_seeds_half_and_passes_device_and_store(tmp_path, monkeypatch):
+    """The store reader: per depth the seed-mean per context and the seeds' means (their spread in
+    every SE), the budget certificate against `half`, the device and the store's floor cache handed
+    on; depths without runs skipped, none at all a named error."""
+    st = _two_seed_store(tmp_path / "store")
+    res = Results.from_store(StoredRuns(st), "smoke")
+    reader = res.reader
+    # first, with nothing cached (training keeps each run's per-context arrays): the default device
+    # evaluates the models, on the cpu
+    shutil.rmtree(st.root / "cache" / "per_context")
+    per_context_cache.clear_cache()
+    seeds = {}
+    sq, cfg = cm.series_contexts(res, "nonlinear", "difficult", 2, 0.0, 0.0, [1, 2, 4], seeds=seeds)
+    assert sorted(sq) == [1, 2, 4] and cfg.d == 8 and {L: sorted(v) for L, v in seeds.items()} == {L: [3, 5] for L in sq}
+    per = {}
+    for L in (1, 2, 4):
+        got = [paired.per_context(reader, r["run_id"]) for r in res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L)]
+        assert len(got) == 2
+        per[L] = (np.mean([g["sq_err"] for g in got], axis=0), {r["seed"]: float(np.mean(g["sq_err"])) for r, g in zip(
+            res.runs("nonlinear", "difficult", 2, 0.0, 0.0, L), got)})
+    seen = {"ctx": [], "floor": []}
+    real_ctx, real_floor = paired.per_context, paired.floor_on_eval
+    monkeypatch.setattr(paired, "per_context", lambda rd, rid, device: seen["ctx"].append(device) or real_ctx(rd, rid, device))
+    monkeypatch.setattr(paired, "floor_on_eval", lambda cfg, device, depths, reader: seen["floor"].append(
+        (device, reader)) or real_floor(cfg, device, depths=depths, reader=reader))
+    cert = cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0, depths=[1, 3, 2, 4], half=res)
+    assert cert["depths"] == [1, 2, 4] and cert["computed"] == ["doubling", "construction", "budget"]
+    assert set(seen["ctx"]) == {"cpu"} and len(seen["ctx"]) == 12  # the series and its half, 6 runs each
+    assert seen["floor"] == [("cpu", reader)]  # the store's cache of B_L
+    p = cert["per_depth"]
+    for L in (2, 4):
+        want = cm.paired_gap(per[L][0], per[L // 2][0], per[L][1], per[L // 2][1])
+        assert p[L]["doubling"]["se"] == pytest.approx(want["se"], rel=1e-12) and p[L]["doubling"]["seeds"] == 2
+        assert p[L]["doubling"]["se"] > p[L]["doubling"]["se_contexts"]  # the seeds' spread is in it
+    for L in (1, 2, 4):  # against itself: no difference, and no spread of the paired seeds
+        assert p[L]["budget"]["diff"] == 0.0 and p[L]["budget"]["se"] == 0.0 and p[L]["budget"]["ok"]
+        assert p[L]["R"] == pytest.approx(float(per[L][0].mean()), rel=1e-12)
+    seen["ctx"].clear()
+    cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0, device="meta-not-used", construction=False)
+    assert set(seen["ctx"]) == {"meta-not-used"}  # the caller's device reaches the evaluation
+    with pytest.raises(InputError, match="no runs of nonlinear/difficult k=2"):
+        cm.series_certificates(res, "nonlinear", "difficult", 2, 0.0, 0.0, depths=[3])
+
+
+def test_a_series_on_two_evaluation_sets_is_refused_naming_the_run(tmp_path):
+    st = Store(tmp_path / "store")
+    cfgs = [make_config("smoke", model="nonlinear", L=1, seed=0, eval_seed=e) for e in (0, 1)]
+    for c in cfgs:  # two packs: a pack shares its evaluation contexts
+        run_pack([c], st, progress=False)
+    paired.clear_cache()
+    rows = [{"run_id": r} for r in sorted(p.name for p in (st.root / "runs").iterdir())]
+    assert len(rows) == 2
+    # a Results view never mixes evaluation sets: a reader of its own rows does
+    res = SimpleNamespace(reader=StoredRuns(st), runs=lambda *key: rows)
+    names = "|".join(r["run_id"] for r in rows)
+    with pytest.raises(InputError, match=rf"^run ({names}) does not share the series' evaluation contexts$"):
+        cm.series_contexts(res, "nonlinear", "difficult", 2, 0.0, 0.0, [1])
