@@ -247,3 +247,116 @@ def test_exact_texts_and_edges_of_the_checks_and_the_degeneracy_rules():
     assert math.isnan(flat.r2) and "R^2 undefined" in flat.reason
     ex = fit_power_law(DENSE_DEPTHS, noisy(1.0 + 2.0 * DENSE_DEPTHS ** -1.0, 0.01, np.random.default_rng(2)))
     assert ex.predict(np.array([1, 2])) == pytest.approx(ex.L0 + ex.c * np.array([1.0, 2.0]) ** -ex.alpha)
+
+
+# ---- from the mutation run of fits.py (issue 47): each condition a survivor showed untested ----
+
+from depthscale.base.errors import InputError  # noqa: E402
+from depthscale.theory import fits as fits_module  # noqa: E402
+
+
+def _gauss_newton_se(fit, L, R, w):
+    """SEs of (log c, alpha, L0) from a central-difference Jacobian of the weighted log residuals at
+    the fit's parameters (a second implementation of fit_power_law's analytic Jacobian)."""
+    theta = np.array([math.log(fit.c), fit.alpha, fit.L0])
+
+    def resid(t):
+        return np.sqrt(w) * (np.log(R) - np.log(t[2] + np.exp(t[0] - t[1] * np.log(L))))
+
+    J = np.empty((L.size, 3))
+    for j in range(3):
+        h = 1e-6 * max(1.0, abs(theta[j]))
+        e = np.zeros(3)
+        e[j] = h
+        J[:, j] = (resid(theta + e) - resid(theta - e)) / (2 * h)
+    r = resid(theta)
+    cov = float(r @ r) / (L.size - 3) * np.linalg.inv(J.T @ J)
+    return np.sqrt(np.diag(cov)), float(r @ r)
+
+
+def test_every_se_and_the_rss_against_a_finite_difference_jacobian():
+    rng = np.random.default_rng(11)
+    L = DENSE_DEPTHS
+    w = rng.uniform(0.5, 2.0, L.size)
+    R = noisy(1.5 + 2.0 * L ** -0.7, 0.02, rng)
+    fit = fit_power_law(L, R, weights=w)
+    assert fit.ok and fit.success
+    se, rss = _gauss_newton_se(fit, L, R, w)
+    assert fit.rss == pytest.approx(rss, rel=1e-9)
+    assert fit.c_se == pytest.approx(fit.c * se[0], rel=1e-4)  # delta method: c · SE(log c)
+    assert fit.alpha_se == pytest.approx(se[1], rel=1e-4)
+    assert fit.L0_se == pytest.approx(se[2], rel=1e-4)
+    # R² of log R, weighted: 1 - rss / Σ w (log R - weighted mean)²
+    logR = np.log(R)
+    tss = np.sum(w * (logR - np.sum(w * logR) / np.sum(w)) ** 2)
+    assert fit.r2 == pytest.approx(1 - rss / tss, rel=1e-9)
+
+
+def test_one_free_parameter_still_has_its_se():
+    """No floor and R rising with L: alpha on its bound 0, log c alone free: SE(log c)² = rss/(n-1)/n."""
+    L = DEPTHS[:5]
+    R = np.array([1.0, 1.1, 1.05, 1.2, 1.15])
+    fit = fit_power_law(L, R, floor=False)
+    assert fit.alpha < 1e-8 and math.isnan(fit.alpha_se) and fit.dof == 4
+    logc = np.log(R).mean()
+    rss = float(np.sum((np.log(R) - logc) ** 2))
+    assert fit.c == pytest.approx(math.exp(logc), rel=1e-9)
+    assert fit.c_se == pytest.approx(fit.c * math.sqrt(rss / 4 / 5), rel=1e-6)
+
+
+def test_the_starting_points():
+    """The first start is the weighted log-log line (alpha clipped to [1e-3, ALPHA_MAX]), then a grid
+    of (alpha, L0 / min R) whose first three starts already spread alpha over 0.3, 1, 3; log c of
+    each start is the weighted mean of log(R - L0) + alpha log L; n_starts cuts the list."""
+    rng = np.random.default_rng(2)
+    L = DEPTHS[:6]
+    R = 0.5 + 3.0 * L ** -0.8 * np.exp(0.05 * rng.standard_normal(6))
+    w = rng.uniform(0.5, 2.0, 6)
+    logL, logR = np.log(L), np.log(R)
+    starts = fits_module._starts(logL, logR, R, w, True, 11)
+    slope, icpt = np.polyfit(logL, logR, 1, w=np.sqrt(w))
+    assert starts[0][1] == pytest.approx(-slope, rel=1e-9)
+    assert starts[0][0] == pytest.approx(np.average(logR - slope * logL, weights=w), rel=1e-9)
+    assert starts[0][2] == 0.0
+    grid = [(s[1], s[2] / R.min()) for s in starts[1:]]
+    assert sorted((round(a, 12), round(f, 12)) for a, f in grid) == sorted(
+        [(a, f) for a in (0.3, 1.0, 3.0) for f in (0.0, 0.5, 0.9)] + [(1.0, 0.99)])
+    assert sorted(a for a, _ in grid[:3]) == [0.3, 1.0, 3.0]
+    for s in starts[1:]:
+        assert s[0] == pytest.approx(np.average(np.log(R - s[2]) + s[1] * logL, weights=w), rel=1e-12)
+    assert len(fits_module._starts(logL, logR, R, w, True, 1)) == 1
+    no_floor = fits_module._starts(logL, logR, R, w, False, 11)
+    assert [s.size for s in no_floor] == [2] * 4 and sorted(s[1] for s in no_floor[1:]) == [0.3, 1.0, 3.0]
+    rising = fits_module._starts(logL, -logR, R, w, False, 1)
+    assert rising[0][1] == 1e-3  # a rising curve: the line's alpha clipped at 1e-3
+    steep = fits_module._starts(logL, -200 * logL, R, w, False, 1)
+    assert steep[0][1] == fits_module.ALPHA_MAX
+
+
+def test_a_fit_whose_optimiser_did_not_converge_says_so(monkeypatch):
+    real = fits_module.least_squares
+
+    def unconverged(*args, **kw):
+        res = real(*args, **kw)
+        res.success = False
+        return res
+
+    monkeypatch.setattr(fits_module, "least_squares", unconverged)
+    fit = fit_power_law(DEPTHS, 1.0 + 2.0 * DEPTHS ** -1.0)
+    assert not fit.success and fit.status == "degenerate" and "the optimiser did not converge" in fit.reason
+
+
+def test_degeneracy_at_a_floor_of_exactly_zero_names_the_bound_alone():
+    why = fits_module.degeneracy(9, True, 0.5, 0.1, 0.0, math.nan, 0.99)
+    assert why == "L0 = 0 at its bound 0"
+
+
+def test_gap_fit_inputs():
+    """L must be positive, C need not be (a gap L0 - C_L is what must be); n_starts is handed on."""
+    L = np.array([1.0, 2.0, 4.0, 8.0])
+    with pytest.raises(InputError, match=r"^L must be finite and > 0, got 0\.0$"):
+        fit_gap(np.array([0.0, 2.0, 4.0, 8.0]), np.array([0.1, 0.2, 0.3, 0.35]), 1.0)
+    fit = fit_gap(L, np.array([0.0, 0.5, 0.75, 0.875]), 1.0)  # C = 1 - 1/L: gap = 1/L
+    assert fit.alpha == pytest.approx(1.0, abs=1e-6) and fit.c == pytest.approx(1.0, rel=1e-6)
+    with pytest.raises(InputError, match="n_starts"):
+        fit_gap(L, np.array([0.0, 0.5, 0.75, 0.875]), 1.0, n_starts=0)
