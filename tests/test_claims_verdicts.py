@@ -207,3 +207,135 @@ def test_an_inconclusive_outcome_keeps_the_fits_reason():
     assert claims.outcome(INCONCLUSIVE, "underpowered: power 0.1 < 0.8", False, bad) == \
         "INCONCLUSIVE (underpowered: power 0.1 < 0.8; degenerate fit: L0 = 0 at its bound 0)"
     assert claims.outcome(FAIL, "", False, bad) == "NO (degenerate fit: L0 = 0 at its bound 0)"
+
+
+# ---- from claims.py's mutation run (eighteenth session): each condition a survivor showed untested ----
+
+from depthscale.analysis import certificates as real_certificates  # noqa: E402
+from depthscale.analysis.results import Series  # noqa: E402
+from depthscale.base.formatting import label  # noqa: E402
+from depthscale.theory.fits import FitResult  # noqa: E402
+
+
+def _series(R, n, se=None, ev_se=None, depths=(1, 2, 4, 8)):
+    R = np.asarray(R, dtype=float)
+    mean = {"R": R} if ev_se is None else {"R": R, "R_se": np.asarray(ev_se, dtype=float)}
+    se = np.full(R.size, np.nan) if se is None else np.asarray(se, dtype=float)
+    return Series(np.asarray(depths[:R.size], dtype=float), mean, {"R": se}, np.asarray(n), [[] for _ in R])
+
+
+def test_point_se_over_seeds_or_the_evaluation():
+    s = _series([2.0, 1.9, 1.8], [2, 1, 1], se=[0.05, np.nan, np.nan], ev_se=[0.01, 0.02])
+    assert claims.point_se(s, 0) == (0.05, "SE over 2 seeds")  # two seeds are enough for a spread
+    assert claims.point_se(s, 1) == (0.02, "evaluation SE (one seed)")
+    se, why = claims.point_se(s, 2)  # the evaluation SEs stop before this depth
+    assert math.isnan(se) and why == "evaluation SE (one seed)"
+    se, _ = claims.point_se(_series([2.0], [1]), 0)  # no evaluation SE at all
+    assert math.isnan(se)
+    assert claims.series_se(s).dtype == np.float64 and claims.series_se(s)[:2].tolist() == [0.05, 0.02]
+
+
+def test_depth_effect_reads_the_first_and_last_depth():
+    assert claims.depth_effect(None) == (True, "depth effect unknown (fewer than 2 depths)")
+    assert claims.depth_effect(_series([2.0], [3], se=[0.1])) == (True, "depth effect unknown (fewer than 2 depths)")
+    two = _series([2.0, 1.9], [3, 3], se=[0.01, 0.02])
+    assert claims.depth_effect(two) == (True, f"R_1 - R_2 = {claims.num(2.0 - 1.9)}±{claims.num(math.hypot(0.01, 0.02))}")
+    # four depths: the middle ones (large SEs, other values) are not read
+    four = _series([20.0, 1.0, 1.0, 10.0], [3] * 4, se=[3.0, 50.0, 50.0, 4.0])
+    assert claims.depth_effect(four) == (False, "R_1 - R_8 = 10±5")  # exactly 2 SE: within
+    assert claims.depth_effect(_series([22.0, 1.0, 1.0, 10.0], [3] * 4, se=[3.0, 50.0, 50.0, 4.0]))[0]  # 12 > 10
+    assert claims.depth_effect(_series([2.0, 2.0], [3, 3]))[0]  # no SE: counted as present
+
+
+def _fit(ok=True, reason=""):
+    return FitResult(L0=1.0, c=1.0, alpha=1.0, alpha_se=0.1, r2=0.99, status="ok" if ok else "degenerate",
+                     reason=reason)
+
+
+def test_degenerate_names_the_first_degenerate_fit_and_what_would_help():
+    s = _series([2.2, 2.1, 2.05, 2.0], [3] * 4, se=[0.01] * 4)
+    assert claims.degenerate([_fit(), _fit()], s) == ("", "")
+    bad = _fit(False, "L0 = 0 at its bound 0")
+    eff = claims.depth_effect(s)[1]
+    assert claims.degenerate([_fit(), bad], s) == (
+        INCONCLUSIVE, f"degenerate fit: L0 = 0 at its bound 0; {eff}: a fit needs more depths (beyond L=8, "
+                      "where the curve still bends) or a longer budget")
+    assert claims.degenerate([bad], None)[1].endswith("(beyond L=Lmax, where the curve still bends) or a longer budget")
+    flat = _series([2.0, 2.1, 2.05, 2.0], [3] * 4, se=[0.01] * 4)
+    assert claims.degenerate([bad, None], flat) == (
+        FAIL, f"degenerate fit: L0 = 0 at its bound 0; the depth effect is absent: {claims.depth_effect(flat)[1]} within 2 SE")
+
+
+def test_series_name_and_small_texts():
+    assert claims.series_name("linear", "easy", 2, 2.0, 1.0) == f"linear/easy {label(2.0, 1.0)}"
+    assert claims.series_name("nonlinear", "difficult", 16, 0.0, 0.5) == f"nonlinear/difficult k=16 {label(0.0, 0.5)}"
+    assert claims.fitted(_fit()) == "α=1±0.1, R²=0.99" and claims.fitted(None) == "α=—±—, R²=—"
+    assert claims.cells_text(list("abcde")) == "missing runs: 5 cell(s): a; b; c; d (+1 more)"
+    assert claims.cert_text({"computed": []}, "") == "certified (none applies); "
+    assert claims.power_text({"why": "no law fit"}) == "power unknown (no law fit)"
+
+
+def test_left_out_names_each_missing_k():
+    res = World("smoke").results()
+    assert claims.left_out(res, (2, 16)) == "; k=16 is not part of the smoke preset: its items are left out"
+    assert claims.left_out(res, (16, 16)) == "; k=16 is not part of the smoke preset: its items are left out" * 2
+
+
+def test_call_paired_passes_keywords_and_names_the_error():
+    assert claims.call_paired(lambda x, y=0: x + y, 1, y=2) == 3
+
+    def broken(run):
+        raise KeyError(run)
+    with pytest.raises(claims.CannotJudge, match=r"\(broken: KeyError: 'r1'\)$"):
+        claims.call_paired(broken, "r1")
+
+
+class _Certs:
+    """certificates with made-up per-context losses: at (0,0) L = 8 fails its doubling certificate."""
+
+    def __init__(self):
+        self.calls = []
+
+    def series_certificates(self, res, model, task, k, a, b, construction=True):
+        self.calls.append((model, task, k, a, b, construction))
+        rng = np.random.default_rng(0)
+        sq = {L: 2.0 + 0.01 * rng.standard_normal(500) for L in (1, 2, 4)}
+        sq[8] = sq[4] + 0.5
+        return real_certificates.certify(sq)
+
+    failing_text = staticmethod(real_certificates.failing_text)
+    curve = staticmethod(real_certificates.curve)
+
+
+def test_gate_reads_only_the_depths_an_item_reads(monkeypatch):
+    from claims_world import use_certificates
+
+    fake = _Certs()
+    use_certificates(monkeypatch, fake)
+    w = World()
+    w.series("nonlinear", "difficult", 2, 0.0, 0.0, lambda L: 2.0 + 1.0 / L)
+    res = w.results()
+    name = "nonlinear/difficult k=2 " + label(0.0, 0.0)
+    stored, problem = claims.gate(res, [("nonlinear", "difficult", 2, 0.0, 0.0, None)])
+    assert problem == f"{name} uncertified: doubling fails at L=8" and list(stored) == [name]
+    assert stored[name]["failing"]["doubling"] == [8]
+    stored, problem = claims.gate(res, [("nonlinear", "difficult", 2, 0.0, 0.0, (1, 2, 4))])
+    assert problem == "" and stored[name]["failing"]["doubling"] == []  # L = 8 is not read
+    assert fake.calls[-1] == ("nonlinear", "difficult", 2, 0.0, 0.0, True)
+    # seeds on the envelope: fewer than 3 at a depth the item reads, and only there
+    w2 = World()
+    w2.series("nonlinear", "difficult", 2, 0.0, 0.0, lambda L: 2.0 + 1.0 / L, depths=(1, 2, 4))
+    w2.add("nonlinear", "difficult", 2, 0.0, 0.0, 8, seed=0, R=2.1)
+    res2 = w2.results()
+    _, problem = claims.gate(res2, [("nonlinear", "difficult", 2, 0.0, 0.0, (1, 2, 4))])
+    assert problem == ""
+    _, problem = claims.gate(res2, [("nonlinear", "difficult", 2, 0.0, 0.0, None)])
+    assert problem == (f"{name} uncertified: doubling fails at L=8; "
+                       f"{name} seeds: 1 < 3 on the envelope at L=8")
+
+
+def test_an_inconclusive_outcome_names_a_fits_problem_once():
+    bad = _fit(False, "L0 = 0 at its bound 0")
+    why = "degenerate fit: L0 = 0 at its bound 0; more depths needed"
+    assert claims.outcome(INCONCLUSIVE, why, False, bad) == f"INCONCLUSIVE ({why})"
+    assert claims.outcome(INCONCLUSIVE, "underpowered", False, _fit()) == "INCONCLUSIVE (underpowered)"

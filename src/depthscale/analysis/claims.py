@@ -153,7 +153,7 @@ def verdict(good: bool, f) -> str:
 
 
 def fitted(f, name: str = "α") -> str:
-    """'α=0.95±0.03, R²=0.998' of a fit (nan where there is none)."""
+    """'α=0.95±0.03, R²=0.998' of a fit ('—' for each number where there is no fit)."""
     return (f"{name}={num(f.alpha if f else None)}±{num(f.alpha_se if f else None)}, "
             f"R²={num(f.r2 if f else None)}")
 
