@@ -74,6 +74,9 @@ def test_gamma_against_its_closed_form():
     # ln2 (-1/6, 1/3, -1/6), SE = sqrt(SSR / (n - 2) / Sxx) = sqrt((ln²2 / 6) / (2 ln²2)) = sqrt(1/12)
     g = cs.gamma_fit([2, 4, 8], [1.0, 2.0, 2.0])
     assert g["gamma"] == pytest.approx(0.5) and g["gamma_se"] == pytest.approx(math.sqrt(1 / 12))
+    # R² = 1 - SSR / SST = 1 - (ln²2 / 6) / (ln²2 · 2/3) = 3/4; an exact law has R² = 1
+    assert g["r2"] == pytest.approx(0.75)
+    assert cs.gamma_fit([2, 4, 8], [1.0, 2.0, 4.0])["r2"] == pytest.approx(1.0)
     assert "L^(γ−1) = L^(-0.500 ± 0.289)" in g["text"] and "consistent" in g["text"]
     assert math.isnan(cs.gamma_fit([2, 4], [1.0, 2.0])["gamma_se"])
     assert math.isnan(cs.gamma_fit([1], [math.nan])["gamma"])
@@ -152,7 +155,11 @@ def test_export_writes_the_00_studys_files_and_gamma(tmp_path):
     notes = cs.notes(res, (K2,))
     assert "5a's power at 3 seeds" in notes[1] and "L^(γ−1)" in notes[1]
     fig = cs.figure(res, None, (K2,))
-    assert len(fig.axes) == 3
+    titles = [a.get_title(loc="left") for a in fig.axes]
+    assert len(titles) == 6 and all(t.startswith(f"({c}) k=2 (1,0): ") for c, t in zip("abcdef", titles)), titles
+    assert "excess loss" in titles[2] and "drop per doubling" in titles[3] and "A_L - C_L" in titles[5]
+    assert any(h.get_label().startswith("slope −1") for h in fig.axes[2].get_lines())
+    assert any("R² = 1.000" in h.get_label() for h in fig.axes[5].get_lines())  # A - C = 0.1 L^0.3 exactly
 
 
 @pytest.mark.slow

@@ -415,15 +415,21 @@ def figure_rows(rows: list[dict], preset: str):
     """`figure` from the study's rows (study_rows' form; studies/convergence_redecide.py rebuilds them
     from an export when the store is gone)."""
     fig, ax = pl.new_figure(3, 2, width=4.4, height=3.5)
+    study_panels(ax[:5], rows, preset)
+    gap_panel(ax[5], [r for r in rows if r["series"] == "envelope"], BUDGETS[preset], "budget",
+              lambda r: {"label": f"{r['steps']:,}"})
+    pl.panel_title(ax[5], "f", "layer disagreement of the envelope")
+    return fig
+
+
+def study_panels(ax, rows: list[dict], preset: str) -> None:
+    """Panels (a)-(e) of the study's figure on the five axes `ax` (`figure`'s docstring): the curves,
+    the excess on log-log axes, the drops per doubling and α per budget (the spectra's figure too)."""
     curve_panels(ax[0], ax[1], rows, preset)
     best = next((r for r in rows if r["series"] == BEST), None)
     _excess_panel(ax[2], best)
     _drops_panel(ax[3], best)
     _alpha_panel(ax[4], rows)
-    gap_panel(ax[5], [r for r in rows if r["series"] == "envelope"], BUDGETS[preset], "budget",
-              lambda r: {"label": f"{r['steps']:,}"})
-    pl.panel_title(ax[5], "f", "layer disagreement of the envelope")
-    return fig
 
 
 def curve_panels(ax_env, ax_faith, rows: list[dict], preset: str) -> None:

@@ -241,18 +241,20 @@ def _rows(res: Results, spec: Spectrum, certify, power) -> list[dict]:
 def gamma_fit(depths, gap) -> dict:
     """The least-squares slope γ of log(A_L − C_L) against log L over the depths where A_L − C_L is
     finite and > 0 (L = 1 has no C_L), with its SE (residual variance over n − 2; NaN for two
-    depths), and what it implies: (A_L − C_L)/L ∝ L^(γ−1)."""
+    depths) and the line's R², and what it implies: (A_L − C_L)/L ∝ L^(γ−1)."""
     L, g = np.asarray(depths, float), np.asarray(gap, float)
     ok = np.isfinite(g) & (g > 0) & (L > 0)
     x, y = np.log(L[ok]), np.log(g[ok])
-    out = {"gamma": math.nan, "gamma_se": math.nan, "log_c": math.nan, "depths": [int(v) for v in L[ok]]}
+    out = {"gamma": math.nan, "gamma_se": math.nan, "log_c": math.nan, "r2": math.nan, "depths": [int(v) for v in L[ok]]}
     if len(x) < 2 or np.ptp(x) == 0:
         return {**out, "text": f"γ not computed: A_L − C_L > 0 at {len(x)} depths"}
     xc = x - x.mean()
     gamma = float(xc @ (y - y.mean()) / (xc @ xc))
     resid = y - y.mean() - gamma * xc
     se = math.sqrt(float(resid @ resid) / (len(x) - 2) / float(xc @ xc)) if len(x) > 2 else math.nan
-    out.update(gamma=gamma, gamma_se=se, log_c=float(y.mean() - gamma * x.mean()))
+    tss = float((y - y.mean()) @ (y - y.mean()))
+    out.update(gamma=gamma, gamma_se=se, log_c=float(y.mean() - gamma * x.mean()),
+               r2=1.0 - float(resid @ resid) / tss if tss > 0 else math.nan)
     out["text"] = (f"A_L − C_L ∝ L^γ, γ = {gamma:.3f} ± {se:.3f} on L={', '.join(map(str, out['depths']))}; "
                    f"so (A_L − C_L)/L, the part of R_L = C_L + (A_L − C_L)/L that falls with depth, goes as "
                    f"L^(γ−1) = L^({gamma - 1:.3f} ± {se:.3f}) (the paper's 1/L needs γ = 0: "
@@ -300,21 +302,24 @@ def notes(res: Results, specs=SPECTRA) -> list[str]:
 
 
 def figure(res: Results, th: Theory, specs=SPECTRA):
-    """Per spectrum a row: (a) the envelope's R_L per budget, the monitor-best envelope (dashed)
-    and B_L; (b) the faithful start as trained; (c) A_L − C_L of the monitor-best envelope with the
-    fitted L^γ (convergence's panels (a), (b) reused)."""
-    fig, ax = pl.new_figure(3, len(specs), width=4.4, height=3.5)
+    """Per spectrum two rows, the (0, 0) study's panels (convergence.study_panels): (a) the envelope's
+    R_L per budget, the monitor-best envelope (dashed) and B_L; (b) the faithful start as trained;
+    (c) the excess R_L − L0 of the monitor-best envelope on log-log axes with slope −1; (d) its drops
+    per doubling of depth; (e) α per budget; then (f) A_L − C_L of the monitor-best envelope with
+    the fitted L^γ. Each title names the spectrum."""
+    fig, ax = pl.new_figure(3, 2 * len(specs), width=4.4, height=3.5)
     for i, spec in enumerate(specs):
-        rows = spectrum_rows(res, spec)
-        cv.curve_panels(ax[3 * i], ax[3 * i + 1], rows, res.preset)
-        for j, what in enumerate(("envelope (chosen by the monitor)", "faithful start as trained")):
-            pl.panel_title(ax[3 * i + j], "abc"[j], f"{label(spec.a, spec.b, spec.k)}: $R_L$, {what}")
-        _gap_panel(ax[3 * i + 2], next((r for r in rows if r["series"] == cv.BEST), None), spec)
+        rows, a = spectrum_rows(res, spec), ax[6 * i:6 * i + 6]
+        cv.study_panels(a[:5], rows, res.preset)
+        _gap_panel(a[5], next((r for r in rows if r["series"] == cv.BEST), None), spec)
+        for panel in a[:5]:
+            panel.set_title(panel.get_title(loc="left").replace(") ", f") {label(spec.a, spec.b, spec.k)}: ", 1),
+                            fontsize=9, loc="left")
     return fig
 
 
 def _gap_panel(ax, row: dict | None, spec: Spectrum) -> None:
-    pl.panel_title(ax, "c", f"{label(spec.a, spec.b, spec.k)}: $A_L - C_L$, monitor-best envelope")
+    pl.panel_title(ax, "f", f"{label(spec.a, spec.b, spec.k)}: $A_L - C_L$, monitor-best envelope")
     g = row["gamma"] if row is not None else None
     if g is None or not g["depths"]:
         pl.missing(ax, "missing runs" if row is None else "no depth with A_L - C_L > 0")
@@ -324,7 +329,7 @@ def _gap_panel(ax, row: dict | None, spec: Spectrum) -> None:
     ax.plot(L, [gap[int(v)] for v in L], marker="o", color="k", ls="none", label="seed mean")
     if math.isfinite(g["gamma"]):
         ax.plot(L, np.exp(g["log_c"]) * L ** g["gamma"], ls=":", color="tab:red",
-                label=f"fit $L^{{\\gamma}}$, γ = {g['gamma']:.2f} ± {g['gamma_se']:.2f}")
+                label=f"fit $L^{{\\gamma}}$, γ = {g['gamma']:.2f} ± {g['gamma_se']:.2f}, R² = {g['r2']:.3f}")
     pl.loglog(ax, ylabel="$A_L - C_L$")
     pl.finish_legend(ax)
 
