@@ -184,3 +184,13 @@ def test_reproduce_one_spectrum_at_smoke_and_export_it(tmp_path):
     assert done.returncode == 0, done.stderr
     assert {p.name for p in (tmp_path / "x").iterdir()} >= {"grid.csv", "budgets.csv", "curves.csv", "gap.csv",
                                                            "decision.json", "convergence.png", "budgets.md"}
+    # the learned metrics of the exported monitor-best envelope: per depth the runs gap.csv names
+    gap = pd.read_csv(tmp_path / "x" / "gap.csv")
+    done = subprocess.run([sys.executable, str(ROOT / "studies" / "learned_metrics.py"), "--store", str(tmp_path / "s"),
+                           "--preset", "smoke", "--spectrum", "1,0", "--study", str(tmp_path / "x"),
+                           "--out", str(tmp_path / "m")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    summary = pd.read_csv(tmp_path / "m" / "summary.csv")
+    picked = {int(r.L): int(r.steps) for r in gap.itertuples()}
+    assert sorted(set(summary["L"])) == sorted(picked) and len(summary) == gap["seeds"].sum()
+    assert all(picked[int(r.L)] == int(r.steps) for r in summary.itertuples())
