@@ -125,7 +125,8 @@ def test_the_answer_covers_every_spectrum_studied_and_names_the_command_for_the_
         "decisions": [{"outcome": "reproduced", "text": "(1,0): reproduced — (a) all depths: α 0.98 ± 0.05"}]}))
     lines = answer.spectra_lines(d)
     assert len(lines) == len(cs.SPECTRA) == 4
-    assert lines[0] == f"**(1,0): reproduced** (3 seeds) — (1,0): reproduced — (a) all depths: α 0.98 ± 0.05; {gamma['text']}."
+    assert lines[0] == (f"**(1,0): reproduced** (3 seeds) — (a) all depths: α 0.98 ± 0.05; {gamma['text']}. "
+                        "The paper: L0 0.341, α 0.994 (its Table 5, of L0 − C_L).")  # the decision's opening not repeated
     assert "γ = 0.1" in lines[0]  # A_L − C_L grows as about L^0.1 here
     for line, tag, cost in zip(lines[1:], ("0-1", "05-05", "top16"), ("1 h 50 min", "1 h 50 min", "3 h 45 min")):
         assert "not studied yet" in line and f"depthscale reproduce convergence-spectra-{tag} --preset cpu" in line
@@ -133,6 +134,14 @@ def test_the_answer_covers_every_spectrum_studied_and_names_the_command_for_the_
         assert f"--spectrum {tag}" in line and cost in line, line
     assert "(0,0.5) (top-16): not studied yet" in lines[3]
     assert answer.spectra_lines(None) == []
+    # the paper's L0 beside part (a)'s, and Table 4's α where it has the spectrum's row
+    from depthscale.experiments.convergence_spectra import SPECTRA
+
+    assert answer.paper_text(SPECTRA[0], {"all_depths": {"L0": 0.3415}}) == (
+        "The paper: L0 0.341 (ours 0.3415, +0.1%), α 0.994 (its Table 5, of L0 − C_L).")
+    assert answer.paper_text(SPECTRA[2], {"all_depths": {"L0": 0.38}}) == (
+        "The paper: L0 0.3822 (ours 0.3800, -0.6%), α 0.97 (its Table 4).")
+    assert answer.paper_text(SPECTRA[3], {}) == "The paper: L0 0.1144, α 0.88 (its Table 4)."  # no fit of ours
     out = tmp_path / "out"
     out.mkdir()
     assert answer.answer_section(_claims(), d, "cpu", out)["lines"][-4:] == lines  # the report's section ends with them

@@ -218,9 +218,31 @@ def spectra_lines(study_dir: Path | None) -> list[str]:
         dec = (doc.get("decisions") or [{}])[0]
         g = doc.get("gamma") or {}
         gamma = f"; {g['text']}" if isinstance(g.get("text"), str) else ""  # convergence_spectra.gamma_fit's
+        text = str(dec.get("text", ""))
+        head = f"{label(spec.a, spec.b)}: {dec.get('outcome', '?')} — "  # convergence.decision's opening
+        text = text[len(head):] if text.startswith(head) else text
         out.append(f"**{name}: {dec.get('outcome', '?')}** ({len(doc.get('seeds') or [])} seeds) — "
-                   f"{dec.get('text', '')}{gamma}.")
+                   f"{text}{gamma}. {paper_text(spec, dec)}")
     return out
+
+
+def paper_text(spec, dec: dict) -> str:
+    """The paper's numbers at a studied spectrum beside ours: L0 (Table 1, or Table 4's row) against the
+    fitted L0 of part (a), and the paper's α with its table (Table 4's fit of R_L; Table 5's of
+    L0 − C_L where Table 4 has no row)."""
+    from depthscale.config.paper import PAPER, paper_L0_top2
+
+    t4 = [r for r in PAPER["table4_nonlinear_fits"] if (r["k"], r["a"], r["b"]) == (spec.k, spec.a, spec.b)]
+    t5 = [r for r in PAPER["table5_gap_fits"] if (r["a"], r["b"]) == (spec.a, spec.b)] if spec.k == 2 else []
+    L0 = t4[0]["L0"] if t4 else paper_L0_top2().get((spec.a, spec.b)) if spec.k == 2 else None
+    alpha = f"α {t4[0]['alpha']:g} (its Table 4)" if t4 else f"α {t5[0]['alpha']:g} (its Table 5, of L0 − C_L)" if t5 else ""
+    ours = (dec.get("all_depths") or {}).get("L0")
+    parts = []
+    if L0 is not None:
+        parts.append(f"L0 {L0:.4g}" + (f" (ours {ours:.4f}, {_pct(ours / L0 - 1)})" if _finite(ours) else ""))
+    if alpha:
+        parts.append(alpha)
+    return f"The paper: {', '.join(parts)}." if parts else ""
 
 
 def answer_lines(claims: list[dict], study: dict | None, preset: str | None = None,
@@ -259,4 +281,4 @@ def answer_section(claims: list[dict], study_dir, preset: str | None, out_dir: P
 
 
 __all__ = ["answer_lines", "answer_section", "resolve_study", "floor_lines", "shape_lines", "study_lines", "load_study", "study_drops", "change_line",
-           "spectra_lines", "refined_table", "STUDY_DIR"]
+           "spectra_lines", "paper_text", "refined_table", "STUDY_DIR"]
