@@ -128,7 +128,7 @@ def test_the_answer_covers_every_spectrum_studied_and_names_the_command_for_the_
     assert lines[0] == (f"**(1,0): reproduced** (3 seeds) — (a) all depths: α 0.98 ± 0.05; {gamma['text']}. "
                         "The paper: L0 0.341, α 0.994 (its Table 5, of L0 − C_L).")  # the decision's opening not repeated
     assert "γ = 0.1" in lines[0]  # A_L − C_L grows as about L^0.1 here
-    for line, tag, cost in zip(lines[1:], ("0-1", "05-05", "top16"), ("1 h 50 min", "1 h 50 min", "3 h 45 min")):
+    for line, tag, cost in zip(lines[1:], ("0-1", "05-05", "top16"), ("40 min", "40 min", "1 h 35 min")):
         assert "not studied yet" in line and f"depthscale reproduce convergence-spectra-{tag} --preset cpu" in line
         assert "--out report/convergence-spectra" in line  # (reproduce requires --out: the command must run as given)
         assert f"--spectrum {tag}" in line and cost in line, line

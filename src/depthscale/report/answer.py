@@ -192,7 +192,9 @@ def change_line(dec: dict) -> str:
             "is short, a longer budget where a depth is still improving.")
 
 
-SPECTRA_COST = {2: "≈ 1 h 50 min", 16: "≈ 3 h 45 min"}  # at 3 seeds on 2 cores (docs/recipe.md §16, estimated)
+# at 3 seeds on 2 cores of the Intel Xeon: (0,1) measured (docs/recipe.md §19); the top-16, depths to 128, scaled
+# by the packs' runs × deepest depth (2.4x) from it, not measured
+SPECTRA_COST = {2: "≈ 40 min", 16: "≈ 1 h 35 min"}
 
 
 def spectra_lines(study_dir: Path | None) -> list[str]:
