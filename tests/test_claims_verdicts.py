@@ -339,3 +339,16 @@ def test_an_inconclusive_outcome_names_a_fits_problem_once():
     why = "degenerate fit: L0 = 0 at its bound 0; more depths needed"
     assert claims.outcome(INCONCLUSIVE, why, False, bad) == f"INCONCLUSIVE ({why})"
     assert claims.outcome(INCONCLUSIVE, "underpowered", False, _fit()) == "INCONCLUSIVE (underpowered)"
+
+
+def test_a_claim_that_raises_is_a_fail_naming_the_error_and_texts_of_the_engine():
+    def broken(res, th):
+        raise ZeroDivisionError("no depths")
+    c = Claim("X9", "made up", "criterion x", broken, ("fig6",), "paper")
+    out = claims.check(c, World().results(), None)
+    assert out["verdict"] == FAIL and out["pass"] is False and out["measured"] is None
+    assert out["detail"] == "error while checking: ZeroDivisionError: no depths (criterion: criterion x)"
+    assert claims.num(math.nan) == "nan" and claims.num(1234567.0) == "1.235e+06"  # a detail's number, not a cell's
+    assert claims.judged("c", ["a", "b"], " (k=2)") == "criterion: c (k=2) | a; b"
+    with pytest.raises(ValueError, match=r"^unknown verdict 'maybe' \(one of PASS, FAIL, INCONCLUSIVE\)$"):
+        claims.as_verdict("maybe")
