@@ -108,6 +108,12 @@ def panel_title(ax, letter: str, text: str) -> None:
     ax.set_title(f"({letter}) {text}", fontsize=9, loc="left")
 
 
+def prefix_title(ax, prefix: str) -> None:
+    """Put `prefix` after the '(letter) ' of a panel_title (a figure with one row of panels per case)."""
+    letter, _, text = ax.get_title(loc="left").partition(") ")
+    ax.set_title(f"{letter}) {prefix}{text}", fontsize=9, loc="left")
+
+
 def errorbar(ax, x, y, se, **kw):
     se = np.where(np.isfinite(se), se, 0.0) if se is not None else None
     return ax.errorbar(x, y, yerr=se if se is not None and np.any(se > 0) else None,
@@ -497,7 +503,7 @@ def write_figure(draw: Callable, name: str, res: Results, th: Theory, out_dir: s
     return paths
 
 
-__all__ = ["STYLE", "DPI", "LEGEND_PT", "MARKERS", "new_figure", "colors", "missing", "note", "remarks", "add_caption",
+__all__ = ["STYLE", "DPI", "LEGEND_PT", "MARKERS", "new_figure", "colors", "prefix_title", "missing", "note", "remarks", "add_caption",
            "panel_title", "errorbar", "logx", "logy", "loglog", "log_ticks", "tick_text", "log_axis_ticks", "bound_y",
            "finish_legend", "spectra_title", "fit_text", "degenerate_text", "pairs", "has_k", "loss_panel",
            "decomp_panel", "excess_panel", "error_bar_remark", "pin_figure_legends", "render", "write_figure"]

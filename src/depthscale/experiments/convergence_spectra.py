@@ -313,8 +313,7 @@ def figure(res: Results, th: Theory, specs=SPECTRA):
         cv.study_panels(a[:5], rows, res.preset)
         _gap_panel(a[5], next((r for r in rows if r["series"] == cv.BEST), None), spec)
         for panel in a[:5]:
-            panel.set_title(panel.get_title(loc="left").replace(") ", f") {label(spec.a, spec.b, spec.k)}: ", 1),
-                            fontsize=9, loc="left")
+            pl.prefix_title(panel, f"{label(spec.a, spec.b, spec.k)}: ")
     return fig
 
 
