@@ -14,6 +14,10 @@
 # $MUTATION_WORKDIR/<module> (default: a temporary directory, removed at the end), so the working tree
 # stays as it is; results (mutmut results, one line per mutant) go to mutation-results-<module>.txt in
 # the current directory, and one score line per module to mutation-scores.txt.
+# Only each module's verdict functions are run and scored (scripts/mutation_scope.py: the checks its Claim
+# entries name and every function they reach; the whole module for claims, certificates, power, fits; the
+# decision for the convergence study): the figure and table functions beside them are not judged by claim tests.
+# An experiments module's own tests, tests/test_verdicts_<module>.py, join its claim tests where they exist.
 # Needs mutmut 3 (pip install mutmut) in the active environment.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +25,11 @@ here="$(pwd)"
 command -v mutmut >/dev/null || { echo "mutation.sh: mutmut is not installed (pip install mutmut)" >&2; exit 2; }
 
 claims_tests="tests/test_claims.py tests/test_claims_rules.py"
+all_claims_tests="tests/test_claims.py tests/test_claims_rules.py tests/test_claims_beyond.py tests/test_claims_verdicts.py"
+own_tests() {  # a module's own verdict tests, where it has them: tests/test_verdicts_<module>.py
+  local t="tests/test_verdicts_$(basename "$1" .py).py"
+  [ -f "$root/$t" ] && echo "$t" || true
+}
 tests_of() {  # the tests that judge a module's mutants
   case "$1" in
     src/depthscale/analysis/claims.py) echo "tests/test_claims_verdicts.py $claims_tests" ;;
@@ -28,8 +37,8 @@ tests_of() {  # the tests that judge a module's mutants
     src/depthscale/analysis/power.py) echo "tests/test_power.py" ;;
     src/depthscale/theory/fits.py) echo "tests/test_fits.py" ;;
     src/depthscale/experiments/convergence.py) echo "tests/test_convergence.py" ;;
-    src/depthscale/experiments/selection.py) echo "tests/test_selection.py" ;;
-    src/depthscale/experiments/*.py) echo "$claims_tests" ;;
+    src/depthscale/experiments/selection.py) echo "tests/test_selection.py $all_claims_tests $(own_tests "$1")" ;;
+    src/depthscale/experiments/*.py) echo "$all_claims_tests $(own_tests "$1")" ;;
     *) echo "" ;;
   esac
 }
@@ -64,7 +73,7 @@ for f in "${files[@]}"; do
   rm -rf "$work/src" "$work/tests" "$work/pyproject.toml"
   cp -r "$root/src" "$root/tests" "$root/pyproject.toml" "$work/"
   find "$work" -name __pycache__ -prune -exec rm -rf {} +
-  selection="$(tests_of "$f" | sed 's/[^ ][^ ]*/"&",/g; s/,$//')"
+  selection="$(tests_of "$f" | xargs | sed 's/[^ ][^ ]*/"&",/g; s/,$//')"
   {
     echo
     echo "[tool.mutmut]"
@@ -81,8 +90,10 @@ for f in "${files[@]}"; do
   # for a mutant the tests never judged: 84 of certificates.py's first 158, issue 47). Timeouts left after
   # the run are run once more by name (a mutant that really loops times out again).
   export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+  # only the module's verdict functions (scripts/mutation_scope.py: the claims' checks and what they call)
+  mapfile -t scope < <(python "$root/scripts/mutation_scope.py" patterns "$root/$f")
   (cd "$work" && PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" \
-     >/dev/null 2>&1) || true
+     "${scope[@]}" >/dev/null 2>&1) || true
   mapfile -t again < <(cd "$work" && mutmut results --all true 2>/dev/null | sed -n 's/^ *\([^ ]*\): timeout$/\1/p')
   if [ ${#again[@]} -gt 0 ]; then
     (cd "$work" && PYTHONPATH="$work/tests" timeout "${MUTATION_SECONDS:-0}" mutmut run --max-children "${MUTMUT_CHILDREN:-2}" \
@@ -95,5 +106,6 @@ for f in "${files[@]}"; do
   checked=$(( k + s + t ))
   score="n/a"; [ "$checked" -gt 0 ] && score="$(( 100 * (k + t) / checked ))% ($(( 100 * k / checked ))% without timeouts)"
   line="$f: killed $k, timeout $t, survived $s, no tests $n, not checked $u; score $score of checked; ${secs} s"
+  line="$line; $(python "$root/scripts/mutation_scope.py" score "$root/$f" "$out")"
   echo "$line" | tee -a "$here/mutation-scores.txt"
 done
