@@ -1,7 +1,7 @@
 """Which functions of a module make its verdicts, as mutmut name patterns, and the score over them (issue 47).
 
     python scripts/mutation_scope.py patterns FILE           # fnmatch patterns of the module's verdict mutants
-    python scripts/mutation_scope.py score FILE RESULTS      # one line: the score over those mutants
+    python scripts/mutation_scope.py score FILE RESULTS [RERUN ...]   # one line: the score over those mutants
     python scripts/mutation_scope.py functions FILE          # the verdict functions, then the others
 
 The verdict functions of a module are its roots and every module-level function they reach (a call,
@@ -72,14 +72,26 @@ def patterns(path: Path) -> list[str]:
     return [f"{mod}.x_{name}__mutmut_*" for name in verdict_functions(path)[0]]
 
 
-def score(path: Path, results: Path) -> str:
-    """The score line over the verdict mutants listed in mutmut's `results` output."""
+def statuses(results: list[Path]) -> dict[str, str]:
+    """{mutant: status} from mutmut's `results` listings, a later listing overriding an earlier one
+    except where it says "not checked" (a re-run of the survivors by name, after new tests, lists
+    every other mutant so: their first run's verdict stands, the tests having only grown)."""
+    out: dict[str, str] = {}
+    for f in results:
+        for line in f.read_text().splitlines():
+            m = STATUS.match(line)
+            if m and (m.group(2) != "not checked" or m.group(1) not in out):
+                out[m.group(1)] = m.group(2)
+    return out
+
+
+def score(path: Path, *results: Path) -> str:
+    """The score line over the verdict mutants in mutmut's `results` listings (see statuses)."""
     pats = patterns(path)
     counts: dict[str, int] = {}
-    for line in results.read_text().splitlines():
-        m = STATUS.match(line)
-        if m and any(fnmatch.fnmatch(m.group(1), p) for p in pats):
-            counts[m.group(2)] = counts.get(m.group(2), 0) + 1
+    for name, status in statuses(list(results)).items():
+        if any(fnmatch.fnmatch(name, p) for p in pats):
+            counts[status] = counts.get(status, 0) + 1
     k, t, s = (counts.get(x, 0) for x in ("killed", "timeout", "survived"))
     checked = k + t + s
     pct = f"{100 * k / checked:.1f}% killed without timeouts" if checked else "none checked"
@@ -89,7 +101,7 @@ def score(path: Path, results: Path) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 or argv[0] not in ("patterns", "score", "functions"):
+    if len(argv) < 2 + (argv[:1] == ["score"]) or argv[0] not in ("patterns", "score", "functions"):
         raise SystemExit(__doc__)
     path = Path(argv[1])
     if not path.is_file():
@@ -101,7 +113,7 @@ def main(argv: list[str]) -> None:
         print("verdict: " + " ".join(inside))
         print("not mutated (figures, tables, notes): " + (" ".join(outside) or "none"))
     else:
-        print(score(path, Path(argv[2])))
+        print(score(path, *map(Path, argv[2:])))
 
 
 if __name__ == "__main__":

@@ -40,3 +40,16 @@ def test_the_score_counts_only_the_verdict_mutants(tmp_path):
     line = scope.score(f, res)
     assert line.startswith("verdict functions: 4 mutants, killed 1, timeout 1, survived 1, other {'not checked': 1}")
     assert line.endswith("33.3% killed without timeouts")
+
+
+def test_a_rerun_of_the_survivors_overrides_them_and_leaves_the_first_verdicts(tmp_path):
+    f = EXP / "selection.py"
+    m = scope.module_name(f)
+    first, again = tmp_path / "first.txt", tmp_path / "again.txt"
+    first.write_text(f"    {m}.x_c10__mutmut_1: killed\n    {m}.x_c10__mutmut_2: survived\n"
+                     f"    {m}.x_c10__mutmut_3: survived\n")
+    again.write_text(f"    {m}.x_c10__mutmut_1: not checked\n    {m}.x_c10__mutmut_2: killed\n"
+                     f"    {m}.x_c10__mutmut_3: survived\n    {m}.x_c10__mutmut_4: not checked\n")
+    assert scope.statuses([first, again]) == {f"{m}.x_c10__mutmut_{i}": s for i, s in
+                                              ((1, "killed"), (2, "killed"), (3, "survived"), (4, "not checked"))}
+    assert scope.score(f, first, again).startswith("verdict functions: 4 mutants, killed 2, timeout 0, survived 1")
