@@ -114,6 +114,19 @@ def test_fit_xy_is_the_depth_fit_against_any_x():
     assert fit_xy([16, 32, np.nan], [2.0, 1.9, 1.8]) is None
 
 
+def test_fit_xy_fits_each_set_of_points_once_and_is_the_direct_fit():
+    from depthscale.theory.fits import fit_power_law
+
+    N, y = np.array([16, 24, 32, 48, 64], float), 1.0 + 8.0 / np.array([16, 24, 32, 48, 64.0]) ** 0.7
+    f = fit_xy(N, y)
+    assert f == fit_power_law(N, y)  # the cached fit is the fit itself, field for field
+    assert fit_xy(list(N), y.tolist()) is f  # the same points (any container): the same object, not refitted
+    assert fit_xy(np.append(N, np.nan), np.append(y, 5.0)) is f  # a dropped point does not change the key
+    g = fit_xy(N, y + 1e-12)  # points that differ in the last digits are another fit
+    assert g is not f and g == fit_power_law(N, y + 1e-12)
+    assert fit_xy(N, y, False) == fit_power_law(N, y, floor=False)
+
+
 # ---------------------------------------------------------------- figure, table, claims
 
 def _fabricate(store: Store) -> None:

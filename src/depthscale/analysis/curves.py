@@ -10,6 +10,7 @@ data only and judges no claim on it.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -205,8 +206,17 @@ def fit_xy(x, y, floor: bool = True) -> FitResult | None:
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     if ok.sum() < (3 if floor else 2):
         return None
+    return _fit_points(x[ok].tobytes(), y[ok].tobytes(), bool(floor))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit_points(x: bytes, y: bytes, floor: bool) -> FitResult | None:
+    """fit_power_law on the float64 points whose bytes are `x`, `y`, once per process: the fit is a
+    deterministic function of them and FitResult is frozen, and the same curve is fitted many times
+    (the convergence study's rows and parts, each figure and claim reading a series; a flat curve
+    takes ~0.2 s: issue 50)."""
     try:
-        return fit_power_law(x[ok], y[ok], floor=floor)
+        return fit_power_law(np.frombuffer(x), np.frombuffer(y), floor=floor)
     except (ValueError, np.linalg.LinAlgError):
         return None
 
