@@ -74,7 +74,11 @@ def c3(res, th):
         R = s.get("R")
         R1 = float(R[0]) / var
         top1 = s.get("top1_mass")
-        top1_ok = bool(np.all(np.isfinite(top1)) and np.all(top1 > 0.95))
+        unmeasured = [n for n, v in (("R_1", R[0]), ("Var(y*)", var), ("the top-1 mass", top1))
+                      if not np.all(np.isfinite(v))]
+        if unmeasured:  # never judged on what was not measured: INCONCLUSIVE, not a NO
+            raise MissingRuns(f"missing runs: nonlinear/easy {label(a, b)}: {' and '.join(unmeasured)} not measured")
+        top1_ok = bool(np.all(top1 > 0.95))
         one = finite_runs(res, "nonlinear", "easy", 1, a, b, 1)
         diffs, helps = {}, []
         for L in s.depths[1:].tolist():
