@@ -116,6 +116,9 @@ def c1(res, th):
                     and lo - 2 * se <= f.alpha <= hi + 2 * se)
         good = bool(not fit_problem(f) and r2_ok and in_range)
         cert, problem = gate(res, [("linear", "easy", 1, a, b, None)])
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # nothing to judge α against: not a NO
+            problem = "; ".join(filter(None, (problem, "no finite-size reference slope (the theory's curves not "
+                                                       "computed, or their fit not well posed)")))
         v, why = shape_verdict(good, problem, None, (f,), s)
         verdicts.append(v)
         meas[label(a, b)] = {"verdict": v, "certificates": cert, "alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,
