@@ -143,6 +143,9 @@ def c4c(res, th):
         not_below = bool(m >= fp - tol)
         good = not_above and not_below and math.isfinite(tol)
         cert, problem = gate(res, [("linear", "difficult", k, a, b, (Lmax,))])
+        if not_above and not math.isfinite(tol):  # the lower side unmeasured: not a NO (a plateau above decides)
+            problem = "; ".join(filter(None, (problem, "no finite SE of the plateau or the floor: the lower side "
+                                                       "cannot be judged")))
         verdicts.append(gated(good, problem))
         meas[label(a, b, k)] = {"plateau": m, "plateau_se": se, "finite_P_floor": fp, "finite_P_floor_se": fse,
                                 "rel_above": above, "two_se": tol, "certificates": cert, "verdict": verdicts[-1]}
