@@ -3,8 +3,11 @@ mean over L >= 2 (L = 1 left out, L = 2 kept) of max - min across modes; fewer t
 curve give no spread; the claim reads the nonlinear model on the difficult task at fig7's spectrum
 (R_k,inf fitted) and the linear model on the easy task at Fig. 3c's (R_k,inf = 0), the modes of
 FIG7_MODES and FIG3C_MODES up to the linear width d; nonlinear < linear strictly (equal spreads
-FAIL); a mode without a curve fails the claim, named; a failing certificate, or fewer than 3 seeds
-on the envelope, is INCONCLUSIVE naming it. Inputs are made up (tests/claims_world.py, a TEST
+FAIL); a mode without a curve fails the claim, named, except a nonlinear mode whose R_k,inf fit is
+degenerate (SPEC §9): FAIL where its depth effect R_k(1) - R_k(Lmax) is within 2 SE (exactly 2 SE
+included), FAIL where the comparison already fails on the modes with a curve, else INCONCLUSIVE
+naming it with its depth effect and what would make the fit possible; a failing certificate, or
+fewer than 3 seeds on the envelope, is INCONCLUSIVE naming it. Inputs are made up (tests/claims_world.py, a TEST
 FIXTURE; certificates from the real module through CertBackend). Every linear curve is a power of 2
 times an exactly representable shape, so its normalised curve R_k(L) / R_k(1) is exact; the
 nonlinear curves are exact laws 0.5 + c L^-alpha, whose fitted R_k,inf is 0.5 (to rounding).
@@ -27,11 +30,13 @@ READS = [("nonlinear", "difficult", 2, *FIG7_SPECTRUM, None), ("linear", "easy",
 D_NL, D_LI = 16, 32  # the cpu preset's widths (nonlinear, linear)
 CRITERION = ("criterion: spread (mean over L >= 2 of max - min across modes of the normalised reducible loss) "
              "of the nonlinear model at fig7's spectrum < that of the linear model on the easy task at Fig. 3c's, "
-             "every mode shown with a curve (a mode without a well-posed R_k,inf fit fails the claim); either "
-             "series reading a depth that fails a certificate (SPEC §4), or the envelope with fewer than 3 seeds: "
-             "INCONCLUSIVE | ")
+             "every mode shown with a curve: a mode without one FAILs the claim, except a nonlinear mode whose "
+             "R_k,inf fit is degenerate (SPEC §9), which is FAIL where its depth effect R_k(1) - R_k(Lmax) is "
+             "within 2 SE (SE over seeds), FAIL too where the comparison already fails on the modes with a curve "
+             "(a mode added can only widen max - min), else INCONCLUSIVE; either series reading a depth that "
+             "fails a certificate (SPEC §4), or the envelope with fewer than 3 seeds: INCONCLUSIVE | ")
 MEASURED_KEYS = ["nonlinear_spread", "linear_easy_spread", "nonlinear_modes", "linear_modes",
-                 "modes_without_curve", "certificates"]
+                 "modes_without_curve", "degenerate_modes", "certificates"]
 
 # nonlinear R_k(L) = 0.5 + c L^-alpha: normalised 1/L for modes 1, 2, 4 and 1/L² for mode 8
 NL_PASS = {1: lambda L: 0.5 + 1.0 / L, 2: lambda L: 0.5 + 0.5 / L, 4: lambda L: 0.5 + 2.0 / L,
@@ -68,12 +73,15 @@ def decoys(w):
     w.series("linear", "difficult", 2, *FIG3C_SPECTRUM, lambda L: 1.0 + 0.5 / L, mode_R=mode_R(D_LI, LI_SAME, rising))
 
 
-def world(monkeypatch, nl=NL_PASS, li=LI_PASS, nl_depths=None, li_depths=None, nl_seed=None, fail=None):
-    """Results with the nonlinear series (three equal seeds, so seed means are exact) and the linear
-    one the claim reads, beside the decoys; certificates through CertBackend, failing where `fail` says."""
+def world(monkeypatch, nl=NL_PASS, li=LI_PASS, nl_depths=None, li_depths=None, nl_seed=None, fail=None,
+          nl_seeds=None):
+    """Results with the nonlinear series (three equal seeds, so seed means are exact; or one seed per
+    entry of `nl_seeds`, its modes) and the linear one the claim reads, beside the decoys; certificates
+    through CertBackend, failing where `fail` says."""
     w = World()
-    w.series("nonlinear", "difficult", 2, *FIG7_SPECTRUM, lambda L: 1.0 + 1.0 / L, depths=nl_depths, seed=nl_seed,
-             spread=0.0, mode_R=mode_R(D_NL, nl, flat))
+    for sd, shown in enumerate(nl_seeds) if nl_seeds else [(nl_seed, nl)]:
+        w.series("nonlinear", "difficult", 2, *FIG7_SPECTRUM, lambda L: 1.0 + 1.0 / L, depths=nl_depths, seed=sd,
+                 spread=0.0, mode_R=mode_R(D_NL, shown, flat))
     w.series("linear", "easy", 1, *FIG3C_SPECTRUM, lambda L: 0.5 * L ** -1.5, depths=li_depths,
              mode_R=mode_R(D_LI, li, rising))
     decoys(w)
@@ -208,3 +216,112 @@ def test_c7_one_seed_on_the_envelope_is_inconclusive_even_when_failing(monkeypat
     problem = f"{NL_NAME} seeds: 1 < 3 on the envelope at L={', '.join(map(str, DEPTHS))}"
     assert v == INCONCLUSIVE
     assert detail == CRITERION + spreads_text("0.1085", "0", ok="NO") + f"; → INCONCLUSIVE ({problem})"
+
+
+# ---------------------------------------------------------------- c7: a degenerate R_k,inf fit (SPEC §9)
+
+A = 2.0 ** -6  # the SE over seeds of the spiked modes at L = 1 (zero at every other depth)
+DEGENERATE = "degenerate fit: no finite SE of alpha"  # a spike at L = 1 on a flat 1: alpha has no finite SE
+NEEDS = "a fit needs more depths (beyond L=64, where the curve still bends) or a longer budget"
+NO_RESCUE = "NO (the comparison already fails on the modes with a curve: a mode added can only widen max - min)"
+
+
+def spiked(nl, modes_, excess):
+    """Four seeds of `nl` with each mode of `modes_` flat at 1 after L = 1 and, at L = 1, the seeds
+    1 + excess + A * (3, -1, -1, -1): seed mean 1 + excess, SE over seeds A there (0 elsewhere), so
+    R_k(1) - R_k(64) = excess ± A exactly; its R_k,inf fit is degenerate."""
+    return [{**nl, **{m: (lambda L, d=d: 1.0 + excess + A * d if L == 1 else 1.0) for m in modes_}}
+            for d in (3.0, -1.0, -1.0, -1.0)]
+
+
+def degenerate_part(items, end):
+    return "; modes whose R_k,inf fit is degenerate: " + ", ".join(items) + f" → {end}"
+
+
+def test_mode_depth_effect_is_absent_within_2_se_exactly_and_present_beyond_or_unknown(monkeypatch):
+    for excess, present, text in ((2 * A, False, "R_8(1) - R_8(64) = 0.03125±0.01562"),
+                                  (3 * A, True, "R_8(1) - R_8(64) = 0.04688±0.01562"),
+                                  (-2 * A, False, "R_8(1) - R_8(64) = -0.03125±0.01562")):
+        res = world(monkeypatch, nl_seeds=spiked(NL_PASS, [8], excess))
+        s = res.series("nonlinear", "difficult", 2, *FIG7_SPECTRUM)
+        (r1, se1), (r64, se64) = s.arrays["mode_R"][0], s.arrays["mode_R"][-1]
+        assert (r1[7], se1[7], r64[7], se64[7]) == (1.0 + excess, A, 1.0, 0.0)  # exact
+        assert modes.mode_depth_effect(s, 8) == (present, text)
+    w = World()  # one seed: the SE over seeds is unknown, so the depth effect counts as present
+    w.series("nonlinear", "difficult", 2, *FIG7_SPECTRUM, lambda L: 1.0, seed=0, mode_R=mode_R(D_NL, NL_PASS, flat))
+    s = w.results(store=False).series("nonlinear", "difficult", 2, *FIG7_SPECTRUM)
+    assert modes.mode_depth_effect(s, 16) == (True, "R_16(1) - R_16(64) = 0±nan")
+    assert modes.mode_depth_effect(s, 17) == (True, "depth effect of mode 17 unknown (no mode-wise loss at 2 depths)")
+
+
+def test_c7_a_degenerate_mode_whose_depth_effect_is_exactly_2_se_fails(monkeypatch):
+    # branch 2: the comparison holds on modes 1, 2, 4 (all normalised 1/L: spread 0), mode 8 spiked by 2 SE
+    meas, v, detail = modes.c7(world(monkeypatch, nl_seeds=spiked(NL_PASS, [8], 2 * A)), FakeTheory())
+    why = f"{DEGENERATE}; the depth effect is absent: R_8(1) - R_8(64) = 0.03125±0.01562 within 2 SE"
+    assert v == FAIL
+    assert (meas["nonlinear_spread"], meas["nonlinear_modes"]) == (0.0, [1, 2, 4])
+    assert meas["modes_without_curve"] == {"nonlinear mode 8": DEGENERATE}
+    assert meas["degenerate_modes"] == {"nonlinear mode 8": {"depth_effect": False, "why": why}}
+    assert detail == CRITERION + spreads_text("0", "0.9445", nl_modes="[1, 2, 4]") + degenerate_part(
+        [f"nonlinear mode 8 ({why})"], "NO")
+
+
+def test_c7_a_flat_degenerate_mode_with_equal_seeds_fails_0_within_0(monkeypatch):
+    # three equal seeds: SE 0, mode 8 flat at 1: R_8(1) - R_8(64) = 0, not beyond 2 * 0
+    res = world(monkeypatch, nl={**NL_PASS, 8: lambda L: 1.0})
+    meas, v, detail = modes.c7(res, FakeTheory())
+    why = meas["modes_without_curve"]["nonlinear mode 8"]  # the fit's reason (alpha on its bound, its value)
+    assert v == FAIL and why.startswith("degenerate fit: ") and list(meas["degenerate_modes"]) == ["nonlinear mode 8"]
+    assert detail.endswith(f"nonlinear mode 8 ({why}; the depth effect is absent: R_8(1) - R_8(64) = 0±0 within 2 SE)"
+                           " → NO")
+
+
+def test_c7_a_degenerate_mode_beyond_2_se_is_inconclusive_with_what_would_make_the_fit_possible(monkeypatch):
+    # branch 4: the comparison holds on the modes with a curve, mode 8's depth effect 3 SE
+    meas, v, detail = modes.c7(world(monkeypatch, nl_seeds=spiked(NL_PASS, [8], 3 * A)), FakeTheory())
+    why = f"{DEGENERATE}; R_8(1) - R_8(64) = 0.04688±0.01562: {NEEDS}"
+    assert v == INCONCLUSIVE
+    assert meas["degenerate_modes"] == {"nonlinear mode 8": {"depth_effect": True, "why": why}}
+    assert detail == CRITERION + spreads_text("0", "0.9445", nl_modes="[1, 2, 4]") + degenerate_part(
+        [f"nonlinear mode 8 ({why})"], "INCONCLUSIVE")
+
+
+def test_c7_a_degenerate_mode_cannot_rescue_a_comparison_that_fails_on_the_modes_with_a_curve(monkeypatch):
+    # branch 3: modes 1, 2 normalised 1/L, mode 4 1/L²: spread 0.1085 >= the linear 0 (LI_SAME)
+    nl = {1: NL_PASS[1], 2: NL_PASS[2], 4: NL_PASS[8]}
+    meas, v, detail = modes.c7(world(monkeypatch, li=LI_SAME, nl_seeds=spiked(nl, [8], 3 * A)), FakeTheory())
+    assert v == FAIL and meas["degenerate_modes"]["nonlinear mode 8"]["depth_effect"] is True
+    assert meas["nonlinear_spread"] == pytest.approx(SPREAD_NL, rel=1e-12, abs=0)
+    assert detail == CRITERION + spreads_text("0.1085", "0", ok="NO", nl_modes="[1, 2, 4]") + degenerate_part(
+        [f"nonlinear mode 8 ({DEGENERATE}; R_8(1) - R_8(64) = 0.04688±0.01562: {NEEDS})"], NO_RESCUE)
+
+
+def test_c7_a_mode_without_a_curve_for_another_reason_fails_beside_an_inconclusive_degenerate_one(monkeypatch):
+    # branch 1: mode 4 has 2 positive points (not a degenerate fit), mode 8's depth effect 3 SE
+    nl = {**NL_PASS, 4: lambda L: 0.5 + 2.0 / L if L <= 2 else 0.0}
+    meas, v, detail = modes.c7(world(monkeypatch, nl_seeds=spiked(nl, [8], 3 * A)), FakeTheory())
+    assert v == FAIL
+    assert meas["modes_without_curve"] == {"nonlinear mode 4": "2 positive points (need 3)",
+                                           "nonlinear mode 8": DEGENERATE}
+    assert detail == CRITERION + spreads_text("0", "0.9445", nl_modes="[1, 2]") + (
+        "; modes without a normalised reducible curve: nonlinear mode 4 (2 positive points (need 3)) → NO"
+    ) + degenerate_part([f"nonlinear mode 8 ({DEGENERATE}; R_8(1) - R_8(64) = 0.04688±0.01562: {NEEDS})"],
+                        "INCONCLUSIVE")
+
+
+def test_c7_degenerate_modes_leaving_one_nonlinear_curve_are_inconclusive_not_a_failed_comparison(monkeypatch):
+    # modes 2, 4, 8 degenerate with a depth effect: no nonlinear spread, but their curves could give one
+    meas, v, detail = modes.c7(world(monkeypatch, nl_seeds=spiked(NL_PASS, [2, 4, 8], 3 * A)), FakeTheory())
+    assert v == INCONCLUSIVE and math.isnan(meas["nonlinear_spread"]) and meas["nonlinear_modes"] == [1]
+    assert detail == CRITERION + spreads_text("nan", "0.9445", ok="NO", nl_modes="[1]") + degenerate_part(
+        [f"nonlinear mode {m} ({DEGENERATE}; R_{m}(1) - R_{m}(64) = 0.04688±0.01562: {NEEDS})" for m in (2, 4, 8)],
+        "INCONCLUSIVE")
+
+
+def test_c7_a_failing_certificate_makes_a_degenerate_fail_inconclusive(monkeypatch):
+    res = world(monkeypatch, nl_seeds=spiked(NL_PASS, [8], 2 * A),
+                fail={("nonlinear", 2, *FIG7_SPECTRUM): {"doubling": [16]}})
+    meas, v, detail = modes.c7(res, FakeTheory())
+    problem = f"{NL_NAME} uncertified: doubling fails at L=16"
+    assert claims.gate(res, READS)[1] == problem and v == INCONCLUSIVE
+    assert detail.endswith("within 2 SE) → NO" + f"; → INCONCLUSIVE ({problem})")

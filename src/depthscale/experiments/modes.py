@@ -6,8 +6,12 @@ Operational choices:
   (R_k(L) - R_k,inf)/(R_k(1) - R_k,inf). Nonlinear: fig7's spectrum and modes, R_k,inf from
   well-posed per-mode fits (analysis.reducible_modes). Linear: the easy task at Fig. 3c's spectrum
   and modes, R_k,inf = 0 (the easy task's L0 = 0, SPEC §6.1). PASS iff nonlinear spread < linear
-  spread, every mode shown having its curve: a mode whose R_k,inf fit is degenerate (or with no
-  curve for another reason) makes the claim FAIL naming it, never dropped (issue 33).
+  spread, every mode shown having its curve (issue 33: a mode is never silently dropped). A mode
+  with no curve for any reason but a degenerate R_k,inf fit makes the claim FAIL naming it. A
+  nonlinear mode whose fit is degenerate follows SPEC §9: FAIL where its depth effect R_k(1) -
+  R_k(Lmax) is within 2 SE (SE over seeds; unknown counts as present, as claims.depth_effect), FAIL
+  too where the comparison already fails on the modes with a curve (a mode added can only widen
+  max - min), else INCONCLUSIVE with the reason and what would make the fit possible.
 - fig7 uses (a, b) = (1, 0), a fig6 spectrum with a > 0, and draws beside it the comparison claim 7
   judges: the linear model on the easy task at Fig. 3c's spectrum (fig3's runs), R_k,inf = 0.
 """
@@ -19,7 +23,7 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import gate, gated, judged, num, outcome, require, yes
+from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS, gate, gated, judged, num, outcome, require, yes
 from depthscale.analysis.curves import mode_curves, reducible_modes, reducible_modes_judged
 from depthscale.analysis.results import Results, Series, Theory
 from depthscale.base.formatting import label
@@ -121,6 +125,55 @@ def _spread(s: Series, modes, floor: bool) -> tuple[float, list[int], dict]:
     return float(np.mean(M[:, keep].max(0) - M[:, keep].min(0))), sorted(red), why
 
 
+def mode_depth_effect(s: Series, m: int) -> tuple[bool, str]:
+    """`claims.depth_effect` for mode m (1-based) of the series' mode-wise loss: (whether depth
+    changes R_m: R_m(1) - R_m(Lmax) beyond 2 SE, the SEs over seeds of the two points combined;
+    unknown SE counts as present, the text 'R_8(1) - R_8(64) = 0.5±0.01')."""
+    arrs = s.arrays.get("mode_R", []) if s is not None else []
+    if len(arrs) < 2 or any(x is None or len(x[0]) < m for x in (arrs[0], arrs[-1])):
+        return True, f"depth effect of mode {m} unknown (no mode-wise loss at 2 depths)"
+    (r1, se1), (rM, seM) = arrs[0], arrs[-1]
+    diff = float(r1[m - 1] - rM[m - 1])
+    se = math.hypot(float(se1[m - 1]), float(seM[m - 1]))
+    text = f"R_{m}({int(s.depths[0])}) - R_{m}({int(s.depths[-1])}) = {num(diff)}±{num(se)}"
+    return (not (math.isfinite(diff) and math.isfinite(se)) or abs(diff) > 2 * se), text
+
+
+def degenerate_modes(s: Series, why: dict) -> dict[str, tuple[bool, str]]:
+    """`claims.degenerate` for the nonlinear modes whose R_k,inf fit is degenerate (`why` from
+    `reducible_modes_judged`): {'nonlinear mode m': (depth effect present, the reason with the depth
+    effect and, where present, what would make the fit possible)}."""
+    out = {}
+    for m, w in why.items():
+        if not w.startswith("degenerate fit"):
+            continue
+        present, text = mode_depth_effect(s, m)
+        out[f"nonlinear mode {m}"] = (present, (
+            f"{w}; {text}: a fit needs more depths (beyond L={int(s.depths[-1])}, where the curve still bends) "
+            "or a longer budget") if present else f"{w}; the depth effect is absent: {text} within 2 SE")
+    return out
+
+
+def verdict7(sn: float, sl: float, n_nl: int, other: dict, degen: dict) -> tuple[str, str]:
+    """Claim 7 before the certificate gate (SPEC §9): (verdict, the end of the degenerate modes' part).
+    `n_nl`: the nonlinear modes with a curve; `other`: the modes without one for another reason than a
+    degenerate fit; `degen`: `degenerate_modes`."""
+    compares = bool(np.isfinite(sn) and np.isfinite(sl) and sn < sl)
+    # the comparison fails on the modes that have curves. A mode added can only widen max - min at
+    # every depth (so raise the nonlinear spread): a degenerate mode's curve, were it fitted, cannot
+    # rescue it. With fewer than 2 nonlinear curves there is no comparison for it to fail.
+    decided = not compares and (n_nl >= 2 or not np.isfinite(sl))
+    absent = any(not present for present, _ in degen.values())
+    end = "INCONCLUSIVE"
+    if absent:
+        end = "NO"
+    elif decided:
+        end = "NO (the comparison already fails on the modes with a curve: a mode added can only widen max - min)"
+    if other or absent or decided:
+        return FAIL, end
+    return (INCONCLUSIVE if degen else PASS if compares else FAIL), end
+
+
 def c7(res, th):
     a, b = FIG7_SPECTRUM
     a3, b3 = FIG3C_SPECTRUM
@@ -132,22 +185,32 @@ def c7(res, th):
     sn, mn, why_n = _spread(s_nl, FIG7_MODES, True)
     sl, ml, why_l = _spread(s_li, [m for m in FIG3C_MODES if m <= d], False)
     dropped = {**{f"nonlinear mode {m}": w for m, w in why_n.items()}, **{f"linear mode {m}": w for m, w in why_l.items()}}
-    ok = bool(np.isfinite(sn) and np.isfinite(sl) and sn < sl and not dropped)
+    degen = degenerate_modes(s_nl, why_n)
+    other = {k: w for k, w in dropped.items() if k not in degen}
+    v, end = verdict7(sn, sl, len(mn), other, degen)
     cert, problem = gate(res, [("nonlinear", "difficult", 2, a, b, None), ("linear", "easy", 1, a3, b3, None)])
     parts = [f"nonlinear difficult {label(a, b)}: spread {num(sn)} (modes {mn}, R_k,inf from well-posed fits)",
              f"linear easy {label(a3, b3)} (Fig. 3c): spread {num(sl)} (modes {ml}, R_k,inf = 0)",
              f"{num(sn)} < {num(sl)} {yes(np.isfinite(sn) and np.isfinite(sl) and sn < sl)}"]
-    if dropped:  # a mode without its curve is not left out of the comparison: the claim fails naming it
+    if other:  # a mode without its curve is not left out of the comparison: the claim fails naming it
         parts.append("modes without a normalised reducible curve: "
-                     + ", ".join(f"{k} ({w})" for k, w in dropped.items()) + " → NO")
+                     + ", ".join(f"{k} ({w})" for k, w in other.items()) + " → NO")
+    if degen:  # SPEC §9: a degenerate fit is INCONCLUSIVE, FAIL where the depth effect is absent
+        parts.append("modes whose R_k,inf fit is degenerate: "
+                     + ", ".join(f"{k} ({w})" for k, (_, w) in degen.items()) + f" → {end}")
     if problem:
-        parts.append(f"→ {outcome(gated(ok, problem), problem, ok)}")
+        parts.append(f"→ {outcome(gated(v, problem), problem, v == PASS)}")
     return {"nonlinear_spread": sn, "linear_easy_spread": sl, "nonlinear_modes": mn, "linear_modes": ml,
-            "modes_without_curve": dropped, "certificates": cert}, gated(ok, problem), \
+            "modes_without_curve": dropped,
+            "degenerate_modes": {k: {"depth_effect": p, "why": w} for k, (p, w) in degen.items()},
+            "certificates": cert}, gated(v, problem), \
         judged("spread (mean over L >= 2 of max - min across modes of the normalised reducible loss) of the "
                "nonlinear model at fig7's spectrum < that of the linear model on the easy task at Fig. 3c's, "
-               "every mode shown with a curve (a mode without a well-posed R_k,inf fit fails the claim); either series "
-               "reading a depth that fails a certificate (SPEC §4), or the envelope with fewer than 3 seeds: INCONCLUSIVE",
+               "every mode shown with a curve: a mode without one FAILs the claim, except a nonlinear mode whose "
+               "R_k,inf fit is degenerate (SPEC §9), which is FAIL where its depth effect R_k(1) - R_k(Lmax) is "
+               "within 2 SE (SE over seeds), FAIL too where the comparison already fails on the modes with a curve "
+               "(a mode added can only widen max - min), else INCONCLUSIVE; either series reading a depth that "
+               "fails a certificate (SPEC §4), or the envelope with fewer than 3 seeds: INCONCLUSIVE",
                parts)
 
 
