@@ -207,9 +207,10 @@ def c8b(res, th):
     flat = bool(spread < 0.5)
     sat = bool(ratio <= 1.1)
     ok = sat and neg and flat
-    cert, problem = gate(res, [("context_updates", "difficult", 16, 0.0, 0.0, None)])
-    detail = judged("k = 16: R_2 <= 1.1 · R_Lmax; m < 0 at every L >= 2 and max - min of m over L >= 2 < 0.5; depths "
-                    "failing a certificate (SPEC §4): INCONCLUSIVE",
+    # the certificates of the depths it reads (R_2, R_Lmax, m at L >= 2): L = 1 decides nothing here
+    cert, problem = gate(res, [("context_updates", "difficult", 16, 0.0, 0.0, s.depths[deep].tolist())])
+    detail = judged("k = 16: R_2 <= 1.1 · R_Lmax; m < 0 at every L >= 2 and max - min of m over L >= 2 < 0.5; the "
+                    "depths it reads (L >= 2) failing a certificate (SPEC §4): INCONCLUSIVE",
                     [f"R_2={num(R[2])}, R_{Lmax}={num(R[Lmax])}: ratio {num(ratio)} {yes(sat)}",
                      "m " + ", ".join(f"L={L}: {num(x)}" for L, x in zip(s.depths[deep].tolist(), m))
                      + f": all < 0 {yes(neg)}, spread {num(spread)} < 0.5 {yes(flat)} "
