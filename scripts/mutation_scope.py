@@ -3,6 +3,7 @@
     python scripts/mutation_scope.py patterns FILE           # fnmatch patterns of the module's verdict mutants
     python scripts/mutation_scope.py score FILE RESULTS [RERUN ...]   # one line: the score over those mutants
     python scripts/mutation_scope.py functions FILE          # the verdict functions, then the others
+    python scripts/mutation_scope.py merged FILE RESULTS [RERUN ...]  # 'mutant: status' of the verdict mutants
 
 The verdict functions of a module are its roots and every module-level function they reach (a call,
 or a function handed on by name, followed transitively). The roots: the check functions its `Claim(...)`
@@ -101,7 +102,8 @@ def score(path: Path, *results: Path) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 + (argv[:1] == ["score"]) or argv[0] not in ("patterns", "score", "functions"):
+    if len(argv) < 2 + (argv[:1] in (["score"], ["merged"])) or argv[0] not in ("patterns", "score", "functions",
+                                                                                   "merged"):
         raise SystemExit(__doc__)
     path = Path(argv[1])
     if not path.is_file():
@@ -112,6 +114,10 @@ def main(argv: list[str]) -> None:
         inside, outside = verdict_functions(path)
         print("verdict: " + " ".join(inside))
         print("not mutated (figures, tables, notes): " + (" ".join(outside) or "none"))
+    elif argv[0] == "merged":
+        pats = patterns(path)
+        print("\n".join(f"{n}: {st}" for n, st in sorted(statuses(list(map(Path, argv[2:]))).items())
+                        if any(fnmatch.fnmatch(n, p) for p in pats)))
     else:
         print(score(path, *map(Path, argv[2:])))
 

@@ -42,7 +42,7 @@ def test_the_score_counts_only_the_verdict_mutants(tmp_path):
     assert line.endswith("33.3% killed without timeouts")
 
 
-def test_a_rerun_of_the_survivors_overrides_them_and_leaves_the_first_verdicts(tmp_path):
+def test_a_rerun_of_the_survivors_overrides_them_and_leaves_the_first_verdicts(tmp_path, capsys):
     f = EXP / "selection.py"
     m = scope.module_name(f)
     first, again = tmp_path / "first.txt", tmp_path / "again.txt"
@@ -53,3 +53,6 @@ def test_a_rerun_of_the_survivors_overrides_them_and_leaves_the_first_verdicts(t
     assert scope.statuses([first, again]) == {f"{m}.x_c10__mutmut_{i}": s for i, s in
                                               ((1, "killed"), (2, "killed"), (3, "survived"), (4, "not checked"))}
     assert scope.score(f, first, again).startswith("verdict functions: 4 mutants, killed 2, timeout 0, survived 1")
+    scope.main(["merged", str(f), str(first), str(again)])  # the listing committed per module: verdict mutants only
+    assert capsys.readouterr().out.splitlines() == [f"{m}.x_c10__mutmut_{i}: {s}" for i, s in
+                                                    ((1, "killed"), (2, "killed"), (3, "survived"), (4, "not checked"))]
