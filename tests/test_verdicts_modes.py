@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from claims_world import DEPTHS, CertBackend, FakeTheory, World, use_cert_backend
@@ -325,3 +326,37 @@ def test_c7_a_failing_certificate_makes_a_degenerate_fail_inconclusive(monkeypat
     problem = f"{NL_NAME} uncertified: doubling fails at L=16"
     assert claims.gate(res, READS)[1] == problem and v == INCONCLUSIVE
     assert detail.endswith("within 2 SE) → NO" + f"; → INCONCLUSIVE ({problem})")
+
+
+def test_verdict7_decides_a_failed_comparison_from_two_nonlinear_curves_and_fails_one_that_cannot_compare():
+    degen = {"nonlinear mode 8": (True, "degenerate fit: x; ...")}
+    decided = "NO (the comparison already fails on the modes with a curve: a mode added can only widen max - min)"
+    # two curves whose spread already exceeds the linear one's: a third cannot narrow it (FAIL)
+    assert modes.verdict7(0.5, 0.25, 2, {}, degen) == (FAIL, decided)
+    assert modes.verdict7(0.25, 0.25, 2, {}, degen) == (FAIL, decided)  # equal spreads: not below
+    # one curve: no comparison to have failed; the degenerate mode could give one (INCONCLUSIVE)
+    assert modes.verdict7(math.nan, 0.25, 1, {}, degen) == (INCONCLUSIVE, "INCONCLUSIVE")
+    assert modes.verdict7(math.nan, math.nan, 1, {}, degen) == (FAIL, decided)  # no linear spread at all
+    # nothing degenerate, nothing dropped: PASS only where the spreads compare
+    assert modes.verdict7(0.125, 0.25, 4, {}, {}) == (PASS, "INCONCLUSIVE")
+    assert modes.verdict7(math.nan, 0.25, 1, {}, {}) == (FAIL, "INCONCLUSIVE")
+
+
+def test_mode_depth_effect_reads_the_first_and_the_last_depth_of_the_mode_asked_for():
+    from types import SimpleNamespace
+
+    mean = [np.array([1.0, 2.0]), np.array([0.75, 1.0]), np.array([0.5, 0.5])]  # over L = 1, 4, 16; modes 1, 2
+    se = [np.array([0.375, 0.0]), np.array([0.0, 9.0]), np.array([0.5, 0.25])]
+    s = SimpleNamespace(depths=np.array([1, 4, 16]), arrays={"mode_R": list(zip(mean, se))})
+    assert modes.mode_depth_effect(s, 1) == (False, "R_1(1) - R_1(16) = 0.5±0.625")  # hypot(0.375, 0.5)
+    assert modes.mode_depth_effect(s, 2) == (True, "R_2(1) - R_2(16) = 1.5±0.25")  # 1.5 > 2 * 0.25
+    two = SimpleNamespace(depths=np.array([1, 16]), arrays={"mode_R": [(mean[0], se[0]), (mean[2], se[2])]})
+    assert modes.mode_depth_effect(two, 1) == (False, "R_1(1) - R_1(16) = 0.5±0.625")  # two depths suffice
+    unknown = (True, "depth effect of mode 1 unknown (no mode-wise loss at 2 depths)")
+    one = SimpleNamespace(depths=np.array([1]), arrays={"mode_R": [(mean[0], se[0])]})
+    assert modes.mode_depth_effect(one, 1) == unknown
+    assert modes.mode_depth_effect(SimpleNamespace(depths=np.array([1, 16]), arrays={}), 1) == unknown
+    assert modes.mode_depth_effect(None, 1) == unknown
+    short = SimpleNamespace(depths=np.array([1, 4, 16]), arrays={"mode_R": [(mean[0], se[0]), None, (mean[2][:1], se[2][:1])]})
+    assert modes.mode_depth_effect(short, 2) == (True, "depth effect of mode 2 unknown (no mode-wise loss at 2 depths)")
+    assert modes.mode_depth_effect(short, 1) == (False, "R_1(1) - R_1(16) = 0.5±0.625")  # L = 4's None not read
