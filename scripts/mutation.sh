@@ -26,9 +26,13 @@ command -v mutmut >/dev/null || { echo "mutation.sh: mutmut is not installed (pi
 
 claims_tests="tests/test_claims.py tests/test_claims_rules.py"
 all_claims_tests="tests/test_claims.py tests/test_claims_rules.py tests/test_claims_beyond.py tests/test_claims_verdicts.py"
-own_tests() {  # a module's own verdict tests, where it has them: tests/test_verdicts_<module>.py
-  local t="tests/test_verdicts_$(basename "$1" .py).py"
-  [ -f "$root/$t" ] && echo "$t" || true
+own_tests() {  # a module's own verdict tests, where it has them: tests/test_verdicts_<module>[_*].py
+  local m t
+  m="$(basename "$1" .py)"
+  for t in "$root"/tests/test_verdicts_"$m".py "$root"/tests/test_verdicts_"$m"_*.py; do
+    [ -f "$t" ] && echo "tests/$(basename "$t")"
+  done
+  true
 }
 tests_of() {  # the tests that judge a module's mutants
   case "$1" in
