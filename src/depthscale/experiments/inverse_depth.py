@@ -28,8 +28,8 @@ import numpy as np
 from depthscale.analysis import certificates
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import loss_fit, rel_change_last_two
-from depthscale.analysis.claims import (cert_text, certified, combine, fit_problem, fitted, item_label, judged, left_out, num, outcome,
-                                        power_text, require, seeds_problem, series_se, shape_verdict, yes)
+from depthscale.analysis.claims import (MissingRuns, cert_text, certified, combine, fit_problem, fitted, item_label, judged,
+                                        left_out, num, outcome, power_text, require, seeds_problem, series_se, shape_verdict, yes)
 from depthscale.analysis.power import criterion_5a, criterion_6, law_fit, power_report
 from depthscale.base.errors import InputError
 from depthscale.base.formatting import fit_status, label
@@ -332,9 +332,15 @@ def c6(res, th):
     meas, parts, verdicts = {}, [], []
     for a, b in spectra:
         s = res.series("nonlinear", "difficult", 2, a, b)
+        last = [int(L) for L in s.depths[-2:]]
+        # judged on the two deepest depths, or not at all: rel_change_last_two would otherwise step back to the
+        # last depths where C is finite while the certificates, the power and the text read these two
+        if len(last) < 2 or not all(np.all(np.isfinite(s.get(m)[-2:])) for m in ("C", "gap")):
+            raise MissingRuns(f"missing runs: nonlinear/difficult k=2 {label(a, b)}: C_L and A_L - C_L not measured "
+                              f"at both of L={', '.join(map(str, last)) or 'none'}")
         dC, dG = rel_change_last_two(s, "C"), rel_change_last_two(s, "gap")
         good = bool(dC < 0.1 and dG < 0.1)
-        L1, L2 = s.depths[-2:].tolist() if len(s.depths) > 1 else (None, None)
+        L1, L2 = last
         pw = power_6(s)
         read = [L for L in (L1, L2) if L]
         cert, problem = certified(res, "nonlinear", "difficult", 2, a, b, read=read)

@@ -276,15 +276,17 @@ def c5c(res, th):
 def gap_points(s, f) -> dict:
     """SPEC §9's rule on the depths L >= 2 of claim 11: per depth L0 - C_L and its SE (C_L's
     point SE and the loss fit's SE of L0 combined); "over": depths with L0 - C_L below -2 SE (the
-    claim FAILs: C_L overshoots the plateau), "left_out": <= 0 within 2 SE, "kept": the rest."""
+    claim FAILs: C_L overshoots the plateau), "left_out": <= 0 within 2 SE, "unknown": <= 0 with no
+    finite SE (neither within 2 SE nor below can be told: the item is INCONCLUSIVE), "kept": the rest."""
     C, keep = s.get("C"), (s.depths >= 2) & np.isfinite(s.get("C"))
     L, C = s.depths[keep].astype(float), C[keep]
     L0_se = f.L0_se if f.L0_se is not None and math.isfinite(f.L0_se) else 0.0
     se = np.hypot(series_se(s, "C")[keep], L0_se)
     gap = f.L0 - C
     over = gap < -2 * se
-    return {"L": L, "C": C, "se": se, "gap": gap, "over": over, "left_out": (gap <= 0) & ~over, "kept": gap > 0,
-            "n": s.n[keep]}
+    unknown = (gap <= 0) & ~np.isfinite(se)
+    return {"L": L, "C": C, "se": se, "gap": gap, "over": over, "left_out": (gap <= 0) & ~over & ~unknown,
+            "unknown": unknown, "kept": gap > 0, "n": s.n[keep]}
 
 
 def power_11(s, f, pts: dict) -> dict:
@@ -321,6 +323,12 @@ def _item_11(res, a: float, b: float) -> tuple[str, dict, str]:
         v = INCONCLUSIVE if problem else FAIL
         m["verdict"] = v
         return v, m, f"{label(a, b)} L0 - C_L below -2 SE at {over}{named} → {outcome(v, problem, False)}"
+    if pts["unknown"].any():  # not leaving out a depth whose SE is unknown: it may lie below -2 SE
+        v = INCONCLUSIVE
+        m["verdict"] = v
+        unknown = ", ".join(f"L={int(L)} {num(g)}" for L, g in zip(pts["L"][pts["unknown"]], pts["gap"][pts["unknown"]]))
+        return v, m, (f"{label(a, b)} L0 - C_L <= 0 with no finite SE at {unknown}{named} → INCONCLUSIVE (within "
+                      f"2 SE or below cannot be told{'; ' + problem if problem else ''})")
     if pts["kept"].sum() < 4:
         v = INCONCLUSIVE
         m["verdict"] = v
