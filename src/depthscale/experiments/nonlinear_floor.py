@@ -252,9 +252,12 @@ def c5c(res, th):
             floors[(a, b, k)] = float(call_paired(pm.floor_on_eval, cfg, reader=res.reader)["ensemble_floor"])
         fl, p = floors[(a, b, k)], paper[(k, a, b)]
         L0 = f.L0 if f else math.nan
-        rp, rf = L0 / p - 1, L0 / fl - 1
+        rp, rf = L0 / p - 1, (L0 / fl - 1 if fl > 0 else math.nan)
         good = bool(not fit_problem(f) and abs(rp) <= 0.05 and abs(rf) <= 0.05)
         cert, problem = gate(res, [("nonlinear", "difficult", k, a, b, None)])
+        if not (math.isfinite(fl) and fl > 0):  # nothing to compare L0 with: not a NO
+            problem = "; ".join(filter(None, (problem, f"the softmax-ensemble floor on its evaluation contexts not "
+                                                       f"computed ({num(fl)})")))
         v, why = shape_verdict(good, problem, None, (f,), s)
         verdicts.append(v)
         R_deep = float(s.get("R")[-1])
