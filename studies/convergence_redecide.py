@@ -36,8 +36,17 @@ def export_rows(d: Path) -> list[dict]:
         row["certificate_detail"] = {int(L): {"B": float(B)} for L, B in zip(part["L"], part["B_L"]) if pd.notna(B)}
         rows.append(row)
     top = max((r for r in rows if r["series"] == "envelope"), key=lambda r: r["steps"])
-    rows.append({**top, "series": cv.BEST, "certificate_detail": {}})  # the same curve, its fit and power
+    best = curves[(curves["series"] == "envelope") & (curves["steps"] == top["steps"])]
+    # the same curve, its fit and power; its budget certificate's numbers (convergence.budget_moves), no B_L again
+    rows.append({**top, "series": cv.BEST, "certificate_detail": budget_detail(best)})
     return rows
+
+
+def budget_detail(env: pd.DataFrame) -> dict:
+    """{L: {"budget": {diff, se, ok}}} of curves.csv's rows `env` where the budget certificate was computed."""
+    return {int(r["L"]): {"budget": {"diff": float(r["budget_diff"]), "se": float(r["budget_se"]),
+                                     "ok": str(r["budget_ok"]) == "True"}}
+            for _, r in env.iterrows() if str(r["budget_ok"]) in ("True", "False")}
 
 
 def write_figure(d: Path, rows: list[dict], preset: str = "cpu") -> Path:

@@ -21,7 +21,8 @@ budget with the lowest seed-mean final monitor loss (`monitor_best_picks`; the r
 *reproduced* if 5a passes, *not reproduced* if 5a fails with power >= 0.8, on each of (a) all depths
 and (b) the certified depths alone (at least 5 spanning >= 16x); otherwise *undetermined*. Beside
 it, model-free: the drops per doubling of depth Δ_L = R_L − R_2L with their SE and the ratios of
-successive drops (`drops`), and the depths still improving (the budget certificate).
+successive drops (`drops`), and the depths worse at their budget than at half of it (the budget
+certificate fails) or still improving from half of it beyond 2 SE (`budget_moves`).
 """
 
 from __future__ import annotations
@@ -312,17 +313,35 @@ def decision(rows: list[dict], a: float = 0.0, b: float = 0.0) -> dict:
                                          f"the rule needs {MIN_CERTIFIED} spanning {MIN_SPAN}x"}
     same = part_a["outcome"] == part_b["outcome"] and part_a["outcome"] != "undetermined"
     outcome = part_a["outcome"] if same else "undetermined"
-    improving = sorted(L for L, c in (cert or {}).items() if c.get("budget") is False)
+    worse, improving = budget_moves(top)
     text = (f"{label(a, b)}: {outcome} — (a) all depths: {part_a['text']}; (b) certified depths: "
             f"{part_b.get('text') or part_b['why']}; drops per doubling "
             + ", ".join(f"{d['drop']:.4f}±{d['se']:.4f}" for d in top["drops"])
-            + (f"; still improving at the chosen budget (budget certificate): L={', '.join(map(str, improving))}"
+            + (f"; worse at the chosen budget than at half of it (its budget certificate fails): "
+               f"L={', '.join(map(str, worse))}" if worse else "")
+            + (f"; still improving from half the budget beyond 2 SE: L={', '.join(map(str, improving))}"
                if improving else "")
             + (f"; {top['certificates_text']}" if top.get("certificates_text") else "")
             + (f"; not computed: certificates ({top.get('certificates_why')})" if cert is None else ""))
     return {"outcome": outcome, "text": text, "budgets": dict(zip(top["depths"], top["steps_L"])),
             "all_depths": part_a, "certified_depths": part_b, "certified": good, "still_improving": improving,
+            "worse_at_budget": worse,
             "drops": top["drops"], "passes_5a": top["passes_5a"], "power_5a": top["power_5a"]}
+
+
+def budget_moves(row: dict) -> tuple[list[int], list[int]]:
+    """(depths whose budget certificate fails: R at the chosen budget above R at half of it by more than
+    2 SE, i.e. worse with more steps; depths still improving: R at the chosen budget below half's by more
+    than 2 SE — SPEC §4 (iii): information, not a failure), from the row's certificate_detail."""
+    worse, improving = [], []
+    for L, d in sorted((row.get("certificate_detail") or {}).items()):
+        b = d.get("budget") or {}
+        diff, se = b.get("diff", math.nan), b.get("se", math.nan)
+        if b.get("ok") is False:
+            worse.append(int(L))
+        elif math.isfinite(diff) and math.isfinite(se) and diff < -2 * se:
+            improving.append(int(L))
+    return worse, improving
 
 
 def _part(row: dict) -> dict:
