@@ -246,3 +246,13 @@ def test_the_decision_names_the_depths_worse_at_their_budget_and_those_still_imp
     assert dec["worse_at_budget"] == [64] and dec["still_improving"] == [2]
     assert ("; worse at the chosen budget than at half of it (its budget certificate fails): L=64; still improving "
             "from half the budget beyond 2 SE: L=2") in dec["text"]
+
+
+def test_drops_ratio_is_of_successive_doublings_only_never_across_a_missing_depth():
+    """On depths 1, 2, 4, 16, 32 (8 missing: a certified-depths part) the ratio at L = 16 was Δ_16/Δ_2 (0.125
+    under R = 2 + 0.09/L) where Δ_2L/Δ_L is meant (0.5): now NaN there."""
+    row = {"depths": [1, 2, 4, 16, 32], "R": [2 + 0.09 / L for L in (1, 2, 4, 16, 32)],
+           "R_seeds": [[2 + 0.09 / L + e for e in (-1e-3, 0.0, 1e-3)] for L in (1, 2, 4, 16, 32)]}
+    got = cv.drops(row)
+    assert [d["L"] for d in got] == [1, 2, 16]
+    assert got[1]["ratio"] == pytest.approx(0.5, rel=1e-12) and math.isnan(got[0]["ratio"]) and math.isnan(got[2]["ratio"])

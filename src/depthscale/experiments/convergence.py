@@ -267,8 +267,8 @@ def drops(row: dict) -> list[dict]:
     for L in row["depths"]:
         if 2 * L in R:
             out.append({"L": L, "drop": R[L] - R[2 * L], "se": math.hypot(se[L], se[2 * L]), "ratio": math.nan})
-    for prev, cur in zip(out, out[1:]):
-        cur["ratio"] = cur["drop"] / prev["drop"] if prev["drop"] != 0 else math.nan
+    for prev, cur in zip(out, out[1:]):  # Δ_2L / Δ_L: successive doublings only (no ratio across a missing depth)
+        cur["ratio"] = cur["drop"] / prev["drop"] if prev["drop"] != 0 and cur["L"] == 2 * prev["L"] else math.nan
     return out
 
 
