@@ -256,3 +256,251 @@ def test_drops_ratio_is_of_successive_doublings_only_never_across_a_missing_dept
     got = cv.drops(row)
     assert [d["L"] for d in got] == [1, 2, 16]
     assert got[1]["ratio"] == pytest.approx(0.5, rel=1e-12) and math.isnan(got[0]["ratio"]) and math.isnan(got[2]["ratio"])
+
+
+# ---------------------------------------------------------------- _verdict, _part, power_row, decision pinned
+
+
+def test_verdict_reproduced_on_a_pass_not_reproduced_on_a_fail_with_power_from_0_8_else_undetermined():
+    assert cv._verdict({"passes_5a": True}) == "reproduced"  # a pass needs no power
+    assert cv._verdict({"passes_5a": True, "power_5a": 0.1}) == "reproduced"
+    assert cv._verdict({"passes_5a": False, "power_5a": 0.8}) == "not reproduced"  # exactly POWER_MIN is enough
+    assert cv._verdict({"passes_5a": False, "power_5a": 1.0}) == "not reproduced"
+    assert cv._verdict({"passes_5a": False, "power_5a": 0.7999}) == "undetermined"  # underpowered
+    assert cv._verdict({"passes_5a": False, "power_5a": None}) == "undetermined"
+    assert cv._verdict({"passes_5a": False}) == "undetermined"
+
+
+def _view(**kw):
+    return {"alpha": 0.876543, "alpha_se": 0.0456, "r2": 0.98765, "L0": 1.234567, "status": "degenerate: L0 on its bound",
+            "depths": [2, 4, 8], "passes_5a": False, **kw}
+
+
+def test_part_prints_the_fit_the_depths_and_5a_with_its_power_in_fixed_formats():
+    view = _view(power_5a=0.456, seeds_for_power=7)
+    assert cv._part(view) == {
+        "outcome": "undetermined", "alpha": 0.876543, "alpha_se": 0.0456, "r2": 0.98765, "L0": 1.234567,
+        "status": "degenerate: L0 on its bound", "power_5a": 0.456, "depths": [2, 4, 8],
+        "text": "α 0.88 ± 0.05, R² 0.988, L0 1.2346 (degenerate: L0 on its bound) on L=2, 4, 8; 5a fails, power 0.46 "
+                "(7 seeds would reach 0.8)"}
+    # at the target: no seeds asked for (whatever seeds_for_power says); a pass reads "passes"
+    got = cv._part(_view(power_5a=0.8, seeds_for_power=5))
+    assert got["outcome"] == "not reproduced" and got["text"].endswith("on L=2, 4, 8; 5a fails, power 0.80")
+    got = cv._part(_view(passes_5a=True, power_5a=0.799, seeds_for_power=9, depths=[16]))
+    assert got["outcome"] == "reproduced" and got["text"].endswith("on L=16; 5a passes, power 0.80 (9 seeds would reach 0.8)")
+    # below the target with the seeds unknown (None) or absent: the power alone
+    assert cv._part(_view(power_5a=0.5, seeds_for_power=None))["text"].endswith("5a fails, power 0.50")
+    assert cv._part(_view(power_5a=0.5))["text"].endswith("5a fails, power 0.50")
+    got = cv._part(_view(seeds_for_power=7))  # no power: "not computed", never the seeds
+    assert got["power_5a"] is None and got["outcome"] == "undetermined"
+    assert got["text"].endswith("on L=2, 4, 8; 5a fails, power not computed")
+
+
+def _power_spy(monkeypatch, rep=None, error=None):
+    calls = []
+
+    def crit(L, L0, c, lo, hi, r2):
+        calls.append({"crit": (L, L0, c, lo, hi, r2)})
+        return "criterion"
+
+    def report(criterion, mean, se, n_seeds):
+        calls.append({"criterion": criterion, "mean": mean, "se": se, "n_seeds": n_seeds})
+        if error is not None:
+            raise error
+        return rep
+
+    monkeypatch.setattr(cv.power, "criterion_5a", crit)
+    monkeypatch.setattr(cv.power, "power_report", report)
+    return calls
+
+
+def _power_input(depths=(1, 2, 4, 8)):
+    seeds = {1: (-0.003, 0.0, 0.003), 2: (-0.002, 0.002), 4: (0.0, 0.001, 0.002, 0.005), 8: (-0.001, 0.0, 0.001)}
+    R = [np.float32(2.0 + 0.09 / L) for L in depths]
+    return {"depths": list(depths), "R": R, "R_seeds": [[2.0 + 0.09 / L + e for e in seeds[L]] for L in depths],
+            "n": [3, 2, 4, 3][:len(depths)]}
+
+
+def test_power_row_hands_power_report_the_inverse_law_the_seed_ses_and_the_fewest_seeds(monkeypatch):
+    fits = []
+    real_fit = cv.power.law_fit
+    monkeypatch.setattr(cv.power, "law_fit", lambda L, R: fits.append((L, R)) or real_fit(L, R))
+    calls = _power_spy(monkeypatch, {"power": np.float64(0.61), "seeds_for_target": 9, "n_seeds": 2})
+    row = _power_input()
+    got = cv.power_row(row)
+    assert got == 0.61 and type(got) is float and row["seeds_for_power"] == 9
+    ((L, R),) = fits
+    assert L.dtype == np.float64 and R.dtype == np.float64 and L.tolist() == [1.0, 2.0, 4.0, 8.0]
+    assert R.tolist() == [float(np.float32(2.0 + 0.09 / L)) for L in (1, 2, 4, 8)]
+    crit, rep = calls
+    L, L0, c, lo, hi, r2 = crit["crit"]
+    assert L.dtype == np.float64 and L.tolist() == [1.0, 2.0, 4.0, 8.0] and (lo, hi, r2) == (0.8, 1.2, 0.99)
+    assert (L0, c) == real_fit([1, 2, 4, 8], row["R"]) and L0 == pytest.approx(2.0, abs=1e-6)
+    assert rep["criterion"] == "criterion" and rep["n_seeds"] == 2  # min(n), not the seeds counted
+    assert rep["mean"].dtype == np.float64 and rep["mean"] == pytest.approx(L0 + c / np.array([1.0, 2, 4, 8]), rel=1e-15)
+    want_se = [0.003 / math.sqrt(3), 0.002 * math.sqrt(2) / math.sqrt(2), float(np.std([0, 1, 2, 5], ddof=1)) * 1e-3 / 2,
+               0.001 / math.sqrt(3)]
+    assert rep["se"] == pytest.approx(want_se, rel=1e-9)
+
+
+def test_power_row_is_none_with_a_one_seed_depth_or_a_non_finite_se_quietly(monkeypatch):
+    calls = _power_spy(monkeypatch, {"power": 0.5, "seeds_for_target": 4})
+    row = _power_input()
+    row["R_seeds"][2] = [2.1]  # one seed: no SE there
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no std of one value computed (and warned about) on the way
+        assert cv.power_row(row) is None
+    row = _power_input()
+    row["R_seeds"][0] = [2.0, math.nan]
+    assert cv.power_row(row) is None
+    assert calls == [] and "seeds_for_power" not in row
+    # two seeds at every depth are enough
+    row = {"depths": [1, 2], "R": [2.09, 2.045], "R_seeds": [[2.08, 2.1], [2.04, 2.05]], "n": [2, 2]}
+    assert cv.power_row(row) == 0.5 and calls[-1]["se"] == pytest.approx([0.01, 0.005], rel=1e-9)
+
+
+def test_power_row_is_none_without_a_law_fit_or_when_a_simulated_fit_is_singular(monkeypatch):
+    calls = _power_spy(monkeypatch, error=np.linalg.LinAlgError("Singular matrix"))
+    row = _power_input()
+    assert cv.power_row(row) is None and len(calls) == 2 and "seeds_for_power" not in row
+    calls.clear()
+    row = _power_input()
+    row["R"][1] = -1.0  # law_fit: InputError (a non-positive loss)
+    assert cv.power_row(row) is None and calls == [] and "seeds_for_power" not in row
+    _power_spy(monkeypatch, error=ValueError("other"))  # any other error is not swallowed
+    with pytest.raises(ValueError):
+        cv.power_row(_power_input())
+
+
+def _inv(L):
+    return 2.0 + 0.09 / L
+
+
+def _flat(L):
+    return 2.0 + 0.09 * L ** -0.1
+
+
+def _top(law=_inv, depths=DEPTHS, cert=None, power_of=lambda part: 0.9, **kw):
+    """A monitor-best row as _study_rows builds it: every depth certified unless `cert` says otherwise."""
+    R = [law(L) for L in depths]
+    row = {"series": cv.BEST, "steps": 20000, "a": 0.0, "b": 0.0, "depths": list(depths), "R": R,
+           "R_seeds": [[r + e for e in NOISE] for r in R], "C": [1.0] * len(depths), "gap": [0.5] * len(depths),
+           "n": [5] * len(depths), "recipe": [f"p{L}" for L in depths], "steps_L": [1000 * L for L in depths],
+           "monitor": [3.0] * len(depths), "monitor_seeds": [[3.0]] * len(depths), "complete": True,
+           "power_of": power_of, "certificates": {L: {"doubling": True, "construction": True} for L in depths}}
+    if cert is not None:
+        row["certificates"] = cert
+    row.update(cv.fit_curve(row))
+    row["power_5a"] = power_of(row)
+    row["drops"] = cv.drops(row)
+    row.update(kw)
+    return row
+
+
+INV_FIT = "α 1.00 ± 0.00, R² 1.000, L0 2.0000 (ok)"
+INV_DROPS = "0.0450±0.0016, 0.0225±0.0016, 0.0112±0.0016, 0.0056±0.0016, 0.0028±0.0016, 0.0014±0.0016"
+
+
+def test_decision_reproduced_where_both_parts_pass_the_whole_dict():
+    top = _top(alpha=1.23456, alpha_se=0.0789, r2=0.99123, L0=1.98766, status="stale", power_5a=0.456,
+               seeds_for_power=11, certificates_text="certificates (doubling, construction): none fails")
+    other = {**_top(_flat), "series": "envelope"}  # not the monitor-best row: never read
+    dec = cv.decision([other, top])
+    assert sorted(dec) == ["all_depths", "budgets", "certified", "certified_depths", "drops", "outcome", "passes_5a",
+                           "power_5a", "still_improving", "text", "worse_at_budget"]
+    assert dec["outcome"] == "reproduced" and dec["certified"] == DEPTHS
+    assert dec["budgets"] == {1: 1000, 2: 2000, 4: 4000, 8: 8000, 16: 16000, 32: 32000, 64: 64000}
+    assert dec["still_improving"] == [] and dec["worse_at_budget"] == []
+    assert dec["drops"] is top["drops"] and dec["passes_5a"] is True and dec["power_5a"] == 0.456
+    part_a = "α 1.23 ± 0.08, R² 0.991, L0 1.9877 (stale) on L=1, 2, 4, 8, 16, 32, 64; 5a passes, power 0.46 (11 seeds would reach 0.8)"
+    assert dec["all_depths"] == {"outcome": "reproduced", "text": part_a, "alpha": 1.23456, "alpha_se": 0.0789,
+                                 "r2": 0.99123, "L0": 1.98766, "status": "stale", "power_5a": 0.456, "depths": DEPTHS}
+    b = dec["certified_depths"]  # recomputed on the certified depths (here all): the fit and power_of's 0.9
+    assert b["outcome"] == "reproduced" and b["depths"] == DEPTHS and b["power_5a"] == 0.9 and b["status"] == "ok"
+    assert b["alpha"] == pytest.approx(1.0, abs=1e-9) and b["L0"] == pytest.approx(2.0, abs=1e-9)
+    assert dec["text"] == (f"(0,0): reproduced — (a) all depths: {part_a}; (b) certified depths: {INV_FIT} on L=1, 2, 4, 8, 16, "
+                           f"32, 64; 5a passes, power 0.90; drops per doubling {INV_DROPS}; "
+                           "certificates (doubling, construction): none fails")
+
+
+def test_decision_not_reproduced_where_both_parts_fail_with_power_and_undetermined_where_they_disagree():
+    dec = cv.decision([_top(_flat, power_of=lambda part: 0.8)])  # exactly POWER_MIN
+    assert dec["outcome"] == "not reproduced" and dec["passes_5a"] is False
+    assert dec["all_depths"]["outcome"] == dec["certified_depths"]["outcome"] == "not reproduced"
+    assert dec["text"].startswith("(0,0): not reproduced — (a) all depths: α 0.10 ± 0.00, R² 1.000, L0 2.0000 (ok) on L=1, 2, 4, 8, "
+                                  "16, 32, 64; 5a fails, power 0.80; (b) certified depths: α 0.10")
+    # (a) fails with power, (b) (on 2..32, where the curve is made to follow 1/L) passes: undetermined
+    cert = {L: {"doubling": L not in (1, 64), "construction": True} for L in DEPTHS}
+    top = _top(_flat, cert=cert, power_of=lambda part: 0.95)
+    top["R"] = [_flat(1)] + [_inv(L) for L in DEPTHS[1:-1]] + [_flat(64)]
+    top["R_seeds"] = [[r + e for e in NOISE] for r in top["R"]]
+    dec = cv.decision([top])
+    assert dec["all_depths"]["outcome"] == "not reproduced" and dec["certified_depths"]["outcome"] == "reproduced"
+    assert dec["outcome"] == "undetermined" and dec["certified"] == [2, 4, 8, 16, 32]
+    assert dec["text"].startswith("(0,0): undetermined — ")
+    assert f"; (b) certified depths: {INV_FIT} on L=2, 4, 8, 16, 32; 5a passes, power 0.95; drops" in dec["text"]
+    # both undetermined (underpowered fails): undetermined
+    dec = cv.decision([_top(_flat, power_of=lambda part: 0.79)])
+    assert dec["outcome"] == dec["all_depths"]["outcome"] == dec["certified_depths"]["outcome"] == "undetermined"
+
+
+def test_decision_part_b_needs_five_certified_depths_spanning_sixteen_times():
+    depths = [1, 2, 4, 8, 15, 16]
+    exact = {L: {"doubling": L != 15} for L in depths}  # 1, 2, 4, 8, 16: five, exactly 16x
+    dec = cv.decision([_top(depths=depths, cert=exact)])
+    assert dec["certified"] == [1, 2, 4, 8, 16] and dec["certified_depths"]["depths"] == [1, 2, 4, 8, 16]
+    assert dec["outcome"] == "reproduced"
+    short = {L: {"doubling": L != 16} for L in depths}  # 1, 2, 4, 8, 15: five but 15x
+    dec = cv.decision([_top(depths=depths, cert=short)])
+    assert dec["certified"] == [1, 2, 4, 8, 15] and dec["outcome"] == "undetermined"
+    assert dec["certified_depths"] == {"outcome": "undetermined",
+                                       "why": "5 certified depths (1, 2, 4, 8, 15); the rule needs 5 spanning 16x"}
+    assert "; (b) certified depths: 5 certified depths (1, 2, 4, 8, 15); the rule needs 5 spanning 16x; drops per" in dec["text"]
+    four = {1: {"doubling": True}, 2: {"doubling": True, "construction": False}, 4: {"doubling": True},
+            8: {"construction": False}, 15: {"budget": False}, 16: {"doubling": True, "budget": True}}
+    dec = cv.decision([_top(depths=depths, cert=four)])  # 1, 4, 16: three (any failing certificate excludes)
+    assert dec["certified"] == [1, 4, 16]
+    assert dec["certified_depths"]["why"] == "3 certified depths (1, 4, 16); the rule needs 5 spanning 16x"
+    four[8] = {"doubling": True}
+    dec = cv.decision([_top(depths=depths, cert=four)])  # 1, 4, 8, 16: four spanning 16x
+    assert dec["certified"] == [1, 4, 8, 16] and dec["certified_depths"]["why"].startswith("4 certified depths (1, 4, 8, 16);")
+    # a depth the certificates do not name counts as certified (nothing failed there)
+    dec = cv.decision([_top(depths=depths, cert={15: {"doubling": False}})])
+    assert dec["certified"] == [1, 2, 4, 8, 16] and dec["outcome"] == "reproduced"
+
+
+def test_decision_without_certificates_or_without_a_complete_monitor_best_row():
+    top = _top(certificates_why="InputError: no store")
+    top["certificates"] = None
+    dec = cv.decision([top])
+    assert dec["certified"] == [] and dec["outcome"] == "undetermined"
+    assert dec["certified_depths"] == {"outcome": "undetermined",
+                                       "why": "0 certified depths (none); the rule needs 5 spanning 16x"}
+    assert dec["text"] == (f"(0,0): undetermined — (a) all depths: {INV_FIT} on L=1, 2, 4, 8, 16, 32, 64; 5a passes, "
+                           "power 0.90; (b) certified depths: 0 certified depths (none); the rule needs 5 spanning 16x; "
+                           f"drops per doubling {INV_DROPS}; not computed: certificates (InputError: no store)")
+    assert cv.decision([]) == {"outcome": "undetermined", "text": "(0,0): undetermined — no envelope runs yet"}
+    other = [{**_top(), "series": "envelope"}, _top(a=0.5, b=-0.25)]  # another series; another spectrum
+    assert cv.decision(other) == {"outcome": "undetermined", "text": "(0,0): undetermined — no envelope runs yet"}
+    assert cv.decision(other, 0.5, -0.25)["outcome"] == "reproduced"
+    assert cv.decision(other, 0.5, -0.25)["text"].startswith("(0.5,-0.25): reproduced — ")
+    lacking = [{**_top(), "series": "envelope", "complete": False}, _top(complete=False), _top()]
+    assert cv.decision(lacking) == {"outcome": "undetermined",
+                                    "text": "(0,0): undetermined — the monitor-best envelope lacks depths or seeds"}
+
+
+def test_decision_span_is_a_ratio_from_the_shallowest_certified_depth_and_lists_every_budget_move():
+    depths = [2, 4, 8, 16, 31, 32]
+    dec = cv.decision([_top(depths=depths, cert={32: {"doubling": False}})])  # 2 .. 31: 15.5x
+    assert dec["certified"] == [2, 4, 8, 16, 31] and dec["certified_depths"]["outcome"] == "undetermined"
+    assert dec["certified_depths"]["why"] == "5 certified depths (2, 4, 8, 16, 31); the rule needs 5 spanning 16x"
+    dec = cv.decision([_top(depths=depths, cert={31: {"doubling": False}})])  # 2 .. 32: exactly 16x
+    assert dec["certified_depths"]["depths"] == [2, 4, 8, 16, 32] and dec["outcome"] == "reproduced"
+    det = {L: {"budget": {"diff": d, "se": 0.01, "ok": d <= 0.02}} for L, d in ((1, 0.03), (2, -0.03), (4, 0.05), (8, -0.05))}
+    det[16] = {"budget": {"diff": -1.0, "ok": True}}  # no SE: never "still improving"
+    dec = cv.decision([_top(certificate_detail=det)])
+    assert dec["worse_at_budget"] == [1, 4] and dec["still_improving"] == [2, 8]
+    assert ("; worse at the chosen budget than at half of it (its budget certificate fails): L=1, 4; still improving "
+            "from half the budget beyond 2 SE: L=2, 8") in dec["text"]
+    assert cv.budget_moves({"certificate_detail": {16: det[16]}}) == ([], [])
