@@ -134,7 +134,12 @@ def _lm(theta, logL, logR, iters: int):
         g = np.einsum("snp,sn->sp", Ja, ra)
         D = np.einsum("spp->sp", A)
         A_lm = A + (lam[act, None] * (D + 1e-12))[:, :, None] * np.eye(3)[None]
-        step = -np.linalg.solve(A_lm, g[:, :, None])[:, :, 0]
+        try:
+            step = -np.linalg.solve(A_lm, g[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:  # a row slid to α = 0 (a flat or placeholder row) with λ ~ 0: log c and
+            # L0 columns proportional, A_lm singular. The pseudo-inverse takes the least-norm step for every row
+            # (the same step where A_lm is regular), so such a row ends not ok instead of raising.
+            step = -(np.linalg.pinv(A_lm) @ g[:, :, None])[:, :, 0]
         trial = _project(theta[act] + step)
         logm_t, J_t = _model(trial, logL)
         r_t = logR[act] - logm_t
