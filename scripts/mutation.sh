@@ -38,9 +38,9 @@ tests_of() {  # the tests that judge a module's mutants
   case "$1" in
     src/depthscale/analysis/claims.py) echo "tests/test_claims_verdicts.py $claims_tests" ;;
     src/depthscale/analysis/certificates.py) echo "tests/test_certificates.py tests/test_claims_verdicts.py" ;;
-    src/depthscale/analysis/power.py) echo "tests/test_power.py" ;;
+    src/depthscale/analysis/power.py) echo "tests/test_power.py tests/test_power_mutants.py" ;;
     src/depthscale/theory/fits.py) echo "tests/test_fits.py" ;;
-    src/depthscale/experiments/convergence.py) echo "tests/test_convergence.py" ;;
+    src/depthscale/experiments/convergence.py) echo "tests/test_convergence.py $(own_tests "$1")" ;;
     src/depthscale/experiments/selection.py) echo "tests/test_selection.py $all_claims_tests $(own_tests "$1")" ;;
     src/depthscale/experiments/*.py) echo "$all_claims_tests $(own_tests "$1")" ;;
     *) echo "" ;;
