@@ -600,3 +600,11 @@ def test_c6_missing_runs_name_the_cell(monkeypatch):
     with pytest.raises(MissingRuns) as e:
         inv.c6(res, None)
     assert str(e.value) == "missing runs: 1 cell(s): nonlinear/difficult k=2 (0.25,0) L=32"
+
+
+def test_c6_judges_its_two_deepest_depths_whatever_is_unmeasured_before_them(monkeypatch):
+    """Only L = 32 and 64 must have C_L and A_L: C unmeasured at L = 4 or 16 leaves claim 6 as it was."""
+    for L in (4, 16):
+        res, _ = world6(monkeypatch, C={L: math.nan}, G={L: math.nan})
+        meas, v, detail = inv.c6(res, None)
+        assert detail == detail6() and meas[f"({J6[0]:g},{J6[1]:g})"]["verdict"] == PASS, L
