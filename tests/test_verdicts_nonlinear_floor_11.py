@@ -437,3 +437,21 @@ def test_c11_a_non_positive_gap_whose_se_is_unknown_is_inconclusive_not_left_out
     meas, v, text = nf.c11(w.results(), None)
     assert v == INCONCLUSIVE and meas[LAB]["verdict"] == INCONCLUSIVE and meas[LAB]["left_out"] == []
     assert f"{LAB} L0 - C_L <= 0 with no finite SE at L=64 -0.5 → INCONCLUSIVE (within 2 SE or below cannot be told)" in text
+
+
+def test_c11_unknown_ses_at_two_depths_are_named_together_with_a_certificate_problem(monkeypatch):
+    base, w = base_world(), World()
+    w.store = base.store
+    for r in base.rows:
+        r = dict(r)
+        if (r["model"], r["task"], r["k"], r["a"], r["b"]) == ("nonlinear", "difficult", 2, *JUDGED) and r["L"] in (32, 64):
+            r["C"] = 1.5 if r["seed"] == 0 else math.nan
+        w.rows.append(r)
+        w.R[r["run_id"]] = r["R"]
+    cb = CertBackend(w)
+    cb.fail.update(DOUBLING_16)
+    use_cert_backend(monkeypatch, cb)
+    meas, v, text = nf.c11(w.results(), None)
+    assert meas[LAB]["verdict"] == INCONCLUSIVE
+    assert (f"{LAB} L0 - C_L <= 0 with no finite SE at L=32 -0.5, L=64 -0.5 → INCONCLUSIVE (within 2 SE or below "
+            f"cannot be told; {UNCERT})") in text

@@ -411,3 +411,11 @@ def test_c5c_a_floor_not_computed_is_inconclusive_never_a_mismatch(floor):
     part = out.detail.split(f"{lab} L0=")[1].split("; (0,0.25)")[0]
     assert part.endswith(f"→ INCONCLUSIVE (the softmax-ensemble floor on its evaluation contexts not computed "
                          f"({claims.num(floor)}))"), part
+
+
+def test_c5c_a_floor_not_computed_is_named_after_a_certificate_problem():
+    out = judge(floors={CERT: math.nan}, fail={CERT: {"doubling": [8]}})
+    lab = LABEL[CERT]
+    part = out.detail.split(f"{lab} L0=")[1].split("; (0.5,0)")[0]
+    assert part.endswith(f"→ INCONCLUSIVE (nonlinear/difficult k=2 {lab} uncertified: doubling fails at L=8; the "
+                         "softmax-ensemble floor on its evaluation contexts not computed (nan))"), part
