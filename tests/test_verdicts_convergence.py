@@ -504,3 +504,27 @@ def test_decision_span_is_a_ratio_from_the_shallowest_certified_depth_and_lists_
     assert ("; worse at the chosen budget than at half of it (its budget certificate fails): L=1, 4; still improving "
             "from half the budget beyond 2 SE: L=2, 8") in dec["text"]
     assert cv.budget_moves({"certificate_detail": {16: det[16]}}) == ([], [])
+
+
+def test_fit_curve_without_a_fit_and_at_the_window_s_ends(monkeypatch):
+    from depthscale.theory.fits import FitResult
+
+    nan_keys = ("alpha", "alpha_se", "r2", "L0")
+    none = cv.fit_curve({"depths": [1, 2], "R": [2.0, 1.9]})  # two points: no fit with a floor
+    assert list(none) == [*nan_keys, "status", "passes_5a"]
+    assert all(math.isnan(none[k]) for k in nan_keys) and (none["status"], none["passes_5a"]) == ("no fit", False)
+    got = {}
+
+    def fake(x, y, floor=True):
+        got["args"] = (x.tolist(), y.tolist(), floor)
+        return fit
+    monkeypatch.setattr(cv, "fit_xy", fake)
+    for alpha, r2, want in ((0.8, 0.99, True), (1.2, 0.99, True), (np.nextafter(0.8, 0), 0.99, False),
+                            (np.nextafter(1.2, 2), 0.99, False), (1.0, np.nextafter(0.99, 0), False)):
+        fit = FitResult(L0=2.0, c=0.1, alpha=alpha, alpha_se=0.125, r2=r2, L0_se=0.01)
+        out = cv.fit_curve({"depths": [1, 2, 4, 8], "R": [2.1, 2.05, 2.025, 2.0125]})
+        assert out == {"alpha": alpha, "alpha_se": 0.125, "r2": r2, "L0": 2.0, "status": "ok", "passes_5a": want}
+    assert got["args"] == ([1.0, 2.0, 4.0, 8.0], [2.1, 2.05, 2.025, 2.0125], True)
+    fit = FitResult(L0=0.0, c=0.1, alpha=1.0, alpha_se=0.125, r2=0.999, status="degenerate", reason="L0 = 0 at its bound 0")
+    out = cv.fit_curve({"depths": [1, 2, 4, 8], "R": [2.1, 2.05, 2.025, 2.0125]})
+    assert (out["status"], out["passes_5a"]) == ("degenerate: L0 = 0 at its bound 0", False)
