@@ -25,7 +25,7 @@ here="$(pwd)"
 command -v mutmut >/dev/null || { echo "mutation.sh: mutmut is not installed (pip install mutmut)" >&2; exit 2; }
 
 claims_tests="tests/test_claims.py tests/test_claims_rules.py"
-all_claims_tests="tests/test_claims.py tests/test_claims_rules.py tests/test_claims_beyond.py tests/test_claims_verdicts.py"
+all_claims_tests="$claims_tests tests/test_claims_beyond.py tests/test_claims_verdicts.py"
 own_tests() {  # a module's own verdict tests, where it has them: tests/test_verdicts_<module>[_*].py
   local m t
   m="$(basename "$1" .py)"

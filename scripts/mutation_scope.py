@@ -86,13 +86,17 @@ def statuses(results: list[Path]) -> dict[str, str]:
     return out
 
 
+def verdict_statuses(path: Path, results: list[Path]) -> dict[str, str]:
+    """`statuses` of the module's verdict mutants only."""
+    pats = patterns(path)
+    return {n: st for n, st in statuses(results).items() if any(fnmatch.fnmatch(n, p) for p in pats)}
+
+
 def score(path: Path, *results: Path) -> str:
     """The score line over the verdict mutants in mutmut's `results` listings (see statuses)."""
-    pats = patterns(path)
     counts: dict[str, int] = {}
-    for name, status in statuses(list(results)).items():
-        if any(fnmatch.fnmatch(name, p) for p in pats):
-            counts[status] = counts.get(status, 0) + 1
+    for status in verdict_statuses(path, list(results)).values():
+        counts[status] = counts.get(status, 0) + 1
     k, t, s = (counts.get(x, 0) for x in ("killed", "timeout", "survived"))
     checked = k + t + s
     pct = f"{100 * k / checked:.1f}% killed without timeouts" if checked else "none checked"
@@ -101,9 +105,11 @@ def score(path: Path, *results: Path) -> str:
             f"other {other or 0}; {pct}")
 
 
+ARGS = {"patterns": 2, "functions": 2, "score": 3, "merged": 3}  # each command's least argument count
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) < 2 + (argv[:1] in (["score"], ["merged"])) or argv[0] not in ("patterns", "score", "functions",
-                                                                                   "merged"):
+    if not argv or argv[0] not in ARGS or len(argv) < ARGS[argv[0]]:
         raise SystemExit(__doc__)
     path = Path(argv[1])
     if not path.is_file():
@@ -115,9 +121,7 @@ def main(argv: list[str]) -> None:
         print("verdict: " + " ".join(inside))
         print("not mutated (figures, tables, notes): " + (" ".join(outside) or "none"))
     elif argv[0] == "merged":
-        pats = patterns(path)
-        print("\n".join(f"{n}: {st}" for n, st in sorted(statuses(list(map(Path, argv[2:]))).items())
-                        if any(fnmatch.fnmatch(n, p) for p in pats)))
+        print("\n".join(f"{n}: {st}" for n, st in sorted(verdict_statuses(path, list(map(Path, argv[2:]))).items())))
     else:
         print(score(path, *map(Path, argv[2:])))
 

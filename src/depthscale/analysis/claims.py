@@ -359,6 +359,16 @@ def power_text(pw: dict | None) -> str:
     return text + ")"
 
 
+def problems(*texts: str) -> str:
+    """The non-empty problems of an item, joined: what its INCONCLUSIVE outcome names."""
+    return "; ".join(t for t in texts if t)
+
+
+def beyond_2se(diff: float, se: float) -> bool:
+    """A difference beyond 2 SE, an unknown one counting as beyond (SPEC §9's depth effect)."""
+    return not (math.isfinite(diff) and math.isfinite(se)) or abs(diff) > 2 * se
+
+
 def depth_effect(s: Series) -> tuple[bool, str]:
     """(whether depth changes the loss: R_1 - R_Lmax beyond 2 SE, the SEs of the two points
     combined; unknown SE counts as present, the text 'R_1 - R_64 = 0.5±0.01')."""
@@ -368,7 +378,15 @@ def depth_effect(s: Series) -> tuple[bool, str]:
     diff = float(R[0] - R[-1])
     se = math.hypot(point_se(s, 0)[0], point_se(s, len(s.depths) - 1)[0])
     text = f"R_{int(s.depths[0])} - R_{int(s.depths[-1])} = {num(diff)}±{num(se)}"
-    return (not (math.isfinite(diff) and math.isfinite(se)) or abs(diff) > 2 * se), text
+    return beyond_2se(diff, se), text
+
+
+def degenerate_why(why: str, present: bool, effect: str, Lmax) -> str:
+    """A degenerate fit's reason under SPEC §9, with the depth effect's text `effect`: absent (the
+    claim's FAIL) or present, with what would make the fit possible."""
+    if not present:
+        return f"{why}; the depth effect is absent: {effect} within 2 SE"
+    return f"{why}; {effect}: a fit needs more depths (beyond L={Lmax}, where the curve still bends) or a longer budget"
 
 
 def degenerate(fits, s: Series) -> tuple[str, str]:
@@ -379,11 +397,8 @@ def degenerate(fits, s: Series) -> tuple[str, str]:
     if not why:
         return "", ""
     present, text = depth_effect(s)
-    if not present:
-        return FAIL, f"{why}; the depth effect is absent: {text} within 2 SE"
     Lmax = int(s.depths[-1]) if s is not None and len(s.depths) else "Lmax"
-    return INCONCLUSIVE, (f"{why}; {text}: a fit needs more depths (beyond L={Lmax}, where the curve still "
-                          "bends) or a longer budget")
+    return (INCONCLUSIVE if present else FAIL), degenerate_why(why, present, text, Lmax)
 
 
 def shape_verdict(good: bool, problem: str, pw: dict | None, fits=(), s: Series | None = None) -> tuple[str, str]:
@@ -476,4 +491,4 @@ __all__ = ["PASS", "FAIL", "INCONCLUSIVE", "VERDICTS", "as_verdict", "combine", 
            "num", "yes", "verdict", "fitted", "cells_text", "present_ks", "item_label", "left_out", "point_se",
            "seeds_text", "paired_or_fail", "call_paired", "finite_runs", "judged", "certified", "series_se",
            "power_text", "shape_verdict", "outcome", "cert_text", "gate", "gated", "series_name", "seeds_problem",
-           "depth_effect", "degenerate", "CONSTRUCTION_KINDS", "ENVELOPE_SEEDS"]
+           "depth_effect", "degenerate", "degenerate_why", "beyond_2se", "problems", "CONSTRUCTION_KINDS", "ENVELOPE_SEEDS"]

@@ -29,7 +29,7 @@ from depthscale.analysis import certificates
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.curves import loss_fit, rel_change_last_two
 from depthscale.analysis.claims import (MissingRuns, cert_text, certified, combine, fit_problem, fitted, item_label, judged,
-                                        left_out, num, outcome, power_text, require, seeds_problem, series_se, shape_verdict, yes)
+                                        left_out, num, outcome, power_text, problems, require, seeds_problem, series_se, shape_verdict, yes)
 from depthscale.analysis.power import criterion_5a, criterion_6, law_fit, power_report
 from depthscale.base.errors import InputError
 from depthscale.base.formatting import fit_status, label
@@ -288,7 +288,7 @@ def _item_5a(res, k: int, a: float, b: float, pa) -> tuple[str, dict, str]:
     good = bool(not fit_problem(f) and a_ok and r2_ok)
     pw = power_5a(s, lo, hi, 1.0 if k == 2 else pa)
     cert, problem = certified(res, "nonlinear", "difficult", k, a, b)
-    problem = "; ".join(p for p in (problem, seeds_problem(res, "nonlinear", "difficult", k, a, b)) if p)
+    problem = problems(problem, seeds_problem(res, "nonlinear", "difficult", k, a, b))
     v, why = shape_verdict(good, problem, pw, (f,), s)
     meas = {"alpha": f.alpha if f else None, "alpha_se": f.alpha_se if f else None, "r2": f.r2 if f else None,
             "paper_alpha": pa, "fit_status": f.status if f else None, "verdict": v, "power": pw,
@@ -344,7 +344,7 @@ def c6(res, th):
         pw = power_6(s)
         read = [L for L in (L1, L2) if L]
         cert, problem = certified(res, "nonlinear", "difficult", 2, a, b, read=read)
-        problem = "; ".join(p for p in (problem, seeds_problem(res, "nonlinear", "difficult", 2, a, b, read)) if p)
+        problem = problems(problem, seeds_problem(res, "nonlinear", "difficult", 2, a, b, read))
         v, why = shape_verdict(good, problem, pw)
         verdicts.append(v)
         meas[label(a, b)] = {"C": dC, "A_minus_C": dG, "verdict": v, "power": pw, "certificates": cert}

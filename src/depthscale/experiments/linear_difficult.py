@@ -18,7 +18,7 @@ import numpy as np
 
 from depthscale.analysis import plotting as pl
 from depthscale.analysis.claims import (MissingRuns, combine, gate, gated, judged, left_out, num, outcome, point_se, present_ks,
-                                        require, seeds_text, yes)
+                                        problems, require, seeds_text, yes)
 from depthscale.analysis.curves import plateau
 from depthscale.base.formatting import label
 from depthscale.config.paper import FIG56_SPECTRA, PAPER, TABLE3_K2, TABLE3_K16
@@ -144,8 +144,7 @@ def c4c(res, th):
         good = not_above and not_below and math.isfinite(tol)
         cert, problem = gate(res, [("linear", "difficult", k, a, b, (Lmax,))])
         if not_above and not math.isfinite(tol):  # the lower side unmeasured: not a NO (a plateau above decides)
-            problem = "; ".join(filter(None, (problem, "no finite SE of the plateau or the floor: the lower side "
-                                                       "cannot be judged")))
+            problem = problems(problem, "no finite SE of the plateau or the floor: the lower side cannot be judged")
         verdicts.append(gated(good, problem))
         meas[label(a, b, k)] = {"plateau": m, "plateau_se": se, "finite_P_floor": fp, "finite_P_floor_se": fse,
                                 "rel_above": above, "two_se": tol, "certificates": cert, "verdict": verdicts[-1]}

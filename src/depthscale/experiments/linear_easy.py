@@ -19,8 +19,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import (MissingRuns, combine, fit_problem, fitted, gate, gated, judged, num, outcome, require,
-                                        shape_verdict, yes)
+from depthscale.analysis.claims import (MissingRuns, combine, fit_problem, fitted, gate, gated, judged, num, outcome, problems,
+                                        require, shape_verdict, yes)
 from depthscale.analysis.curves import MODE_FLOOR, loss_fit, mode_crossings, normalised_modes, reference_slopes
 from depthscale.analysis.results import Results, Theory
 from depthscale.base.formatting import fit_status, label
@@ -117,8 +117,8 @@ def c1(res, th):
         good = bool(not fit_problem(f) and r2_ok and in_range)
         cert, problem = gate(res, [("linear", "easy", 1, a, b, None)])
         if not (math.isfinite(lo) and math.isfinite(hi)):  # nothing to judge α against: not a NO
-            problem = "; ".join(filter(None, (problem, "no finite-size reference slope (the theory's curves not "
-                                                       "computed, or their fit not well posed)")))
+            problem = problems(problem, "no finite-size reference slope (the theory's curves not computed, or their "
+                                        "fit not well posed)")
         v, why = shape_verdict(good, problem, None, (f,), s)
         verdicts.append(v)
         meas[label(a, b)] = {"verdict": v, "certificates": cert, "alpha": f.alpha if f else None, "alpha_se": se, "r2": f.r2 if f else None,

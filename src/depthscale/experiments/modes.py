@@ -23,7 +23,8 @@ import math
 import numpy as np
 
 from depthscale.analysis import plotting as pl
-from depthscale.analysis.claims import FAIL, INCONCLUSIVE, PASS, gate, gated, judged, num, outcome, require, yes
+from depthscale.analysis.claims import (FAIL, INCONCLUSIVE, PASS, beyond_2se, degenerate_why, gate, gated, judged, num,
+                                        outcome, require, yes)
 from depthscale.analysis.curves import mode_curves, reducible_modes, reducible_modes_judged
 from depthscale.analysis.results import Results, Series, Theory
 from depthscale.base.formatting import label
@@ -136,7 +137,7 @@ def mode_depth_effect(s: Series, m: int) -> tuple[bool, str]:
     diff = float(r1[m - 1] - rM[m - 1])
     se = math.hypot(float(se1[m - 1]), float(seM[m - 1]))
     text = f"R_{m}({int(s.depths[0])}) - R_{m}({int(s.depths[-1])}) = {num(diff)}±{num(se)}"
-    return (not (math.isfinite(diff) and math.isfinite(se)) or abs(diff) > 2 * se), text
+    return beyond_2se(diff, se), text
 
 
 def degenerate_modes(s: Series, why: dict) -> dict[str, tuple[bool, str]]:
@@ -148,9 +149,7 @@ def degenerate_modes(s: Series, why: dict) -> dict[str, tuple[bool, str]]:
         if not w.startswith("degenerate fit"):
             continue
         present, text = mode_depth_effect(s, m)
-        out[f"nonlinear mode {m}"] = (present, (
-            f"{w}; {text}: a fit needs more depths (beyond L={int(s.depths[-1])}, where the curve still bends) "
-            "or a longer budget") if present else f"{w}; the depth effect is absent: {text} within 2 SE")
+        out[f"nonlinear mode {m}"] = (present, degenerate_why(w, present, text, int(s.depths[-1])))
     return out
 
 

@@ -34,7 +34,7 @@ from depthscale.analysis.curves import gap_fit, loss_fit
 from depthscale.theory.fits import fit_gap
 from depthscale.analysis.claims import (FAIL, INCONCLUSIVE, CannotJudge, NEEDS_STORE, call_paired, cert_text, certified, combine,
                                         gate, outcome, power_text, seeds_problem, series_se, shape_verdict, finite_runs,
-                                        fit_problem, fitted, item_label, judged, left_out, num, paired_or_fail, require, yes)
+                                        fit_problem, fitted, item_label, judged, left_out, num, paired_or_fail, problems, require, yes)
 from depthscale.base.atomic import as_float
 from depthscale.analysis.power import criterion_11, power_report
 from depthscale.base.formatting import fit_status, label
@@ -181,7 +181,7 @@ def _row_5b(res, lin, a, b, pn, pl, th) -> tuple[str, dict, str]:
     cert, problem = gate(res, [("nonlinear", "difficult", 2, a, b, None)])
     if not runs:  # the comparator's own runs (`lin`: d = 16, P = 64), not the linear model's geometry in `res`
         cert_lin, problem_lin = gate(lin, [("linear", "difficult", 2, a, b, None)])
-        cert, problem = {**cert, **cert_lin}, "; ".join(p for p in (problem, problem_lin) if p)
+        cert, problem = {**cert, **cert_lin}, problems(problem, problem_lin)
     m = {"L0_nonlinear": fn.L0 if fn is not None and fn.ok else None, "paper_ratio_d16_vs_d128": pl / pn,
          "fit_status": fn.status if fn else None, "certificates": cert}
     if runs:  # never PASS, never "missing runs": the row names the runs
@@ -193,7 +193,7 @@ def _row_5b(res, lin, a, b, pn, pl, th) -> tuple[str, dict, str]:
     unstable = comparator_problem(L0_lin, R_irr)
     m.update(L0_linear=L0_lin, linear_L0_from=how, comparator=unstable or "ok")
     good = bool(not fit_problem(fn) and not unstable and fn.L0 <= L0_lin / 2)
-    v, why = shape_verdict(good, "; ".join(p for p in (problem, unstable) if p), None, (fn,), sn)
+    v, why = shape_verdict(good, problems(problem, unstable), None, (fn,), sn)
     m["verdict"] = v
     if fit_problem(fn) or unstable or problem:
         return v, m, (f"{label(a, b)} nonlinear L0: {fit_problem(fn) or num(fn.L0)}; linear {num(L0_lin)} ({how}) → "
@@ -259,8 +259,7 @@ def c5c(res, th):
         good = bool(not fit_problem(f) and abs(rp) <= 0.05 and abs(rf) <= 0.05)
         cert, problem = gate(res, [("nonlinear", "difficult", k, a, b, None)])
         if not (math.isfinite(fl) and fl > 0):  # nothing to compare L0 with: not a NO
-            problem = "; ".join(filter(None, (problem, f"the softmax-ensemble floor on its evaluation contexts not "
-                                                       f"computed ({num(fl)})")))
+            problem = problems(problem, f"the softmax-ensemble floor on its evaluation contexts not computed ({num(fl)})")
         v, why = shape_verdict(good, problem, None, (f,), s)
         verdicts.append(v)
         R_deep = float(s.get("R")[-1])
@@ -312,7 +311,7 @@ def _item_11(res, a: float, b: float) -> tuple[str, dict, str]:
     """(verdict, measured, detail part) of one fig6 spectrum of claim 11."""
     s, f = loss_fit(res, "nonlinear", "difficult", 2, a, b)
     cert, problem = certified(res, "nonlinear", "difficult", 2, a, b)
-    problem = "; ".join(p for p in (problem, seeds_problem(res, "nonlinear", "difficult", 2, a, b)) if p)
+    problem = problems(problem, seeds_problem(res, "nonlinear", "difficult", 2, a, b))
     m = {"certificates": cert, "L0": f.L0 if f else None, "loss_fit_status": f.status if f else None}
     if f is None or fit_problem(f):
         v, why = shape_verdict(False, problem, None, (f,), s)
