@@ -88,14 +88,16 @@ def selection_at(res: Results) -> dict:
 def followup(res: Results) -> list:
     """Phase 2's runs: each depth's chosen point and the faithful start at every budget, BUDGET_SEEDS
     (runs phase 1 already holds have the same ids and are not trained again); `res.overrides` (a
-    reproduce's further fields) carried over, the study's own batch and budgets winning."""
+    reproduce's further fields) carried over, the study's own fields winning: its grid point, batch,
+    budget, cell and seed (an override naming one of them used to raise a TypeError)."""
     p, out = res.preset, []
     for c in selection_at(res)["chosen"]:
         for name in dict.fromkeys(n for n in (c["recipe"], FAITHFUL) if n is not None):
             for steps in BUDGETS[p]:
                 for s in BUDGET_SEEDS:
-                    out.append(make_config(p, **{**res.overrides, **study_fields(p, name, steps)}, model="nonlinear",
-                                           task="difficult", k=c["k"], a=c["a"], b=c["b"], L=c["L"], seed=s))
+                    out.append(make_config(p, **{**res.overrides, **study_fields(p, name, steps), "model": "nonlinear",
+                                                 "task": "difficult", "k": c["k"], "a": c["a"], "b": c["b"],
+                                                 "L": c["L"], "seed": s}))
     return list({c.run_id: c for c in out}.values())
 
 
