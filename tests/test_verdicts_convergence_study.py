@@ -45,6 +45,10 @@ def test_selection_at_needs_every_grid_seed_of_a_point():
     chosen = {c["L"]: c["recipe"] for c in cv.selection_at(Results(pd.DataFrame(rows), PRESET))["chosen"]}
     assert chosen[4] != WINNER[4]  # its monitor is best, but one of GRID_SEEDS is missing: not eligible
     assert {L: chosen[L] for L in DEPTHS if L != 4} == {L: WINNER[L] for L in DEPTHS if L != 4}
+    # every point of a depth a seed short: none has all GRID_SEEDS, so the depth has no choice
+    rows = [r for r in _grid_frame() if not (r["L"] == 8 and r["seed"] == 2)]
+    sel = {c["L"]: c for c in cv.selection_at(Results(pd.DataFrame(rows), PRESET))["chosen"]}
+    assert sel[8]["recipe"] is None and ">= 3 seeds" in sel[8]["reason"] and sel[4]["recipe"] == WINNER[4]
 
 
 def _winner_ids(L):
