@@ -2,19 +2,24 @@
 JSON holds what the device run will be judged by. CI never needs a GPU."""
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_gpu_check_dry_run_writes_every_part(tmp_path):
+    # the script runs `python`: the interpreter running these tests, whatever PATH the suite was started with
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     p = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--dry", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads((tmp_path / "gpu_check.json").read_text())
     assert res["mode"] == "dry" and res["device"] == "cpu"
     par = res["parity"]
+    assert "error" not in par, par  # a part that raised is recorded as its error: name it
     assert set(par["runs"]) == {"nonlinear difficult k=2 (0,0) L=4", "linear easy (2,1) L=4",
                                 "layer_values difficult L=2"}
     for name, run in par["runs"].items():  # the CPU against itself: the same numbers, bit for bit
