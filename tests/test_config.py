@@ -142,3 +142,16 @@ def test_every_field_decides_whether_it_enters_the_run_id():
         _field(0, "a new field")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="run_id must be one of"):
         _field(0, "a new field", run_id="sometimes")
+
+
+def test_to_dict_is_dataclasses_asdict_because_every_field_is_a_scalar():
+    # RunConfig.to_dict copies the fields shallowly (issue 50: asdict's deep copy cost seconds per
+    # reproduction); exact only while no field holds a list, dict or dataclass
+    import dataclasses
+
+    assert {f.type for f in dataclasses.fields(RunConfig)} <= {"str", "int", "float", "bool"}
+    for cfg in (make_config("smoke"), make_config("cpu", model="linear", task="easy", L=8),
+                make_config("paper", k=16, a=1.0, b=0.5, seed=3)):
+        d = cfg.to_dict()
+        assert d == dataclasses.asdict(cfg) and list(d) == [f.name for f in dataclasses.fields(RunConfig)]
+        assert RunConfig.from_dict(d) == cfg

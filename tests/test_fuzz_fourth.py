@@ -752,3 +752,16 @@ def test_fused_record_is_mixed_exactly_when_the_steps_were_trained_both_ways(sto
         assert got == "mixed"
     else:
         assert got is stored and got == bool(now)
+
+
+@pytest.mark.parametrize("opener, closer", [("[", "]"), ('{"a": ', "}")])
+def test_json_nested_exactly_max_depth_is_read_and_one_level_more_is_damaged(opener, closer):
+    # the boundary Hypothesis found: 101 levels of lists were read although at most 100 are allowed
+    from depthscale.base.atomic import MAX_JSON_DEPTH, DamagedJSON, loads_json
+
+    def nested(depth):
+        return opener * depth + "1" + closer * depth
+
+    assert loads_json(nested(MAX_JSON_DEPTH)) is not None and loads_json(nested(1)) is not None
+    with pytest.raises(DamagedJSON, match=f"over {MAX_JSON_DEPTH} levels"):
+        loads_json(nested(MAX_JSON_DEPTH + 1))

@@ -170,8 +170,8 @@ def _json_kind(x: Any) -> str:
 
 def _nested_over(doc: Any, limit: int) -> bool:
     """Whether lists or objects nest more than `limit` levels in `doc` (level by level, no recursion)."""
-    level = [doc]
-    for _ in range(limit + 1):
+    level = [doc]  # the containers at nesting level 1; after k passes, those at level k + 1
+    for _ in range(limit):
         level = [v for x in level for v in (x.values() if isinstance(x, dict) else x) if isinstance(v, (dict, list))]
         if not level:
             return False
