@@ -263,3 +263,26 @@ def test_returning_memory_hands_a_freed_block_back_and_then_restores_the_tuned_t
     kept, returned, again = (int(v) for v in out.stdout.split())
     assert kept > 150 and again > 150, (kept, again)
     assert returned < 50, returned
+
+
+def test_release_memory_collects_once_the_resident_set_grew_collect_growth_since_its_last_collection(monkeypatch):
+    import gc
+
+    calls = []
+    real = gc.collect
+    monkeypatch.setattr(memory.gc, "collect", lambda *a: calls.append(1) or real(*a))
+    rss = {"now": 1 << 30}
+    monkeypatch.setattr(memory, "rss_bytes", lambda: rss["now"])
+    monkeypatch.setattr(memory, "_trim", lambda: None)
+    monkeypatch.setitem(memory._COLLECTED, "rss", -1)
+    assert memory.release_memory() == 1 << 30 and len(calls) == 1  # the first release always collects
+    for grown in (8 << 20, 40 << 20, memory.COLLECT_GROWTH):  # small packs: their growth adds up ...
+        rss["now"] = (1 << 30) + grown
+        memory.release_memory()
+    assert len(calls) == 1
+    rss["now"] = (1 << 30) + memory.COLLECT_GROWTH + 1  # ... until it passes COLLECT_GROWTH
+    assert memory.release_memory() == rss["now"] and len(calls) == 2
+    assert memory._COLLECTED["rss"] == rss["now"]  # the baseline moves only with a collection
+    rss["now"] += memory.COLLECT_GROWTH // 2
+    memory.release_memory()
+    assert len(calls) == 2
