@@ -459,3 +459,52 @@ def test_test_row_and_scales_are_the_same_bits_at_any_thread_count():
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             assert torch.equal(a, b)
+
+
+@needs_kernel
+def test_the_monitor_without_attention_rows_gives_the_monitor_with_them(monkeypatch):
+    # issue 50: the monitor's forward skips the B x L x P rows where it does not read them (every k but
+    # 1) and takes the fused kernel; the same losses to float32 rounding, the top-1 mass still at k = 1
+    from depthscale.base import seeds
+    from depthscale.data.measurements import eval_contexts, monitor
+    from depthscale.kinds.base import ModelKind
+    from depthscale.kinds.ensemble import Nonlinear
+
+    for k in (2, 1):
+        cfgs = [make_config("smoke", model=model, task="difficult", k=k, L=L, seed=s)
+                for model in ("nonlinear", "layer_values") for s in (0, 1) for L in (1, 3)]
+        for cfg in cfgs:
+            pack = build_pack([cfg])
+            ctx = eval_contexts(cfg, 300, seeds.monitor_seed(cfg.eval_seed), chunk=128, hold=True)
+            calls = []
+            real = Nonlinear.ensemble_forward
+            monkeypatch.setattr(Nonlinear, "ensemble_forward", lambda self, *a, **kw: calls.append(kw.get("need_p", True))
+                                or real(self, *a, **kw))
+            fast = monitor(pack, [0], lambda m: ctx)[0]
+            monkeypatch.setattr(Nonlinear, "monitor_forward", ModelKind.monitor_forward)  # the forward, rows and all
+            slow = monitor(pack, [0], lambda m: ctx)[0]
+            monkeypatch.undo()
+            assert calls[:3] == [k == 1] * 3  # one forward per chunk: without the rows unless k = 1
+            for key in ("R", "R_se", "A", "C"):
+                if math.isfinite(slow[key]):
+                    assert fast[key] == pytest.approx(slow[key], rel=1e-5), (cfg.model, cfg.L, k, key)
+            assert math.isfinite(fast["top1_mass"]) == (k == 1) and (k != 1 or fast["top1_mass"] == slow["top1_mass"])
+
+
+def test_a_subclass_with_its_own_forward_model_keeps_it_in_the_monitor():
+    from depthscale.kinds.ensemble import Nonlinear
+
+    class Doubled(Nonlinear):
+        def forward_model(self, m, X, y, xq):
+            out = super().forward_model(m, X, y, xq)
+            return type(out)(2 * out.y_hat_B, 2 * out.f_BxL, out.p_BxLxP)
+
+    cfg = make_config("smoke", model="nonlinear", task="difficult", k=2, L=2)
+    pack = build_pack([cfg])
+    pack.__class__ = Doubled
+    from depthscale.data.contexts import make_generator, sample_for
+
+    ctx = sample_for(cfg, 8, make_generator(0))
+    got = pack.monitor_forward([0], lambda m: (ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd), False)[0]
+    want = Nonlinear.forward_model(pack, 0, ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)
+    assert torch.allclose(got.y_hat_B, 2 * want.y_hat_B)

@@ -338,8 +338,9 @@ def _monitor_chunk(pack, group: list[int], by_model: dict, size: int | None, ys:
     """The forward of the models `group` on their chunks (`by_model`), in slices of `size` contexts."""
     parts = {m: split_contexts(by_model[m], size) for m in group}
     for s in range(len(parts[group[0]])):
-        outs = pack(None, None, None, models=group,
-                    X_of=lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd))
+        need_p = any(parts[m][s].sel_Bxk.shape[1] == 1 for m in group)  # the top-1 mass reads p at k = 1 only
+        outs = pack.monitor_forward(group, lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd),
+                                    need_p)
         for m, o in zip(group, outs):
             _monitor_add(o, parts[m][s], ys[m], f_acc[m], t1[m])
 

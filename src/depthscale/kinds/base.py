@@ -68,8 +68,9 @@ class ModelKind(nn.Module):
     `model_slice(name, m, t)`, `state_of(m)`, `load_model_state(m, state)`, `n_params(m)`.
 
     **Forward**: `forward(X, y, xq, models, X_of) -> [ModelOutput]` (per model; `X_of(m)` gives
-    model m its own batch) and `train_losses(models, batch_of)`, the training MSE of each model
-    (a kind may batch it as one computation; the default runs the forward).
+    model m its own batch), `train_losses(models, batch_of)`, the training MSE of each model
+    (a kind may batch it as one computation; the default runs the forward), and
+    `monitor_forward(models, X_of, need_p)` (the default runs the forward).
 
     **Measurements and estimates**: `extra_measurements(m, extras)` (the kind's own SPEC §5
     numbers), `cost_scale(cfg)` (executors.pack_cost) and `flops_per_step(...)` (the kinds that
@@ -139,6 +140,12 @@ class ModelKind(nn.Module):
         outs = self(None, None, None, models=models,
                     X_of=lambda m: (batch_of(m).X_BxPxd, batch_of(m).y_BxP, batch_of(m).xq_Bxd))
         return torch.stack([(o.y_hat_B - batch_of(m).ystar_B).pow(2).mean() for m, o in zip(models, outs)])
+
+    def monitor_forward(self, models: list[int], X_of: Callable, need_p: bool) -> list[ModelOutput]:
+        """The monitor's forward of `models` (`X_of(m)`: model m's (X, y, xq)), without gradients;
+        `need_p`: whether the attention rows are read (the top-1 mass, at k = 1). The default is the
+        forward; a kind whose forward is faster without the rows overrides it."""
+        return self(None, None, None, models=models, X_of=X_of)
 
     # ---- measurements (SPEC §5) ----
     def label_weights(self, m: int, out) -> "torch.Tensor | None":

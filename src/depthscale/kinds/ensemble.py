@@ -92,6 +92,18 @@ class Nonlinear(AttentionStack):
         f, p = self.ensemble_forward(X, y, xq, [m])
         return ModelOutput(f.mean(1), f, p)
 
+    def monitor_forward(self, models: list[int], X_of: Callable, need_p: bool) -> list[ModelOutput]:
+        """Without the attention rows (need_p False: every monitor set but k = 1's), the fused test-row
+        kernel where it runs, as in training: issue 50, the unfused readout that writes the B x L x P
+        rows was half of the monitor's time. The same losses to float32 rounding (a test)."""
+        if need_p or type(self).forward_model is not Nonlinear.forward_model:  # (a subclass's own forward stands)
+            return super().monitor_forward(models, X_of, need_p)
+        out = []
+        for m in models:
+            f, p = self.ensemble_forward(*X_of(m), [m], need_p=False)
+            out.append(ModelOutput(f.mean(1), f, p))
+        return out
+
     def label_weights(self, m: int, out) -> torch.Tensor | None:
         """y_hat = (1/L) sum_l g_l p_l . y (`ensemble_forward`: p_l does not depend on the labels), so
         w = (1/L) sum_l g_l p_l exactly, from the forward's attention rows and the layers' gains: no
