@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from test_convergence import DEPTHS, WINNER, _grid_frame
+from test_verdicts_convergence import _cfg
+from test_verdicts_convergence import _run as _stored_run
 
 from depthscale.analysis.results import Results
 from depthscale.experiments import convergence as cv
@@ -26,10 +28,8 @@ COLUMNS = ("R", "R_se", "A", "C", "final_monitor_loss")
 
 
 def _run(L, name, steps, seed, drop=(), **metrics):
-    cfg = cv.make_config(PRESET, **cv.study_fields(PRESET, name, steps), model="nonlinear", task="difficult",
-                         k=2, a=0.0, b=0.0, L=L, seed=seed)
-    row = {"run_id": cfg.run_id, **cfg.to_dict(), "R": 2.0, "R_se": 0.01, "A": 2.2, "C": 1.95,
-           "var_ystar": 10.0, "final_monitor_loss": 2.0, "train_seconds": 1.0, **metrics}
+    """test_verdicts_convergence's stored run of (L, name, steps, seed), `metrics` set and the keys `drop` left out."""
+    row = {**_stored_run(_cfg(L, name, steps, seed)), **metrics}
     return {k: v for k, v in row.items() if k not in drop}
 
 

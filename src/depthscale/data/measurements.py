@@ -326,11 +326,16 @@ class _Measurement:
         return res
 
 
+def _reads_top1(ctx) -> bool:
+    """Whether the monitor reads the top-1 mass (and so the attention rows p) on `ctx`: at k = 1 only."""
+    return ctx.sel_Bxk.shape[1] == 1
+
+
 def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
     """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
     ys.append(ctx.ystar_B)
     f_acc.append(o.f_BxL)
-    if o.p_BxLxP is not None and ctx.sel_Bxk.shape[1] == 1:
+    if o.p_BxLxP is not None and _reads_top1(ctx):
         t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
 
 
@@ -338,7 +343,7 @@ def _monitor_chunk(pack, group: list[int], by_model: dict, size: int | None, ys:
     """The forward of the models `group` on their chunks (`by_model`), in slices of `size` contexts."""
     parts = {m: split_contexts(by_model[m], size) for m in group}
     for s in range(len(parts[group[0]])):
-        need_p = any(parts[m][s].sel_Bxk.shape[1] == 1 for m in group)  # the top-1 mass reads p at k = 1 only
+        need_p = any(_reads_top1(parts[m][s]) for m in group)
         outs = pack.monitor_forward(group, lambda m: (parts[m][s].X_BxPxd, parts[m][s].y_BxP, parts[m][s].xq_Bxd),
                                     need_p)
         for m, o in zip(group, outs):

@@ -86,10 +86,10 @@ class Nonlinear(AttentionStack):
             bwd += scales_bwd + 2 * E + scores + 2 * gains + (2 * B * T * d * P if fused else 0)
         return {"forward": fwd, "backward": bwd, "total": fwd + bwd}
 
-    def forward_model(self, m, X, y, xq):
+    def forward_model(self, m, X, y, xq, need_p: bool = True):
         # SPEC §3.1 / paper eqs. 9-10 with M(0): the layers are a parallel ensemble, so all L
         # attention rows are computed at once; f_l = g p_l . y with g = W_o W_v W_y.
-        f, p = self.ensemble_forward(X, y, xq, [m])
+        f, p = self.ensemble_forward(X, y, xq, [m], need_p=need_p)
         return ModelOutput(f.mean(1), f, p)
 
     def monitor_forward(self, models: list[int], X_of: Callable, need_p: bool) -> list[ModelOutput]:
@@ -98,11 +98,7 @@ class Nonlinear(AttentionStack):
         rows was half of the monitor's time. The same losses to float32 rounding (a test)."""
         if need_p or type(self).forward_model is not Nonlinear.forward_model:  # (a subclass's own forward stands)
             return super().monitor_forward(models, X_of, need_p)
-        out = []
-        for m in models:
-            f, p = self.ensemble_forward(*X_of(m), [m], need_p=False)
-            out.append(ModelOutput(f.mean(1), f, p))
-        return out
+        return [self.forward_model(m, *X_of(m), need_p=False) for m in models]
 
     def label_weights(self, m: int, out) -> torch.Tensor | None:
         """y_hat = (1/L) sum_l g_l p_l . y (`ensemble_forward`: p_l does not depend on the labels), so

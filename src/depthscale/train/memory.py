@@ -380,13 +380,14 @@ def release_memory() -> int:
     smoke packs leave a few MB): it runs once the resident set has grown COLLECT_GROWTH since the
     last one, so small packs' cycles wait for a few more packs (or Python's own collector), never
     more than COLLECT_GROWTH of them; every pack of the main job's size is collected at once."""
-    if _COLLECTED["rss"] < 0 or rss_bytes() > _COLLECTED["rss"] + COLLECT_GROWTH:
+    collect = _COLLECTED["rss"] < 0 or rss_bytes() > _COLLECTED["rss"] + COLLECT_GROWTH
+    if collect:
         gc.collect()
-        _trim()
-        _COLLECTED["rss"] = rss_bytes()
-        return _COLLECTED["rss"]
     _trim()
-    return rss_bytes()
+    rss = rss_bytes()
+    if collect:
+        _COLLECTED["rss"] = rss
+    return rss
 
 
 def fmt_bytes(n: float) -> str:
