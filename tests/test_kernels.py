@@ -463,32 +463,37 @@ def test_test_row_and_scales_are_the_same_bits_at_any_thread_count():
 
 @needs_kernel
 def test_the_monitor_without_attention_rows_gives_the_monitor_with_them(monkeypatch):
-    # issue 50: the monitor's forward skips the B x L x P rows where it does not read them (every k but
-    # 1) and takes the fused kernel; the same losses to float32 rounding, the top-1 mass still at k = 1
+    # issue 50: the monitor runs a set's models at once through the kind's joint forward
+    # (Nonlinear.measure_forward: the fused kernels, the rows only through their layer mean, and that
+    # only where the top-1 mass reads it, k = 1); the same losses to float32 rounding
     from depthscale.base import seeds
     from depthscale.data.measurements import eval_contexts, monitor
     from depthscale.kinds.base import ModelKind
     from depthscale.kinds.ensemble import Nonlinear
 
     for k in (2, 1):
-        cfgs = [make_config("smoke", model=model, task="difficult", k=k, L=L, seed=s)
-                for model in ("nonlinear", "layer_values") for s in (0, 1) for L in (1, 3)]
-        for cfg in cfgs:
-            pack = build_pack([cfg])
-            ctx = eval_contexts(cfg, 300, seeds.monitor_seed(cfg.eval_seed), chunk=128, hold=True)
+        for model in ("nonlinear", "layer_values"):
+            cfgs = [make_config("smoke", model=model, task="difficult", k=k, L=L, seed=s) for s in (0, 1) for L in (1, 3)]
+            pack = build_pack(cfgs)
+            ctx = eval_contexts(cfgs[0], 300, seeds.monitor_seed(cfgs[0].eval_seed), chunk=128, hold=True)
             calls = []
-            real = Nonlinear.ensemble_forward
-            monkeypatch.setattr(Nonlinear, "ensemble_forward", lambda self, *a, **kw: calls.append(kw.get("need_p", True))
-                                or real(self, *a, **kw))
-            fast = monitor(pack, [0], lambda m: ctx)[0]
-            monkeypatch.setattr(Nonlinear, "monitor_forward", ModelKind.monitor_forward)  # the forward, rows and all
-            slow = monitor(pack, [0], lambda m: ctx)[0]
+            real = Nonlinear.measure_forward
+            monkeypatch.setattr(Nonlinear, "measure_forward", lambda self, models, *a, **kw: calls.append(
+                (list(models), kw["mean_row"], kw["weights"])) or real(self, models, *a, **kw))
+            fast = monitor(pack, [0, 1, 2, 3], lambda m: ctx)
+            monkeypatch.setattr(Nonlinear, "measure_forward", ModelKind.measure_forward)  # model by model,
+            monkeypatch.setattr(Nonlinear, "monitor_forward", ModelKind.monitor_forward)  # the rows and all
+            slow = monitor(pack, [0, 1, 2, 3], lambda m: ctx)
             monkeypatch.undo()
-            assert calls[:3] == [k == 1] * 3  # one forward per chunk: without the rows unless k = 1
-            for key in ("R", "R_se", "A", "C"):
-                if math.isfinite(slow[key]):
-                    assert fast[key] == pytest.approx(slow[key], rel=1e-5), (cfg.model, cfg.L, k, key)
-            assert math.isfinite(fast["top1_mass"]) == (k == 1) and (k != 1 or fast["top1_mass"] == slow["top1_mass"])
+            # one joint forward per slice (128, 128, 44 contexts), all four models, the mean row at k = 1 only
+            assert calls == [([0, 1, 2, 3], k == 1, False)] * 3
+            for m in range(4):
+                for key in ("R", "R_se", "A", "C"):
+                    if math.isfinite(slow[m][key]):
+                        assert fast[m][key] == pytest.approx(slow[m][key], rel=1e-5), (model, m, k, key)
+                assert math.isfinite(fast[m]["top1_mass"]) == (k == 1)
+                if k == 1:
+                    assert fast[m]["top1_mass"] == pytest.approx(slow[m]["top1_mass"], rel=1e-6)
 
 
 def test_a_subclass_with_its_own_forward_model_keeps_it_in_the_monitor():
@@ -508,3 +513,80 @@ def test_a_subclass_with_its_own_forward_model_keeps_it_in_the_monitor():
     got = pack.monitor_forward([0], lambda m: (ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd), False)[0]
     want = Nonlinear.forward_model(pack, 0, ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)
     assert torch.allclose(got.y_hat_B, 2 * want.y_hat_B)
+    # nor does the evaluation's joint forward replace it: measurements then runs its forward
+    assert pack.measure_forward([0], ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, mean_row=True, weights=True) is None
+    from depthscale.data.measurements import monitor, slice_outputs
+
+    assert torch.allclose(slice_outputs(pack, [0], ctx, weights=False)[0].y_hat_B, 2 * want.y_hat_B)
+    R = monitor(pack, [0], lambda m: [ctx])[0]["R"]
+    assert R == pytest.approx((2 * want.y_hat_B - ctx.ystar_B).double().pow(2).mean().item(), rel=1e-6)
+
+
+# --------------------------------------------------------------------------- the evaluation's row sums (issue 50)
+
+@needs_kernel
+@pytest.mark.parametrize("shape", [dict(), dict(B=3, T=5, d=8, P=16, G=2), dict(B=2, T=4, d=16, P=128, G=2),
+                                   dict(B=3, T=1, d=5, P=13, G=1), dict(B=2, T=9, d=32, P=100, G=4)])
+def test_the_row_sums_are_the_rows_summed_by_model(shape, lanes):
+    # S[b, c, g] = sum_{t of model g} coef[c, t] p_bt against the rows in float64; a model without
+    # layers (random owners leave some) gets zeros; py is the training forward's, bit for bit
+    u, X, rc, y, owner = _inputs(**shape)
+    B, T, P, G = u.shape[0], u.shape[1], X.shape[1], rc.shape[1]
+    coef = torch.randn(3, T, generator=torch.Generator().manual_seed(7))
+    py, S = kernels.test_row_sums(u, X, rc, y, owner, coef)
+    assert torch.equal(py, kernels.FusedTestRow.apply(u, X, rc, y, owner))
+    p = torch.softmax(torch.einsum("btd,bpd->btp", u.double(), X.double()) * rc.double()[:, owner], -1)
+    want = torch.zeros(B, 3, G, P, dtype=torch.float64)
+    for t in range(T):
+        want[:, :, owner[t]] += coef[:, t].double().view(1, 3, 1) * p[:, t].unsqueeze(1)
+    tol = 50 * torch.finfo(torch.float32).eps
+    assert S.shape == (B, 3, G, P)
+    assert torch.allclose(S.double(), want, rtol=tol, atol=tol * coef.abs().max().item())
+    _, none = kernels.test_row_sums(u, X, rc, y, owner, coef[:0])
+    assert none.shape == (B, 0, G, P)
+
+
+def _joint_pack(model: str, loop: int = 0):
+    from depthscale.data.contexts import make_generator, sample_for
+
+    cfgs = [make_config("smoke", model=model, task="difficult", k=2, L=L, seed=s, qk_std=0.4, loop=loop)
+            for s in (0, 1) for L in (2, 4)]
+    pack = build_pack(cfgs)
+    with torch.no_grad():  # gains away from their start, so that w is not the mean row times one number
+        for prm in pack.parameters():
+            prm.add_(0.3 * torch.randn(prm.shape, generator=torch.Generator().manual_seed(prm.numel())))
+    return pack, sample_for(cfgs[0], 40, make_generator(0))
+
+
+@needs_kernel
+@pytest.mark.parametrize("model", ["nonlinear", "layer_values"])
+def test_the_joint_evaluation_forward_is_each_models_forward(model):
+    """Nonlinear.measure_forward (issue 50): f and y_hat those of each model's own fused forward, bit
+    for bit; the mean row and the input weights those of the rows (label_weights) and of autograd."""
+    pack, ctx = _joint_pack(model)
+    X, y, xq = ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd
+    models = [0, 2, 3]  # (not consecutive: the selectors' index_select)
+    outs = pack.measure_forward(models, X, y, xq, mean_row=True, weights=True)
+    for m, o in zip(models, outs):
+        alone = pack.forward_model(m, X, y, xq, need_p=False)
+        assert torch.equal(o.f_BxL, alone.f_BxL) and torch.equal(o.y_hat_B, alone.y_hat_B) and o.p_BxLxP is None
+        rows = pack.forward_model(m, X, y, xq)
+        assert torch.allclose(o.p_mean_BxP, rows.p_BxLxP.mean(1), rtol=1e-5, atol=1e-7)
+        w_rows = pack.label_weights(m, rows)
+        assert torch.allclose(o.w_BxP, w_rows, rtol=1e-5, atol=1e-6 * w_rows.abs().max().item())
+        yg = y.clone().requires_grad_(True)
+        with torch.enable_grad():
+            (dw,) = torch.autograd.grad(pack.forward_model(m, X, yg, xq).y_hat_B.sum(), yg)
+        assert torch.allclose(o.w_BxP, dw, rtol=1e-4, atol=1e-6 * dw.abs().max().item())
+        # one gain per model (a shared W_v): w = g p_mean; per-layer values weigh each layer's row apart
+        proportional = o.p_mean_BxP * (o.w_BxP.sum(1) / o.p_mean_BxP.sum(1)).unsqueeze(1)
+        assert torch.allclose(o.w_BxP, proportional, rtol=1e-5, atol=1e-7) == (model == "nonlinear")
+    only_w = pack.measure_forward(models, X, y, xq, mean_row=False, weights=True)
+    neither = pack.measure_forward(models, X, y, xq, mean_row=False, weights=False)
+    for o, a, b in zip(outs, only_w, neither):
+        assert a.p_mean_BxP is None and torch.equal(a.w_BxP, o.w_BxP) and torch.equal(a.f_BxL, o.f_BxL)
+        assert b.p_mean_BxP is None and b.w_BxP is None and torch.equal(b.f_BxL, o.f_BxL)
+    # no joint path: a looped model whose rows are tiled, the torch path
+    looped, lctx = _joint_pack(model, loop=2)
+    assert looped.measure_forward([0, 1], lctx.X_BxPxd, lctx.y_BxP, lctx.xq_Bxd, mean_row=True, weights=True) is None
+    assert pack.measure_forward(models, X.double(), y.double(), xq.double(), mean_row=True, weights=True) is None

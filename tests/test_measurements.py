@@ -222,7 +222,7 @@ def test_a_measurement_keeps_each_per_context_value_in_one_array_made_up_front()
     part = meas._Measurement(pack, 1, "difficult", 700)
     for chunk in chunks:
         for ctx in meas.split_contexts(chunk, 256):
-            part.add(ctx)
+            part.add(ctx, meas.slice_outputs(pack, [1], ctx, pack.label_linear)[0])
             assert all(col.shape[0] == 700 for col in part.cols.values())
     assert part.pos == 700 and set(part.cols) == {"f", "yhat", "ystar", "sel"}
     assert part.cols["f"].shape == (700, 3)
@@ -248,3 +248,44 @@ def test_the_runs_that_stop_together_are_measured_in_one_pass_with_the_numbers_r
         for key, v in alone.items():
             np.testing.assert_array_equal(np.asarray(met[key], dtype=float), np.asarray(v, dtype=float), err_msg=key)
         np.testing.assert_array_equal(arrays["sq_err"], keep["sq_err"])
+
+
+@pytest.mark.skipif(not __import__("depthscale.data.kernels", fromlist=["x"]).use_fused(torch.zeros(1)),
+                    reason="the fused kernels are off or not built: the joint forward does not run")
+@pytest.mark.parametrize("model,task,k", [("nonlinear", "difficult", 2), ("nonlinear", "easy", 1),
+                                          ("layer_values", "difficult", 3)])
+def test_the_final_pass_through_the_joint_forward_gives_the_numbers_model_by_model(model, task, k, monkeypatch):
+    """Issue 50: measure_many runs a slice's models at once through the kind's joint forward (the
+    rows only as their layer sums). Every number agrees with the forward model by model, rows and
+    all, to float32 rounding; the per-context arrays to float32 rounding of their terms."""
+    from depthscale.kinds.base import ModelKind
+    from depthscale.kinds.ensemble import Nonlinear
+
+    cfgs = [make_config("smoke", model=model, task=task, k=k, L=L, seed=s, qk_std=0.4) for s in (0, 1) for L in (1, 3)]
+    pack = build_pack(cfgs)
+    with torch.no_grad():
+        for prm in pack.parameters():
+            prm.add_(0.3 * torch.randn(prm.shape, generator=torch.Generator().manual_seed(prm.numel())))
+    chunks = eval_contexts(cfgs[0], 700, 11, chunk=300)
+    calls = []
+    real = Nonlinear.measure_forward
+    monkeypatch.setattr(Nonlinear, "measure_forward", lambda self, ms, *a, **kw: calls.append(list(ms)) or real(
+        self, ms, *a, **kw))
+    keeps = [{} for _ in cfgs]
+    joint = measure_many(pack, [0, 1, 2, 3], chunks, task, keeps)
+    assert calls == [[0, 1, 2, 3]] * 5  # chunks of 300, 300, 100: slices of 256, 44, 256, 44, 100, one forward each
+    monkeypatch.setattr(Nonlinear, "measure_forward", ModelKind.measure_forward)
+    one_keeps = [{} for _ in cfgs]
+    alone = measure_many(pack, [0, 1, 2, 3], chunks, task, one_keeps)
+    for got, want, kg, kw in zip(joint, alone, keeps, one_keeps):
+        assert set(got) == set(want)
+        for key, v in want.items():
+            if isinstance(v, float) and math.isfinite(v):
+                assert got[key] == pytest.approx(v, rel=2e-5, abs=1e-12), key
+            elif isinstance(v, list):
+                np.testing.assert_allclose(got[key], v, rtol=2e-5, atol=1e-9, err_msg=key)
+        assert ("top1_mass" in got) == (task == "easy") and ("selection_mean" in got) == (task == "difficult")
+        np.testing.assert_array_equal(kg["ystar"], kw["ystar"])
+        for key in ("sq_err", "sel_E"):
+            if kw[key] is not None:
+                np.testing.assert_allclose(kg[key], kw[key], rtol=1e-4, atol=1e-6 * np.abs(kw[key]).max(), err_msg=key)

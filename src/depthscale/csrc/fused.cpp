@@ -258,6 +258,7 @@ inline V vexp_nonpos(V x) { return exp_nonpos_t<V, IntOf<V>>(x); }
 // V: the vector type holding W = 8 (v8) or 16 (v16) consecutive i of a row; P = W NV.
 template <int DT, int NV, typename V>
 struct VRow {
+  using Vec = V;
   static constexpr int W = kLanes<V>;
   static constexpr int P = W * NV;
 
@@ -589,6 +590,80 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> test_row_backward(
     });
   });
   return {du, dX, drc, dy};
+}
+
+// The evaluation's layer sums of the attention rows, without the B x T x P rows in memory (issue 50):
+//   out[b, c, owner[t], i] = sum_t coef[c, t] p_bti,  p_bti = exp(rc_{b, owner(t), i} dot_bti - lse_bt),
+// lse from `test_row_forward` (the rows recomputed as its backward does). With coef = 1/L of each
+// layer's model the layer mean of the rows (the selection loss, the top-1 mass); with g_t / L the
+// input weights w = d y_hat / d y of the softmax ensembles. Each context's outputs are written by one
+// thread, in the order of t: the same bits at any thread count.
+template <typename VR>
+inline void weight_row(const float* ut, const float* __restrict XT, const float* __restrict rg, float l,
+                       const float* cf, int64_t C, int64_t cstride, float* out, int64_t ostride) {
+  using V = typename VR::Vec;
+  constexpr int W = VR::W, NV = VR::P / VR::W;
+  V s[1][NV];
+  const float* u[1] = {ut};
+  VR::template dots<1>(u, XT, s);
+  const V lv = vbroadcast<V>(l);
+#pragma GCC unroll 16
+  for (int j = 0; j < NV; ++j) s[0][j] = vexp_nonpos(vload<V>(rg + W * j) * s[0][j] - lv);
+  for (int64_t c = 0; c < C; ++c) {
+    const V a = vbroadcast<V>(cf[c * cstride]);
+    float* o = out + c * ostride;
+#pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) vstore(o + W * j, vload<V>(o + W * j) + a * s[0][j]);
+  }
+}
+
+at::Tensor test_row_weights(const at::Tensor& u, const at::Tensor& X, const at::Tensor& rc, const at::Tensor& y,
+                            const at::Tensor& owner, const at::Tensor& lse, const at::Tensor& coef) {
+  const RowInputs in(u, X, rc, y, owner);
+  const int64_t B = in.B, T = in.T, D = in.D, P = in.P, G = in.G;
+  TORCH_CHECK(lse.device().is_cpu() && lse.scalar_type() == at::kFloat && lse.is_contiguous() && lse.dim() == 2 &&
+                  lse.size(0) == B && lse.size(1) == T,
+              "depthscale fused test row weights: lse must be a contiguous float32 B x T tensor");
+  TORCH_CHECK(coef.device().is_cpu() && coef.scalar_type() == at::kFloat && coef.is_contiguous() &&
+                  coef.dim() == 2 && coef.size(1) == T,
+              "depthscale fused test row weights: coef must be a contiguous float32 C x T tensor");
+  const int64_t C = coef.size(0);
+  const float *U = in.U, *Xp = in.X, *R = in.R, *LSE = lse.data_ptr<float>(), *CF = coef.data_ptr<float>();
+  const int64_t* own = in.own;
+  at::Tensor out = at::empty({B, C, G, P}, u.options());
+  float* O = out.data_ptr<float>();
+  dispatch(D, P, [&]<int DT, int PT>() {
+    depthscale::balanced_for(B, kRowChunk, [&](int64_t b0, int64_t b1) {
+      std::vector<float> XT(D * P), scratch(P);
+      for (int64_t b = b0; b < b1; ++b) {
+        transpose(Xp + b * in.xs, P, D, XT.data());
+        const float* rb = R + b * G * P;
+        float* ob = O + b * C * G * P;
+        std::fill(ob, ob + C * G * P, 0.0f);
+        for (int64_t t = 0; t < T; ++t) {
+          const float* ut = U + (b * T + t) * D;
+          const float* rg = rb + own[t] * P;
+          const float l = LSE[b * T + t];
+          float* ot = ob + own[t] * P;
+          if constexpr (kVector<DT, PT>) {
+            with_row<DT, PT>([&]<typename VR>() { weight_row<VR>(ut, XT.data(), rg, l, CF + t, C, T, ot, G * P); });
+          } else {
+            float* __restrict p = scratch.data();
+            Row<DT, PT>::dots(ut, XT.data(), D, P, p);
+#pragma omp simd
+            for (int64_t i = 0; i < P; ++i) p[i] = exp_nonpos(rg[i] * p[i] - l);
+            for (int64_t c = 0; c < C; ++c) {
+              const float a = CF[c * T + t];
+              float* __restrict o = ot + c * G * P;
+#pragma omp simd
+              for (int64_t i = 0; i < P; ++i) o[i] += a * p[i];
+            }
+          }
+        }
+      }
+    });
+  });
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1136,6 +1211,8 @@ TORCH_LIBRARY(depthscale_fused, m) {
   m.def("test_row_backward(Tensor dpy, Tensor u, Tensor X, Tensor rc, Tensor y, Tensor owner, Tensor py, "
         "Tensor lse, bool need_dX, bool need_dy) -> (Tensor, Tensor, Tensor, Tensor)",
         &test_row_backward);
+  m.def("test_row_weights(Tensor u, Tensor X, Tensor rc, Tensor y, Tensor owner, Tensor lse, Tensor coef) -> Tensor",
+        &test_row_weights);
   m.def("test_scales_forward(Tensor X, Tensor xq, Tensor M, int N, float eps) -> (Tensor, Tensor, Tensor)",
         &test_scales_forward);
   m.def("test_scales_backward(Tensor drcq, Tensor X, Tensor xq, Tensor rc, Tensor rq, int N, int K) -> Tensor",

@@ -21,8 +21,10 @@ both threaded over contexts, and `philox4x32_10` (for tests).
 computed by one thread alone: the same bits at any thread count); `csrc/vec.h` the vectors and the
 lane-wise fused multiply-add the kernels share; `csrc/exact.h` turns the compiler's contraction off
 in the files whose arithmetic is written out (the sampler's, the forms').
-Training uses them on the CPU in float32 when nothing asks for the attention weights; evaluation
-and diagnostics keep the torch path (they need p). `exp_rate` times the test row's own exponential
+Training uses them on the CPU in float32 when nothing asks for the attention weights; the final
+evaluation and the monitor too, reading the rows only through their layer sums by model
+(`test_row_sums`: the mean row, the input weights); diagnostics that need each layer's row keep the
+torch path. `exp_rate` times the test row's own exponential
 (machine.transcendental_rates: the roofline's rate for the softmax's exponentials).
 
 The build needs a C++ compiler (g++) and ninja (a dependency) and takes about half a minute of
@@ -348,6 +350,20 @@ class FusedTestRow(torch.autograd.Function):
         return du, dX if need_dX else None, drc, dy if need_dy else None, None
 
 
+@torch.no_grad()
+def test_row_sums(u_BxTxd, X_BxPxd, rc_BxGxP, y_BxP, owner_T, coef_CxT):
+    """(py_BxT, S_BxCxGxP) without gradients: `FusedTestRow`'s readout py and, for each row c of
+    coef, the layer sums of the attention rows by model, S[b, c, g] = sum_{t of model g} coef[c, t] p_bt
+    (csrc/fused.cpp, test_row_weights: the rows recomputed from the forward's log-normaliser, never
+    held as B x T x P). The evaluation's mean rows and input weights (issue 50)."""
+    ops = fused_ops()
+    u, rc, y, coef = (t.contiguous() for t in (u_BxTxd, rc_BxGxP, y_BxP, coef_CxT))
+    X = _rows(X_BxPxd)
+    owner = owner_T.contiguous()
+    py, lse = ops.test_row_forward(u, X, rc, y, owner)
+    return py, ops.test_row_weights(u, X, rc, y, owner, lse, coef)
+
+
 class FusedForms(torch.autograd.Function):
     """u_BxTxd[b, t] = E_kt^T xq_b for K equal blocks of contexts (block k = b // (B / K) meets only
     E_KxTxdxd[k]): the batched product x_test @ [E_1 .. E_T] of `Nonlinear.ensemble_forward`
@@ -423,5 +439,5 @@ def use_fused(X: torch.Tensor) -> bool:
             and fused_ops() is not None)
 
 
-__all__ = ["FusedTestRow", "FusedForms", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE", "SOURCES",
+__all__ = ["FusedTestRow", "test_row_sums", "FusedForms", "FusedTestScales", "FusedLayerForms", "fused_ops", "status", "use_fused", "enabled", "SOURCE", "SOURCES",
            "build_directory", "extension_name", "acquire_build_lock", "KERNEL_DIR_ENV"]

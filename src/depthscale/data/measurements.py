@@ -87,10 +87,43 @@ def modewise(u_Bxd: torch.Tensor, ctx: Contexts) -> torch.Tensor:
 
 def selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
     """E_L(c) = || p_bar_L(c) - p* ||^2, p* = 1/k on the selected tokens (SPEC §5)."""
-    pbar = p_BxLxP.mean(1)
+    return selection_of_mean(p_BxLxP.mean(1), sel_Bxk)
+
+
+def selection_of_mean(pbar_BxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
+    """`selection_loss` from the rows' layer mean p_bar_L itself."""
     k = sel_Bxk.shape[1]
-    pstar = torch.zeros_like(pbar).scatter_(1, sel_Bxk, 1.0 / k)
-    return (pbar - pstar).pow(2).sum(1)
+    pstar = torch.zeros_like(pbar_BxP).scatter_(1, sel_Bxk, 1.0 / k)
+    return (pbar_BxP - pstar).pow(2).sum(1)
+
+
+def mean_row(out) -> torch.Tensor | None:
+    """The layer mean of a ModelOutput's attention rows: p_mean_BxP where the forward gave it
+    (`ModelKind.measure_forward`), else p_BxLxP's mean over the layers; None without rows."""
+    if out.p_mean_BxP is not None:
+        return out.p_mean_BxP
+    return out.p_BxLxP.mean(1) if out.p_BxLxP is not None else None
+
+
+def slice_outputs(pack, models: list[int], ctx: Contexts, weights: bool, layer_rows: bool = False) -> list:
+    """Each of `models`' ModelOutput on the slice `ctx` for the final measurement, without gradients
+    but where w = d y_hat / d y_in is differentiated: the kind's joint forward of all of them
+    (`ModelKind.measure_forward`, its rows' layer mean and, with `weights`, its input weights w_BxP)
+    where it has one and `layer_rows` (each layer's own row read) is False; else model by model, the
+    forward with its rows and, with `weights`, `input_weights` (w_BxP set)."""
+    if not layer_rows:
+        outs = pack.measure_forward(models, ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, mean_row=True, weights=weights)
+        if outs is not None:
+            return outs
+    res = []
+    for m in models:
+        if weights:
+            w, out = input_weights(pack, m, ctx)
+            res.append(dataclasses.replace(out, w_BxP=w))
+        else:
+            with torch.no_grad():
+                res.append(pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0])
+    return res
 
 
 def layer_selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
@@ -141,7 +174,12 @@ def specialisation_index(E_LxK: np.ndarray) -> dict:
 
 def top1_mass(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
     """Attention on the matching token, averaged over layers, per context (easy task)."""
-    return torch.gather(p_BxLxP, 2, sel_Bxk[:, :1].unsqueeze(1).expand(-1, p_BxLxP.shape[1], 1)).squeeze(-1).mean(1)
+    return top1_of_mean(p_BxLxP.mean(1), sel_Bxk)
+
+
+def top1_of_mean(pbar_BxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
+    """`top1_mass` from the rows' layer mean: the mean row's weight on the matching token."""
+    return pbar_BxP.gather(1, sel_Bxk[:, :1]).squeeze(1)
 
 
 def rho_fit(A_PxP: np.ndarray) -> dict:
@@ -219,8 +257,9 @@ def measure_many(pack, models: list[int], chunks, task: str, keeps: list | None 
     size = eval_batch(device if device is not None else chunks[0].X_BxPxd.device) if len(chunks) else None
     for chunk in chunks:
         for ctx in split_contexts(chunk, size):
-            for part in parts:
-                part.add(ctx)
+            outs = slice_outputs(pack, models, ctx, pack.label_linear, layer_rows=ctx.cls_B is not None)
+            for part, out in zip(parts, outs):
+                part.add(ctx, out)
     return [part.result(keep) for part, keep in zip(parts, keeps)]
 
 
@@ -250,26 +289,23 @@ class _Measurement:
         """The filled rows of column `name`, None where no slice gave it."""
         return self.cols[name][:self.pos] if name in self.cols else None
 
-    def add(self, ctx: Contexts) -> None:
-        pack, m = self.pack, self.m
-        if pack.label_linear:
-            w, out = input_weights(pack, m, ctx)
-            u = torch.einsum("bp,bpd->bd", w, ctx.X_BxPxd)
+    def add(self, ctx: Contexts, out) -> None:
+        """Read the model's output `out` on the slice `ctx` (`slice_outputs`: w_BxP set where the kind is label_linear)."""
+        if out.w_BxP is not None:
+            u = torch.einsum("bp,bpd->bd", out.w_BxP, ctx.X_BxPxd)
             self.mode_all.append(modewise(u, ctx).double().sum(0))
-        else:
-            with torch.no_grad():
-                out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[m])[0]
         self._put("f", out.f_BxL.detach())
         self._put("yhat", out.y_hat_B.detach())  # the model's own readout (readout_by_hooks: beside the hooks' f_l)
         self._put("ystar", ctx.ystar_B)
-        if out.p_BxLxP is not None:
-            p = out.p_BxLxP.detach()
+        pbar = mean_row(out)
+        if pbar is not None:
+            pbar = pbar.detach()
             if self.task == "easy":
-                self._put("top1", top1_mass(p, ctx.sel_Bxk))
+                self._put("top1", top1_of_mean(pbar, ctx.sel_Bxk))
             else:
-                self._put("sel", selection_loss(p, ctx.sel_Bxk))
+                self._put("sel", selection_of_mean(pbar, ctx.sel_Bxk))
                 if ctx.cls_B is not None:  # clustered contexts: per-layer selection loss
-                    self._put("layer_sel", layer_selection_loss(p, ctx.sel_Bxk).double().cpu())
+                    self._put("layer_sel", layer_selection_loss(out.p_BxLxP.detach(), ctx.sel_Bxk).double().cpu())
         if ctx.cls_B is not None:
             self._put("cls", ctx.cls_B.cpu())
             self.clusters = ctx.clusters
@@ -335,8 +371,9 @@ def _monitor_add(o, ctx, ys: list, f_acc: list, t1: list) -> None:
     """Append one forward's monitor quantities (targets, per-layer predictors, top-1 mass)."""
     ys.append(ctx.ystar_B)
     f_acc.append(o.f_BxL)
-    if o.p_BxLxP is not None and _reads_top1(ctx):
-        t1.append(top1_mass(o.p_BxLxP, ctx.sel_Bxk))
+    pbar = mean_row(o) if _reads_top1(ctx) else None
+    if pbar is not None:
+        t1.append(top1_of_mean(pbar, ctx.sel_Bxk))
 
 
 def _monitor_chunk(pack, group: list[int], by_model: dict, size: int | None, ys: dict, f_acc: dict, t1: dict) -> None:
@@ -362,18 +399,25 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
     for m in models:
         chunks = chunks_of(m)
         sets.setdefault(id(chunks), (chunks, []))[1].append(m)
-    # on the CPU model by model, in slices of eval_batch contexts (cache-sized: the linear pack's
-    # forward of all models on whole chunks cost 1.5-3x more CPU); elsewhere all models at once
+    # on the CPU in slices of eval_batch contexts, model by model (cache-sized: the linear pack's
+    # forward of all models on whole chunks cost 1.5-3x more CPU) unless the kind has a joint forward
+    # (the softmax ensembles' fused kernels: 2.4x faster, issue 50); elsewhere all models at once
     size = eval_batch(next(pack.parameters()).device)
     if size is None:  # all models at once, chunk by chunk
         for c in range(len(chunks_of(models[0]))):
             by_model = {m: chunk for chunks, ms in sets.values() for chunk in [chunks[c]] for m in ms}
             _monitor_chunk(pack, models, by_model, size, ys, f_acc, t1)
-    else:  # set by set, each chunk read once and given to its models one at a time
-        for chunks, ms in sets.values():
+    else:  # set by set, each chunk read once, slice by slice: all its models at once where the kind
+        for chunks, ms in sets.values():  # has a joint forward (measure_forward), else one at a time
             for chunk in chunks:
-                for m in ms:
-                    _monitor_chunk(pack, [m], {m: chunk}, size, ys, f_acc, t1)
+                for ctx in split_contexts(chunk, size):
+                    outs = pack.measure_forward(ms, ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, mean_row=_reads_top1(ctx),
+                                                weights=False)
+                    if outs is None:
+                        X_of = lambda m: (ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)  # noqa: E731
+                        outs = [pack.monitor_forward([m], X_of, _reads_top1(ctx))[0] for m in ms]
+                    for m, o in zip(ms, outs):
+                        _monitor_add(o, ctx, ys[m], f_acc[m], t1[m])
     res = {}
     for m in models:
         dec = decomposition(torch.cat(f_acc[m]), torch.cat(ys[m]))
@@ -383,5 +427,6 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
 
 
 __all__ = ["decomposition", "squared_errors", "per_context_arrays", "input_weights", "measure_many", "modewise", "selection_loss", "top1_mass",
+           "selection_of_mean", "top1_of_mean", "mean_row", "slice_outputs",
            "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
            "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]

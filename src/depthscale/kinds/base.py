@@ -31,12 +31,16 @@ def rms_norm(h: torch.Tensor) -> torch.Tensor:
 @dataclass
 class ModelOutput:
     """What one model's forward returns on a batch: the prediction, the parallel-form per-layer
-    predictors f_l (y_hat = mean_l f_l; SPEC §3.3) and the test token's attention rows."""
+    predictors f_l (y_hat = mean_l f_l; SPEC §3.3) and the test token's attention rows; from the
+    evaluation's joint forward (`ModelKind.measure_forward`) the rows' layer mean and the input
+    weights instead of the rows."""
 
     y_hat_B: torch.Tensor
     f_BxL: torch.Tensor | None  # None only under gradients where a kind reads f by hooks (transformer)
     p_BxLxP: torch.Tensor | None  # test-row attention over the context (None where there is none)
     extras: dict | None = None  # per-context tensors (leading axis B) the kind's measurements average
+    p_mean_BxP: torch.Tensor | None = None  # the rows' mean over the layers, where the rows are not kept
+    w_BxP: torch.Tensor | None = None  # the input weights d y_hat / d y_in, where the forward said them
 
 
 class ModelKind(nn.Module):
@@ -70,7 +74,9 @@ class ModelKind(nn.Module):
     **Forward**: `forward(X, y, xq, models, X_of) -> [ModelOutput]` (per model; `X_of(m)` gives
     model m its own batch), `train_losses(models, batch_of)`, the training MSE of each model
     (a kind may batch it as one computation; the default runs the forward), and
-    `monitor_forward(models, X_of, need_p)` (the default runs the forward).
+    `monitor_forward(models, X_of, need_p)` (the default runs the forward), and
+    `measure_forward(models, X, y, xq, mean_row, weights)`, the evaluation's joint forward of
+    several models on one batch (the default: none, model by model).
 
     **Measurements and estimates**: `extra_measurements(m, extras)` (the kind's own SPEC §5
     numbers), `cost_scale(cfg)` (executors.pack_cost) and `flops_per_step(...)` (the kinds that
@@ -146,6 +152,14 @@ class ModelKind(nn.Module):
         `need_p`: whether the attention rows are read (the top-1 mass, at k = 1). The default is the
         forward; a kind whose forward is faster without the rows overrides it."""
         return self(None, None, None, models=models, X_of=X_of)
+
+    def measure_forward(self, models: list[int], X_BxPxd: torch.Tensor, y_BxP: torch.Tensor, xq_Bxd: torch.Tensor,
+                        mean_row: bool, weights: bool) -> "list[ModelOutput] | None":
+        """The evaluation's forward of `models` on one shared batch as one computation, without
+        gradients: each model's output with its rows' layer mean (`mean_row`: p_mean_BxP) and its
+        input weights (`weights`: w_BxP), the rows themselves not kept. None (the default, and where
+        a kind's joint path does not run): measurements takes each model's forward on its own."""
+        return None
 
     # ---- measurements (SPEC §5) ----
     def label_weights(self, m: int, out) -> "torch.Tensor | None":

@@ -202,22 +202,10 @@ class Nonlinear(AttentionStack):
         if K > 1 and (B % K or not fused or not self.groups_of(models, K, X_BxPxd, need_p)):
             raise ValueError(f"ensemble_forward: groups = {K} needs the fused path, {K} equal blocks of contexts "
                              f"and of consecutive models with equal depths and no loop; got B = {B}, models {models}")
-        G = len(models) // K
         Bk = B // K
-        dev = X_BxPxd.device
-        depths = [self.rows[m] for m in models[:G]]  # computed rows (a looped model's B; tiled to L below)
-        T = sum(depths)
-        sel_M, sel_T = self._selectors(models, dev)
-        local_T, owner_T = self._layer_owners(tuple(depths), K, dev)
-        rcq_BxGxP, E_Txdxd = self._scales_and_forms(X_BxPxd, xq_Bxd, sel_M(self.Wx), sel_T, owner_T, depths,
-                                                     fused, K)
-        if fused:  # the same sums in the same order as the products below (csrc/forms.cpp)
-            u_BxTxd = kernels.FusedForms.apply(xq_Bxd, E_Txdxd.view(K, T, d, d))
-        elif K == 1:
-            u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
-        else:  # block k: its contexts' test tokens times its layers' forms
-            u_BxTxd = torch.bmm(xq_Bxd.view(K, Bk, d), E_Txdxd.view(K, T, d, d).transpose(1, 2).reshape(K, d, T * d))
-            u_BxTxd = u_BxTxd.view(B, T, d)
+        depths, sel_M, sel_T, local_T, owner_T, rcq_BxGxP, u_BxTxd = self._row_inputs(X_BxPxd, xq_Bxd, models, fused,
+                                                                                     K)
+        G, T = len(depths), sum(depths)
         bounds, t0 = [], 0
         for L in depths:
             bounds.append((t0, t0 + L))
@@ -231,6 +219,59 @@ class Nonlinear(AttentionStack):
         if self.loop and any(self.rows[m] != self.depths[m] for m in models):
             f_BxT, p_BxTxP = self._tile_looped(models, bounds, f_BxT, p_BxTxP)
         return f_BxT, p_BxTxP
+
+    def _row_inputs(self, X_BxPxd: torch.Tensor, xq_Bxd: torch.Tensor, models: list[int], fused: bool, K: int):
+        """What the test rows of `models` read (`ensemble_forward`, `measure_forward`): (depths: each of
+        one block's models' computed rows, sel_M, sel_T, local_T, owner_T, rcq_BxGxP, u_BxTxd)."""
+        B, P, d = X_BxPxd.shape
+        G = len(models) // K
+        dev = X_BxPxd.device
+        depths = [self.rows[m] for m in models[:G]]  # computed rows (a looped model's B; tiled to L by the caller)
+        T = sum(depths)
+        sel_M, sel_T = self._selectors(models, dev)
+        local_T, owner_T = self._layer_owners(tuple(depths), K, dev)
+        rcq_BxGxP, E_Txdxd = self._scales_and_forms(X_BxPxd, xq_Bxd, sel_M(self.Wx), sel_T, owner_T, depths,
+                                                     fused, K)
+        if fused:  # the same sums in the same order as the products below (csrc/forms.cpp)
+            u_BxTxd = kernels.FusedForms.apply(xq_Bxd, E_Txdxd.view(K, T, d, d))
+        elif K == 1:
+            u_BxTxd = (xq_Bxd @ E_Txdxd.transpose(0, 1).reshape(d, T * d)).view(B, T, d)
+        else:  # block k: its contexts' test tokens times its layers' forms
+            u_BxTxd = torch.bmm(xq_Bxd.view(K, B // K, d),
+                                E_Txdxd.view(K, T, d, d).transpose(1, 2).reshape(K, d, T * d)).view(B, T, d)
+        return depths, sel_M, sel_T, local_T, owner_T, rcq_BxGxP, u_BxTxd
+
+    @torch.no_grad()
+    def measure_forward(self, models: list[int], X_BxPxd: torch.Tensor, y_BxP: torch.Tensor, xq_Bxd: torch.Tensor,
+                        mean_row: bool, weights: bool) -> list[ModelOutput] | None:
+        """All `models` on one batch as one fused computation (issue 50: the evaluation's forward had
+        run model by model through the unfused readout that writes the B x L x P rows, six times the
+        training forward's cost a context). The rows are read only through their layer sums
+        (`kernels.test_row_sums`): the mean row (1/L) sum_l p_l and the input weights
+        w = (1/L) sum_l g_l p_l (`label_weights`' formula, summed in the kernel). f, y_hat equal
+        `forward_model`'s fused path bit for bit; the sums agree with the rows' to float32 rounding
+        (tests). None off the CPU float32 path, for a looped model whose rows are tiled, and for a
+        subclass with its own forward_model."""
+        if (type(self).forward_model is not Nonlinear.forward_model or not kernels.use_fused(X_BxPxd)
+                or any(self.rows[m] != self.depths[m] for m in models)):
+            return None
+        depths, sel_M, sel_T, local_T, owner_T, rcq_BxGxP, u_BxTxd = self._row_inputs(X_BxPxd, xq_Bxd, models, True, 1)
+        g_T = self._layer_gains(sel_M, sel_T, owner_T, len(models))
+        inv_L_T = (1.0 / torch.tensor(depths, dtype=g_T.dtype, device=g_T.device)).index_select(0, local_T)
+        coef = ([inv_L_T] if mean_row else []) + ([g_T * inv_L_T] if weights else [])
+        if coef:
+            py_BxT, S_BxCxGxP = kernels.test_row_sums(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, local_T, torch.stack(coef))
+        else:
+            py_BxT, S_BxCxGxP = kernels.FusedTestRow.apply(u_BxTxd, X_BxPxd, rcq_BxGxP, y_BxP, local_T), None
+        f_BxT = py_BxT * g_T
+        outs, t0 = [], 0
+        for j, L in enumerate(depths):
+            f = f_BxT[:, t0:t0 + L]
+            t0 += L
+            sums = iter(S_BxCxGxP[:, :, j].unbind(1)) if coef else iter(())
+            outs.append(ModelOutput(f.mean(1), f, None, p_mean_BxP=next(sums) if mean_row else None,
+                                    w_BxP=next(sums) if weights else None))
+        return outs
 
     def _layer_owners(self, depths: tuple, K: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """(local_T, owner_T) of `ensemble_forward`: each of one block's layers' model among the block's

@@ -14,7 +14,8 @@ import torch
 
 from depthscale.base.errors import InputError
 from depthscale.config.run import RunConfig
-from depthscale.data.measurements import eval_batch, eval_contexts, per_context_arrays, selection_loss, split_contexts
+from depthscale.data.measurements import (eval_batch, eval_contexts, mean_row, per_context_arrays, selection_of_mean,
+                                         slice_outputs, split_contexts)
 from depthscale.store import cache, collect
 
 _memo: OrderedDict[tuple[str, str], tuple[tuple, dict, bool]] = OrderedDict()  # (root, run id) -> (signature, arrays, on disk)
@@ -35,12 +36,12 @@ def evaluate(store, run_id: str, device="cpu", cfg: RunConfig | None = None) -> 
     chunks = eval_contexts(cfg, cfg.eval_contexts, cfg.eval_seed, device, hold=False)
     f, ystar, sel = [], [], []
     for ctx in (part for chunk in chunks for part in split_contexts(chunk, eval_batch(device))):
-        with torch.no_grad():
-            out = pack(ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, models=[0])[0]
+        out = slice_outputs(pack, [0], ctx, weights=False)[0]  # (the final measurement's forward: the same bits)
         f.append(out.f_BxL.cpu())
         ystar.append(ctx.ystar_B.cpu())
-        if cfg.task == "difficult" and out.p_BxLxP is not None:
-            sel.append(selection_loss(out.p_BxLxP, ctx.sel_Bxk).cpu())
+        pbar = mean_row(out)
+        if cfg.task == "difficult" and pbar is not None:
+            sel.append(selection_of_mean(pbar, ctx.sel_Bxk).cpu())
     # the arithmetic of the final measurement's arrays (one definition: the store's cache holds either)
     return per_context_arrays(torch.cat(f), torch.cat(ystar), torch.cat(sel) if sel else None)
 
