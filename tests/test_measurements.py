@@ -222,7 +222,8 @@ def test_a_measurement_keeps_each_per_context_value_in_one_array_made_up_front()
     part = meas._Measurement(pack, 1, "difficult", 700)
     for chunk in chunks:
         for ctx in meas.split_contexts(chunk, 256):
-            part.add(ctx, meas.slice_outputs(pack, [1], ctx, pack.label_linear)[0])
+            outs = meas.slice_outputs(pack, [1], ctx, pack.label_linear)
+            part.add(ctx, outs[0], meas.mode_sums(outs, ctx)[0])
             assert all(col.shape[0] == 700 for col in part.cols.values())
     assert part.pos == 700 and set(part.cols) == {"f", "yhat", "ystar", "sel"}
     assert part.cols["f"].shape == (700, 3)
@@ -289,3 +290,24 @@ def test_the_final_pass_through_the_joint_forward_gives_the_numbers_model_by_mod
         for key in ("sq_err", "sel_E"):
             if kw[key] is not None:
                 np.testing.assert_allclose(kg[key], kw[key], rtol=1e-4, atol=1e-6 * np.abs(kw[key]).max(), err_msg=key)
+
+
+def test_the_mode_sums_of_several_models_at_once_are_modewise_model_by_model():
+    """mode_sums (issue 50: one batched product for a slice's models) against `modewise` of each w, and
+    None for an output without input weights."""
+    from depthscale.data import measurements as meas
+    from depthscale.kinds.base import ModelOutput
+
+    cfg = make_config("smoke", model="nonlinear", task="difficult", k=2, L=2, a=0.5, b=1.0)
+    ctx = sample_contexts(64, cfg.d, cfg.P, cfg.a, cfg.b, cfg.task, cfg.k, make_generator(3))
+    g = torch.Generator().manual_seed(4)
+    outs = [ModelOutput(ctx.ystar_B, None, None, w_BxP=torch.rand(64, cfg.P, generator=g)) for _ in range(3)]
+    got = meas.mode_sums(outs, ctx)
+    for o, s in zip(outs, got):
+        want = meas.modewise(torch.einsum("bp,bpd->bd", o.w_BxP, ctx.X_BxPxd), ctx).double().sum(0)
+        assert s.dtype == torch.float64 and s.shape == (cfg.d,)
+        torch.testing.assert_close(s, want, rtol=1e-5, atol=1e-9)
+    assert len(set(float(s.sum()) for s in got)) == 3  # three different models' losses
+    mixed = meas.mode_sums([outs[0], ModelOutput(ctx.ystar_B, None, None)], ctx)
+    assert mixed[1] is None and torch.equal(mixed[0], meas.modewise(
+        torch.einsum("bp,bpd->bd", outs[0].w_BxP, ctx.X_BxPxd), ctx).double().sum(0))

@@ -85,6 +85,18 @@ def modewise(u_Bxd: torch.Tensor, ctx: Contexts) -> torch.Tensor:
     return ctx.omega_d * v.pow(2)
 
 
+def mode_sums(outs: list, ctx: Contexts) -> list:
+    """Each output's mode-wise losses summed over the slice's contexts (float64, d; `modewise` of
+    u = sum_i w_i x_i), None where it has no input weights w_BxP: every model's at once (two batched
+    products, not two einsums per model: issue 50)."""
+    if not outs or any(o.w_BxP is None for o in outs):
+        return [None if o.w_BxP is None else modewise(torch.einsum("bp,bpd->bd", o.w_BxP, ctx.X_BxPxd), ctx)
+                .double().sum(0) for o in outs]
+    u_BxGxd = torch.bmm(torch.stack([o.w_BxP for o in outs], 1), ctx.X_BxPxd)
+    v = torch.einsum("bij,bgi->bgj", ctx.O_Bxdxd, u_BxGxd - ctx.t_Bxd.unsqueeze(1))
+    return list((ctx.omega_d * v.pow(2)).double().sum(0).unbind(0))
+
+
 def selection_loss(p_BxLxP: torch.Tensor, sel_Bxk: torch.Tensor) -> torch.Tensor:
     """E_L(c) = || p_bar_L(c) - p* ||^2, p* = 1/k on the selected tokens (SPEC §5)."""
     return selection_of_mean(p_BxLxP.mean(1), sel_Bxk)
@@ -258,8 +270,8 @@ def measure_many(pack, models: list[int], chunks, task: str, keeps: list | None 
     for chunk in chunks:
         for ctx in split_contexts(chunk, size):
             outs = slice_outputs(pack, models, ctx, pack.label_linear, layer_rows=ctx.cls_B is not None)
-            for part, out in zip(parts, outs):
-                part.add(ctx, out)
+            for part, out, modes in zip(parts, outs, mode_sums(outs, ctx)):
+                part.add(ctx, out, modes)
     return [part.result(keep) for part, keep in zip(parts, keeps)]
 
 
@@ -289,11 +301,11 @@ class _Measurement:
         """The filled rows of column `name`, None where no slice gave it."""
         return self.cols[name][:self.pos] if name in self.cols else None
 
-    def add(self, ctx: Contexts, out) -> None:
-        """Read the model's output `out` on the slice `ctx` (`slice_outputs`: w_BxP set where the kind is label_linear)."""
-        if out.w_BxP is not None:
-            u = torch.einsum("bp,bpd->bd", out.w_BxP, ctx.X_BxPxd)
-            self.mode_all.append(modewise(u, ctx).double().sum(0))
+    def add(self, ctx: Contexts, out, modes: torch.Tensor | None = None) -> None:
+        """Read the model's output `out` on the slice `ctx` (`slice_outputs`: w_BxP set where the kind is
+        label_linear) and its mode-wise losses summed over the slice (`mode_sums`; None: none)."""
+        if modes is not None:
+            self.mode_all.append(modes)
         self._put("f", out.f_BxL.detach())
         self._put("yhat", out.y_hat_B.detach())  # the model's own readout (readout_by_hooks: beside the hooks' f_l)
         self._put("ystar", ctx.ystar_B)
@@ -427,6 +439,6 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
 
 
 __all__ = ["decomposition", "squared_errors", "per_context_arrays", "input_weights", "measure_many", "modewise", "selection_loss", "top1_mass",
-           "selection_of_mean", "top1_of_mean", "mean_row", "slice_outputs",
+           "selection_of_mean", "top1_of_mean", "mean_row", "slice_outputs", "mode_sums",
            "layer_selection_loss", "class_means", "specialisation_index", "rho_fit",
            "eval_contexts", "measure", "monitor", "eval_batch", "split_contexts", "CPU_EVAL_BATCH", "PERCENTILES"]
