@@ -311,3 +311,34 @@ def test_the_mode_sums_of_several_models_at_once_are_modewise_model_by_model():
     mixed = meas.mode_sums([outs[0], ModelOutput(ctx.ystar_B, None, None)], ctx)
     assert mixed[1] is None and torch.equal(mixed[0], meas.modewise(
         torch.einsum("bp,bpd->bd", outs[0].w_BxP, ctx.X_BxPxd), ctx).double().sum(0))
+
+
+def test_the_top1_mass_of_the_mean_row_is_the_mean_rows_weight_on_the_first_selected_token():
+    """top1_of_mean (the joint forward's top-1 mass) against top1_mass on the rows, with k = 2: the first
+    selected token, never another."""
+    from depthscale.data import measurements as meas
+
+    g = torch.Generator().manual_seed(5)
+    p = torch.softmax(torch.randn(6, 3, 9, generator=g), -1)
+    sel = torch.stack([torch.randperm(9, generator=g)[:2] for _ in range(6)])
+    got = meas.top1_of_mean(p.mean(1), sel)
+    torch.testing.assert_close(got, meas.top1_mass(p, sel))
+    torch.testing.assert_close(got, p.mean(1)[torch.arange(6), sel[:, 0]])
+    assert not torch.allclose(got, p.mean(1)[torch.arange(6), sel[:, 1]])
+
+
+def test_clustered_contexts_take_each_models_forward_with_its_rows(monkeypatch):
+    """Clustered contexts read each layer's own row (the per-layer selection loss by class), which the
+    joint forward does not keep: measure_many runs the forward model by model there."""
+    from depthscale.kinds.ensemble import Nonlinear
+
+    cfgs = [make_config("smoke", model="nonlinear", task="difficult", k=2, a=1.0, b=0.0, clusters=3, L=L)
+            for L in (1, 3)]
+    pack = build_pack(cfgs)
+    calls = []
+    real = Nonlinear.measure_forward
+    monkeypatch.setattr(Nonlinear, "measure_forward", lambda self, *a, **kw: calls.append(1) or real(self, *a, **kw))
+    res = measure_many(pack, [0, 1], eval_contexts(cfgs[0], 300, 11, chunk=300), "difficult")
+    assert calls == []
+    for r, L in zip(res, (1, 3)):
+        assert np.asarray(r["selection_layer_class"]).shape == (L, 3) and math.isfinite(r["specialisation"])
