@@ -426,8 +426,9 @@ def monitor(pack, models: list[int], chunks_of) -> dict:
                     outs = pack.measure_forward(ms, ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd, mean_row=_reads_top1(ctx),
                                                 weights=False)
                     if outs is None:
-                        X_of = lambda m: (ctx.X_BxPxd, ctx.y_BxP, ctx.xq_Bxd)  # noqa: E731
-                        outs = [pack.monitor_forward([m], X_of, _reads_top1(ctx))[0] for m in ms]
+                        for m in ms:  # (one slice: _monitor_chunk splits it no further)
+                            _monitor_chunk(pack, [m], {m: ctx}, size, ys, f_acc, t1)
+                        continue
                     for m, o in zip(ms, outs):
                         _monitor_add(o, ctx, ys[m], f_acc[m], t1[m])
     res = {}
