@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from test_experiment_plugin import TOY
+import forked_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.S | re.M)
@@ -45,8 +45,7 @@ def experiment_raising(where: str, raise_line: str) -> str:
 
 def depthscale(*args, env: dict | None = None, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
     full = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "depthscale", *map(str, args)], env=full, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return forked_cli.run(args, env=full, cwd=cwd, timeout=timeout)
 
 
 def one_line_error(r: subprocess.CompletedProcess, *needles: str) -> str:

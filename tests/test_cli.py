@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import forked_cli
 
 
 def ds(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "depthscale", *args], capture_output=True, text=True, cwd=cwd)
+    return forked_cli.run(args, cwd=cwd)
 
 
 def one_line_error(out, fragment):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+import forked_cli
 
 from depthscale.base.errors import InputError
 from depthscale.experiments.registry import PLUGIN_ENV, plugin_files
@@ -56,8 +56,7 @@ register(Experiment(
 
 
 def depthscale(*args, env):
-    return subprocess.run([sys.executable, "-m", "depthscale", *args], env=env, capture_output=True, text=True,
-                          timeout=900)
+    return forked_cli.run(args, env=env, timeout=900)
 
 
 def test_a_toy_experiment_in_one_file_reaches_sweep_reproduce_and_the_report(tmp_path):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+import forked_cli
+
 from depthscale.config.kind_registry import PLUGIN_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +32,7 @@ def section_blocks() -> list[tuple[str, str]]:
 
 
 def depthscale(*args, env, cwd):
-    return subprocess.run([sys.executable, "-m", "depthscale", *map(str, args)], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
+    return forked_cli.run(args, env=env, cwd=cwd, timeout=900)
 
 
 def test_a_toy_kind_in_one_file_sweeps_reports_and_passes_the_kind_tests(tmp_path):

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import forked_cli
+
 from depthscale.base.errors import InputError
 from depthscale.base.plugins import plugin_files
 from depthscale.config import kind_registry
@@ -109,8 +111,8 @@ def test_plugin_files_and_a_broken_plugin_are_named(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from depthscale.config.kind_registry import register_kind\nfrom depthscale.kinds.base import ModelKind\n"
                    "@register_kind\nclass Half(ModelKind):\n    kind = 'half'\n    geometry = 'softmax'\n")
-    r = subprocess.run([sys.executable, "-m", "depthscale", "train", "--preset", "smoke", "--store", str(tmp_path / "s")],
-                       env={**os.environ, kind_registry.PLUGIN_ENV: str(bad)}, capture_output=True, text=True)
+    r = forked_cli.run(["train", "--preset", "smoke", "--store", tmp_path / "s"],
+                       env={**os.environ, kind_registry.PLUGIN_ENV: str(bad)})
     lines = r.stderr.splitlines()
     assert r.returncode == 2 and len(lines) == 1 and str(bad) in lines[0] and "does not state loopable" in lines[0]
     assert not (tmp_path / "s").exists()

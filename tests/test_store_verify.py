@@ -14,11 +14,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+
+import forked_cli
 
 from depthscale.base.errors import StoreError
 from depthscale.cli import main as cli
@@ -199,8 +200,7 @@ def test_run_finished_before_checksums_loads_unverified(base, store):
 # --- special files: never a hang ---
 
 def _cli(store: Path, *argv, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "depthscale", *map(str, argv)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=store.parent)
+    return forked_cli.run(argv, timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=store.parent)
 
 
 def test_metrics_fifo_never_hangs_status_collect_or_sweep(base, store):

@@ -2,11 +2,11 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
+
+import forked_cli
 
 from depthscale.config.run import make_config
 from depthscale.store.store import Store
@@ -136,17 +136,19 @@ def test_convergence_rule_and_schedule():
 
 
 def test_cli_train_json(tmp_path):
-    cmd = [sys.executable, "-m", "depthscale", "train", "--model", "nonlinear", "--task", "difficult", "--k", "2",
+    cmd = ["train", "--model", "nonlinear", "--task", "difficult", "--k", "2",
            "--a", "0", "--b", "0", "--depth", "2", "--preset", "smoke", "--max_steps", "20", "--seed", "3",
            "--store", str(tmp_path / "s"), "--json"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    out = forked_cli.run(cmd)
+    assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("run_id", "R", "R_se", "A", "C", "steps", "stopped_because"):
         assert key in rec
     assert "loss" not in rec and "loss_se" not in rec  # one name per quantity: R, as in metrics.json
     assert rec["R"] == pytest.approx(rec["C"] + (rec["A"] - rec["C"]) / 2, rel=1e-9)
     assert out.stderr.splitlines()[0] == "depthscale: preset smoke"
-    again = subprocess.run(cmd, capture_output=True, text=True, check=True)  # loaded, not retrained
+    again = forked_cli.run(cmd)  # loaded, not retrained
+    assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.strip().splitlines()[-1]) == rec
 
 
@@ -154,8 +156,7 @@ def test_cli_train_json(tmp_path):
     (["--a", "-1"], "a must be"), (["--k", "99"], "k must be <= P"), (["--model", "mlp"], "invalid choice: 'mlp'"),
 ])
 def test_cli_bad_input_exit_2(tmp_path, args, fragment):
-    out = subprocess.run([sys.executable, "-m", "depthscale", "train", "--preset", "smoke", "--store",
-                          str(tmp_path / "s"), *args], capture_output=True, text=True)
+    out = forked_cli.run(["train", "--preset", "smoke", "--store", tmp_path / "s", *args])
     assert out.returncode == 2
     assert fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "Traceback" not in out.stderr
